@@ -1,0 +1,993 @@
+//! The allocator: which CPUs a workload that asks for N exclusive CPUs gets.
+//!
+//! [`allocate`] is a pure, deterministic function: topology, free CPUs, request
+//! and options in, a CPU set or a typed error out. It does no I/O and never panics.
+//!
+//! # Quality, in order
+//! 1. Span as few NUMA nodes as can hold the request now, then as few sockets,
+//!    then as few L3 groups.
+//! 2. Take whole physical cores; for a remainder smaller than a core, take the
+//!    lone thread of an already half-used core before breaking a fresh one.
+//! 3. Best fit: among equal choices use the most-occupied domain that still fits,
+//!    so large free blocks stay whole for later large requests.
+//!
+//! # How
+//! The smallest domain above a core is a *slice*: the cores sharing a socket, a
+//! NUMA node and an L3 group. The search
+//! - finds the fewest NUMA nodes whose free CPUs hold the request and enumerates
+//!   every node set of that size (a bounded search, largest nodes first), keeping
+//!   those on the fewest sockets;
+//! - within those, enumerates the slice sets of the smallest size that holds the
+//!   request;
+//! - scores each slice set by running the core picker on it (rule 2) and by the
+//!   free CPUs left in the NUMA nodes, sockets and slices it touches (rule 3);
+//! - materialises the best one with the same picker, so the score and the result
+//!   cannot disagree.
+//!
+//! Taking whole any node set but one (the "all but the last" fill) is what the
+//! picker does naturally: it drains slices largest first, so the remainder lands
+//! in the most-occupied slice of the set.
+
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::cpuset::CpuSet;
+use crate::topology::Topology;
+
+/// How many candidate sets one level of the search may visit. Typical machines
+/// need a few dozen; the bound only matters on machines with very many NUMA
+/// nodes or L3 groups, where the search falls back to the best of those seen
+/// (always including the greedy largest-first choice).
+const SEARCH_BUDGET: usize = 2048;
+
+/// Allocation options, with the kubelet's meanings where it has them.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Never handed out. See [`Topology::lowest_cores`] for the count form.
+    pub reserved: CpuSet,
+    /// Serve only whole physical cores; the request must be a multiple of the
+    /// threads per core (kubelet `full-pcpus-only`).
+    pub full_pcpus_only: bool,
+    /// Split evenly across the fewest NUMA nodes that can hold an even split
+    /// (kubelet `distribute-cpus-across-numa`).
+    pub distribute_across_numa: bool,
+    /// One thread per core before any sibling (kubelet
+    /// `distribute-cpus-across-cores`).
+    pub spread_cores: bool,
+    /// NUMA nodes to draw from first.
+    pub numa_preference: Vec<u32>,
+    /// Widen the preference to the sockets of the preferred nodes.
+    pub align_by_socket: bool,
+}
+
+/// Why a request cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocError {
+    #[error("a request must be for at least one CPU")]
+    ZeroRequest,
+    #[error("not enough CPUs: requested {requested}, available {available}")]
+    NotEnough { requested: usize, available: usize },
+    #[error(
+        "not enough whole physical cores: requested {requested} CPUs, available {available} CPUs on free whole cores"
+    )]
+    NotEnoughWholeCores { requested: usize, available: usize },
+    #[error(
+        "SMT alignment: {requested} CPUs is not a multiple of {threads_per_core} threads per core, and full physical cores are required"
+    )]
+    SmtAlignment {
+        requested: usize,
+        threads_per_core: usize,
+    },
+    #[error("NUMA node {0} does not exist on this machine")]
+    UnknownNumaNode(u32),
+    #[error("{0}")]
+    ConflictingOptions(&'static str),
+}
+
+/// Where a set of CPUs sits: the alignment summary of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Alignment {
+    pub numa_nodes: Vec<u32>,
+    pub sockets: Vec<u32>,
+    pub l3_groups: Vec<u32>,
+    /// Cores whose every online thread is in the set.
+    pub whole_cores: usize,
+    /// Cores of which the set holds some threads but not all.
+    pub shared_cores: usize,
+}
+
+impl Alignment {
+    pub fn of(topo: &Topology, cpus: &CpuSet) -> Alignment {
+        let (whole_cores, shared_cores) = topo.core_split(cpus);
+        Alignment {
+            numa_nodes: topo.numa_of(cpus),
+            sockets: topo.sockets_of(cpus),
+            l3_groups: topo.l3_of(cpus),
+            whole_cores,
+            shared_cores,
+        }
+    }
+}
+
+/// Chooses `n` CPUs from `free` for one workload.
+///
+/// CPUs of `free` that are not online in `topo`, and reserved CPUs, are never
+/// chosen. The result has exactly `n` CPUs, all from `free`.
+pub fn allocate(
+    topo: &Topology,
+    free: &CpuSet,
+    n: usize,
+    opts: &Options,
+) -> Result<CpuSet, AllocError> {
+    if n == 0 {
+        return Err(AllocError::ZeroRequest);
+    }
+    if opts.full_pcpus_only && opts.spread_cores {
+        return Err(AllocError::ConflictingOptions(
+            "full physical cores and spreading across cores cannot be combined",
+        ));
+    }
+    for node in &opts.numa_preference {
+        if !topo.numa_nodes().contains_key(node) {
+            return Err(AllocError::UnknownNumaNode(*node));
+        }
+    }
+
+    let mut avail = free.intersection(topo.online());
+    avail.difference_with(&opts.reserved);
+    if opts.full_pcpus_only {
+        let tpc = topo.threads_per_core();
+        if n % tpc != 0 {
+            return Err(AllocError::SmtAlignment {
+                requested: n,
+                threads_per_core: tpc,
+            });
+        }
+        avail = whole_cores_of(topo, &avail);
+        if avail.len() < n {
+            return Err(AllocError::NotEnoughWholeCores {
+                requested: n,
+                available: avail.len(),
+            });
+        }
+    } else if avail.len() < n {
+        return Err(AllocError::NotEnough {
+            requested: n,
+            available: avail.len(),
+        });
+    }
+
+    if opts.numa_preference.is_empty() {
+        return plan(topo, avail, n, opts);
+    }
+    // Draw from the preferred region first: all of it if it cannot hold the
+    // request, the rest planned outside it by the usual rules.
+    let region = preferred_region(topo, opts);
+    let inside = avail.intersection(&region);
+    if inside.len() >= n {
+        return plan(topo, inside, n, opts);
+    }
+    let outside = avail.difference(&region);
+    let rest = plan(topo, outside, n - inside.len(), opts)?;
+    Ok(inside.union(&rest))
+}
+
+fn preferred_region(topo: &Topology, opts: &Options) -> CpuSet {
+    let mut region = CpuSet::new();
+    for node in &opts.numa_preference {
+        if let Some(cpus) = topo.numa_nodes().get(node) {
+            region.union_with(cpus);
+        }
+    }
+    if opts.align_by_socket {
+        for socket in topo.sockets_of(&region) {
+            if let Some(cpus) = topo.sockets().get(&socket) {
+                region.union_with(cpus);
+            }
+        }
+    }
+    region
+}
+
+/// The CPUs of `avail` that lie on cores whose every thread is in `avail`.
+fn whole_cores_of(topo: &Topology, avail: &CpuSet) -> CpuSet {
+    topo.cores()
+        .iter()
+        .filter(|c| c.cpus.iter().all(|&cpu| avail.contains(cpu)))
+        .flat_map(|c| c.cpus.iter().copied())
+        .collect()
+}
+
+fn plan(topo: &Topology, avail: CpuSet, n: usize, opts: &Options) -> Result<CpuSet, AllocError> {
+    let mut planner = Planner::new(topo, avail, opts);
+    if opts.distribute_across_numa
+        && let Some(set) = planner.distributed(n)
+    {
+        return Ok(set);
+    }
+    planner.packed(n, None).ok_or_else(|| {
+        // Only reachable when whole cores of mixed sizes cannot add up to `n`.
+        AllocError::SmtAlignment {
+            requested: n,
+            threads_per_core: topo.threads_per_core(),
+        }
+    })
+}
+
+/// A candidate's quality. Field order is priority order (derived `Ord`), lower is
+/// better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Score {
+    numa: usize,
+    sockets: usize,
+    l3: usize,
+    slices: usize,
+    /// Rule 2, from [`Planner::pick`].
+    cores: (usize, usize),
+    /// Rule 3: free CPUs left in the touched NUMA nodes, sockets and slices.
+    fit: (usize, usize, usize),
+}
+
+struct NodeAgg {
+    id: u32,
+    free: usize,
+    /// Slices of this node with free CPUs.
+    slices: Vec<usize>,
+}
+
+/// Per-call availability derived from the topology and the free set.
+struct Planner<'t> {
+    topo: &'t Topology,
+    avail: CpuSet,
+    spread: bool,
+    whole_only: bool,
+    /// Free threads per core (index into `topo.cores()`).
+    core_free: Vec<usize>,
+    slice_free: Vec<usize>,
+    /// NUMA nodes with free CPUs, ascending by id.
+    nodes: Vec<NodeAgg>,
+    socket_free: BTreeMap<u32, usize>,
+    /// Scratch: cores already used by the pick in progress.
+    taken: Vec<bool>,
+}
+
+impl<'t> Planner<'t> {
+    fn new(topo: &'t Topology, avail: CpuSet, opts: &Options) -> Self {
+        let mut core_free = vec![0usize; topo.cores().len()];
+        for cpu in &avail {
+            if let Some(i) = topo.core_index_of(cpu) {
+                core_free[i] += 1;
+            }
+        }
+        let slice_free: Vec<usize> = topo
+            .slices()
+            .iter()
+            .map(|s| s.cores.iter().map(|&c| core_free[c]).sum())
+            .collect();
+        let mut nodes: BTreeMap<u32, NodeAgg> = BTreeMap::new();
+        let mut socket_free: BTreeMap<u32, usize> = BTreeMap::new();
+        for (i, s) in topo.slices().iter().enumerate() {
+            if slice_free[i] == 0 {
+                continue;
+            }
+            let node = nodes.entry(s.numa).or_insert(NodeAgg {
+                id: s.numa,
+                free: 0,
+                slices: Vec::new(),
+            });
+            node.free += slice_free[i];
+            node.slices.push(i);
+            *socket_free.entry(s.socket).or_default() += slice_free[i];
+        }
+        Planner {
+            topo,
+            avail,
+            spread: opts.spread_cores,
+            whole_only: opts.full_pcpus_only,
+            taken: vec![false; core_free.len()],
+            core_free,
+            slice_free,
+            nodes: nodes.into_values().collect(),
+            socket_free,
+        }
+    }
+
+    /// The best packed choice of `n` CPUs, optionally only from `within` (NUMA
+    /// node ids). `None` if the free CPUs there cannot give exactly `n`.
+    fn packed(&mut self, n: usize, within: Option<&[u32]>) -> Option<CpuSet> {
+        let nodes: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| within.is_none_or(|w| w.contains(&self.nodes[i].id)))
+            .collect();
+        let node_free: Vec<usize> = nodes.iter().map(|&i| self.nodes[i].free).collect();
+
+        // Level 1: the fewest NUMA nodes, then the fewest sockets among those.
+        let mut node_sets: Vec<Vec<usize>> = Vec::new();
+        for_each_min_subset(&node_free, n, |subset| {
+            node_sets.push(subset.iter().map(|&j| nodes[j]).collect());
+        });
+        let socket_count = |set: &Vec<usize>| {
+            let mut sockets: Vec<u32> = set
+                .iter()
+                .flat_map(|&i| &self.nodes[i].slices)
+                .map(|&s| self.topo.slices()[s].socket)
+                .collect();
+            sockets.sort_unstable();
+            sockets.dedup();
+            sockets.len()
+        };
+        let fewest = node_sets.iter().map(socket_count).min()?;
+        node_sets.retain(|s| socket_count(s) == fewest);
+
+        // Level 2: within each node set, the slice sets of the smallest size.
+        let mut best: Option<(Score, Vec<usize>)> = None;
+        for set in &node_sets {
+            let slices: Vec<usize> = set
+                .iter()
+                .flat_map(|&i| self.nodes[i].slices.iter().copied())
+                .collect();
+            let free: Vec<usize> = slices.iter().map(|&s| self.slice_free[s]).collect();
+            let numa_left: usize = set.iter().map(|&i| self.nodes[i].free).sum::<usize>() - n;
+            let mut candidates: Vec<Vec<usize>> = Vec::new();
+            for_each_min_subset(&free, n, |subset| {
+                candidates.push(subset.iter().map(|&j| slices[j]).collect());
+            });
+            for chosen in candidates {
+                let Some(cores) = self.pick(&chosen, n, None) else {
+                    continue;
+                };
+                let score = self.score(set.len(), &chosen, cores, numa_left, n);
+                if best.as_ref().is_none_or(|(b, _)| score < *b) {
+                    best = Some((score, chosen));
+                }
+            }
+        }
+        let (_, chosen) = best?;
+        let mut out = CpuSet::new();
+        self.pick(&chosen, n, Some(&mut out))?;
+        Some(out)
+    }
+
+    fn score(
+        &self,
+        numa: usize,
+        slices: &[usize],
+        cores: (usize, usize),
+        numa_left: usize,
+        n: usize,
+    ) -> Score {
+        let all = self.topo.slices();
+        let mut sockets: Vec<u32> = slices.iter().map(|&s| all[s].socket).collect();
+        sockets.sort_unstable();
+        sockets.dedup();
+        let mut l3: Vec<u32> = slices.iter().filter_map(|&s| all[s].l3).collect();
+        l3.sort_unstable();
+        l3.dedup();
+        let socket_left = sockets
+            .iter()
+            .map(|s| self.socket_free.get(s).copied().unwrap_or(0))
+            .sum::<usize>()
+            .saturating_sub(n);
+        let slice_left = slices
+            .iter()
+            .map(|&s| self.slice_free[s])
+            .sum::<usize>()
+            .saturating_sub(n);
+        Score {
+            numa,
+            sockets: sockets.len(),
+            l3: l3.len(),
+            slices: slices.len(),
+            cores,
+            fit: (numa_left, socket_left, slice_left),
+        }
+    }
+
+    /// Picks `n` free CPUs from the cores of `slices` and returns the rule-2
+    /// penalty; writes the CPUs to `out` when given. `None` if it cannot (whole
+    /// cores only, and their sizes do not add up to `n`).
+    ///
+    /// Packed (the default): whole free cores first, largest first, draining
+    /// slices from the one with the most free CPUs; then the remainder from
+    /// half-used cores (best fit: the smallest that holds it); then a fresh core
+    /// is broken. Penalty: (CPUs not on a core wholly ours, fresh cores broken).
+    ///
+    /// Spread: one thread per core, first on cores whose siblings are free, then
+    /// on half-used cores, then siblings. Penalty: (CPUs sharing a core with
+    /// another of ours, CPUs beside a busy sibling).
+    fn pick(
+        &mut self,
+        slices: &[usize],
+        n: usize,
+        mut out: Option<&mut CpuSet>,
+    ) -> Option<(usize, usize)> {
+        let mut order: Vec<usize> = slices.to_vec();
+        order.sort_by_key(|&s| (Reverse(self.slice_free[s]), s));
+        let all = self.topo.slices();
+        let cores: Vec<usize> = order
+            .iter()
+            .flat_map(|&s| all[s].cores.iter().copied())
+            .filter(|&c| self.core_free[c] > 0)
+            .collect();
+        let size = |c: usize| self.topo.cores()[c].cpus.len();
+        let mut rem = n;
+        let mut penalty = (0, 0);
+        let mut used: Vec<usize> = Vec::new();
+
+        if self.spread {
+            // Pass 1 and 2: one thread per core, cores with free siblings first.
+            for whole_pass in [true, false] {
+                for &c in &cores {
+                    if rem == 0 {
+                        break;
+                    }
+                    let whole = self.core_free[c] == size(c);
+                    if whole != whole_pass || self.taken[c] {
+                        continue;
+                    }
+                    self.taken[c] = true;
+                    used.push(c);
+                    self.emit(c, 0, 1, &mut out);
+                    rem -= 1;
+                    if !whole {
+                        penalty.1 += 1;
+                    }
+                }
+            }
+            // Pass 3: further threads, round-robin over the cores in use.
+            let mut depth = 1;
+            while rem > 0 {
+                let mut progressed = false;
+                for &c in &used {
+                    if rem == 0 {
+                        break;
+                    }
+                    if self.core_free[c] > depth {
+                        self.emit(c, depth, 1, &mut out);
+                        rem -= 1;
+                        penalty.0 += 1;
+                        progressed = true;
+                    }
+                }
+                if !progressed {
+                    break;
+                }
+                depth += 1;
+            }
+        } else {
+            // Pass 1: whole free cores that fit, largest cores first.
+            let mut sizes: Vec<usize> = cores.iter().map(|&c| size(c)).collect();
+            sizes.sort_unstable_by(|a, b| b.cmp(a));
+            sizes.dedup();
+            for s in sizes {
+                for &c in &cores {
+                    if rem < s {
+                        break;
+                    }
+                    if size(c) == s && self.core_free[c] == s && !self.taken[c] {
+                        self.taken[c] = true;
+                        used.push(c);
+                        self.emit(c, 0, s, &mut out);
+                        rem -= s;
+                    }
+                }
+            }
+            // Pass 2: the remainder from half-used cores, best fit. Ties go to the
+            // most-occupied slice (the end of the drain order).
+            if rem > 0 && !self.whole_only {
+                let mut partial: Vec<(usize, usize, usize)> = cores
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &c)| self.core_free[c] < size(c))
+                    .map(|(pos, &c)| (self.core_free[c], pos, c))
+                    .collect();
+                partial.sort_unstable_by_key(|&(free, pos, _)| (free, Reverse(pos)));
+                while rem > 0 && !partial.is_empty() {
+                    let i = partial
+                        .iter()
+                        .position(|&(free, _, _)| free >= rem)
+                        .unwrap_or(partial.len() - 1);
+                    let (free, _, c) = partial.remove(i);
+                    let count = free.min(rem);
+                    self.taken[c] = true;
+                    used.push(c);
+                    self.emit(c, 0, count, &mut out);
+                    rem -= count;
+                    penalty.0 += count;
+                }
+            }
+            // Pass 3: break fresh cores, the smallest that holds the remainder,
+            // in the most-occupied slice.
+            while rem > 0 && !self.whole_only {
+                let fresh = cores
+                    .iter()
+                    .rev()
+                    .copied()
+                    .filter(|&c| !self.taken[c])
+                    .min_by_key(|&c| {
+                        let s = size(c);
+                        (s < rem, if s >= rem { s } else { usize::MAX - s })
+                    });
+                let Some(c) = fresh else { break };
+                let count = size(c).min(rem);
+                self.taken[c] = true;
+                used.push(c);
+                self.emit(c, 0, count, &mut out);
+                rem -= count;
+                penalty.0 += count;
+                if count < size(c) {
+                    penalty.1 += 1;
+                }
+            }
+        }
+        for c in used {
+            self.taken[c] = false;
+        }
+        (rem == 0).then_some(penalty)
+    }
+
+    /// Writes `count` free threads of core `c`, after skipping its first `skip`
+    /// free ones, to `out`.
+    fn emit(&self, c: usize, skip: usize, count: usize, out: &mut Option<&mut CpuSet>) {
+        if let Some(out) = out.as_deref_mut() {
+            let free = self.topo.cores()[c]
+                .cpus
+                .iter()
+                .copied()
+                .filter(|&cpu| self.avail.contains(cpu));
+            out.extend(free.skip(skip).take(count));
+        }
+    }
+
+    /// Splits `n` evenly across the fewest NUMA nodes that can hold an even split,
+    /// in groups of a whole core when whole cores are required. `None` when no
+    /// even split fits; the caller then packs.
+    fn distributed(&mut self, n: usize) -> Option<CpuSet> {
+        let group = if self.whole_only {
+            self.topo.threads_per_core()
+        } else {
+            1
+        };
+        let groups = n / group;
+        let free: Vec<usize> = self.nodes.iter().map(|node| node.free).collect();
+        let first = min_subset_size(&free, n)?;
+        for k in first..=free.len().min(groups) {
+            let mut sets: Vec<Vec<usize>> = Vec::new();
+            for_each_subset(&free, k, n, |s| sets.push(s.to_vec()));
+            let mut best: Option<(Score, CpuSet)> = None;
+            for mut set in sets {
+                // The nodes with the most free CPUs take the groups that do not
+                // divide evenly.
+                set.sort_by_key(|&i| (Reverse(free[i]), self.nodes[i].id));
+                let mut result = CpuSet::new();
+                let mut fits = true;
+                for (j, &i) in set.iter().enumerate() {
+                    let share = (groups / k + usize::from(j < groups % k)) * group;
+                    let id = self.nodes[i].id;
+                    match (share <= free[i]).then(|| self.packed(share, Some(&[id]))) {
+                        Some(Some(cpus)) => result.union_with(&cpus),
+                        _ => {
+                            fits = false;
+                            break;
+                        }
+                    }
+                }
+                if !fits {
+                    continue;
+                }
+                let a = Alignment::of(self.topo, &result);
+                let left = set.iter().map(|&i| free[i]).sum::<usize>() - n;
+                let score = Score {
+                    numa: k,
+                    sockets: a.sockets.len(),
+                    l3: a.l3_groups.len(),
+                    slices: 0,
+                    cores: (a.shared_cores, 0),
+                    fit: (left, 0, 0),
+                };
+                if best.as_ref().is_none_or(|(b, _)| score < *b) {
+                    best = Some((score, result));
+                }
+            }
+            if let Some((_, cpus)) = best {
+                return Some(cpus);
+            }
+        }
+        None
+    }
+}
+
+/// Positions of `weights` sorted by descending weight (ties by position).
+fn descending(weights: &[usize]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by_key(|&i| (Reverse(weights[i]), i));
+    order
+}
+
+/// The fewest of `weights` that sum to at least `need`; `None` if all fall short.
+fn min_subset_size(weights: &[usize], need: usize) -> Option<usize> {
+    let mut total = 0;
+    descending(weights)
+        .iter()
+        .position(|&i| {
+            total += weights[i];
+            total >= need
+        })
+        .map(|p| p + 1)
+}
+
+/// Calls `f` with every subset of the smallest size whose weights sum to at
+/// least `need`. See [`for_each_subset`].
+fn for_each_min_subset(weights: &[usize], need: usize, f: impl FnMut(&[usize])) {
+    if let Some(k) = min_subset_size(weights, need) {
+        for_each_subset(weights, k, need, f);
+    }
+}
+
+/// Calls `f` with every `k`-subset (as positions into `weights`) whose weights
+/// sum to at least `need`, largest weights first, visiting at most
+/// [`SEARCH_BUDGET`] subsets. The first subset visited is the greedy one.
+fn for_each_subset(weights: &[usize], k: usize, need: usize, mut f: impl FnMut(&[usize])) {
+    if k == 0 || k > weights.len() {
+        return;
+    }
+    let order = descending(weights);
+    let sorted: Vec<usize> = order.iter().map(|&i| weights[i]).collect();
+    let mut budget = SEARCH_BUDGET;
+    let mut chosen: Vec<usize> = Vec::with_capacity(k);
+    let mut original: Vec<usize> = Vec::with_capacity(k);
+    subsets(
+        &sorted,
+        k,
+        need,
+        0,
+        0,
+        &mut chosen,
+        &mut budget,
+        &mut |positions| {
+            original.clear();
+            original.extend(positions.iter().map(|&p| order[p]));
+            f(&original);
+        },
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn subsets(
+    sorted: &[usize],
+    k: usize,
+    need: usize,
+    start: usize,
+    sum: usize,
+    chosen: &mut Vec<usize>,
+    budget: &mut usize,
+    f: &mut impl FnMut(&[usize]),
+) {
+    if chosen.len() == k {
+        if sum >= need && *budget > 0 {
+            *budget -= 1;
+            f(chosen);
+        }
+        return;
+    }
+    let left = k - chosen.len();
+    for i in start..=sorted.len().saturating_sub(left) {
+        if *budget == 0 {
+            return;
+        }
+        // `sorted` is descending: the best this branch can reach is the next
+        // `left` weights from `i`; if that falls short, so does every later `i`.
+        let reach: usize = sorted[i..i + left].iter().sum();
+        if sum + reach < need {
+            return;
+        }
+        chosen.push(i);
+        subsets(sorted, k, need, i + 1, sum + sorted[i], chosen, budget, f);
+        chosen.pop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::synthetic::Shape;
+
+    fn set(s: &str) -> CpuSet {
+        s.parse().unwrap()
+    }
+
+    /// 2 sockets × 1 NUMA node × 1 L3 × 4 cores × 2 threads: CPUs 0-7 are first
+    /// threads, core c is {c, c+8}; socket 0 holds cores 0-3.
+    fn two_socket() -> Topology {
+        Shape {
+            sockets: 2,
+            numa_per_socket: 1,
+            l3_per_numa: 1,
+            cores_per_l3: 4,
+            threads_per_core: 2,
+        }
+        .build()
+    }
+
+    fn alloc(t: &Topology, free: &CpuSet, n: usize) -> CpuSet {
+        allocate(t, free, n, &Options::default()).unwrap()
+    }
+
+    #[test]
+    fn a_request_that_fits_one_numa_node_lands_in_one() {
+        let t = two_socket();
+        let got = alloc(&t, t.online(), 6);
+        assert_eq!(got.len(), 6);
+        assert_eq!(t.numa_of(&got).len(), 1, "{got}");
+        assert_eq!(Alignment::of(&t, &got).shared_cores, 0);
+    }
+
+    #[test]
+    fn whole_cores_when_possible() {
+        let t = two_socket();
+        let got = alloc(&t, t.online(), 4);
+        assert_eq!(got, set("0-1,8-9"));
+    }
+
+    #[test]
+    fn a_lone_thread_of_a_half_used_core_before_breaking_a_fresh_core() {
+        let t = two_socket();
+        // CPU 8 (sibling of 0) is taken by someone else: core 0 is half used.
+        let free = t.online().difference(&set("8"));
+        let got = alloc(&t, &free, 3);
+        // One whole core plus the lone thread 0, not a broken fresh core.
+        assert!(got.contains(0), "{got}");
+        assert_eq!(Alignment::of(&t, &got).whole_cores, 1, "{got}");
+    }
+
+    #[test]
+    fn best_fit_beats_first_fit() {
+        let t = two_socket();
+        // Socket 0 has 4 CPUs left (cores 2 and 3), socket 1 is empty of work.
+        let free = set("2-3,10-11,4-7,12-15");
+        let got = alloc(&t, &free, 4);
+        assert_eq!(got, set("2-3,10-11"), "the fuller socket is used");
+        // The whole socket 1 stays free for a later 8-CPU request.
+        let rest = free.difference(&got);
+        assert_eq!(t.numa_of(&alloc(&t, &rest, 8)).len(), 1);
+    }
+
+    #[test]
+    fn does_not_span_numa_nodes_where_the_kubelet_does() {
+        // The kubelet fills the most-used NUMA node first: with node 0 holding 6
+        // free CPUs and node 1 all 8, a 7-CPU request spans both under the
+        // kubelet. Node 1 alone holds it.
+        let t = two_socket();
+        let free = t.online().difference(&set("0,8"));
+        let got = alloc(&t, &free, 7);
+        assert_eq!(t.numa_of(&got), vec![1], "{got}");
+    }
+
+    #[test]
+    fn a_request_of_a_whole_node_or_more_gets_whole_nodes() {
+        let t = Shape {
+            sockets: 2,
+            numa_per_socket: 2,
+            l3_per_numa: 1,
+            cores_per_l3: 4,
+            threads_per_core: 2,
+        }
+        .build();
+        // Node 0 is partly used; a node's worth (8) must come as one whole node.
+        let free = t.online().difference(&set("0"));
+        let got = alloc(&t, &free, 8);
+        let nodes = t.numa_of(&got);
+        assert_eq!(nodes.len(), 1);
+        assert_eq!(&got, &t.numa_nodes()[&nodes[0]]);
+        // A socket's worth (16) comes as one whole socket.
+        let got = alloc(&t, &free, 16);
+        assert_eq!(t.sockets_of(&got), vec![1]);
+        // 1.5 nodes: two nodes of one socket, one of them whole.
+        let got = alloc(&t, t.online(), 12);
+        assert_eq!(t.sockets_of(&got).len(), 1);
+        assert_eq!(t.numa_of(&got).len(), 2);
+    }
+
+    #[test]
+    fn fewest_l3_groups_within_a_node() {
+        let t = Shape {
+            sockets: 1,
+            numa_per_socket: 1,
+            l3_per_numa: 2,
+            cores_per_l3: 4,
+            threads_per_core: 2,
+        }
+        .build();
+        // L3 0 (cores 0-3) has 2 cores used; a 4-CPU request fits L3 0 exactly.
+        let free = t.online().difference(&set("0-1,8-9"));
+        let got = alloc(&t, &free, 4);
+        assert_eq!(t.l3_of(&got), vec![0], "best fit in the fuller L3: {got}");
+        let got = alloc(&t, &free, 6);
+        assert_eq!(t.l3_of(&got), vec![1], "only L3 1 holds 6: {got}");
+    }
+
+    #[test]
+    fn reserved_cpus_are_never_handed_out() {
+        let t = two_socket();
+        let opts = Options {
+            reserved: t.lowest_cores(2),
+            ..Options::default()
+        };
+        assert_eq!(opts.reserved, set("0,8"));
+        let got = allocate(&t, t.online(), 14, &opts).unwrap();
+        assert!(got.is_disjoint(&opts.reserved));
+        let e = allocate(&t, t.online(), 15, &opts).unwrap_err();
+        assert_eq!(e.to_string(), "not enough CPUs: requested 15, available 14");
+    }
+
+    #[test]
+    fn full_physical_cores_only() {
+        let t = two_socket();
+        let opts = Options {
+            full_pcpus_only: true,
+            ..Options::default()
+        };
+        let e = allocate(&t, t.online(), 3, &opts).unwrap_err();
+        assert_eq!(
+            e,
+            AllocError::SmtAlignment {
+                requested: 3,
+                threads_per_core: 2
+            }
+        );
+        assert!(
+            e.to_string()
+                .contains("not a multiple of 2 threads per core")
+        );
+        // Half-used cores do not count: 7 free CPUs, but only 6 on whole cores.
+        let free = set("1-3,9-11,12");
+        let got = allocate(&t, &free, 6, &opts).unwrap();
+        assert_eq!(got, set("1-3,9-11"));
+        let e = allocate(&t, &free, 8, &opts).unwrap_err();
+        assert_eq!(
+            e,
+            AllocError::NotEnoughWholeCores {
+                requested: 8,
+                available: 6
+            }
+        );
+    }
+
+    #[test]
+    fn spread_takes_one_thread_per_core_first() {
+        let t = two_socket();
+        let opts = Options {
+            spread_cores: true,
+            ..Options::default()
+        };
+        let got = allocate(&t, t.online(), 4, &opts).unwrap();
+        assert_eq!(got, set("0-3"), "one thread on each of socket 0's cores");
+        let got = allocate(&t, t.online(), 6, &opts).unwrap();
+        assert_eq!(t.numa_of(&got).len(), 1);
+        assert_eq!(Alignment::of(&t, &got).whole_cores, 2);
+        let both = Options {
+            spread_cores: true,
+            full_pcpus_only: true,
+            ..Options::default()
+        };
+        assert!(matches!(
+            allocate(&t, t.online(), 4, &both),
+            Err(AllocError::ConflictingOptions(_))
+        ));
+    }
+
+    #[test]
+    fn distribute_splits_evenly_across_the_fewest_nodes() {
+        let t = Shape {
+            sockets: 2,
+            numa_per_socket: 2,
+            l3_per_numa: 1,
+            cores_per_l3: 4,
+            threads_per_core: 2,
+        }
+        .build();
+        let opts = Options {
+            distribute_across_numa: true,
+            ..Options::default()
+        };
+        let got = allocate(&t, t.online(), 12, &opts).unwrap();
+        let nodes = t.numa_of(&got);
+        assert_eq!(nodes.len(), 2);
+        for n in nodes {
+            assert_eq!(got.intersection(&t.numa_nodes()[&n]).len(), 6);
+        }
+        assert_eq!(t.sockets_of(&got).len(), 1, "the two nodes share a socket");
+        // In whole-core groups: 12 CPUs over 2 nodes is 3 cores each.
+        let whole = Options {
+            full_pcpus_only: true,
+            ..opts.clone()
+        };
+        let got = allocate(&t, t.online(), 12, &whole).unwrap();
+        assert_eq!(Alignment::of(&t, &got).shared_cores, 0);
+        // A request that fits one node stays in one.
+        let got = allocate(&t, t.online(), 6, &opts).unwrap();
+        assert_eq!(t.numa_of(&got).len(), 1);
+    }
+
+    #[test]
+    fn numa_preference_is_drawn_from_first() {
+        let t = Shape {
+            sockets: 2,
+            numa_per_socket: 2,
+            l3_per_numa: 1,
+            cores_per_l3: 4,
+            threads_per_core: 2,
+        }
+        .build();
+        let prefer = |nodes: Vec<u32>, align_by_socket| Options {
+            numa_preference: nodes,
+            align_by_socket,
+            ..Options::default()
+        };
+        let got = allocate(&t, t.online(), 4, &prefer(vec![3], false)).unwrap();
+        assert_eq!(t.numa_of(&got), vec![3]);
+        // Node 3 cannot hold 10: all of it, and the rest elsewhere.
+        let got = allocate(&t, t.online(), 10, &prefer(vec![3], false)).unwrap();
+        assert!(t.numa_nodes()[&3].is_subset(&got));
+        // Widened to the socket, the rest comes from node 2 on the same socket.
+        let got = allocate(&t, t.online(), 10, &prefer(vec![3], true)).unwrap();
+        assert_eq!(t.sockets_of(&got), vec![1]);
+        assert_eq!(
+            allocate(&t, t.online(), 1, &prefer(vec![9], false)).unwrap_err(),
+            AllocError::UnknownNumaNode(9)
+        );
+    }
+
+    #[test]
+    fn errors_name_requested_and_available() {
+        let t = two_socket();
+        assert_eq!(
+            allocate(&t, t.online(), 0, &Options::default()),
+            Err(AllocError::ZeroRequest)
+        );
+        assert_eq!(
+            allocate(&t, &set("0-3"), 5, &Options::default()),
+            Err(AllocError::NotEnough {
+                requested: 5,
+                available: 4
+            })
+        );
+        // CPUs outside the topology are not available.
+        assert_eq!(
+            allocate(&t, &set("100-200"), 1, &Options::default()),
+            Err(AllocError::NotEnough {
+                requested: 1,
+                available: 0
+            })
+        );
+    }
+
+    #[test]
+    fn hybrid_cores_of_different_sizes() {
+        use crate::topology::CpuInfo;
+        // Two 2-thread P-cores (0-3) and four 1-thread E-cores (4-7).
+        let mut cpus = Vec::new();
+        for cpu in 0..8u32 {
+            let core = if cpu < 4 { cpu / 2 } else { cpu - 2 };
+            cpus.push(CpuInfo {
+                cpu,
+                core,
+                socket: 0,
+                numa: 0,
+                l3: Some(0),
+                die: None,
+            });
+        }
+        let t = Topology::new(cpus, CpuSet::new(), CpuSet::new()).unwrap();
+        let got = alloc(&t, t.online(), 3);
+        assert_eq!(Alignment::of(&t, &got).shared_cores, 0, "{got}");
+        let got = alloc(&t, t.online(), 7);
+        assert_eq!(Alignment::of(&t, &got).shared_cores, 0, "{got}");
+        let whole = Options {
+            full_pcpus_only: true,
+            ..Options::default()
+        };
+        assert_eq!(allocate(&t, t.online(), 4, &whole).unwrap().len(), 4);
+    }
+}

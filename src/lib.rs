@@ -1,0 +1,20 @@
+//! pinctl: exclusive, topology-aware CPUs for Linux workloads, straight on the
+//! cgroup filesystem.
+//!
+//! The library holds everything; the binaries `pinctl` and `pinctld` are thin
+//! glue. See `ARCHITECTURE.md` for the data flow and the invariants.
+//!
+//! - [`cpuset`]: the `CpuSet` value type (Linux list format).
+//! - [`topology`]: the pure topology model and its JSON file format.
+//! - [`sysfs`]: topology discovery from a sysfs root.
+//! - [`alloc`]: the pure, deterministic allocator.
+//! - [`cli`]: the `pinctl` commands, as library functions.
+
+pub mod alloc;
+pub mod cli;
+pub mod cpuset;
+pub mod sysfs;
+pub mod topology;
+
+pub use cpuset::CpuSet;
+pub use topology::Topology;
