@@ -38,9 +38,13 @@ use crate::topology::Topology;
 
 /// How many candidate sets one level of the search may visit. Typical machines
 /// need a few dozen; the bound only matters on machines with very many NUMA
-/// nodes or L3 groups, where the search falls back to the best of those seen
+/// nodes or L3 groups, where the search settles for the best of those seen
 /// (always including the greedy largest-first choice).
 const SEARCH_BUDGET: usize = 2048;
+
+/// The most SMT threads one core may have (POWER has 8); the topology rejects
+/// more.
+pub use crate::topology::MAX_THREADS;
 
 /// Allocation options, with the kubelet's meanings where it has them.
 #[derive(Debug, Clone, Default)]
@@ -207,7 +211,7 @@ fn plan(topo: &Topology, avail: CpuSet, n: usize, opts: &Options) -> Result<CpuS
     {
         return Ok(set);
     }
-    planner.packed(n, None).ok_or_else(|| {
+    planner.packed(n, None).ok_or({
         // Only reachable when whole cores of mixed sizes cannot add up to `n`.
         AllocError::SmtAlignment {
             requested: n,
@@ -224,10 +228,98 @@ struct Score {
     sockets: usize,
     l3: usize,
     slices: usize,
-    /// Rule 2, from [`Planner::pick`].
+    /// Rule 2: the penalty of [`Planner::pick`].
     cores: (usize, usize),
     /// Rule 3: free CPUs left in the touched NUMA nodes, sockets and slices.
     fit: (usize, usize, usize),
+}
+
+/// The shape of the free CPUs of a slice (or of several slices, summed): whole
+/// free cores by size, and half-used cores by their free threads. Rule 2 depends
+/// on nothing else, so candidates are scored on counts and only the winner is
+/// picked core by core.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counts {
+    whole: [usize; MAX_THREADS + 1],
+    partial: [usize; MAX_THREADS + 1],
+}
+
+impl Counts {
+    fn add(&mut self, other: &Counts) {
+        for i in 0..=MAX_THREADS {
+            self.whole[i] += other.whole[i];
+            self.partial[i] += other.partial[i];
+        }
+    }
+
+    /// The penalty [`Planner::pick`] reaches for `n` CPUs from these cores, by
+    /// the same passes on counts. `None` where the picker fails.
+    fn penalty(mut self, n: usize, mode: Mode) -> Option<(usize, usize)> {
+        let free: usize = (1..=MAX_THREADS)
+            .map(|i| i * (self.whole[i] + self.partial[i]))
+            .sum();
+        if n > free {
+            return None;
+        }
+        if mode == Mode::Spread {
+            let whole: usize = self.whole.iter().sum();
+            let partial: usize = self.partial.iter().sum();
+            let beside_busy = n.saturating_sub(whole).min(partial);
+            return Some((n.saturating_sub(whole + partial), beside_busy));
+        }
+        let mut rem = n;
+        for size in (1..=MAX_THREADS).rev() {
+            let take = self.whole[size].min(rem / size);
+            self.whole[size] -= take;
+            rem -= take * size;
+        }
+        if mode == Mode::WholeOnly {
+            return (rem == 0).then_some((0, 0));
+        }
+        let mut penalty = (0, 0);
+        // Half-used cores, best fit: the smallest that holds the remainder, else
+        // the largest, as often as it leaves a remainder (taken in bulk).
+        while rem > 0 {
+            if let Some(f) = (rem..=MAX_THREADS).find(|&f| self.partial[f] > 0) {
+                self.partial[f] -= 1;
+                penalty.0 += rem;
+                rem = 0;
+                break;
+            }
+            let Some(f) = (1..rem.min(MAX_THREADS + 1))
+                .rev()
+                .find(|&f| self.partial[f] > 0)
+            else {
+                break;
+            };
+            // f < rem, so at least one is taken.
+            let take = self.partial[f].min((rem - 1) / f);
+            self.partial[f] -= take;
+            penalty.0 += take * f;
+            rem -= take * f;
+        }
+        // Fresh cores broken: the smallest that holds the remainder. (A remaining
+        // whole core is always larger than the remainder: pass 1 took the others.)
+        while rem > 0 {
+            let size = (rem..=MAX_THREADS).find(|&s| self.whole[s] > 0)?;
+            self.whole[size] -= 1;
+            penalty.0 += rem;
+            penalty.1 += 1;
+            rem = 0;
+        }
+        Some(penalty)
+    }
+}
+
+/// How cores are filled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Whole cores first, then half-used cores, then fresh cores broken.
+    Packed,
+    /// Whole cores only.
+    WholeOnly,
+    /// One thread per core before siblings.
+    Spread,
 }
 
 struct NodeAgg {
@@ -241,11 +333,11 @@ struct NodeAgg {
 struct Planner<'t> {
     topo: &'t Topology,
     avail: CpuSet,
-    spread: bool,
-    whole_only: bool,
+    mode: Mode,
     /// Free threads per core (index into `topo.cores()`).
     core_free: Vec<usize>,
     slice_free: Vec<usize>,
+    slice_counts: Vec<Counts>,
     /// NUMA nodes with free CPUs, ascending by id.
     nodes: Vec<NodeAgg>,
     socket_free: BTreeMap<u32, usize>,
@@ -261,15 +353,25 @@ impl<'t> Planner<'t> {
                 core_free[i] += 1;
             }
         }
-        let slice_free: Vec<usize> = topo
-            .slices()
-            .iter()
-            .map(|s| s.cores.iter().map(|&c| core_free[c]).sum())
-            .collect();
+        let mut slice_free = Vec::with_capacity(topo.slices().len());
+        let mut slice_counts = Vec::with_capacity(topo.slices().len());
         let mut nodes: BTreeMap<u32, NodeAgg> = BTreeMap::new();
         let mut socket_free: BTreeMap<u32, usize> = BTreeMap::new();
         for (i, s) in topo.slices().iter().enumerate() {
-            if slice_free[i] == 0 {
+            let mut counts = Counts::default();
+            let mut free = 0;
+            for &c in &s.cores {
+                let (f, size) = (core_free[c], topo.cores()[c].cpus.len());
+                free += f;
+                if f == size {
+                    counts.whole[size] += 1;
+                } else if f > 0 {
+                    counts.partial[f] += 1;
+                }
+            }
+            slice_free.push(free);
+            slice_counts.push(counts);
+            if free == 0 {
                 continue;
             }
             let node = nodes.entry(s.numa).or_insert(NodeAgg {
@@ -277,18 +379,25 @@ impl<'t> Planner<'t> {
                 free: 0,
                 slices: Vec::new(),
             });
-            node.free += slice_free[i];
+            node.free += free;
             node.slices.push(i);
-            *socket_free.entry(s.socket).or_default() += slice_free[i];
+            *socket_free.entry(s.socket).or_default() += free;
         }
+        let mode = if opts.full_pcpus_only {
+            Mode::WholeOnly
+        } else if opts.spread_cores {
+            Mode::Spread
+        } else {
+            Mode::Packed
+        };
         Planner {
             topo,
             avail,
-            spread: opts.spread_cores,
-            whole_only: opts.full_pcpus_only,
+            mode,
             taken: vec![false; core_free.len()],
             core_free,
             slice_free,
+            slice_counts,
             nodes: nodes.into_values().collect(),
             socket_free,
         }
@@ -303,67 +412,69 @@ impl<'t> Planner<'t> {
         let node_free: Vec<usize> = nodes.iter().map(|&i| self.nodes[i].free).collect();
 
         // Level 1: the fewest NUMA nodes, then the fewest sockets among those.
-        let mut node_sets: Vec<Vec<usize>> = Vec::new();
-        for_each_min_subset(&node_free, n, |subset| {
-            node_sets.push(subset.iter().map(|&j| nodes[j]).collect());
+        let mut node_sets: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut budget = SEARCH_BUDGET;
+        for_each_min_subset(&node_free, n, &mut budget, |subset| {
+            let set: Vec<usize> = subset.iter().map(|&j| nodes[j]).collect();
+            let sockets = self.distinct(set.iter().flat_map(|&i| &self.nodes[i].slices), |s| {
+                Some(s.socket)
+            });
+            node_sets.push((sockets, set));
         });
-        let socket_count = |set: &Vec<usize>| {
-            let mut sockets: Vec<u32> = set
-                .iter()
-                .flat_map(|&i| &self.nodes[i].slices)
-                .map(|&s| self.topo.slices()[s].socket)
-                .collect();
-            sockets.sort_unstable();
-            sockets.dedup();
-            sockets.len()
-        };
-        let fewest = node_sets.iter().map(socket_count).min()?;
-        node_sets.retain(|s| socket_count(s) == fewest);
+        let fewest = node_sets.iter().map(|(s, _)| *s).min()?;
+        node_sets.retain(|(s, _)| *s == fewest);
 
-        // Level 2: within each node set, the slice sets of the smallest size.
+        // Level 2: within each node set, the slice sets of the smallest size,
+        // scored on counts.
         let mut best: Option<(Score, Vec<usize>)> = None;
-        for set in &node_sets {
+        let mut budget = SEARCH_BUDGET;
+        for (_, set) in &node_sets {
             let slices: Vec<usize> = set
                 .iter()
                 .flat_map(|&i| self.nodes[i].slices.iter().copied())
                 .collect();
             let free: Vec<usize> = slices.iter().map(|&s| self.slice_free[s]).collect();
-            let numa_left: usize = set.iter().map(|&i| self.nodes[i].free).sum::<usize>() - n;
-            let mut candidates: Vec<Vec<usize>> = Vec::new();
-            for_each_min_subset(&free, n, |subset| {
-                candidates.push(subset.iter().map(|&j| slices[j]).collect());
-            });
-            for chosen in candidates {
-                let Some(cores) = self.pick(&chosen, n, None) else {
-                    continue;
+            let numa_left = set.iter().map(|&i| self.nodes[i].free).sum::<usize>() - n;
+            for_each_min_subset(&free, n, &mut budget, |subset| {
+                let chosen: Vec<usize> = subset.iter().map(|&j| slices[j]).collect();
+                let Some(score) = self.score(set.len(), &chosen, numa_left, n) else {
+                    return;
                 };
-                let score = self.score(set.len(), &chosen, cores, numa_left, n);
                 if best.as_ref().is_none_or(|(b, _)| score < *b) {
                     best = Some((score, chosen));
                 }
-            }
+            });
         }
-        let (_, chosen) = best?;
+        let (score, chosen) = best?;
         let mut out = CpuSet::new();
-        self.pick(&chosen, n, Some(&mut out))?;
+        let penalty = self.pick(&chosen, n, &mut out)?;
+        debug_assert_eq!(penalty, score.cores, "scoring and picking disagree");
         Some(out)
     }
 
-    fn score(
+    /// The number of distinct values of `key` over the slices `slices`.
+    fn distinct<'a>(
         &self,
-        numa: usize,
-        slices: &[usize],
-        cores: (usize, usize),
-        numa_left: usize,
-        n: usize,
-    ) -> Score {
+        slices: impl Iterator<Item = &'a usize>,
+        key: impl Fn(&crate::topology::Slice) -> Option<u32>,
+    ) -> usize {
+        let all = self.topo.slices();
+        let mut values: Vec<u32> = slices.filter_map(|&s| key(&all[s])).collect();
+        values.sort_unstable();
+        values.dedup();
+        values.len()
+    }
+
+    fn score(&self, numa: usize, slices: &[usize], numa_left: usize, n: usize) -> Option<Score> {
+        let mut counts = Counts::default();
+        for &s in slices {
+            counts.add(&self.slice_counts[s]);
+        }
+        let cores = counts.penalty(n, self.mode)?;
         let all = self.topo.slices();
         let mut sockets: Vec<u32> = slices.iter().map(|&s| all[s].socket).collect();
         sockets.sort_unstable();
         sockets.dedup();
-        let mut l3: Vec<u32> = slices.iter().filter_map(|&s| all[s].l3).collect();
-        l3.sort_unstable();
-        l3.dedup();
         let socket_left = sockets
             .iter()
             .map(|s| self.socket_free.get(s).copied().unwrap_or(0))
@@ -374,19 +485,19 @@ impl<'t> Planner<'t> {
             .map(|&s| self.slice_free[s])
             .sum::<usize>()
             .saturating_sub(n);
-        Score {
+        Some(Score {
             numa,
             sockets: sockets.len(),
-            l3: l3.len(),
+            l3: self.distinct(slices.iter(), |s| s.l3),
             slices: slices.len(),
             cores,
             fit: (numa_left, socket_left, slice_left),
-        }
+        })
     }
 
-    /// Picks `n` free CPUs from the cores of `slices` and returns the rule-2
-    /// penalty; writes the CPUs to `out` when given. `None` if it cannot (whole
-    /// cores only, and their sizes do not add up to `n`).
+    /// Picks `n` free CPUs from the cores of `slices` into `out` and returns the
+    /// rule-2 penalty. `None` if it cannot (whole cores only, and their sizes do
+    /// not add up to `n`). [`Counts::penalty`] mirrors these passes on counts.
     ///
     /// Packed (the default): whole free cores first, largest first, draining
     /// slices from the one with the most free CPUs; then the remainder from
@@ -396,12 +507,7 @@ impl<'t> Planner<'t> {
     /// Spread: one thread per core, first on cores whose siblings are free, then
     /// on half-used cores, then siblings. Penalty: (CPUs sharing a core with
     /// another of ours, CPUs beside a busy sibling).
-    fn pick(
-        &mut self,
-        slices: &[usize],
-        n: usize,
-        mut out: Option<&mut CpuSet>,
-    ) -> Option<(usize, usize)> {
+    fn pick(&mut self, slices: &[usize], n: usize, out: &mut CpuSet) -> Option<(usize, usize)> {
         let mut order: Vec<usize> = slices.to_vec();
         order.sort_by_key(|&s| (Reverse(self.slice_free[s]), s));
         let all = self.topo.slices();
@@ -411,113 +517,89 @@ impl<'t> Planner<'t> {
             .filter(|&c| self.core_free[c] > 0)
             .collect();
         let size = |c: usize| self.topo.cores()[c].cpus.len();
+        let is_whole = |c: usize| self.core_free[c] == size(c);
         let mut rem = n;
         let mut penalty = (0, 0);
         let mut used: Vec<usize> = Vec::new();
 
-        if self.spread {
-            // Pass 1 and 2: one thread per core, cores with free siblings first.
+        if self.mode == Mode::Spread {
+            // One thread per core, cores with free siblings first.
             for whole_pass in [true, false] {
-                for &c in &cores {
+                for &c in cores.iter().filter(|&&c| is_whole(c) == whole_pass) {
                     if rem == 0 {
                         break;
                     }
-                    let whole = self.core_free[c] == size(c);
-                    if whole != whole_pass || self.taken[c] {
-                        continue;
-                    }
-                    self.taken[c] = true;
                     used.push(c);
-                    self.emit(c, 0, 1, &mut out);
+                    self.emit(c, 0, 1, out);
                     rem -= 1;
-                    if !whole {
-                        penalty.1 += 1;
-                    }
+                    penalty.1 += usize::from(!whole_pass);
                 }
             }
-            // Pass 3: further threads, round-robin over the cores in use.
+            // Then further threads, round-robin over the cores in use.
             let mut depth = 1;
-            while rem > 0 {
-                let mut progressed = false;
+            while rem > 0 && depth < MAX_THREADS {
                 for &c in &used {
-                    if rem == 0 {
-                        break;
-                    }
-                    if self.core_free[c] > depth {
-                        self.emit(c, depth, 1, &mut out);
+                    if rem > 0 && self.core_free[c] > depth {
+                        self.emit(c, depth, 1, out);
                         rem -= 1;
                         penalty.0 += 1;
-                        progressed = true;
                     }
-                }
-                if !progressed {
-                    break;
                 }
                 depth += 1;
             }
-        } else {
-            // Pass 1: whole free cores that fit, largest cores first.
-            let mut sizes: Vec<usize> = cores.iter().map(|&c| size(c)).collect();
-            sizes.sort_unstable_by(|a, b| b.cmp(a));
-            sizes.dedup();
-            for s in sizes {
-                for &c in &cores {
-                    if rem < s {
-                        break;
-                    }
-                    if size(c) == s && self.core_free[c] == s && !self.taken[c] {
-                        self.taken[c] = true;
-                        used.push(c);
-                        self.emit(c, 0, s, &mut out);
-                        rem -= s;
-                    }
+            return (rem == 0).then_some(penalty);
+        }
+
+        // Pass 1: whole free cores that fit, largest cores first.
+        for s in (1..=MAX_THREADS).rev() {
+            for &c in &cores {
+                if rem < s {
+                    break;
                 }
-            }
-            // Pass 2: the remainder from half-used cores, best fit. Ties go to the
-            // most-occupied slice (the end of the drain order).
-            if rem > 0 && !self.whole_only {
-                let mut partial: Vec<(usize, usize, usize)> = cores
-                    .iter()
-                    .enumerate()
-                    .filter(|&(_, &c)| self.core_free[c] < size(c))
-                    .map(|(pos, &c)| (self.core_free[c], pos, c))
-                    .collect();
-                partial.sort_unstable_by_key(|&(free, pos, _)| (free, Reverse(pos)));
-                while rem > 0 && !partial.is_empty() {
-                    let i = partial
-                        .iter()
-                        .position(|&(free, _, _)| free >= rem)
-                        .unwrap_or(partial.len() - 1);
-                    let (free, _, c) = partial.remove(i);
-                    let count = free.min(rem);
+                if size(c) == s && is_whole(c) {
                     self.taken[c] = true;
                     used.push(c);
-                    self.emit(c, 0, count, &mut out);
-                    rem -= count;
-                    penalty.0 += count;
+                    self.emit(c, 0, s, out);
+                    rem -= s;
                 }
             }
-            // Pass 3: break fresh cores, the smallest that holds the remainder,
-            // in the most-occupied slice.
-            while rem > 0 && !self.whole_only {
+        }
+        if self.mode == Mode::Packed {
+            // Pass 2: the remainder from half-used cores, best fit; ties go to
+            // the most-occupied slice (the end of the drain order).
+            let mut partial: Vec<(usize, Reverse<usize>, usize)> = cores
+                .iter()
+                .enumerate()
+                .filter(|&(_, &c)| !is_whole(c))
+                .map(|(pos, &c)| (self.core_free[c], Reverse(pos), c))
+                .collect();
+            partial.sort_unstable();
+            while rem > 0 && !partial.is_empty() {
+                let fit = partial.partition_point(|&(free, _, _)| free < rem);
+                let (free, _, c) = if fit < partial.len() {
+                    partial.remove(fit)
+                } else {
+                    partial.pop()?
+                };
+                let count = free.min(rem);
+                self.emit(c, 0, count, out);
+                rem -= count;
+                penalty.0 += count;
+            }
+            // Pass 3: break the smallest fresh core that holds the remainder, in
+            // the most-occupied slice.
+            if rem > 0 {
                 let fresh = cores
                     .iter()
                     .rev()
                     .copied()
-                    .filter(|&c| !self.taken[c])
-                    .min_by_key(|&c| {
-                        let s = size(c);
-                        (s < rem, if s >= rem { s } else { usize::MAX - s })
-                    });
-                let Some(c) = fresh else { break };
-                let count = size(c).min(rem);
-                self.taken[c] = true;
-                used.push(c);
-                self.emit(c, 0, count, &mut out);
-                rem -= count;
-                penalty.0 += count;
-                if count < size(c) {
+                    .filter(|&c| is_whole(c) && !self.taken[c] && size(c) >= rem)
+                    .min_by_key(|&c| size(c));
+                if let Some(c) = fresh {
+                    self.emit(c, 0, rem, out);
+                    penalty.0 += rem;
                     penalty.1 += 1;
+                    rem = 0;
                 }
             }
         }
@@ -527,24 +609,22 @@ impl<'t> Planner<'t> {
         (rem == 0).then_some(penalty)
     }
 
-    /// Writes `count` free threads of core `c`, after skipping its first `skip`
+    /// Adds `count` free threads of core `c`, after skipping its first `skip`
     /// free ones, to `out`.
-    fn emit(&self, c: usize, skip: usize, count: usize, out: &mut Option<&mut CpuSet>) {
-        if let Some(out) = out.as_deref_mut() {
-            let free = self.topo.cores()[c]
-                .cpus
-                .iter()
-                .copied()
-                .filter(|&cpu| self.avail.contains(cpu));
-            out.extend(free.skip(skip).take(count));
-        }
+    fn emit(&self, c: usize, skip: usize, count: usize, out: &mut CpuSet) {
+        let free = self.topo.cores()[c]
+            .cpus
+            .iter()
+            .copied()
+            .filter(|&cpu| self.avail.contains(cpu));
+        out.extend(free.skip(skip).take(count));
     }
 
     /// Splits `n` evenly across the fewest NUMA nodes that can hold an even split,
     /// in groups of a whole core when whole cores are required. `None` when no
     /// even split fits; the caller then packs.
     fn distributed(&mut self, n: usize) -> Option<CpuSet> {
-        let group = if self.whole_only {
+        let group = if self.mode == Mode::WholeOnly {
             self.topo.threads_per_core()
         } else {
             1
@@ -552,46 +632,65 @@ impl<'t> Planner<'t> {
         let groups = n / group;
         let free: Vec<usize> = self.nodes.iter().map(|node| node.free).collect();
         let first = min_subset_size(&free, n)?;
+        // Each node is planned for at most two share sizes: remember them, with
+        // where they sit (nodes are disjoint, so alignments combine).
+        let mut per_node: BTreeMap<(usize, usize), Option<(CpuSet, Alignment)>> = BTreeMap::new();
+        let mut budget = SEARCH_BUDGET;
         for k in first..=free.len().min(groups) {
             let mut sets: Vec<Vec<usize>> = Vec::new();
-            for_each_subset(&free, k, n, |s| sets.push(s.to_vec()));
-            let mut best: Option<(Score, CpuSet)> = None;
+            for_each_subset(&free, k, n, &mut budget, |s| sets.push(s.to_vec()));
+            let mut best: Option<(Score, Vec<(usize, usize)>)> = None;
             for mut set in sets {
                 // The nodes with the most free CPUs take the groups that do not
                 // divide evenly.
                 set.sort_by_key(|&i| (Reverse(free[i]), self.nodes[i].id));
-                let mut result = CpuSet::new();
-                let mut fits = true;
+                let mut parts = Vec::with_capacity(k);
+                let (mut sockets, mut l3, mut shared) = (Vec::new(), Vec::new(), 0);
                 for (j, &i) in set.iter().enumerate() {
                     let share = (groups / k + usize::from(j < groups % k)) * group;
-                    let id = self.nodes[i].id;
-                    match (share <= free[i]).then(|| self.packed(share, Some(&[id]))) {
-                        Some(Some(cpus)) => result.union_with(&cpus),
-                        _ => {
-                            fits = false;
-                            break;
-                        }
+                    if share > free[i] {
+                        break;
                     }
+                    let id = self.nodes[i].id;
+                    let plan = per_node.entry((i, share)).or_insert_with(|| {
+                        let cpus = self.packed(share, Some(&[id]))?;
+                        let a = Alignment::of(self.topo, &cpus);
+                        Some((cpus, a))
+                    });
+                    let Some((_, a)) = plan else { break };
+                    sockets.extend_from_slice(&a.sockets);
+                    l3.extend_from_slice(&a.l3_groups);
+                    shared += a.shared_cores;
+                    parts.push((i, share));
                 }
-                if !fits {
+                if parts.len() != k {
                     continue;
                 }
-                let a = Alignment::of(self.topo, &result);
+                sockets.sort_unstable();
+                sockets.dedup();
+                l3.sort_unstable();
+                l3.dedup();
                 let left = set.iter().map(|&i| free[i]).sum::<usize>() - n;
                 let score = Score {
                     numa: k,
-                    sockets: a.sockets.len(),
-                    l3: a.l3_groups.len(),
+                    sockets: sockets.len(),
+                    l3: l3.len(),
                     slices: 0,
-                    cores: (a.shared_cores, 0),
+                    cores: (shared, 0),
                     fit: (left, 0, 0),
                 };
                 if best.as_ref().is_none_or(|(b, _)| score < *b) {
-                    best = Some((score, result));
+                    best = Some((score, parts));
                 }
             }
-            if let Some((_, cpus)) = best {
-                return Some(cpus);
+            if let Some((_, parts)) = best {
+                let mut out = CpuSet::new();
+                for key in parts {
+                    if let Some(Some((cpus, _))) = per_node.get(&key) {
+                        out.union_with(cpus);
+                    }
+                }
+                return Some(out);
             }
         }
         None
@@ -619,22 +718,32 @@ fn min_subset_size(weights: &[usize], need: usize) -> Option<usize> {
 
 /// Calls `f` with every subset of the smallest size whose weights sum to at
 /// least `need`. See [`for_each_subset`].
-fn for_each_min_subset(weights: &[usize], need: usize, f: impl FnMut(&[usize])) {
+fn for_each_min_subset(
+    weights: &[usize],
+    need: usize,
+    budget: &mut usize,
+    f: impl FnMut(&[usize]),
+) {
     if let Some(k) = min_subset_size(weights, need) {
-        for_each_subset(weights, k, need, f);
+        for_each_subset(weights, k, need, budget, f);
     }
 }
 
 /// Calls `f` with every `k`-subset (as positions into `weights`) whose weights
-/// sum to at least `need`, largest weights first, visiting at most
-/// [`SEARCH_BUDGET`] subsets. The first subset visited is the greedy one.
-fn for_each_subset(weights: &[usize], k: usize, need: usize, mut f: impl FnMut(&[usize])) {
+/// sum to at least `need`, largest weights first, while `budget` lasts (one unit
+/// a subset). The first subset visited is the greedy one.
+fn for_each_subset(
+    weights: &[usize],
+    k: usize,
+    need: usize,
+    budget: &mut usize,
+    mut f: impl FnMut(&[usize]),
+) {
     if k == 0 || k > weights.len() {
         return;
     }
     let order = descending(weights);
     let sorted: Vec<usize> = order.iter().map(|&i| weights[i]).collect();
-    let mut budget = SEARCH_BUDGET;
     let mut chosen: Vec<usize> = Vec::with_capacity(k);
     let mut original: Vec<usize> = Vec::with_capacity(k);
     subsets(
@@ -644,7 +753,7 @@ fn for_each_subset(weights: &[usize], k: usize, need: usize, mut f: impl FnMut(&
         0,
         0,
         &mut chosen,
-        &mut budget,
+        budget,
         &mut |positions| {
             original.clear();
             original.extend(positions.iter().map(|&p| order[p]));

@@ -170,8 +170,9 @@ impl Sysfs {
             return Err(SysfsError::NoTopology { cpu, path: topo });
         }
         // Some hypervisors report -1 for an unknown package: treat it as one package.
-        let package = read_int(&topo.join("physical_package_id"))?.max(0) as u32;
-        let die = read_optional_int(&topo.join("die_id"))?.map(|d| d.max(0) as u32);
+        let package = u32::try_from(read_int(&topo.join("physical_package_id"))?).unwrap_or(0);
+        // Architectures without dies (arm64) report -1: no die.
+        let die = read_optional_int(&topo.join("die_id"))?.and_then(|d| u32::try_from(d).ok());
         let core_id = read_optional_int(&topo.join("core_id"))?;
         // `core_cpus_list` (5.x) replaced `thread_siblings_list`; both are read.
         let siblings = match read_optional_list(&topo.join("core_cpus_list"))? {

@@ -16,6 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpuset::{CpuSet, MAX_CPU};
 
+/// The most SMT threads one physical core may have. POWER8 and later have 8;
+/// nothing has more.
+pub const MAX_THREADS: usize = 8;
+
 /// One online logical CPU and where it sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,6 +50,8 @@ pub enum TopologyError {
     DuplicateCpu(u32),
     #[error("CPU {cpu} is above the supported maximum {max}", max = MAX_CPU)]
     CpuTooLarge { cpu: u32 },
+    #[error("physical core {core} has {threads} threads; at most {max} are supported", max = MAX_THREADS)]
+    TooManyThreads { core: u32, threads: usize },
     #[error("physical core {core} spans {what} {a} and {b} (CPUs {cpu_a} and {cpu_b})")]
     CoreSpans {
         core: u32,
@@ -158,6 +164,13 @@ impl Topology {
                     threads.push(c.cpu);
                 }
             }
+        }
+        if let Some((core, (_, threads))) = by_core.iter().find(|(_, (_, t))| t.len() > MAX_THREADS)
+        {
+            return Err(TopologyError::TooManyThreads {
+                core: *core,
+                threads: threads.len(),
+            });
         }
         let cores: Vec<Core> = by_core
             .into_iter()

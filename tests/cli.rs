@@ -1,0 +1,236 @@
+//! End-to-end tests of the `pinctl` binary: `topology` and `plan` on the sysfs
+//! fixtures, as an operator runs them.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sysfs")
+        .join(name)
+}
+
+fn pinctl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pinctl"))
+        .args(args)
+        .output()
+        .expect("run pinctl")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = pinctl(args);
+    assert!(
+        out.status.success(),
+        "pinctl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs a failing command; returns (exit code, stderr).
+fn fails(args: &[&str]) -> (i32, String) {
+    let out = pinctl(args);
+    assert!(!out.status.success(), "pinctl {args:?} should fail");
+    assert!(out.stdout.is_empty(), "nothing on stdout on failure");
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn topology_summary_of_a_two_socket_intel() {
+    let sysfs = fixture("intel-2s-smt");
+    let out = ok(&["topology", "--sysfs", sysfs.to_str().unwrap()]);
+    for line in [
+        "CPUs:             32 online (0-31)",
+        "Sockets:          2",
+        "NUMA nodes:       2",
+        "L3 groups:        2",
+        "Physical cores:   16",
+        "Threads per core: 2",
+        "Isolated CPUs:    2-3,18-19",
+        "Socket 1: CPUs 8-15,24-31",
+        "  NUMA node 1: CPUs 8-15,24-31",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    // The per-CPU table: CPU 18 is isolated, on core 2 of socket 0.
+    assert!(
+        out.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["18", "2", "0", "0", "0", "0", "yes"]),
+        "{out}"
+    );
+    assert!(!out.lines().any(|l| l.ends_with(' ')), "no trailing blanks");
+}
+
+#[test]
+fn topology_summary_says_what_is_missing() {
+    let sysfs = fixture("no-l3-no-numa");
+    let out = ok(&["topology", "--sysfs", sysfs.to_str().unwrap()]);
+    assert!(out.contains("L3 groups:        not reported"), "{out}");
+    assert!(out.contains("no L3: 2 cores: [0-1] [2-3]"), "{out}");
+    let sysfs = fixture("hybrid");
+    let out = ok(&["topology", "--sysfs", sysfs.to_str().unwrap()]);
+    assert!(out.contains("Threads per core: 1-2 (mixed)"), "{out}");
+    let sysfs = fixture("offline-cpus");
+    let out = ok(&["topology", "--sysfs", sysfs.to_str().unwrap()]);
+    assert!(out.contains("Offline CPUs:     3,7"), "{out}");
+}
+
+#[test]
+fn topology_json_feeds_plan() {
+    let sysfs = fixture("epyc-2s-8n");
+    let json = ok(&["topology", "--json", "--sysfs", sysfs.to_str().unwrap()]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("topo.json");
+    std::fs::write(&file, &json).unwrap();
+    for n in ["1", "6", "8", "20", "33"] {
+        let from_sysfs = ok(&["plan", "--cpus", n, "--sysfs", sysfs.to_str().unwrap()]);
+        let from_file = ok(&["plan", "--cpus", n, "--topology", file.to_str().unwrap()]);
+        assert_eq!(from_sysfs, from_file, "request {n}");
+    }
+}
+
+#[test]
+fn plan_prints_a_list_and_json_explains_it() {
+    let sysfs = fixture("epyc-2s-8n");
+    let s = sysfs.to_str().unwrap();
+    // 8 CPUs is one NUMA node's worth on this machine: a whole node.
+    assert_eq!(ok(&["plan", "--cpus", "8", "--sysfs", s]), "0-3,32-35\n");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["plan", "--cpus", "6", "--sysfs", s, "--json"])).unwrap();
+    assert_eq!(json["count"], 6);
+    assert_eq!(json["alignment"]["numa_nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(json["alignment"]["shared_cores"], 0);
+    assert_eq!(json["alignment"]["whole_cores"], 3);
+    assert_eq!(json["details"].as_array().unwrap().len(), 6);
+    assert!(
+        json["cpus"]
+            .as_str()
+            .unwrap()
+            .parse::<pinctl::CpuSet>()
+            .is_ok()
+    );
+}
+
+#[test]
+fn plan_honours_available_reserved_and_options() {
+    let sysfs = fixture("intel-2s-smt");
+    let s = sysfs.to_str().unwrap();
+    // Reserved by count: the lowest whole core {0,16} is never handed out.
+    let got: pinctl::CpuSet = ok(&[
+        "plan",
+        "--cpus",
+        "16",
+        "--sysfs",
+        s,
+        "--reserved-count",
+        "2",
+    ])
+    .trim()
+    .parse()
+    .unwrap();
+    assert!(!got.contains(0) && !got.contains(16), "{got}");
+    // Only what is available is used.
+    let got = ok(&[
+        "plan",
+        "--cpus",
+        "2",
+        "--sysfs",
+        s,
+        "--available",
+        "9-10,25-26",
+    ]);
+    assert_eq!(got, "9,25\n");
+    // A NUMA preference.
+    let got: pinctl::CpuSet = ok(&["plan", "--cpus", "4", "--sysfs", s, "--numa", "1"])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        got.iter()
+            .all(|c| (8..16).contains(&c) || (24..32).contains(&c)),
+        "{got}"
+    );
+    // Spread: one thread on each of four cores.
+    let got = ok(&["plan", "--cpus", "4", "--sysfs", s, "--spread-cores"]);
+    assert_eq!(got, "0-3\n");
+    // Distribute: 4 on each socket's node.
+    let got: pinctl::CpuSet = ok(&[
+        "plan",
+        "--cpus",
+        "24",
+        "--sysfs",
+        s,
+        "--distribute-across-numa",
+    ])
+    .trim()
+    .parse()
+    .unwrap();
+    assert_eq!(got.iter().filter(|c| c % 16 < 8).count(), 12, "{got}");
+}
+
+#[test]
+fn plan_failures_say_why_and_exit_1() {
+    let sysfs = fixture("intel-2s-smt");
+    let s = sysfs.to_str().unwrap();
+    let (code, err) = fails(&["plan", "--cpus", "40", "--sysfs", s]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        "pinctl: cannot plan 40 CPUs: not enough CPUs: requested 40, available 32\n"
+    );
+    let (code, err) = fails(&["plan", "--cpus", "3", "--full-pcpus-only", "--sysfs", s]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("not a multiple of 2 threads per core"),
+        "{err}"
+    );
+    let (code, err) = fails(&["plan", "--cpus", "1", "--numa", "7", "--sysfs", s]);
+    assert_eq!(code, 1);
+    assert!(err.contains("NUMA node 7 does not exist"), "{err}");
+    let (code, err) = fails(&["plan", "--cpus", "1", "--sysfs", "/nonexistent/sys"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("/nonexistent/sys"), "{err}");
+}
+
+#[test]
+fn bad_arguments_exit_2_and_name_the_value() {
+    let (code, err) = fails(&["plan", "--cpus", "2", "--available", "0-"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("invalid CPU list \"0-\""), "{err}");
+    let (code, _) = fails(&["plan", "--cpus", "2", "--spread-cores", "--full-pcpus-only"]);
+    assert_eq!(code, 2);
+    let (code, _) = fails(&["plan"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn a_broken_topology_file_names_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("topo.json");
+    std::fs::write(
+        &file,
+        "{\"cpus\": [\n  {\"cpu\": 0, \"core\": 0, \"socket\": 0, \"numa\": 0},\n  {\"cpu\": 1, \"core\": 0, \"sockt\": 0, \"numa\": 0}\n]}\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let (code, err) = fails(&["plan", "--cpus", "1", "--topology", f]);
+    assert_eq!(code, 1);
+    assert!(err.contains(f), "{err}");
+    assert!(err.contains("unknown field `sockt`"), "{err}");
+    assert!(err.contains("line 3"), "{err}");
+    // Valid JSON, inconsistent machine: one core on two sockets.
+    std::fs::write(
+        &file,
+        r#"{"cpus": [{"cpu": 0, "core": 0, "socket": 0, "numa": 0}, {"cpu": 1, "core": 0, "socket": 1, "numa": 0}]}"#,
+    )
+    .unwrap();
+    let (_, err) = fails(&["plan", "--cpus", "1", "--topology", f]);
+    assert!(
+        err.contains("physical core 0 spans sockets 0 and 1"),
+        "{err}"
+    );
+}
