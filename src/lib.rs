@@ -11,10 +11,18 @@
 //! - [`cli`]: the `pinctl` commands, as library functions.
 
 pub mod alloc;
+pub mod cgroup;
 pub mod cli;
+pub mod config;
 pub mod cpuset;
+pub mod daemon;
+pub mod engine;
+pub mod intent;
+pub mod io;
+pub mod state;
 pub mod sysfs;
 pub mod topology;
+pub mod watch;
 
 pub use cpuset::CpuSet;
 pub use topology::Topology;

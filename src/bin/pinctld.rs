@@ -1,36 +1,87 @@
-//! `pinctld`, the CPU-pinning daemon.
+//! `pinctld`, the CPU-pinning daemon. Thin glue over [`pinctl::daemon`].
 //!
-//! The watch-decide-write loop is tracked in issue #3. Until it lands, the binary
-//! checks that it can read the machine's topology and says plainly that the
-//! daemon does not run yet, rather than pretending to.
+//! `pinctld --config PATH` runs in the foreground until SIGTERM or SIGINT;
+//! `pinctld --config PATH --check` validates the configuration and exits.
+//! Exit codes: 0 success, 1 failure (the reason on stderr or in the journal),
+//! 2 a wrong command line.
 
-use std::path::PathBuf;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
+use anyhow::{Context, Result};
 use clap::Parser;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
-/// The pinctl daemon: exclusive CPUs for workloads in a cgroup tree.
+/// The pinctl daemon: exclusive, topology-aware CPUs for workloads in a cgroup
+/// tree.
 #[derive(Debug, Parser)]
 #[command(name = "pinctld", version)]
 struct Args {
-    /// The sysfs root to read the CPU topology from.
-    #[arg(long, value_name = "DIR", default_value = "/sys")]
-    sysfs: PathBuf,
+    /// The configuration file.
+    #[arg(long, value_name = "PATH", default_value = "/etc/pinctl/pinctld.toml")]
+    config: PathBuf,
+    /// Validate the configuration and exit.
+    #[arg(long)]
+    check: bool,
+}
+
+/// Logs go to the journal when its socket exists, else to stderr. `RUST_LOG`
+/// overrides the configured level.
+fn init_logging(level: &str) {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("pinctl={level},pinctld={level},warn")));
+    let registry = tracing_subscriber::registry().with(filter);
+    if Path::new("/run/systemd/journal/socket").exists()
+        && let Ok(journald) = tracing_journald::layer()
+    {
+        registry.with(journald).init();
+        return;
+    }
+    registry
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal()),
+        )
+        .init();
+}
+
+fn run(args: Args) -> Result<()> {
+    let config = pinctl::config::load(&args.config)?;
+    if args.check {
+        println!(
+            "{}: configuration is valid ({} rules)",
+            args.config.display(),
+            config.rules.len()
+        );
+        return Ok(());
+    }
+    init_logging(config.log_level.as_str());
+    // One event loop on one thread; file I/O runs on the pool's own threads.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    let result = runtime.block_on(async {
+        let daemon = pinctl::daemon::Daemon::start(config).await?;
+        daemon.run().await
+    });
+    // Never wait forever for an I/O thread stuck in the kernel.
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    result
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match pinctl::sysfs::Sysfs::new(&args.sysfs).topology() {
-        Ok(topo) => {
-            eprintln!(
-                "pinctld: topology has {} CPUs on {} NUMA nodes; the daemon loop is not implemented yet",
-                topo.online().len(),
-                topo.numa_nodes().len()
-            );
-            ExitCode::from(1)
-        }
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pinctld: {:#}", anyhow::Error::from(e));
+            tracing::error!(error = %format!("{e:#}"), "pinctld failed");
+            eprintln!("pinctld: {e:#}");
             ExitCode::from(1)
         }
     }

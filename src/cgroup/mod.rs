@@ -1,0 +1,333 @@
+//! The cgroup filesystem: which hierarchy is mounted, where each control file of
+//! a cgroup lives, and reading one cgroup's state.
+//!
+//! Everything here is synchronous and takes the file operations as a
+//! [`crate::io::Fs`] and the cgroup root as data: the daemon runs these functions
+//! as jobs on its I/O threads (a cgroupfs read can hang), tests run them on fake
+//! trees in a tempdir. Nothing here decides anything: [`crate::engine`] does.
+//!
+//! Paths of cgroups are relative to the hierarchy (`kubepods.slice/...`), never
+//! absolute, so the same name addresses the cgroup in the cpuset and cpu
+//! controllers of cgroup v1 and in the one tree of v2.
+
+pub mod layout;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::config::HierarchyMode;
+use crate::cpuset::CpuSet;
+use crate::io::{Entry, Fs};
+
+/// The extended attribute that asks for exclusive CPUs (`"4"`; `"0"` keeps a
+/// cgroup in the shared pool).
+pub const XATTR_CPUS: &str = "user.pinctl.cpus";
+
+/// Which cgroup version manages cpusets here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Version {
+    V1,
+    V2,
+}
+
+/// Where the cgroup controllers pinctl uses are mounted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Hierarchy {
+    pub version: Version,
+    /// The configured cgroup root (`/sys/fs/cgroup`).
+    pub root: PathBuf,
+    /// The directory cpuset files live under: `root/cpuset` in v1, `root` in v2.
+    pub cpuset: PathBuf,
+    /// The directory CPU-limit files live under: `root/cpu` (or `cpu,cpuacct`)
+    /// in v1, `root` in v2. `None` in v1 when the cpu controller is not mounted.
+    pub cpu: Option<PathBuf>,
+    /// v1 hierarchies that also carry a v2 mount (`root/unified`): hybrid.
+    pub hybrid: bool,
+}
+
+/// Why the hierarchy could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum HierarchyError {
+    #[error(
+        "no cpuset controller under {root}: neither a cgroup v1 cpuset hierarchy ({root}/cpuset/cpuset.cpus) nor cgroup v2 with cpuset in {root}/cgroup.controllers"
+    )]
+    NoCpuset { root: PathBuf },
+    #[error("hierarchy = \"{mode}\" was configured, but {root} is not cgroup {mode}")]
+    Mismatch { mode: &'static str, root: PathBuf },
+    #[error("failed to read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Hierarchy {
+    /// Detects the hierarchy under `root`: cgroup v1 when a cpuset controller is
+    /// mounted at `root/cpuset` (hybrid systems included: their cpuset is v1),
+    /// otherwise v2 when `root/cgroup.controllers` lists `cpuset`.
+    pub fn detect(fs: &dyn Fs, root: &Path, mode: HierarchyMode) -> Result<Self, HierarchyError> {
+        let exists = |p: &Path| {
+            fs.exists(p).map_err(|source| HierarchyError::Read {
+                path: p.to_path_buf(),
+                source,
+            })
+        };
+        let v1 = exists(&root.join("cpuset/cpuset.cpus"))?;
+        let v2 = !v1 && {
+            let path = root.join("cgroup.controllers");
+            exists(&path)?
+                && fs
+                    .read(&path)
+                    .map_err(|source| HierarchyError::Read { path, source })?
+                    .split_whitespace()
+                    .any(|c| c == "cpuset")
+        };
+        let version = match (mode, v1, v2) {
+            (HierarchyMode::V1, false, _) => {
+                return Err(HierarchyError::Mismatch {
+                    mode: "v1",
+                    root: root.to_path_buf(),
+                });
+            }
+            (HierarchyMode::V2, _, false) => {
+                return Err(HierarchyError::Mismatch {
+                    mode: "v2",
+                    root: root.to_path_buf(),
+                });
+            }
+            (_, true, _) => Version::V1,
+            (_, _, true) => Version::V2,
+            _ => {
+                return Err(HierarchyError::NoCpuset {
+                    root: root.to_path_buf(),
+                });
+            }
+        };
+        Ok(match version {
+            Version::V1 => {
+                let mut cpu = None;
+                for name in ["cpu", "cpu,cpuacct", "cpuacct,cpu"] {
+                    let dir = root.join(name);
+                    if exists(&dir.join("cpu.cfs_quota_us"))? {
+                        cpu = Some(dir);
+                        break;
+                    }
+                }
+                Hierarchy {
+                    version,
+                    root: root.to_path_buf(),
+                    cpuset: root.join("cpuset"),
+                    cpu,
+                    hybrid: exists(&root.join("unified/cgroup.controllers"))?,
+                }
+            }
+            Version::V2 => Hierarchy {
+                version,
+                root: root.to_path_buf(),
+                cpuset: root.to_path_buf(),
+                cpu: Some(root.to_path_buf()),
+                hybrid: false,
+            },
+        })
+    }
+
+    /// The cpuset directory of the cgroup `rel`.
+    pub fn dir(&self, rel: &str) -> PathBuf {
+        join(&self.cpuset, rel)
+    }
+
+    /// `cpuset.cpus` of `rel`: what was asked for.
+    pub fn cpus_file(&self, rel: &str) -> PathBuf {
+        self.dir(rel).join("cpuset.cpus")
+    }
+
+    /// What the cgroup really gets: `cpuset.cpus.effective` (v2) or
+    /// `cpuset.effective_cpus` (v1).
+    pub fn effective_file(&self, rel: &str) -> PathBuf {
+        self.dir(rel).join(match self.version {
+            Version::V1 => "cpuset.effective_cpus",
+            Version::V2 => "cpuset.cpus.effective",
+        })
+    }
+
+    pub fn mems_file(&self, rel: &str) -> PathBuf {
+        self.dir(rel).join("cpuset.mems")
+    }
+
+    /// The files that hold the CPU limit of `rel`, in the cpu controller.
+    pub fn limit_files(&self, rel: &str) -> Vec<PathBuf> {
+        let Some(cpu) = &self.cpu else {
+            return Vec::new();
+        };
+        let dir = join(cpu, rel);
+        match self.version {
+            Version::V1 => vec![dir.join("cpu.cfs_quota_us"), dir.join("cpu.cfs_period_us")],
+            Version::V2 => vec![dir.join("cpu.max")],
+        }
+    }
+
+    /// The name of the control file an inotify `IN_MODIFY` on which means the
+    /// cpuset was rewritten.
+    pub fn cpus_file_name(&self) -> &'static str {
+        "cpuset.cpus"
+    }
+}
+
+fn join(base: &Path, rel: &str) -> PathBuf {
+    if rel.is_empty() {
+        base.to_path_buf()
+    } else {
+        base.join(rel)
+    }
+}
+
+/// A CPU limit as the kernel states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CpuLimit {
+    /// Microseconds per period; `None` is unlimited.
+    pub quota: Option<u64>,
+    pub period: u64,
+}
+
+impl CpuLimit {
+    /// The limit as a whole number of CPUs, when it is one (400000/100000 → 4).
+    pub fn whole_cpus(&self) -> Option<usize> {
+        let quota = self.quota?;
+        if self.period == 0 || quota == 0 || quota % self.period != 0 {
+            return None;
+        }
+        usize::try_from(quota / self.period).ok()
+    }
+
+    /// Parses v2 `cpu.max`: `"400000 100000"` or `"max 100000"`.
+    pub fn parse_v2(text: &str) -> Option<CpuLimit> {
+        let mut it = text.split_whitespace();
+        let quota = it.next()?;
+        let period = it.next().map_or(Some(100_000), |p| p.parse().ok())?;
+        let quota = if quota == "max" {
+            None
+        } else {
+            Some(quota.parse().ok()?)
+        };
+        Some(CpuLimit { quota, period })
+    }
+
+    /// Parses v1 `cpu.cfs_quota_us` (`-1` is unlimited) and `cpu.cfs_period_us`.
+    pub fn parse_v1(quota: &str, period: &str) -> Option<CpuLimit> {
+        let quota: i64 = quota.trim().parse().ok()?;
+        let period: u64 = period.trim().parse().ok()?;
+        Some(CpuLimit {
+            quota: u64::try_from(quota).ok(),
+            period,
+        })
+    }
+}
+
+/// One cgroup as read from the filesystem. Fields that could not be read are
+/// `None`; the first read error is kept in `error`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    pub rel: String,
+    pub cpus: Option<CpuSet>,
+    pub effective: Option<CpuSet>,
+    pub mems: Option<CpuSet>,
+    /// The raw value of [`XATTR_CPUS`], when set.
+    pub xattr: Option<String>,
+    pub limit: Option<CpuLimit>,
+    pub error: Option<String>,
+}
+
+/// Reads the state of cgroup `rel`. Never fails as a whole: a missing cgroup or
+/// an unreadable file leaves fields `None` and notes the error. A cgroup that
+/// no longer exists returns `None`.
+pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<Observed> {
+    let mut obs = Observed {
+        rel: rel.to_string(),
+        ..Observed::default()
+    };
+    let mut error: Option<String> = None;
+    let mut read_set = |path: PathBuf| -> Option<CpuSet> {
+        match fs.read(&path) {
+            Ok(text) => match text.parse::<CpuSet>() {
+                Ok(set) => Some(set),
+                Err(e) => {
+                    error.get_or_insert_with(|| format!("{}: {e}", path.display()));
+                    None
+                }
+            },
+            Err(e) => {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    error.get_or_insert_with(|| format!("{}: {e}", path.display()));
+                }
+                None
+            }
+        }
+    };
+    obs.cpus = read_set(h.cpus_file(rel));
+    obs.effective = read_set(h.effective_file(rel));
+    obs.mems = read_set(h.mems_file(rel));
+    if obs.cpus.is_none() && !fs.exists(&h.dir(rel)).unwrap_or(true) {
+        return None;
+    }
+    obs.xattr = match fs.get_xattr(&h.dir(rel), XATTR_CPUS) {
+        Ok(v) => v.map(|v| String::from_utf8_lossy(&v).trim().to_string()),
+        Err(e) => {
+            error.get_or_insert_with(|| {
+                format!("{}: xattr {XATTR_CPUS}: {e}", h.dir(rel).display())
+            });
+            None
+        }
+    };
+    let files = h.limit_files(rel);
+    let texts: Vec<Option<String>> = files.iter().map(|f| fs.read(f).ok()).collect();
+    obs.limit = match (h.version, texts.as_slice()) {
+        (Version::V2, [Some(max)]) => CpuLimit::parse_v2(max),
+        (Version::V1, [Some(q), Some(p)]) => CpuLimit::parse_v1(q, p),
+        _ => None,
+    };
+    obs.error = error;
+    Some(obs)
+}
+
+/// The child cgroups of `rel` (relative paths), sorted. A missing directory has
+/// none.
+pub fn children(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> std::io::Result<Vec<String>> {
+    let entries = match fs.read_dir(&h.dir(rel)) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out: Vec<String> = entries
+        .into_iter()
+        .filter(|e: &Entry| e.is_dir)
+        .map(|e| {
+            if rel.is_empty() {
+                e.name
+            } else {
+                format!("{rel}/{}", e.name)
+            }
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// The parent of a relative cgroup path (`""` for a top-level cgroup).
+pub fn parent(rel: &str) -> Option<&str> {
+    if rel.is_empty() {
+        return None;
+    }
+    Some(rel.rsplit_once('/').map_or("", |(p, _)| p))
+}
+
+/// The number of components of a relative cgroup path (`""` is 0).
+pub fn depth(rel: &str) -> usize {
+    if rel.is_empty() {
+        0
+    } else {
+        rel.matches('/').count() + 1
+    }
+}

@@ -1,0 +1,555 @@
+//! pinctld: the event loop that turns cgroup events into exclusive CPUs.
+//!
+//! One loop, one `select!`: inotify changes, the reconcile tick, the systemd
+//! watchdog tick and signals. Each turn feeds what it read into the
+//! [`Engine`], asks for a plan, performs the writes in the plan's order through
+//! the I/O threads, reads effective sets back, and saves the state when
+//! assignments changed.
+//!
+//! Every read and write of cgroupfs and sysfs goes through [`IoPool`]: the loop
+//! itself never waits on a kernel file, so a hung cgroup degrades only the
+//! workloads behind it. A failure in one cgroup is logged with its path and
+//! errno, kept as that cgroup's status and retried by the next plan; it never
+//! stops the daemon. Only start-up errors are fatal.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tokio::signal::unix::{SignalKind, signal};
+use tracing::{debug, info, warn};
+
+use crate::cgroup::layout::{self, Kind};
+use crate::cgroup::{self, Hierarchy, Observed, Version};
+use crate::config::Config;
+use crate::cpuset::CpuSet;
+use crate::engine::{Engine, Failure, File, SavedState, Settings};
+use crate::intent::{self, Intent};
+use crate::io::{IoConfig, IoError, IoPool, RealFs};
+use crate::state::{Loaded, StateFile};
+use crate::sysfs::Sysfs;
+use crate::topology::Topology;
+use crate::watch::{Change, Watcher};
+
+/// How many cgroup reads a scan keeps in flight.
+const SCAN_CONCURRENCY: usize = 64;
+
+/// Everything read about one cgroup, ready for [`Engine::upsert`].
+struct Reading {
+    obs: Observed,
+    kind: Kind,
+    intent: Option<Intent>,
+    key: String,
+    problem: Option<String>,
+}
+
+/// The running daemon.
+pub struct Daemon {
+    cfg: Arc<Config>,
+    pool: IoPool,
+    hier: Arc<Hierarchy>,
+    engine: Engine,
+    state: StateFile,
+    watcher: Watcher,
+    /// Subtrees scanned and watched.
+    roots: Vec<String>,
+    ready: bool,
+    last_status: String,
+}
+
+/// Reads the CPU topology on an I/O thread.
+async fn read_topology(pool: &IoPool, sysfs_root: &Path) -> Result<Topology> {
+    let root = sysfs_root.to_path_buf();
+    let topo = pool
+        .run(sysfs_root, move |_fs| {
+            Sysfs::new(&root)
+                .topology()
+                .map_err(|e| std::io::Error::other(format!("{:#}", anyhow::Error::from(e))))
+        })
+        .await?;
+    Ok(topo)
+}
+
+impl Daemon {
+    /// Start-up: detect the hierarchy, read the topology, load the state hint.
+    /// Errors here are fatal.
+    pub async fn start(cfg: Config) -> Result<Self> {
+        let cfg = Arc::new(cfg);
+        let pool = IoPool::new(
+            Arc::new(RealFs),
+            IoConfig {
+                timeout: cfg.read_timeout,
+                ..IoConfig::default()
+            },
+        );
+        let root = cfg.cgroup_root.clone();
+        let mode = cfg.hierarchy;
+        let hier = pool
+            .run(&cfg.cgroup_root, move |fs| {
+                Hierarchy::detect(fs, &root, mode)
+                    .map_err(|e| std::io::Error::other(format!("{:#}", anyhow::Error::from(e))))
+            })
+            .await
+            .context("cannot use the cgroup hierarchy")?;
+        info!(
+            version = ?hier.version,
+            hybrid = hier.hybrid,
+            cpuset = %hier.cpuset.display(),
+            "cgroup hierarchy detected"
+        );
+        let topo = read_topology(&pool, &cfg.sysfs_root)
+            .await
+            .context("cannot read the CPU topology")?;
+        let reserved = cfg.reserved_cpus.resolve(&topo);
+        let mems_all = pool
+            .read(&hier.mems_file(""))
+            .await
+            .ok()
+            .and_then(|t| t.parse::<CpuSet>().ok())
+            .unwrap_or_default();
+        let settings = Settings {
+            alloc: cfg.alloc_options(reserved.clone()),
+            reserved,
+            managed: cfg.managed.clone(),
+            shared: cfg.shared_cgroups.clone(),
+            align_memory: cfg.align_memory,
+            mems_all,
+        };
+        let state = StateFile::new(&cfg.state_file);
+        let saved = match state.load::<SavedState>() {
+            Ok(Loaded::Fresh(s)) => {
+                info!(path = %state.path().display(), assignments = s.assignments.len(), "state loaded as a hint");
+                Some(s)
+            }
+            Ok(Loaded::Missing) => None,
+            Ok(Loaded::Quarantined { reason, moved_to }) => {
+                warn!(path = %state.path().display(), moved_to = %moved_to.display(), %reason,
+                    "state file unusable; moved aside, rebuilding from the live cgroups");
+                None
+            }
+            Err(e) => {
+                warn!(error = %format!("{:#}", anyhow::Error::from(e)), "cannot read the state file; rebuilding from the live cgroups");
+                None
+            }
+        };
+        info!(
+            cpus = %topo.online(),
+            numa_nodes = topo.numa_nodes().len(),
+            reserved = %settings.reserved,
+            "topology read"
+        );
+        let engine = Engine::new(topo, settings, saved);
+        let limit_files = match hier.version {
+            Version::V2 => vec!["cpu.max"],
+            Version::V1 => Vec::new(),
+        };
+        let watcher = Watcher::new(&hier.cpuset, limit_files).context("cannot start inotify")?;
+        let mut roots = cfg.watch_roots();
+        roots.extend(cfg.shared_cgroups.iter().cloned());
+        roots.sort();
+        roots.dedup();
+        Ok(Daemon {
+            cfg,
+            pool,
+            hier: Arc::new(hier),
+            engine,
+            state,
+            watcher,
+            roots,
+            ready: false,
+            last_status: String::new(),
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Runs until SIGTERM or SIGINT.
+    pub async fn run(mut self) -> Result<()> {
+        let started = Instant::now();
+        if self.hier.version == Version::V2 {
+            self.enable_cpuset_controller().await;
+        }
+        self.reconcile(false).await;
+        self.engine.end_startup();
+        self.ready = true;
+        info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "first reconcile done"
+        );
+        self.notify_status(true);
+
+        let mut tick = tokio::time::interval(self.cfg.reconcile_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.reset();
+        let mut usec = 0u64;
+        let watchdog =
+            sd_notify::watchdog_enabled(false, &mut usec).then(|| Duration::from_micros(usec / 2));
+        let mut dog = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        loop {
+            tokio::select! {
+                changes = self.watcher.next() => match changes {
+                    Ok(changes) => self.handle(changes).await,
+                    Err(e) => {
+                        warn!(error = %e, "inotify read failed; full reconcile");
+                        self.reconcile(true).await;
+                    }
+                },
+                _ = tick.tick() => self.reconcile(true).await,
+                _ = dog.tick(), if watchdog.is_some() => {
+                    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+                }
+                _ = hup.recv() => {
+                    info!("SIGHUP: full reconcile");
+                    self.reconcile(true).await;
+                }
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+            }
+        }
+        info!("stopping");
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+        self.save_state().await;
+        self.pool.shutdown();
+        Ok(())
+    }
+
+    /// In v2 the cpuset files of a cgroup exist only if every ancestor enables
+    /// the controller for its children: enable it from the root down to each
+    /// managed subtree.
+    async fn enable_cpuset_controller(&mut self) {
+        let mut dirs: BTreeSet<String> = BTreeSet::new();
+        for root in &self.roots {
+            dirs.insert(String::new());
+            let mut p = cgroup::parent(root);
+            while let Some(anc) = p {
+                dirs.insert(anc.to_string());
+                p = cgroup::parent(anc);
+            }
+            dirs.insert(root.clone());
+        }
+        for rel in dirs {
+            let path = self.hier.dir(&rel).join("cgroup.subtree_control");
+            let Ok(current) = self.pool.read(&path).await else {
+                continue;
+            };
+            if current.split_whitespace().any(|c| c == "cpuset") {
+                continue;
+            }
+            match self.pool.write(&path, "+cpuset").await {
+                Ok(()) => info!(path = %path.display(), "enabled the cpuset controller"),
+                Err(e) => {
+                    warn!(path = %path.display(), error = %format!("{e:#}"), "cannot enable the cpuset controller")
+                }
+            }
+        }
+    }
+
+    /// Reads a whole subtree: watches each directory, then lists it (so that a
+    /// child made in between is seen by one or the other), then reads every
+    /// cgroup found. Returns the cgroups seen.
+    async fn scan_subtree(&mut self, top: &str, seen: &mut BTreeSet<String>) {
+        let mut queue = vec![top.to_string()];
+        let mut found: Vec<String> = Vec::new();
+        while let Some(rel) = queue.pop() {
+            let dir = self.hier.dir(&rel);
+            if let Err(e) = self.watcher.watch(&rel) {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    continue;
+                }
+                warn!(path = %dir.display(), error = %e, "cannot watch; relying on the periodic reconcile");
+            }
+            let h = self.hier.clone();
+            let r = rel.clone();
+            match self
+                .pool
+                .run(&dir, move |fs| cgroup::children(fs, &h, &r))
+                .await
+            {
+                Ok(kids) => queue.extend(kids),
+                Err(e) => warn!(error = %format!("{e:#}"), "cannot list cgroup"),
+            }
+            found.push(rel);
+        }
+        for chunk in found.chunks(SCAN_CONCURRENCY) {
+            let mut set = tokio::task::JoinSet::new();
+            for rel in chunk {
+                set.spawn(read_cgroup(
+                    self.pool.clone(),
+                    self.hier.clone(),
+                    self.cfg.clone(),
+                    rel.clone(),
+                ));
+            }
+            while let Some(joined) = set.join_next().await {
+                match joined {
+                    Ok((rel, Ok(Some(r)))) => {
+                        seen.insert(rel);
+                        self.upsert(r);
+                    }
+                    Ok((rel, Ok(None))) => {
+                        self.engine.forget(&rel);
+                        self.watcher.unwatch(&rel);
+                    }
+                    Ok((rel, Err(e))) => {
+                        // Unreadable (hung, say): keep what we knew.
+                        if self.engine.knows(&rel) {
+                            seen.insert(rel);
+                        }
+                        warn!(error = %format!("{e:#}"), "cannot read cgroup");
+                    }
+                    Err(e) => warn!(error = %e, "cgroup read task failed"),
+                }
+            }
+        }
+    }
+
+    fn upsert(&mut self, r: Reading) {
+        if let Some(p) = &r.problem {
+            warn!(cgroup = %r.obs.rel, problem = %p);
+        }
+        self.engine
+            .upsert(&r.obs, r.kind, r.intent, r.key, r.problem);
+    }
+
+    /// A full reconcile: rescan every subtree, forget what vanished, re-read the
+    /// topology (CPU hot-plug), plan and write.
+    async fn reconcile(&mut self, reread_topology: bool) {
+        let started = Instant::now();
+        if reread_topology {
+            match read_topology(&self.pool, &self.cfg.sysfs_root).await {
+                Ok(topo) if topo.cpus() != self.engine.topology().cpus() => {
+                    info!(before = %self.engine.topology().online(), after = %topo.online(), "CPU topology changed; re-planning");
+                    self.engine.set_topology(topo);
+                }
+                Ok(_) => {}
+                Err(e) => warn!(error = %format!("{e:#}"), "cannot re-read the topology"),
+            }
+        }
+        let mut seen = BTreeSet::new();
+        for root in self.roots.clone() {
+            self.scan_subtree(&root, &mut seen).await;
+        }
+        let gone: Vec<String> = self
+            .engine
+            .cgroups()
+            .keys()
+            .filter(|k| !seen.contains(*k))
+            .cloned()
+            .collect();
+        for rel in gone {
+            self.engine.forget(&rel);
+            self.watcher.unwatch(&rel);
+        }
+        self.apply().await;
+        debug!(
+            elapsed_us = started.elapsed().as_micros() as u64,
+            cgroups = self.engine.cgroups().len(),
+            "reconcile done"
+        );
+    }
+
+    /// Acts on a batch of inotify changes, then plans once.
+    async fn handle(&mut self, changes: Vec<Change>) {
+        let mut overflow = false;
+        for change in changes {
+            match change {
+                Change::Created(rel) => {
+                    let mut seen = BTreeSet::new();
+                    self.scan_subtree(&rel, &mut seen).await;
+                }
+                Change::Removed(rel) => {
+                    self.engine.forget(&rel);
+                    self.watcher.unwatch(&rel);
+                }
+                Change::CpusWritten(rel) => {
+                    if !self.engine.knows(&rel) {
+                        continue;
+                    }
+                    let cpus = self
+                        .pool
+                        .read(&self.hier.cpus_file(&rel))
+                        .await
+                        .ok()
+                        .and_then(|t| t.parse().ok());
+                    self.engine.observe_cpus(&rel, cpus);
+                }
+                Change::Changed(rel) => {
+                    let (rel, r) =
+                        read_cgroup(self.pool.clone(), self.hier.clone(), self.cfg.clone(), rel)
+                            .await;
+                    match r {
+                        Ok(Some(r)) => self.upsert(r),
+                        Ok(None) => self.engine.forget(&rel),
+                        Err(e) => warn!(error = %format!("{e:#}"), "cannot read cgroup"),
+                    }
+                }
+                Change::Overflow => overflow = true,
+            }
+        }
+        if overflow {
+            warn!("inotify queue overflowed; full reconcile");
+            self.reconcile(false).await;
+        } else {
+            self.apply().await;
+        }
+    }
+
+    /// Plans and performs the writes, in order; reads effective sets back.
+    async fn apply(&mut self) {
+        let plan = self.engine.plan();
+        let mut written: BTreeSet<String> = BTreeSet::new();
+        for w in &plan.writes {
+            let path = match w.file {
+                File::Cpus => self.hier.cpus_file(&w.rel),
+                File::Mems => self.hier.mems_file(&w.rel),
+            };
+            let data = w.set.to_string();
+            let result = self.pool.write(&path, &data).await;
+            match result {
+                Ok(()) => {
+                    debug!(path = %path.display(), data = %data, "written");
+                    if w.file == File::Cpus {
+                        written.insert(w.rel.clone());
+                    }
+                    self.engine.written(w, Ok(()));
+                }
+                Err(e) => {
+                    if e.is_not_found() {
+                        // Removed under us: the delete event follows.
+                        continue;
+                    }
+                    warn!(path = %path.display(), data = %data, errno = e.raw_os_error(), error = %format!("{e:#}"), "cgroup write failed; will retry");
+                    self.engine.written(
+                        w,
+                        Err(Failure {
+                            message: format!("{e:#}"),
+                            errno: e.raw_os_error(),
+                        }),
+                    );
+                }
+            }
+        }
+        for rel in written {
+            if let Ok(text) = self.pool.read(&self.hier.effective_file(&rel)).await
+                && let Ok(eff) = text.parse::<CpuSet>()
+            {
+                self.engine.verified(&rel, eff);
+            }
+        }
+        if plan.assignments_changed {
+            for w in self.engine.workloads().values() {
+                match (&w.cpus, &w.pending) {
+                    (Some(cpus), _) => {
+                        info!(workload = %w.key, cpus = %cpus, source = %w.source, "exclusive CPUs")
+                    }
+                    (None, Some(p)) => {
+                        info!(workload = %w.key, requested = p.requested, available = p.available, "pending: {}", p.reason)
+                    }
+                    _ => {}
+                }
+            }
+            self.save_state().await;
+        }
+        self.notify_status(false);
+    }
+
+    async fn save_state(&self) {
+        let body = self.engine.saved_state();
+        let state = StateFile::new(self.state.path());
+        let result = tokio::task::spawn_blocking(move || state.save(&body)).await;
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                warn!(error = %format!("{:#}", anyhow::Error::from(e)), "cannot save the state file")
+            }
+            Err(e) => warn!(error = %e, "state save task failed"),
+        }
+    }
+
+    /// One line for systemd's `STATUS=` and the log.
+    pub fn summary(&self) -> String {
+        let workloads = self.engine.workloads();
+        let pinned: Vec<_> = workloads.values().filter(|w| w.cpus.is_some()).collect();
+        let exclusive: usize = pinned
+            .iter()
+            .filter_map(|w| w.cpus.as_ref())
+            .map(|c| c.len())
+            .sum();
+        let pending = workloads.values().filter(|w| w.pending.is_some()).count();
+        let failures = self
+            .engine
+            .cgroups()
+            .values()
+            .filter(|c| c.failure.is_some())
+            .count();
+        let hung = self.pool.hung().len();
+        let mut s = format!(
+            "{} exclusive workloads on {} CPUs, {} pending, shared pool {} CPUs",
+            pinned.len(),
+            exclusive,
+            pending,
+            self.engine.shared_pool().len()
+        );
+        if failures > 0 || hung > 0 {
+            s.push_str(&format!(
+                "; degraded: {failures} cgroups failing, {hung} hung paths"
+            ));
+        }
+        s
+    }
+
+    fn notify_status(&mut self, ready: bool) {
+        let status = self.summary();
+        if status == self.last_status && !ready {
+            return;
+        }
+        let mut states = vec![sd_notify::NotifyState::Status(&status)];
+        if ready {
+            states.push(sd_notify::NotifyState::Ready);
+        }
+        let _ = sd_notify::notify(false, &states);
+        info!(status = %status, ready = self.ready);
+        self.last_status = status;
+    }
+}
+
+/// Reads one cgroup on an I/O thread: its files, its kind, its bundle (for
+/// containers) and so its intent. `Ok(None)` when it no longer exists.
+async fn read_cgroup(
+    pool: IoPool,
+    hier: Arc<Hierarchy>,
+    cfg: Arc<Config>,
+    rel: String,
+) -> (String, Result<Option<Reading>, IoError>) {
+    let dir: PathBuf = hier.dir(&rel);
+    let r = rel.clone();
+    let result = pool
+        .run(&dir, move |fs| {
+            let Some(obs) = cgroup::observe(fs, &hier, &r) else {
+                return Ok(None);
+            };
+            let kind = layout::classify(&r);
+            let bundle = match &kind {
+                Kind::Container { id, .. } => intent::find_bundle(fs, &cfg.bundle_dirs, id),
+                _ => None,
+            };
+            let (intent, problem) = intent::decide(&kind, &obs, bundle.as_ref(), &cfg);
+            let key = intent::workload_key(&kind, &r, bundle.as_ref());
+            Ok(Some(Reading {
+                obs,
+                kind,
+                intent,
+                key,
+                problem,
+            }))
+        })
+        .await;
+    (rel, result)
+}

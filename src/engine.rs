@@ -1,0 +1,1097 @@
+//! The engine: the daemon's model of the managed cgroups and its decisions.
+//!
+//! Pure and synchronous: the daemon feeds it what it read ([`Engine::upsert`],
+//! [`Engine::forget`], [`Engine::set_topology`]), asks it to [`Engine::plan`],
+//! performs the returned writes in order, and reports each result back
+//! ([`Engine::written`]). The engine never touches a file, so every decision is
+//! tested on plain values.
+//!
+//! # Roles
+//! Every known cgroup gets a role, and the role gives its target cpuset:
+//! - *exclusive*: a workload with exclusive CPUs (its assignment, or the shared
+//!   pool while it is pending);
+//! - *inside*: below an exclusive cgroup (a container's sub-cgroups): the same
+//!   set as its exclusive ancestor, because v1 requires children ⊆ parent;
+//! - *structural*: the kubepods root, QoS parents and pod cgroups: all online
+//!   CPUs. They hold no tasks, and shrinking them in cgroup v1 makes container
+//!   runtimes fail to create containers with EACCES when they write an explicit
+//!   cpuset wider than the parent (KERNEL-NOTES), so they are never shrunk;
+//! - *shared*: every other cgroup in a managed subtree or in `shared_cgroups`:
+//!   the shared pool;
+//! - *unmanaged*: watched only because a rule might match below it; not written,
+//!   except to widen it over an exclusive descendant.
+//!
+//! Then the ancestor closure: a cgroup's target always contains the targets of
+//! its descendants (v1 rejects a child CPU its parent lacks with EACCES, and v2
+//! silently falls back to the parent's set).
+//!
+//! # Invariants
+//! - No CPU is assigned to two workloads.
+//! - Reserved CPUs are never assigned.
+//! - The shared pool (online CPUs minus all assignments) is never empty: when no
+//!   online CPU is reserved, the lowest online CPU is held back.
+//! - No write carries an empty set.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::alloc::{self, AllocError};
+use crate::cgroup::layout::Kind;
+use crate::cgroup::{self, Observed};
+use crate::cpuset::CpuSet;
+use crate::intent::{Intent, Source};
+use crate::topology::Topology;
+
+/// What the engine needs from the configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Reserved CPUs, resolved (a count already turned into a list).
+    pub reserved: CpuSet,
+    /// Allocator options; `reserved` and `numa_preference` are filled in here.
+    pub alloc: alloc::Options,
+    /// Subtrees whose every cgroup is managed.
+    pub managed: Vec<String>,
+    /// Subtrees confined to the shared pool.
+    pub shared: Vec<String>,
+    /// Set `cpuset.mems` of exclusive workloads to their NUMA nodes.
+    pub align_memory: bool,
+    /// The memory nodes a new cgroup gets (the root's `cpuset.mems`).
+    pub mems_all: CpuSet,
+}
+
+/// A cgroup's role; see the module documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Exclusive,
+    Inside,
+    Structural,
+    Shared,
+    Unmanaged,
+}
+
+/// A failed write or verification, kept as the cgroup's status until a later
+/// write succeeds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    pub message: String,
+    /// The errno of the failed call, when there was one.
+    pub errno: Option<i32>,
+}
+
+/// One known cgroup.
+#[derive(Debug, Clone, Serialize)]
+pub struct CgroupEntry {
+    pub kind: Kind,
+    #[serde(skip)]
+    pub intent: Option<Intent>,
+    /// The workload this cgroup belongs to, when it asks for exclusive CPUs.
+    pub key: String,
+    /// Last known `cpuset.cpus`.
+    pub cpus: Option<CpuSet>,
+    pub mems: Option<CpuSet>,
+    pub effective: Option<CpuSet>,
+    /// A problem with its request (a malformed xattr or annotation).
+    pub problem: Option<String>,
+    /// The last failed write or verification.
+    pub failure: Option<Failure>,
+    pub role: Role,
+    /// The target `cpuset.cpus` of the last plan.
+    pub target: Option<CpuSet>,
+}
+
+/// Why a workload waits in the shared pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pending {
+    pub requested: usize,
+    pub available: usize,
+    pub reason: String,
+}
+
+/// A workload that asks for exclusive CPUs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Workload {
+    pub key: String,
+    pub requested: usize,
+    pub source: Source,
+    pub numa: Vec<u32>,
+    pub cgroups: BTreeSet<String>,
+    /// Its exclusive CPUs, once assigned.
+    pub cpus: Option<CpuSet>,
+    pub pending: Option<Pending>,
+    /// Arrival order: earlier workloads are served first.
+    #[serde(skip)]
+    seq: u64,
+}
+
+/// Which control file a write goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum File {
+    Cpus,
+    Mems,
+}
+
+/// One write of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    pub rel: String,
+    pub file: File,
+    pub set: CpuSet,
+}
+
+/// The result of [`Engine::plan`].
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Writes in the order they must be made.
+    pub writes: Vec<Write>,
+    /// Whether any assignment changed (the state file needs saving).
+    pub assignments_changed: bool,
+}
+
+/// One assignment as saved in the state file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedAssignment {
+    pub cpus: CpuSet,
+    pub requested: usize,
+    pub cgroups: Vec<String>,
+}
+
+/// The body of the state file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedState {
+    /// The online CPUs when it was written.
+    pub online: CpuSet,
+    pub assignments: BTreeMap<String, SavedAssignment>,
+}
+
+/// The daemon's model; see the module documentation.
+#[derive(Debug)]
+pub struct Engine {
+    topo: Topology,
+    settings: Settings,
+    /// Reserved CPUs in force: the configured ones that are online, or the
+    /// lowest online CPU when none is.
+    reserved: CpuSet,
+    cgroups: BTreeMap<String, CgroupEntry>,
+    workloads: BTreeMap<String, Workload>,
+    /// Assignments from the state file: hints, checked before use.
+    hints: BTreeMap<String, CpuSet>,
+    /// At start-up, a workload's live cpuset is taken as its assignment when it
+    /// is a valid one (the live cgroups are the truth).
+    adopt_live: bool,
+    next_seq: u64,
+}
+
+impl Engine {
+    pub fn new(topo: Topology, settings: Settings, saved: Option<SavedState>) -> Self {
+        let hints = saved
+            .map(|s| {
+                s.assignments
+                    .into_iter()
+                    .map(|(k, a)| (k, a.cpus))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut engine = Engine {
+            reserved: CpuSet::new(),
+            topo,
+            settings,
+            cgroups: BTreeMap::new(),
+            workloads: BTreeMap::new(),
+            hints,
+            adopt_live: true,
+            next_seq: 0,
+        };
+        engine.reserved = engine.effective_reserved();
+        engine
+    }
+
+    fn effective_reserved(&self) -> CpuSet {
+        let online = self.topo.online();
+        let reserved = self.settings.reserved.intersection(online);
+        if reserved.is_empty() {
+            online.first().into_iter().collect()
+        } else {
+            reserved
+        }
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// The reserved CPUs in force.
+    pub fn reserved(&self) -> &CpuSet {
+        &self.reserved
+    }
+
+    pub fn cgroups(&self) -> &BTreeMap<String, CgroupEntry> {
+        &self.cgroups
+    }
+
+    pub fn workloads(&self) -> &BTreeMap<String, Workload> {
+        &self.workloads
+    }
+
+    /// Ends start-up: from now on a workload's CPUs come from its assignment
+    /// or the allocator, never from whatever its cpuset happens to say.
+    pub fn end_startup(&mut self) {
+        self.adopt_live = false;
+        self.hints.clear();
+    }
+
+    /// Online CPUs minus every assignment. Never empty.
+    pub fn shared_pool(&self) -> CpuSet {
+        let mut pool = self.topo.online().clone();
+        for w in self.workloads.values() {
+            if let Some(cpus) = &w.cpus {
+                pool.difference_with(cpus);
+            }
+        }
+        pool
+    }
+
+    /// Records what was read of cgroup `rel`, with its kind, intent and
+    /// workload key.
+    pub fn upsert(
+        &mut self,
+        obs: &Observed,
+        kind: Kind,
+        intent: Option<Intent>,
+        key: String,
+        problem: Option<String>,
+    ) {
+        let entry = self.cgroups.entry(obs.rel.clone()).or_insert(CgroupEntry {
+            kind: kind.clone(),
+            intent: None,
+            key: String::new(),
+            cpus: None,
+            mems: None,
+            effective: None,
+            problem: None,
+            failure: None,
+            role: Role::Unmanaged,
+            target: None,
+        });
+        entry.kind = kind;
+        entry.intent = intent;
+        entry.key = key;
+        entry.cpus = obs.cpus.clone();
+        entry.mems = obs.mems.clone();
+        entry.effective = obs.effective.clone();
+        entry.problem = problem;
+        if let Some(e) = &obs.error {
+            entry.failure = Some(Failure {
+                message: e.clone(),
+                errno: None,
+            });
+        }
+    }
+
+    /// Updates the known `cpuset.cpus` of `rel` (after a foreign write).
+    pub fn observe_cpus(&mut self, rel: &str, cpus: Option<CpuSet>) {
+        if let Some(e) = self.cgroups.get_mut(rel) {
+            e.cpus = cpus;
+        }
+    }
+
+    /// Forgets `rel` and every cgroup below it (they were removed).
+    pub fn forget(&mut self, rel: &str) {
+        let below = format!("{rel}/");
+        self.cgroups
+            .retain(|k, _| k != rel && !(rel.is_empty() || k.starts_with(&below)));
+    }
+
+    /// Whether `rel` is known.
+    pub fn knows(&self, rel: &str) -> bool {
+        self.cgroups.contains_key(rel)
+    }
+
+    /// Replaces the topology (CPU hot-plug, a different machine). Assignments
+    /// whose CPUs are all still usable are kept by the next plan; the others are
+    /// re-planned; new CPUs join the shared pool.
+    pub fn set_topology(&mut self, topo: Topology) {
+        self.topo = topo;
+        self.reserved = self.effective_reserved();
+    }
+
+    /// Records the outcome of a write of the plan.
+    pub fn written(&mut self, write: &Write, result: Result<(), Failure>) {
+        let Some(e) = self.cgroups.get_mut(&write.rel) else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                match write.file {
+                    File::Cpus => e.cpus = Some(write.set.clone()),
+                    File::Mems => e.mems = Some(write.set.clone()),
+                }
+                e.failure = None;
+            }
+            Err(f) => e.failure = Some(f),
+        }
+    }
+
+    /// Records the effective set read back after writes; a mismatch with the
+    /// target (v2's silent fallback to the parent's set) is a failure.
+    pub fn verified(&mut self, rel: &str, effective: CpuSet) {
+        let Some(e) = self.cgroups.get_mut(rel) else {
+            return;
+        };
+        let online = self.topo.online();
+        if let Some(target) = &e.target
+            && effective != target.intersection(online)
+        {
+            e.failure = Some(Failure {
+                message: format!("effective CPUs {effective} differ from the requested {target}"),
+                errno: None,
+            });
+        }
+        e.effective = Some(effective);
+    }
+
+    /// The state to save.
+    pub fn saved_state(&self) -> SavedState {
+        SavedState {
+            online: self.topo.online().clone(),
+            assignments: self
+                .workloads
+                .values()
+                .filter_map(|w| {
+                    Some((
+                        w.key.clone(),
+                        SavedAssignment {
+                            cpus: w.cpus.clone()?,
+                            requested: w.requested,
+                            cgroups: w.cgroups.iter().cloned().collect(),
+                        },
+                    ))
+                })
+                .collect(),
+        }
+    }
+
+    /// Decides assignments and targets, and returns the writes that bring the
+    /// known cpusets to their targets.
+    pub fn plan(&mut self) -> Plan {
+        let before: BTreeMap<String, Option<CpuSet>> = self
+            .workloads
+            .iter()
+            .map(|(k, w)| (k.clone(), w.cpus.clone()))
+            .collect();
+        self.assign_roles_and_workloads();
+        self.assign_cpus();
+        let after: BTreeMap<String, Option<CpuSet>> = self
+            .workloads
+            .iter()
+            .map(|(k, w)| (k.clone(), w.cpus.clone()))
+            .collect();
+        let targets = self.targets();
+        let writes = self.writes(&targets);
+        for (rel, e) in self.cgroups.iter_mut() {
+            e.target = targets.get(rel).cloned();
+        }
+        Plan {
+            writes,
+            assignments_changed: before != after,
+        }
+    }
+
+    fn under(rel: &str, roots: &[String]) -> bool {
+        roots
+            .iter()
+            .any(|r| r.is_empty() || rel == r || rel.starts_with(&format!("{r}/")))
+    }
+
+    /// Gives every cgroup its role and rebuilds workload membership.
+    fn assign_roles_and_workloads(&mut self) {
+        let mut members: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        // Cgroups whose children are inside an exclusive workload.
+        let mut exclusive_below: BTreeSet<String> = BTreeSet::new();
+        let managed = &self.settings.managed;
+        let shared = &self.settings.shared;
+        // BTreeMap order puts every parent before its children.
+        for (rel, e) in self.cgroups.iter_mut() {
+            let inside = cgroup::parent(rel).is_some_and(|p| exclusive_below.contains(p));
+            let wants = e.intent.as_ref().is_some_and(|i| i.cpus > 0);
+            e.role = if inside {
+                exclusive_below.insert(rel.clone());
+                Role::Inside
+            } else if wants {
+                exclusive_below.insert(rel.clone());
+                members.entry(e.key.clone()).or_default().push(rel.clone());
+                Role::Exclusive
+            } else if Self::under(rel, managed)
+                && matches!(
+                    e.kind,
+                    Kind::KubepodsRoot { .. } | Kind::QosParent { .. } | Kind::Pod(_)
+                )
+            {
+                Role::Structural
+            } else if Self::under(rel, managed) || Self::under(rel, shared) {
+                Role::Shared
+            } else {
+                Role::Unmanaged
+            };
+        }
+        // Workloads without cgroups are released.
+        self.workloads.retain(|k, _| members.contains_key(k));
+        for (key, rels) in members {
+            let first = &self.cgroups[&rels[0]];
+            let Some(intent) = first.intent.clone() else {
+                continue;
+            };
+            let seq = self.next_seq;
+            let w = self
+                .workloads
+                .entry(key.clone())
+                .or_insert_with(|| Workload {
+                    key: key.clone(),
+                    requested: intent.cpus,
+                    source: intent.source.clone(),
+                    numa: intent.numa.clone(),
+                    cgroups: BTreeSet::new(),
+                    cpus: None,
+                    pending: None,
+                    seq,
+                });
+            if w.seq == seq {
+                self.next_seq += 1;
+            }
+            w.requested = intent.cpus;
+            w.source = intent.source;
+            w.numa = intent.numa;
+            w.cgroups = rels.into_iter().collect();
+        }
+    }
+
+    /// Keeps valid assignments and plans the others, earliest workload first.
+    fn assign_cpus(&mut self) {
+        let usable = self.topo.online().difference(&self.reserved);
+        let mut order: Vec<(u64, String)> = self
+            .workloads
+            .values()
+            .map(|w| (w.seq, w.key.clone()))
+            .collect();
+        order.sort();
+        let mut taken = CpuSet::new();
+        // Pass 1: keep every assignment that is still valid.
+        for (_, key) in &order {
+            let w = self.workloads.get_mut(key).expect("key from the map");
+            let keep = w.cpus.as_ref().is_some_and(|c| {
+                c.len() == w.requested && c.is_subset(&usable) && c.is_disjoint(&taken)
+            });
+            if keep {
+                if let Some(c) = &w.cpus {
+                    taken.union_with(c);
+                }
+            } else {
+                w.cpus = None;
+            }
+        }
+        // Pass 2: the others, from their live cpuset or the state file when
+        // those are valid (start-up only), otherwise from the allocator.
+        for (_, key) in &order {
+            if self.workloads[key].cpus.is_some() {
+                continue;
+            }
+            let w = &self.workloads[key];
+            let valid = |c: &CpuSet| {
+                c.len() == w.requested && c.is_subset(&usable) && c.is_disjoint(&taken)
+            };
+            let mut candidates: Vec<CpuSet> = Vec::new();
+            if self.adopt_live {
+                candidates.extend(
+                    w.cgroups
+                        .iter()
+                        .filter_map(|r| self.cgroups[r].cpus.clone()),
+                );
+                candidates.extend(self.hints.get(key).cloned());
+            }
+            let adopted = candidates.into_iter().find(|c| valid(c));
+            let result = match adopted {
+                Some(c) => Ok(c),
+                None => {
+                    let free = usable.difference(&taken);
+                    let opts = alloc::Options {
+                        reserved: self.reserved.clone(),
+                        numa_preference: w.numa.clone(),
+                        ..self.settings.alloc.clone()
+                    };
+                    alloc::allocate(&self.topo, &free, w.requested, &opts)
+                }
+            };
+            let w = self.workloads.get_mut(key).expect("key from the map");
+            match result {
+                Ok(c) => {
+                    taken.union_with(&c);
+                    w.cpus = Some(c);
+                    w.pending = None;
+                }
+                Err(e) => {
+                    let available = match &e {
+                        AllocError::NotEnough { available, .. }
+                        | AllocError::NotEnoughWholeCores { available, .. } => *available,
+                        _ => usable.difference(&taken).len(),
+                    };
+                    w.pending = Some(Pending {
+                        requested: w.requested,
+                        available,
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// The target `cpuset.cpus` of every cgroup that gets one.
+    fn targets(&self) -> BTreeMap<String, CpuSet> {
+        let shared = self.shared_pool();
+        let online = self.topo.online();
+        let mut targets: BTreeMap<String, CpuSet> = BTreeMap::new();
+        for (rel, e) in &self.cgroups {
+            let t = match e.role {
+                Role::Exclusive => {
+                    let set = self.workloads.get(&e.key).and_then(|w| w.cpus.clone());
+                    Some(set.unwrap_or_else(|| shared.clone()))
+                }
+                // The parent comes first in path order and has the same set.
+                Role::Inside => cgroup::parent(rel).and_then(|p| targets.get(p).cloned()),
+                Role::Structural => Some(online.clone()),
+                Role::Shared => Some(shared.clone()),
+                Role::Unmanaged => None,
+            };
+            if let Some(t) = t {
+                targets.insert(rel.clone(), t);
+            }
+        }
+        // Ancestor closure, deepest first so that it carries all the way up.
+        let rels: Vec<String> = targets.keys().rev().cloned().collect();
+        for rel in rels {
+            let Some(t) = targets.get(&rel).cloned() else {
+                continue;
+            };
+            let mut p = cgroup::parent(&rel);
+            while let Some(anc) = p {
+                let Some(e) = self.cgroups.get(anc) else {
+                    break;
+                };
+                match targets.get_mut(anc) {
+                    Some(at) => {
+                        if !t.is_subset(at) {
+                            at.union_with(&t);
+                        }
+                    }
+                    None => {
+                        // An unmanaged ancestor is widened only when it lacks CPUs.
+                        let cur = e.cpus.clone().unwrap_or_default();
+                        if !t.is_subset(&cur) {
+                            targets.insert(anc.to_string(), cur.union(&t));
+                        }
+                    }
+                }
+                p = cgroup::parent(anc);
+            }
+        }
+        targets
+    }
+
+    /// Orders the writes: widen every changed cgroup to old ∪ new top-down, then
+    /// narrow to new bottom-up (exclusive cgroups first at each depth). In v1 this
+    /// never asks a parent to drop a CPU a child still uses (EBUSY) nor gives a
+    /// child a CPU its parent lacks (EACCES). `cpuset.mems` is set before a
+    /// cgroup's CPUs so nothing can join it with an empty set.
+    fn writes(&self, targets: &BTreeMap<String, CpuSet>) -> Vec<Write> {
+        let mut widen: Vec<(usize, &str, Write)> = Vec::new();
+        let mut narrow: Vec<(usize, Role, &str, Write)> = Vec::new();
+        for (rel, target) in targets {
+            let e = &self.cgroups[rel];
+            if target.is_empty() {
+                continue;
+            }
+            let depth = cgroup::depth(rel);
+            if let Some(mems) = self.target_mems(e, target)
+                && e.mems.as_ref() != Some(&mems)
+                && !mems.is_empty()
+            {
+                widen.push((
+                    depth,
+                    rel,
+                    Write {
+                        rel: rel.clone(),
+                        file: File::Mems,
+                        set: mems,
+                    },
+                ));
+            }
+            let current = e.cpus.clone().unwrap_or_default();
+            if &current == target {
+                continue;
+            }
+            let wide = current.union(target);
+            if wide != current {
+                widen.push((
+                    depth,
+                    rel,
+                    Write {
+                        rel: rel.clone(),
+                        file: File::Cpus,
+                        set: wide.clone(),
+                    },
+                ));
+            }
+            if &wide != target {
+                narrow.push((
+                    depth,
+                    e.role,
+                    rel,
+                    Write {
+                        rel: rel.clone(),
+                        file: File::Cpus,
+                        set: target.clone(),
+                    },
+                ));
+            }
+        }
+        // Stable sorts: within a cgroup, mems stays before cpus.
+        widen.sort_by_key(|(d, rel, _)| (*d, *rel));
+        narrow.sort_by(|a, b| (b.0, a.1, a.2).cmp(&(a.0, b.1, b.2)));
+        widen
+            .into_iter()
+            .map(|(_, _, w)| w)
+            .chain(narrow.into_iter().map(|(_, _, _, w)| w))
+            .collect()
+    }
+
+    /// The `cpuset.mems` a cgroup must have, if it must change: the NUMA nodes of
+    /// its exclusive CPUs with `align_memory`, else all memory nodes for a cgroup
+    /// that has none (a new v1 cgroup).
+    fn target_mems(&self, e: &CgroupEntry, target: &CpuSet) -> Option<CpuSet> {
+        let empty = e.mems.as_ref().is_some_and(|m| m.is_empty());
+        if self.settings.align_memory && matches!(e.role, Role::Exclusive | Role::Inside) {
+            let nodes: CpuSet = self.topo.numa_of(target).into_iter().collect();
+            let nodes = if self.settings.mems_all.is_empty() {
+                nodes
+            } else {
+                nodes.intersection(&self.settings.mems_all)
+            };
+            if !nodes.is_empty() {
+                return Some(nodes);
+            }
+        }
+        if empty {
+            let all = if self.settings.mems_all.is_empty() {
+                self.topo.numa_nodes().keys().copied().collect()
+            } else {
+                self.settings.mems_all.clone()
+            };
+            return Some(all);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroup::layout::classify;
+    use crate::topology::synthetic::Shape;
+    use proptest::prelude::*;
+
+    fn set(s: &str) -> CpuSet {
+        s.parse().unwrap()
+    }
+
+    /// 16 CPUs: 2 sockets × 4 cores × 2 threads; core c is {c, c+8}.
+    fn topo() -> Topology {
+        Shape {
+            sockets: 2,
+            numa_per_socket: 1,
+            l3_per_numa: 1,
+            cores_per_l3: 4,
+            threads_per_core: 2,
+        }
+        .build()
+    }
+
+    fn engine() -> Engine {
+        Engine::new(
+            topo(),
+            Settings {
+                reserved: set("0,8"),
+                managed: vec!["kubepods".into()],
+                shared: vec!["system.slice".into()],
+                ..Settings::default()
+            },
+            None,
+        )
+    }
+
+    fn want(cpus: usize) -> Option<Intent> {
+        Some(Intent {
+            cpus,
+            source: Source::Xattr,
+            numa: Vec::new(),
+        })
+    }
+
+    /// Adds cgroup `rel` with `cpus` as its current cpuset.
+    fn add(e: &mut Engine, rel: &str, cpus: &str, intent: Option<Intent>) {
+        let obs = Observed {
+            rel: rel.into(),
+            cpus: Some(set(cpus)),
+            mems: Some(set("0-1")),
+            ..Observed::default()
+        };
+        e.upsert(&obs, classify(rel), intent, format!("cgroup:{rel}"), None);
+    }
+
+    /// Applies every write as the kernel would (no rules), like a fake tree.
+    fn apply(e: &mut Engine) -> Vec<Write> {
+        let plan = e.plan();
+        for w in &plan.writes {
+            e.written(w, Ok(()));
+        }
+        plan.writes
+    }
+
+    fn target(e: &Engine, rel: &str) -> CpuSet {
+        e.cgroups()[rel].target.clone().unwrap()
+    }
+
+    fn kube_tree(e: &mut Engine) {
+        add(e, "kubepods", "0-15", None);
+        add(e, "kubepods/burstable", "0-15", None);
+        add(
+            e,
+            "kubepods/burstable/pod11111111-2222-3333-4444-555555555555",
+            "0-15",
+            None,
+        );
+        add(
+            e,
+            "kubepods/burstable/pod11111111-2222-3333-4444-555555555555/aaaa",
+            "0-15",
+            None,
+        );
+        add(e, "system.slice", "0-15", None);
+    }
+
+    const GUARANTEED: &str = "kubepods/pod99999999-2222-3333-4444-555555555555/bbbb";
+
+    #[test]
+    fn pins_and_shrinks_the_shared_pool_then_releases() {
+        let mut e = engine();
+        kube_tree(&mut e);
+        add(
+            &mut e,
+            "kubepods/pod99999999-2222-3333-4444-555555555555",
+            "0-15",
+            None,
+        );
+        add(&mut e, GUARANTEED, "0-15", want(4));
+        apply(&mut e);
+        let pinned = target(&e, GUARANTEED);
+        assert_eq!(pinned.len(), 4);
+        assert!(pinned.is_disjoint(&set("0,8")), "reserved stay shared");
+        let shared = set("0-15").difference(&pinned);
+        assert_eq!(e.shared_pool(), shared);
+        let burstable = "kubepods/burstable/pod11111111-2222-3333-4444-555555555555/aaaa";
+        assert_eq!(target(&e, burstable), shared);
+        assert_eq!(target(&e, "system.slice"), shared);
+        // Structural cgroups are never shrunk.
+        assert_eq!(target(&e, "kubepods"), set("0-15"));
+        assert_eq!(target(&e, "kubepods/burstable"), set("0-15"));
+        // A second plan with nothing new writes nothing.
+        assert!(apply(&mut e).is_empty());
+
+        e.forget(GUARANTEED);
+        let writes = apply(&mut e);
+        assert!(e.workloads().is_empty());
+        assert_eq!(target(&e, burstable), set("0-15"));
+        assert!(
+            writes
+                .iter()
+                .any(|w| w.rel == burstable && w.set == set("0-15"))
+        );
+    }
+
+    #[test]
+    fn widens_top_down_and_narrows_bottom_up() {
+        let mut e = engine();
+        kube_tree(&mut e);
+        // A rule-managed job under an unmanaged parent that lacks CPUs 4-7.
+        add(&mut e, "hpc.slice", "0-3,8-11", None);
+        add(&mut e, "hpc.slice/job-1.scope", "0-3,8-11", want(8));
+        let writes = e.plan().writes;
+        let job = target(&e, "hpc.slice/job-1.scope");
+        assert_eq!(job.len(), 8);
+        let pos = |rel: &str, s: &CpuSet| writes.iter().position(|w| w.rel == rel && &w.set == s);
+        // The parent is widened (before the child's widening write)...
+        let parent_wide = set("0-3,8-11").union(&job);
+        let p = pos("hpc.slice", &parent_wide).expect("parent widened");
+        let child_wide = set("0-3,8-11").union(&job);
+        let c = pos("hpc.slice/job-1.scope", &child_wide).expect("child widened");
+        assert!(p < c, "{writes:?}");
+        // ...and the child narrowed last.
+        let n = pos("hpc.slice/job-1.scope", &job).expect("child narrowed");
+        assert!(c < n);
+        // Shared cgroups narrow bottom-up: the burstable container before system.slice? Both at
+        // their own depth; deeper first.
+        for w in &writes {
+            assert!(!w.set.is_empty(), "never an empty set");
+        }
+    }
+
+    #[test]
+    fn a_new_v1_cgroup_gets_mems_before_cpus() {
+        let mut e = engine();
+        kube_tree(&mut e);
+        let obs = Observed {
+            rel: "kubepods/burstable/pod11111111-2222-3333-4444-555555555555/cccc".into(),
+            cpus: Some(CpuSet::new()),
+            mems: Some(CpuSet::new()),
+            ..Observed::default()
+        };
+        e.upsert(&obs, classify(&obs.rel), None, "k".into(), None);
+        let writes = e.plan().writes;
+        let mine: Vec<&Write> = writes.iter().filter(|w| w.rel == obs.rel).collect();
+        assert_eq!(mine.len(), 2, "{mine:?}");
+        assert_eq!(mine[0].file, File::Mems);
+        assert_eq!(mine[0].set, set("0-1"));
+        assert_eq!(mine[1].file, File::Cpus);
+    }
+
+    #[test]
+    fn pending_until_cpus_free_up() {
+        let mut e = engine();
+        kube_tree(&mut e);
+        add(&mut e, "kubepods/a", "0-15", want(10));
+        add(&mut e, "kubepods/b", "0-15", want(10));
+        apply(&mut e);
+        let a = &e.workloads()["cgroup:kubepods/a"];
+        assert_eq!(a.cpus.as_ref().map(|c| c.len()), Some(10));
+        let b = &e.workloads()["cgroup:kubepods/b"];
+        assert_eq!(b.cpus, None);
+        let p = b.pending.clone().unwrap();
+        assert_eq!((p.requested, p.available), (10, 4));
+        // While pending it runs in the shared pool.
+        assert_eq!(target(&e, "kubepods/b"), e.shared_pool());
+        e.forget("kubepods/a");
+        apply(&mut e);
+        let b = &e.workloads()["cgroup:kubepods/b"];
+        assert_eq!(b.cpus.as_ref().map(|c| c.len()), Some(10));
+        assert!(b.pending.is_none());
+    }
+
+    #[test]
+    fn two_cgroups_of_one_workload_share_one_assignment() {
+        let mut e = engine();
+        kube_tree(&mut e);
+        for rel in ["kubepods/pod1/old", "kubepods/pod1/new"] {
+            let obs = Observed {
+                rel: rel.into(),
+                cpus: Some(set("0-15")),
+                ..Observed::default()
+            };
+            e.upsert(&obs, classify(rel), want(2), "pod:1/app".into(), None);
+        }
+        apply(&mut e);
+        assert_eq!(e.workloads().len(), 1);
+        assert_eq!(
+            target(&e, "kubepods/pod1/old"),
+            target(&e, "kubepods/pod1/new")
+        );
+        assert_eq!(e.shared_pool().len(), 14);
+    }
+
+    #[test]
+    fn start_up_adopts_valid_live_cpusets_then_reverts_foreign_writes() {
+        let mut e = engine();
+        kube_tree(&mut e);
+        add(&mut e, "kubepods/a", "5-6", want(2));
+        let writes = apply(&mut e);
+        assert_eq!(target(&e, "kubepods/a"), set("5-6"), "live set kept");
+        assert!(!writes.iter().any(|w| w.rel == "kubepods/a"));
+        e.end_startup();
+        // Someone resets the cpuset (the kubelet, a daemon-reload).
+        e.observe_cpus("kubepods/a", Some(set("0-15")));
+        let writes = apply(&mut e);
+        assert!(
+            writes
+                .iter()
+                .any(|w| w.rel == "kubepods/a" && w.set == set("5-6"))
+        );
+        assert_eq!(e.cgroups()["kubepods/a"].cpus, Some(set("5-6")));
+    }
+
+    #[test]
+    fn state_hints_are_used_when_live_sets_are_not_valid() {
+        let saved = SavedState {
+            online: set("0-15"),
+            assignments: [(
+                "cgroup:kubepods/a".to_string(),
+                SavedAssignment {
+                    cpus: set("12-13"),
+                    requested: 2,
+                    cgroups: vec!["kubepods/a".into()],
+                },
+            )]
+            .into(),
+        };
+        let mut e = Engine::new(
+            topo(),
+            Settings {
+                reserved: set("0,8"),
+                managed: vec!["kubepods".into()],
+                ..Settings::default()
+            },
+            Some(saved),
+        );
+        kube_tree(&mut e);
+        add(&mut e, "kubepods/a", "0-15", want(2));
+        apply(&mut e);
+        assert_eq!(target(&e, "kubepods/a"), set("12-13"));
+        // A hint that overlaps the reserved CPUs is not valid.
+        let mut e2 = engine();
+        e2.hints.insert("cgroup:kubepods/b".into(), set("0,8"));
+        add(&mut e2, "kubepods/b", "0-15", want(2));
+        apply(&mut e2);
+        assert!(target(&e2, "kubepods/b").is_disjoint(&set("0,8")));
+    }
+
+    #[test]
+    fn a_smaller_machine_replans_only_what_it_affects() {
+        let mut e = engine();
+        kube_tree(&mut e);
+        add(&mut e, "kubepods/low", "0-15", want(2));
+        add(&mut e, "kubepods/high", "0-15", want(2));
+        apply(&mut e);
+        e.end_startup();
+        let low = target(&e, "kubepods/low");
+        let high = target(&e, "kubepods/high");
+        // Take one CPU of `high` offline.
+        let gone = high.first().unwrap();
+        let cpus: Vec<_> = topo()
+            .cpus()
+            .iter()
+            .copied()
+            .filter(|c| c.cpu != gone)
+            .collect();
+        e.set_topology(Topology::new(cpus, CpuSet::new(), set(&gone.to_string())).unwrap());
+        apply(&mut e);
+        assert_eq!(
+            target(&e, "kubepods/low"),
+            low,
+            "unaffected workload keeps its CPUs"
+        );
+        let now = target(&e, "kubepods/high");
+        assert_eq!(now.len(), 2);
+        assert!(!now.contains(gone));
+        assert!(!e.shared_pool().contains(gone));
+        // And back: the CPU joins the shared pool.
+        e.set_topology(topo());
+        apply(&mut e);
+        assert!(e.shared_pool().contains(gone));
+    }
+
+    #[test]
+    fn explicit_zero_and_inside_cgroups() {
+        let mut e = engine();
+        kube_tree(&mut e);
+        add(&mut e, "kubepods/pod1", "0-15", None);
+        add(&mut e, "kubepods/pod1/c", "0-15", want(2));
+        add(&mut e, "kubepods/pod1/c/init.scope", "0-15", None);
+        add(&mut e, "kubepods/pod1/z", "0-15", want(0));
+        apply(&mut e);
+        assert_eq!(
+            target(&e, "kubepods/pod1/c/init.scope"),
+            target(&e, "kubepods/pod1/c")
+        );
+        assert_eq!(e.cgroups()["kubepods/pod1/c/init.scope"].role, Role::Inside);
+        assert_eq!(target(&e, "kubepods/pod1/z"), e.shared_pool());
+    }
+
+    #[test]
+    fn without_reserved_cpus_the_lowest_is_held_back() {
+        let mut e = Engine::new(
+            topo(),
+            Settings {
+                managed: vec!["kubepods".into()],
+                ..Settings::default()
+            },
+            None,
+        );
+        add(&mut e, "kubepods", "0-15", None);
+        add(&mut e, "kubepods/a", "0-15", want(16));
+        apply(&mut e);
+        assert!(e.workloads()["cgroup:kubepods/a"].pending.is_some());
+        assert_eq!(e.shared_pool(), set("0-15"));
+        add(&mut e, "kubepods/a", "0-15", want(15));
+        apply(&mut e);
+        assert_eq!(e.shared_pool(), set("0"));
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Add(u8, usize),
+        Remove(u8),
+        Foreign(u8),
+        Offline(u8),
+        Online,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..12, 0usize..7).prop_map(|(i, n)| Op::Add(i, n)),
+            2 => (0u8..12).prop_map(Op::Remove),
+            1 => (0u8..12).prop_map(Op::Foreign),
+            1 => (0u8..16).prop_map(Op::Offline),
+            1 => Just(Op::Online),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn invariants_hold_under_any_sequence(ops in proptest::collection::vec(op(), 1..40)) {
+            let mut e = engine();
+            kube_tree(&mut e);
+            e.end_startup();
+            for op in ops {
+                match op {
+                    Op::Add(i, n) => add(&mut e, &format!("kubepods/w{i}"), "0-15", want(n)),
+                    Op::Remove(i) => e.forget(&format!("kubepods/w{i}")),
+                    Op::Foreign(i) => e.observe_cpus(&format!("kubepods/w{i}"), Some(set("0-15"))),
+                    Op::Offline(c) => {
+                        let cpus: Vec<_> = topo().cpus().iter().copied().filter(|x| x.cpu != c as u32).collect();
+                        e.set_topology(Topology::new(cpus, CpuSet::new(), CpuSet::new()).unwrap());
+                    }
+                    Op::Online => e.set_topology(topo()),
+                }
+                let writes = apply(&mut e);
+                let online = e.topology().online().clone();
+                let mut seen = CpuSet::new();
+                for w in e.workloads().values() {
+                    if let Some(c) = &w.cpus {
+                        prop_assert!(c.is_disjoint(&seen), "overlap at {}", w.key);
+                        prop_assert!(c.is_disjoint(e.reserved()), "reserved assigned");
+                        prop_assert!(c.is_subset(&online));
+                        prop_assert_eq!(c.len(), w.requested);
+                        seen.union_with(c);
+                    }
+                }
+                prop_assert!(!e.shared_pool().is_empty(), "shared pool empty");
+                for w in &writes {
+                    prop_assert!(!w.set.is_empty(), "empty write {:?}", w);
+                }
+                // After applying, every cgroup with a target has it.
+                for (rel, c) in e.cgroups() {
+                    if let Some(t) = &c.target {
+                        prop_assert_eq!(c.cpus.as_ref(), Some(t), "{} not at target", rel);
+                    }
+                }
+            }
+        }
+    }
+}

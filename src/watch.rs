@@ -1,0 +1,180 @@
+//! The inotify watcher on the managed cgroup trees.
+//!
+//! One watch per cgroup directory. It turns raw inotify events into
+//! [`Change`]s the daemon acts on, and handles the kernfs quirks
+//! (KERNEL-NOTES): `mkdir -p a/b/c` reports only `a`, so the daemon rescans a
+//! directory after watching it; a removed cgroup sends no `IN_DELETE_SELF` or
+//! `IN_IGNORED`, so watches are dropped when the parent reports the delete; a
+//! queue overflow means "resynchronise from a full scan".
+//!
+//! Adding a watch is a syscall on an inode we already reached, and reading
+//! events is non-blocking; neither waits on cgroup file contents.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
+use tokio::io::unix::AsyncFd;
+
+/// What happened, in cgroup terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A child cgroup appeared (relative path).
+    Created(String),
+    /// A cgroup was removed.
+    Removed(String),
+    /// `cpuset.cpus` of a cgroup was written (by us or someone else).
+    CpusWritten(String),
+    /// A CPU limit or an xattr of a cgroup changed: read it again.
+    Changed(String),
+    /// Events were lost: rescan everything.
+    Overflow,
+}
+
+/// The watcher: an inotify instance and the map from watches to cgroups.
+pub struct Watcher {
+    fd: AsyncFd<Inotify>,
+    /// The directory the relative paths are relative to.
+    base: PathBuf,
+    by_wd: BTreeMap<WatchDescriptor, String>,
+    by_rel: BTreeMap<String, WatchDescriptor>,
+    buffer: Vec<u8>,
+    /// File names whose modification matters (`cpu.max`).
+    limit_files: Vec<&'static str>,
+}
+
+fn mask() -> WatchMask {
+    WatchMask::CREATE
+        | WatchMask::DELETE
+        | WatchMask::MODIFY
+        | WatchMask::ATTRIB
+        | WatchMask::MOVED_FROM
+        | WatchMask::MOVED_TO
+        | WatchMask::ONLYDIR
+}
+
+impl Watcher {
+    /// A watcher for cgroups under `base` (the cpuset hierarchy's directory).
+    /// `limit_files` are control files in the same directories whose changes
+    /// mean "read this cgroup again" (`cpu.max` in v2).
+    pub fn new(base: &Path, limit_files: Vec<&'static str>) -> io::Result<Self> {
+        let inotify = Inotify::init()?;
+        // SAFETY: `Inotify` owns its descriptor for as long as it lives and
+        // `as_raw_fd` always returns that same descriptor.
+        let fd = unsafe { AsyncFd::register(inotify) }?;
+        Ok(Watcher {
+            fd,
+            base: base.to_path_buf(),
+            by_wd: BTreeMap::new(),
+            by_rel: BTreeMap::new(),
+            buffer: vec![0; 64 * 1024],
+            limit_files,
+        })
+    }
+
+    /// Watches cgroup `rel`. Idempotent.
+    pub fn watch(&mut self, rel: &str) -> io::Result<()> {
+        if self.by_rel.contains_key(rel) {
+            return Ok(());
+        }
+        let path = if rel.is_empty() {
+            self.base.clone()
+        } else {
+            self.base.join(rel)
+        };
+        let wd = self.fd.get_mut().watches().add(&path, mask())?;
+        self.by_wd.insert(wd.clone(), rel.to_string());
+        self.by_rel.insert(rel.to_string(), wd);
+        Ok(())
+    }
+
+    /// Stops watching `rel` and everything below it.
+    pub fn unwatch(&mut self, rel: &str) {
+        let below = format!("{rel}/");
+        let gone: Vec<String> = self
+            .by_rel
+            .keys()
+            .filter(|k| *k == rel || k.starts_with(&below))
+            .cloned()
+            .collect();
+        for k in gone {
+            if let Some(wd) = self.by_rel.remove(&k) {
+                self.by_wd.remove(&wd);
+                // The kernel already dropped the watch of a removed directory;
+                // EINVAL then is expected.
+                let _ = self.fd.get_mut().watches().remove(wd);
+            }
+        }
+    }
+
+    pub fn watched(&self) -> usize {
+        self.by_rel.len()
+    }
+
+    /// Waits for events and returns them as changes (at least one).
+    pub async fn next(&mut self) -> io::Result<Vec<Change>> {
+        loop {
+            let mut guard = self.fd.readable_mut().await?;
+            let raw: Vec<(WatchDescriptor, EventMask, Option<OsString>)> =
+                match guard.get_inner_mut().read_events(&mut self.buffer) {
+                    Ok(events) => events
+                        .map(|e| (e.wd, e.mask, e.name.map(|n| n.to_os_string())))
+                        .collect(),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Vec::new(),
+                    Err(e) => return Err(e),
+                };
+            // The fd is non-blocking: an empty read means "not ready after all".
+            if raw.is_empty() {
+                guard.clear_ready();
+                continue;
+            }
+            let changes = self.translate(raw);
+            if !changes.is_empty() {
+                return Ok(changes);
+            }
+        }
+    }
+
+    fn translate(&self, raw: Vec<(WatchDescriptor, EventMask, Option<OsString>)>) -> Vec<Change> {
+        let mut out = Vec::new();
+        for (wd, mask, name) in raw {
+            if mask.contains(EventMask::Q_OVERFLOW) {
+                out.push(Change::Overflow);
+                continue;
+            }
+            let Some(dir) = self.by_wd.get(&wd) else {
+                continue;
+            };
+            let name = name.and_then(|n| n.into_string().ok());
+            let child = |n: &str| {
+                if dir.is_empty() {
+                    n.to_string()
+                } else {
+                    format!("{dir}/{n}")
+                }
+            };
+            let is_dir = mask.contains(EventMask::ISDIR);
+            match name.as_deref() {
+                Some(n) if is_dir && mask.intersects(EventMask::CREATE | EventMask::MOVED_TO) => {
+                    out.push(Change::Created(child(n)));
+                }
+                Some(n) if is_dir && mask.intersects(EventMask::DELETE | EventMask::MOVED_FROM) => {
+                    out.push(Change::Removed(child(n)));
+                }
+                Some("cpuset.cpus") if mask.contains(EventMask::MODIFY) => {
+                    out.push(Change::CpusWritten(dir.clone()));
+                }
+                Some(n) if mask.contains(EventMask::MODIFY) && self.limit_files.contains(&n) => {
+                    out.push(Change::Changed(dir.clone()));
+                }
+                None if mask.contains(EventMask::ATTRIB) => {
+                    out.push(Change::Changed(dir.clone()));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
