@@ -277,35 +277,36 @@ impl Counts {
             return (rem == 0).then_some((0, 0));
         }
         let mut penalty = (0, 0);
-        // Half-used cores, best fit: the smallest that holds the remainder, else
-        // the largest, as often as it leaves a remainder (taken in bulk).
+        // A remainder smaller than a core: the half-used core that holds it
+        // (best fit), else one fresh core broken, rather than spreading it over
+        // several half-used cores (fewer cores shared with others).
+        if rem > 0 {
+            if let Some(f) = (rem..=MAX_THREADS).find(|&f| self.partial[f] > 0) {
+                self.partial[f] -= 1;
+                return Some((1, 0));
+            }
+            if let Some(s) = (rem..=MAX_THREADS).find(|&s| self.whole[s] > 0) {
+                self.whole[s] -= 1;
+                return Some((1, 1));
+            }
+        }
+        // No whole core is left (pass 1 took every one that fit, and a larger one
+        // would have been broken above): half-used cores, largest first (in
+        // bulk), until the rest fits one of them.
         while rem > 0 {
             if let Some(f) = (rem..=MAX_THREADS).find(|&f| self.partial[f] > 0) {
                 self.partial[f] -= 1;
-                penalty.0 += rem;
-                rem = 0;
+                penalty.0 += 1;
                 break;
             }
-            let Some(f) = (1..rem.min(MAX_THREADS + 1))
+            let f = (1..rem.min(MAX_THREADS + 1))
                 .rev()
-                .find(|&f| self.partial[f] > 0)
-            else {
-                break;
-            };
+                .find(|&f| self.partial[f] > 0)?;
             // f < rem, so at least one is taken.
             let take = self.partial[f].min((rem - 1) / f);
             self.partial[f] -= take;
-            penalty.0 += take * f;
+            penalty.0 += take;
             rem -= take * f;
-        }
-        // Fresh cores broken: the smallest that holds the remainder. (A remaining
-        // whole core is always larger than the remainder: pass 1 took the others.)
-        while rem > 0 {
-            let size = (rem..=MAX_THREADS).find(|&s| self.whole[s] > 0)?;
-            self.whole[size] -= 1;
-            penalty.0 += rem;
-            penalty.1 += 1;
-            rem = 0;
         }
         Some(penalty)
     }
@@ -500,9 +501,11 @@ impl<'t> Planner<'t> {
     /// not add up to `n`). [`Counts::penalty`] mirrors these passes on counts.
     ///
     /// Packed (the default): whole free cores first, largest first, draining
-    /// slices from the one with the most free CPUs; then the remainder from
-    /// half-used cores (best fit: the smallest that holds it); then a fresh core
-    /// is broken. Penalty: (CPUs not on a core wholly ours, fresh cores broken).
+    /// slices from the one with the most free CPUs; then a remainder smaller than
+    /// a core goes to the half-used core that holds it (best fit), else to one
+    /// fresh core broken; only when no whole core is left is it spread over
+    /// half-used cores. Penalty: (cores shared with CPUs outside the result,
+    /// fresh cores broken).
     ///
     /// Spread: one thread per core, first on cores whose siblings are free, then
     /// on half-used cores, then siblings. Penalty: (CPUs sharing a core with
@@ -564,9 +567,9 @@ impl<'t> Planner<'t> {
                 }
             }
         }
-        if self.mode == Mode::Packed {
-            // Pass 2: the remainder from half-used cores, best fit; ties go to
-            // the most-occupied slice (the end of the drain order).
+        if self.mode == Mode::Packed && rem > 0 {
+            // Pass 2: the remainder. Half-used cores by free threads, ties to the
+            // most-occupied slice (the end of the drain order).
             let mut partial: Vec<(usize, Reverse<usize>, usize)> = cores
                 .iter()
                 .enumerate()
@@ -574,32 +577,41 @@ impl<'t> Planner<'t> {
                 .map(|(pos, &c)| (self.core_free[c], Reverse(pos), c))
                 .collect();
             partial.sort_unstable();
-            while rem > 0 && !partial.is_empty() {
-                let fit = partial.partition_point(|&(free, _, _)| free < rem);
-                let (free, _, c) = if fit < partial.len() {
-                    partial.remove(fit)
-                } else {
-                    partial.pop()?
-                };
-                let count = free.min(rem);
-                self.emit(c, 0, count, out);
-                rem -= count;
-                penalty.0 += count;
-            }
-            // Pass 3: break the smallest fresh core that holds the remainder, in
-            // the most-occupied slice.
-            if rem > 0 {
-                let fresh = cores
-                    .iter()
-                    .rev()
-                    .copied()
-                    .filter(|&c| is_whole(c) && !self.taken[c] && size(c) >= rem)
-                    .min_by_key(|&c| size(c));
-                if let Some(c) = fresh {
-                    self.emit(c, 0, rem, out);
-                    penalty.0 += rem;
-                    penalty.1 += 1;
-                    rem = 0;
+            let best_fit = |partial: &[(usize, Reverse<usize>, usize)], rem: usize| {
+                let i = partial.partition_point(|&(free, _, _)| free < rem);
+                (i < partial.len()).then_some(i)
+            };
+            // The smallest fresh core that holds the remainder, in the
+            // most-occupied slice.
+            let fresh = cores
+                .iter()
+                .rev()
+                .copied()
+                .filter(|&c| is_whole(c) && !self.taken[c] && size(c) >= rem)
+                .min_by_key(|&c| size(c));
+            if let Some(i) = best_fit(&partial, rem) {
+                // The half-used core that holds it.
+                let (_, _, c) = partial[i];
+                self.emit(c, 0, rem, out);
+                penalty.0 += 1;
+                rem = 0;
+            } else if let Some(c) = fresh {
+                // One fresh core broken rather than several half-used ones.
+                self.emit(c, 0, rem, out);
+                penalty = (penalty.0 + 1, penalty.1 + 1);
+                rem = 0;
+            } else {
+                // No whole core left: half-used cores, largest first, until the
+                // rest fits one of them.
+                while rem > 0 {
+                    let (free, _, c) = match best_fit(&partial, rem) {
+                        Some(i) => partial.remove(i),
+                        None => partial.pop()?,
+                    };
+                    let count = free.min(rem);
+                    self.emit(c, 0, count, out);
+                    rem -= count;
+                    penalty.0 += 1;
                 }
             }
         }
@@ -914,6 +926,25 @@ mod tests {
         assert_eq!(t.l3_of(&got), vec![0], "best fit in the fuller L3: {got}");
         let got = alloc(&t, &free, 6);
         assert_eq!(t.l3_of(&got), vec![1], "only L3 1 holds 6: {got}");
+    }
+
+    #[test]
+    fn smt4_remainder_breaks_one_fresh_core_rather_than_sharing_two() {
+        // Found by comparing with the kubelet: 4 threads per core, core c is
+        // {c, c+4, c+8, c+12}. Core 1 is free; cores 2 and 3 have 2 free threads
+        // each. Three CPUs on one core (shared with nobody yet) beat three CPUs
+        // spread over two cores already shared with other workloads.
+        let t = Shape {
+            sockets: 1,
+            numa_per_socket: 2,
+            l3_per_numa: 1,
+            cores_per_l3: 2,
+            threads_per_core: 4,
+        }
+        .build();
+        let got = alloc(&t, &set("1,3,5,9-11,13-14"), 3);
+        assert_eq!(got, set("1,5,9"));
+        assert_eq!(Alignment::of(&t, &got).shared_cores, 1);
     }
 
     #[test]

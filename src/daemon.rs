@@ -53,6 +53,10 @@ pub struct Daemon {
     engine: Engine,
     state: StateFile,
     watcher: Watcher,
+    /// In v1 the CPU limits live in the cpu controller's own tree: a second
+    /// watcher mirrors it so that a limit written after the cpuset directory
+    /// appeared (runc's order) is seen at once.
+    cpu_watcher: Option<Watcher>,
     /// Subtrees scanned and watched.
     roots: Vec<String>,
     ready: bool,
@@ -116,6 +120,7 @@ impl Daemon {
             shared: cfg.shared_cgroups.clone(),
             align_memory: cfg.align_memory,
             mems_all,
+            empty_inherits: hier.version == Version::V2,
         };
         let state = StateFile::new(&cfg.state_file);
         let saved = match state.load::<SavedState>() {
@@ -146,6 +151,13 @@ impl Daemon {
             Version::V1 => Vec::new(),
         };
         let watcher = Watcher::new(&hier.cpuset, limit_files).context("cannot start inotify")?;
+        let cpu_watcher = match (&hier.version, &hier.cpu) {
+            (Version::V1, Some(cpu)) => Some(
+                Watcher::new(cpu, vec!["cpu.cfs_quota_us", "cpu.cfs_period_us"])
+                    .context("cannot start inotify")?,
+            ),
+            _ => None,
+        };
         let mut roots = cfg.watch_roots();
         roots.extend(cfg.shared_cgroups.iter().cloned());
         roots.sort();
@@ -157,6 +169,7 @@ impl Daemon {
             engine,
             state,
             watcher,
+            cpu_watcher,
             roots,
             ready: false,
             last_status: String::new(),
@@ -196,6 +209,18 @@ impl Daemon {
             tokio::select! {
                 changes = self.watcher.next() => match changes {
                     Ok(changes) => self.handle(changes).await,
+                    Err(e) => {
+                        warn!(error = %e, "inotify read failed; full reconcile");
+                        self.reconcile(true).await;
+                    }
+                },
+                changes = async {
+                    match self.cpu_watcher.as_mut() {
+                        Some(w) => w.next().await,
+                        None => std::future::pending().await,
+                    }
+                } => match changes {
+                    Ok(changes) => self.handle_cpu_tree(changes).await,
                     Err(e) => {
                         warn!(error = %e, "inotify read failed; full reconcile");
                         self.reconcile(true).await;
@@ -264,6 +289,10 @@ impl Daemon {
                     continue;
                 }
                 warn!(path = %dir.display(), error = %e, "cannot watch; relying on the periodic reconcile");
+            }
+            if let Some(cw) = self.cpu_watcher.as_mut() {
+                // The cpu side may appear later; its parent's watch reports it.
+                let _ = cw.watch(&rel);
             }
             let h = self.hier.clone();
             let r = rel.clone();
@@ -346,7 +375,11 @@ impl Daemon {
         for rel in gone {
             self.engine.forget(&rel);
             self.watcher.unwatch(&rel);
+            if let Some(cw) = self.cpu_watcher.as_mut() {
+                cw.unwatch(&rel);
+            }
         }
+        self.watch_above_roots();
         self.apply().await;
         debug!(
             elapsed_us = started.elapsed().as_micros() as u64,
@@ -355,18 +388,92 @@ impl Daemon {
         );
     }
 
+    /// Watches the existing ancestors of every subtree root, so that a root
+    /// created after start-up (the daemon starting before the kubelet) is seen
+    /// at once. Their own events are ignored ([`Self::within_roots`]).
+    fn watch_above_roots(&mut self) {
+        for root in &self.roots {
+            let mut ancestors = Vec::new();
+            let mut p = cgroup::parent(root);
+            while let Some(anc) = p {
+                ancestors.push(anc.to_string());
+                p = cgroup::parent(anc);
+            }
+            for anc in ancestors.iter().rev() {
+                if self.watcher.watch(anc).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Whether `rel` is a subtree root or below one.
+    fn within_roots(&self, rel: &str) -> bool {
+        self.roots
+            .iter()
+            .any(|r| r.is_empty() || rel == r || rel.starts_with(&format!("{r}/")))
+    }
+
+    /// The subtree roots at or below `rel` (a created directory above a root
+    /// may bring the root with it).
+    fn roots_below(&self, rel: &str) -> Vec<String> {
+        self.roots
+            .iter()
+            .filter(|r| *r == rel || rel.is_empty() || r.starts_with(&format!("{rel}/")))
+            .cloned()
+            .collect()
+    }
+
+    /// Changes in the v1 cpu controller's tree: mirror its directories and
+    /// re-read a cgroup whose limit changed.
+    async fn handle_cpu_tree(&mut self, changes: Vec<Change>) {
+        let mut reread = Vec::new();
+        for change in changes {
+            match change {
+                Change::Created(rel) if self.within_roots(&rel) => {
+                    if let Some(cw) = self.cpu_watcher.as_mut() {
+                        let _ = cw.watch(&rel);
+                    }
+                    reread.push(Change::Changed(rel));
+                }
+                Change::Removed(rel) => {
+                    if let Some(cw) = self.cpu_watcher.as_mut() {
+                        cw.unwatch(&rel);
+                    }
+                }
+                Change::Changed(rel) => reread.push(Change::Changed(rel)),
+                Change::Overflow => reread.push(Change::Overflow),
+                _ => {}
+            }
+        }
+        if !reread.is_empty() {
+            self.handle(reread).await;
+        }
+    }
+
     /// Acts on a batch of inotify changes, then plans once.
     async fn handle(&mut self, changes: Vec<Change>) {
         let mut overflow = false;
         for change in changes {
             match change {
                 Change::Created(rel) => {
-                    let mut seen = BTreeSet::new();
-                    self.scan_subtree(&rel, &mut seen).await;
+                    let tops = if self.within_roots(&rel) {
+                        vec![rel]
+                    } else {
+                        self.roots_below(&rel)
+                    };
+                    for top in tops {
+                        let mut seen = BTreeSet::new();
+                        self.scan_subtree(&top, &mut seen).await;
+                    }
+                    self.watch_above_roots();
                 }
                 Change::Removed(rel) => {
                     self.engine.forget(&rel);
                     self.watcher.unwatch(&rel);
+                    if let Some(cw) = self.cpu_watcher.as_mut() {
+                        cw.unwatch(&rel);
+                    }
                 }
                 Change::CpusWritten(rel) => {
                     if !self.engine.knows(&rel) {
@@ -381,6 +488,9 @@ impl Daemon {
                     self.engine.observe_cpus(&rel, cpus);
                 }
                 Change::Changed(rel) => {
+                    if !self.within_roots(&rel) || !self.engine.knows(&rel) {
+                        continue;
+                    }
                     let (rel, r) =
                         read_cgroup(self.pool.clone(), self.hier.clone(), self.cfg.clone(), rel)
                             .await;

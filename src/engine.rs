@@ -58,6 +58,9 @@ pub struct Settings {
     pub align_memory: bool,
     /// The memory nodes a new cgroup gets (the root's `cpuset.mems`).
     pub mems_all: CpuSet,
+    /// cgroup v2: an empty `cpuset.cpus` means "the parent's CPUs", not "none"
+    /// (v1: none, and no task can join).
+    pub empty_inherits: bool,
 }
 
 /// A cgroup's role; see the module documentation.
@@ -375,17 +378,19 @@ impl Engine {
     /// Decides assignments and targets, and returns the writes that bring the
     /// known cpusets to their targets.
     pub fn plan(&mut self) -> Plan {
-        let before: BTreeMap<String, Option<CpuSet>> = self
+        // What the state file holds: a change in either is saved.
+        let saved = |w: &Workload| (w.cpus.clone(), w.cgroups.clone());
+        let before: BTreeMap<String, _> = self
             .workloads
             .iter()
-            .map(|(k, w)| (k.clone(), w.cpus.clone()))
+            .map(|(k, w)| (k.clone(), saved(w)))
             .collect();
         self.assign_roles_and_workloads();
         self.assign_cpus();
-        let after: BTreeMap<String, Option<CpuSet>> = self
+        let after: BTreeMap<String, _> = self
             .workloads
             .iter()
-            .map(|(k, w)| (k.clone(), w.cpus.clone()))
+            .map(|(k, w)| (k.clone(), saved(w)))
             .collect();
         let targets = self.targets();
         let writes = self.writes(&targets);
@@ -490,38 +495,45 @@ impl Engine {
                 w.cpus = None;
             }
         }
-        // Pass 2: the others, from their live cpuset or the state file when
-        // those are valid (start-up only), otherwise from the allocator.
+        // Pass 2, at start-up only: every workload whose live cpuset (or else the
+        // state file's hint) is a valid assignment keeps it, before anything is
+        // planned, so a workload that waited before the restart cannot take
+        // the CPUs of one that was pinned.
+        if self.adopt_live {
+            for (_, key) in &order {
+                let w = &self.workloads[key];
+                if w.cpus.is_some() {
+                    continue;
+                }
+                let valid = |c: &CpuSet| {
+                    c.len() == w.requested && c.is_subset(&usable) && c.is_disjoint(&taken)
+                };
+                let live = w
+                    .cgroups
+                    .iter()
+                    .filter_map(|r| self.cgroups[r].cpus.as_ref());
+                let adopted = live.chain(self.hints.get(key)).find(|c| valid(c)).cloned();
+                if let Some(c) = adopted {
+                    taken.union_with(&c);
+                    let w = self.workloads.get_mut(key).expect("key from the map");
+                    w.cpus = Some(c);
+                    w.pending = None;
+                }
+            }
+        }
+        // Pass 3: the allocator for the rest, earliest first.
         for (_, key) in &order {
-            if self.workloads[key].cpus.is_some() {
+            let w = &self.workloads[key];
+            if w.cpus.is_some() {
                 continue;
             }
-            let w = &self.workloads[key];
-            let valid = |c: &CpuSet| {
-                c.len() == w.requested && c.is_subset(&usable) && c.is_disjoint(&taken)
+            let free = usable.difference(&taken);
+            let opts = alloc::Options {
+                reserved: self.reserved.clone(),
+                numa_preference: w.numa.clone(),
+                ..self.settings.alloc.clone()
             };
-            let mut candidates: Vec<CpuSet> = Vec::new();
-            if self.adopt_live {
-                candidates.extend(
-                    w.cgroups
-                        .iter()
-                        .filter_map(|r| self.cgroups[r].cpus.clone()),
-                );
-                candidates.extend(self.hints.get(key).cloned());
-            }
-            let adopted = candidates.into_iter().find(|c| valid(c));
-            let result = match adopted {
-                Some(c) => Ok(c),
-                None => {
-                    let free = usable.difference(&taken);
-                    let opts = alloc::Options {
-                        reserved: self.reserved.clone(),
-                        numa_preference: w.numa.clone(),
-                        ..self.settings.alloc.clone()
-                    };
-                    alloc::allocate(&self.topo, &free, w.requested, &opts)
-                }
-            };
+            let result = alloc::allocate(&self.topo, &free, w.requested, &opts);
             let w = self.workloads.get_mut(key).expect("key from the map");
             match result {
                 Ok(c) => {
@@ -533,7 +545,7 @@ impl Engine {
                     let available = match &e {
                         AllocError::NotEnough { available, .. }
                         | AllocError::NotEnoughWholeCores { available, .. } => *available,
-                        _ => usable.difference(&taken).len(),
+                        _ => free.len(),
                     };
                     w.pending = Some(Pending {
                         requested: w.requested,
@@ -584,9 +596,12 @@ impl Engine {
                         }
                     }
                     None => {
-                        // An unmanaged ancestor is widened only when it lacks CPUs.
+                        // An unmanaged ancestor is widened only when it lacks
+                        // CPUs. In v2 an empty set inherits its parent's: it
+                        // lacks nothing.
                         let cur = e.cpus.clone().unwrap_or_default();
-                        if !t.is_subset(&cur) {
+                        let inherits = cur.is_empty() && self.settings.empty_inherits;
+                        if !inherits && !t.is_subset(&cur) {
                             targets.insert(anc.to_string(), cur.union(&t));
                         }
                     }
@@ -629,19 +644,17 @@ impl Engine {
             if &current == target {
                 continue;
             }
-            let wide = current.union(target);
-            if wide != current {
-                widen.push((
-                    depth,
-                    rel,
-                    Write {
-                        rel: rel.clone(),
-                        file: File::Cpus,
-                        set: wide.clone(),
-                    },
-                ));
+            // A v2 structural cgroup left empty inherits all CPUs: leave it so.
+            if current.is_empty() && self.settings.empty_inherits && e.role == Role::Structural {
+                continue;
             }
-            if &wide != target {
+            // Widen within the online CPUs (v2 keeps offline CPUs in cpuset.cpus).
+            let wide = current.intersection(self.topo.online()).union(target);
+            // Widen only when that adds CPUs; narrow when what stands then is
+            // not the target.
+            let widened = !wide.is_subset(&current);
+            let after = if widened { &wide } else { &current };
+            if after != target {
                 narrow.push((
                     depth,
                     e.role,
@@ -650,6 +663,17 @@ impl Engine {
                         rel: rel.clone(),
                         file: File::Cpus,
                         set: target.clone(),
+                    },
+                ));
+            }
+            if widened {
+                widen.push((
+                    depth,
+                    rel,
+                    Write {
+                        rel: rel.clone(),
+                        file: File::Cpus,
+                        set: wide,
                     },
                 ));
             }
@@ -666,9 +690,9 @@ impl Engine {
 
     /// The `cpuset.mems` a cgroup must have, if it must change: the NUMA nodes of
     /// its exclusive CPUs with `align_memory`, else all memory nodes for a cgroup
-    /// that has none (a new v1 cgroup).
+    /// that has none (a new v1 cgroup; in v2 an empty set inherits).
     fn target_mems(&self, e: &CgroupEntry, target: &CpuSet) -> Option<CpuSet> {
-        let empty = e.mems.as_ref().is_some_and(|m| m.is_empty());
+        let empty = e.mems.as_ref().is_some_and(|m| m.is_empty()) && !self.settings.empty_inherits;
         if self.settings.align_memory && matches!(e.role, Role::Exclusive | Role::Inside) {
             let nodes: CpuSet = self.topo.numa_of(target).into_iter().collect();
             let nodes = if self.settings.mems_all.is_empty() {
@@ -924,6 +948,18 @@ mod tests {
                 .any(|w| w.rel == "kubepods/a" && w.set == set("5-6"))
         );
         assert_eq!(e.cgroups()["kubepods/a"].cpus, Some(set("5-6")));
+    }
+
+    #[test]
+    fn after_a_restart_a_waiting_workload_does_not_take_a_pinned_ones_cpus() {
+        // Found on the real kernel: the waiting workload sorts first.
+        let mut e = engine();
+        kube_tree(&mut e);
+        add(&mut e, "kubepods/a-waiting", "0,8", want(14));
+        add(&mut e, "kubepods/z-pinned", "1-7,9-15", want(14));
+        apply(&mut e);
+        assert_eq!(target(&e, "kubepods/z-pinned"), set("1-7,9-15"));
+        assert!(e.workloads()["cgroup:kubepods/a-waiting"].pending.is_some());
     }
 
     #[test]

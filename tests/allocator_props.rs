@@ -13,8 +13,8 @@ use pinctl::{CpuSet, Topology};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 
-/// The largest generated machine: 2 × 4 × 2 × 4 × 2.
-const MAX_CPUS: usize = 128;
+/// The largest generated machine: 2 sockets × 4 nodes × 2 L3 × 4 cores × 4 threads.
+const MAX_CPUS: usize = 2 * 4 * 2 * 4 * 4;
 
 fn config(cases: u32) -> Config {
     Config {
@@ -48,7 +48,7 @@ struct Input {
 }
 
 fn arb_shape() -> impl Strategy<Value = Shape> {
-    (1u32..=2, 1u32..=4, 1u32..=2, 1u32..=4, 1u32..=2).prop_map(
+    (1u32..=2, 1u32..=4, 1u32..=2, 1u32..=4, 1u32..=4).prop_map(
         |(sockets, numa_per_socket, l3_per_numa, cores_per_l3, threads_per_core)| Shape {
             sockets,
             numa_per_socket,

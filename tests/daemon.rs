@@ -1,0 +1,1224 @@
+//! End-to-end tests of `pinctld`: the real daemon binary on fake cgroup trees
+//! (v1 and v2, both kubelet drivers) in tempdirs, with the `intel-2s-smt` sysfs
+//! fixture (32 CPUs; socket and NUMA node 0 = `0-7,16-23`, 1 = `8-15,24-31`;
+//! core c = {c, c+16}) and CPUs 0 and 16 reserved.
+//!
+//! Every test waits for `READY=1` on its own `NOTIFY_SOCKET` before acting,
+//! polls for the expected file contents with a deadline (never a fixed sleep),
+//! and checks the tree's invariants at the end. Event-driven tests run with a
+//! one-hour reconcile interval, so what they see was done on inotify events.
+//! On failure the message carries the tree, the state file and the daemon's
+//! log.
+
+#[path = "support/fake_cgroup.rs"]
+mod fake_cgroup;
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::ErrorKind;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use fake_cgroup::{
+    Driver, FakeCgroup, Layout, MEMS, ONLINE, Qos, Spec, Version, container_id, set, uid,
+};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use pinctl::CpuSet;
+use pinctl::engine::SavedState;
+use pinctl::state::{Loaded, StateFile};
+
+const PINCTLD: &str = env!("CARGO_BIN_EXE_pinctld");
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/sysfs/intel-2s-smt"
+);
+const RESERVED: &str = "0,16";
+const SYSTEM: &str = "system.slice";
+/// How long the daemon may take to do what a test waits for.
+const WAIT: Duration = Duration::from_secs(5);
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The NUMA node (= socket) of a CPU of the fixture.
+fn node_of(cpu: u32) -> u32 {
+    if cpu % 16 < 8 { 0 } else { 1 }
+}
+
+fn nodes_of(cpus: &CpuSet) -> Vec<u32> {
+    let mut nodes: Vec<u32> = cpus.iter().map(node_of).collect();
+    nodes.sort();
+    nodes.dedup();
+    nodes
+}
+
+/// Whether `cpus` is made of whole cores ({c, c+16} pairs).
+fn whole_cores(cpus: &CpuSet) -> bool {
+    cpus.iter().all(|c| cpus.contains((c + 16) % 32))
+}
+
+// ---------------------------------------------------------------------------
+// The daemon under test
+// ---------------------------------------------------------------------------
+
+/// A running `pinctld` and the reader of its `NOTIFY_SOCKET`.
+struct Daemon {
+    child: Child,
+    notes: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Daemon {
+    fn signal(&self, sig: Signal) {
+        let _ = kill(Pid::from_raw(self.child.id() as i32), sig);
+    }
+
+    /// Waits for the process to exit, up to `limit`.
+    fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.signal(Signal::SIGTERM);
+            if self.wait(Duration::from_secs(3)).is_none() {
+                self.signal(Signal::SIGKILL);
+                let _ = self.child.wait();
+            }
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+/// What a test configures.
+#[derive(Debug, Clone)]
+struct Options {
+    reconcile_interval: &'static str,
+    kubelet_rule: bool,
+    /// `[[rule]]` tables: (glob, cpus).
+    rules: Vec<(&'static str, usize)>,
+    /// Copy the sysfs fixture into the tempdir (to edit it) instead of using it
+    /// in place.
+    copy_sysfs: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            reconcile_interval: "1h",
+            kubelet_rule: true,
+            rules: Vec::new(),
+            copy_sysfs: false,
+        }
+    }
+}
+
+/// One test's world: a tempdir with the fake cgroup tree, the config, the
+/// state file, bundles, logs, and the daemon when it runs.
+struct Env {
+    // Dropped first: the daemon stops before its files go.
+    daemon: Option<Daemon>,
+    tmp: tempfile::TempDir,
+    tree: FakeCgroup,
+    k: Layout,
+    sysfs: PathBuf,
+    config: PathBuf,
+    state: PathBuf,
+    logs: Vec<PathBuf>,
+    /// The CPUs the fake machine has online now.
+    online: CpuSet,
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+impl Env {
+    /// The tempdir, the fake tree with the kubepods skeleton and
+    /// `system.slice`, and the config file. Cgroups that exist before the
+    /// daemon starts have the CPUs a running node gives them: all (v1), or
+    /// none written (v2, where that means the parent's).
+    fn new(version: Version, driver: Driver, opts: Options) -> Env {
+        let tmp = tempfile::Builder::new()
+            .prefix("pinctld-test")
+            .tempdir()
+            .unwrap();
+        let root = tmp.path().join("cgroup");
+        fs::create_dir(&root).unwrap();
+        let tree = FakeCgroup::new(&root, version);
+        let k = Layout::new(driver);
+        fs::create_dir(tmp.path().join("bundles")).unwrap();
+        let sysfs = if opts.copy_sysfs {
+            let dest = tmp.path().join("sysfs");
+            copy_dir(Path::new(FIXTURE), &dest);
+            dest
+        } else {
+            PathBuf::from(FIXTURE)
+        };
+        let env = Env {
+            daemon: None,
+            config: tmp.path().join("pinctld.toml"),
+            state: tmp.path().join("state/state.json"),
+            tmp,
+            tree,
+            k,
+            sysfs,
+            logs: Vec::new(),
+            online: set(ONLINE),
+        };
+        for rel in k.skeleton().iter().map(String::as_str).chain([SYSTEM]) {
+            env.tree.create(rel, &env.existing());
+        }
+        env.write_config(&opts);
+        env
+    }
+
+    /// The spec of a cgroup that existed before the daemon started.
+    fn existing(&self) -> Spec {
+        match self.tree.version() {
+            Version::V1 => Spec::default().cpuset(ONLINE, MEMS),
+            Version::V2 => Spec::default(),
+        }
+    }
+
+    fn write_config(&self, opts: &Options) {
+        let p = |p: &Path| format!("{:?}", p.display().to_string());
+        let mut toml = String::new();
+        let _ = writeln!(toml, "cgroup_root = {}", p(self.tree.root()));
+        let _ = writeln!(toml, "sysfs_root = {}", p(&self.sysfs));
+        let _ = writeln!(toml, "state_file = {}", p(&self.state));
+        let _ = writeln!(toml, "socket = {}", p(&self.tmp.path().join("pinctl.sock")));
+        let _ = writeln!(toml, "reserved_cpus = {RESERVED:?}");
+        let _ = writeln!(toml, "reconcile_interval = {:?}", opts.reconcile_interval);
+        let _ = writeln!(toml, "log_level = \"debug\"");
+        let _ = writeln!(toml, "shared_cgroups = [{SYSTEM:?}]");
+        let _ = writeln!(toml, "kubelet_rule = {}", opts.kubelet_rule);
+        let _ = writeln!(
+            toml,
+            "bundle_dirs = [{}]",
+            p(&self.tmp.path().join("bundles"))
+        );
+        for (glob, cpus) in &opts.rules {
+            let _ = writeln!(toml, "\n[[rule]]\nmatch = {glob:?}\ncpus = {cpus}");
+        }
+        fs::write(&self.config, toml).unwrap();
+    }
+
+    // --- the daemon ---------------------------------------------------------
+
+    /// Starts the daemon and waits for `READY=1`.
+    fn start(&mut self) {
+        assert!(self.daemon.is_none(), "the daemon is already running");
+        let n = self.logs.len() + 1;
+        let log = self.tmp.path().join(format!("daemon-{n}.log"));
+        let notify = self.tmp.path().join(format!("notify-{n}.sock"));
+        let sock = UnixDatagram::bind(&notify).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let notes = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let notes = notes.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 4096];
+                while !stop.load(Ordering::Relaxed) {
+                    match sock.recv(&mut buf) {
+                        Ok(len) => notes
+                            .lock()
+                            .unwrap()
+                            .push(String::from_utf8_lossy(&buf[..len]).into_owned()),
+                        Err(e)
+                            if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                        Err(_) => break,
+                    }
+                }
+            })
+        };
+        let file = fs::File::create(&log).unwrap();
+        let child = Command::new(PINCTLD)
+            .arg("--config")
+            .arg(&self.config)
+            .env_remove("RUST_LOG")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_PID")
+            .env("NOTIFY_SOCKET", &notify)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("start pinctld");
+        self.logs.push(log);
+        let mut daemon = Daemon {
+            child,
+            notes,
+            stop,
+            reader: Some(reader),
+        };
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if daemon
+                .notes()
+                .iter()
+                .any(|n| n.lines().any(|l| l == "READY=1"))
+            {
+                break;
+            }
+            if let Ok(Some(status)) = daemon.child.try_wait() {
+                self.daemon = Some(daemon);
+                self.fail(&format!("pinctld exited before READY=1: {status}"));
+            }
+            if Instant::now() > deadline {
+                self.daemon = Some(daemon);
+                self.fail("no READY=1 from pinctld within 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.daemon = Some(daemon);
+    }
+
+    /// SIGTERM, and the daemon must exit 0 (it saves its state on the way).
+    fn stop(&mut self) {
+        let mut d = self.daemon.take().expect("the daemon runs");
+        d.signal(Signal::SIGTERM);
+        let status = d.wait(WAIT);
+        self.daemon = Some(d);
+        match status {
+            Some(s) if s.success() => {
+                self.daemon = None;
+            }
+            Some(s) => self.fail(&format!("pinctld exited with {s} on SIGTERM")),
+            None => self.fail("pinctld did not exit within 5 s of SIGTERM"),
+        }
+    }
+
+    /// SIGKILL: a crash, no chance to save anything.
+    fn crash(&mut self) {
+        let mut d = self.daemon.take().expect("the daemon runs");
+        d.signal(Signal::SIGKILL);
+        let _ = d.child.wait();
+    }
+
+    /// Every `sd_notify` message of the running daemon.
+    fn notes(&self) -> Vec<String> {
+        self.daemon.as_ref().map(Daemon::notes).unwrap_or_default()
+    }
+
+    fn logs(&self) -> String {
+        let mut s = String::new();
+        for (i, log) in self.logs.iter().enumerate() {
+            let text = fs::read_to_string(log).unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "--- pinctld run {} ({}) ---\n{text}",
+                i + 1,
+                log.display()
+            );
+        }
+        s
+    }
+
+    /// The `cpuset.cpus` writes run `run` (1-based) of the daemon logged so
+    /// far: (path, set).
+    fn written_cpus(&self, run: usize) -> Vec<(String, CpuSet)> {
+        let text = fs::read_to_string(&self.logs[run - 1]).unwrap_or_default();
+        text.lines()
+            .filter(|l| l.contains(" written "))
+            .filter_map(|l| {
+                let path = l.split(" path=").nth(1)?.split(' ').next()?;
+                let data = l.split(" data=").nth(1)?.split(' ').next()?;
+                path.ends_with("/cpuset.cpus")
+                    .then(|| (path.to_string(), set(data)))
+            })
+            .collect()
+    }
+
+    /// Panics with `msg` and everything needed to understand it.
+    fn fail(&self, msg: &str) -> ! {
+        let state = fs::read_to_string(&self.state).unwrap_or_else(|e| format!("({e})"));
+        panic!(
+            "{msg}\n--- cgroup tree ({:?}, {:?}) ---\n{}--- state file ---\n{state}\n{}",
+            self.tree.version(),
+            self.k.driver,
+            self.tree.dump(),
+            self.logs()
+        );
+    }
+
+    /// Polls `check` until it returns `Ok`, for up to `limit`.
+    fn wait_within<T>(
+        &self,
+        limit: Duration,
+        what: &str,
+        mut check: impl FnMut() -> Result<T, String>,
+    ) -> T {
+        let deadline = Instant::now() + limit;
+        loop {
+            match check() {
+                Ok(v) => return v,
+                Err(e) if Instant::now() > deadline => self.fail(&format!(
+                    "timed out after {limit:?} waiting for {what}: {e}"
+                )),
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
+    fn wait_for<T>(&self, what: &str, check: impl FnMut() -> Result<T, String>) -> T {
+        self.wait_within(WAIT, what, check)
+    }
+
+    /// Waits until every cgroup in `rels` has `cpuset.cpus` = `want`.
+    fn wait_cpus(&self, rels: &[&str], want: &CpuSet) {
+        self.wait_for(&format!("cpuset.cpus = {want} on {rels:?}"), || {
+            self.expect_cpus(rels, want)
+        });
+    }
+
+    /// Waits until the kernel would let the tasks of every cgroup in `rels` use
+    /// exactly `want` (v2: an empty `cpuset.cpus` inherits the parent's set).
+    fn wait_effective(&self, rels: &[&str], want: &CpuSet) {
+        self.wait_for(&format!("effective CPUs = {want} on {rels:?}"), || {
+            for rel in rels {
+                let got = self.tree.effective(rel);
+                if &got != want {
+                    return Err(format!("{rel} has effective {got:?}"));
+                }
+            }
+            Ok(())
+        });
+    }
+
+    fn expect_cpus(&self, rels: &[&str], want: &CpuSet) -> Result<(), String> {
+        for rel in rels {
+            let got = self.tree.cpus(rel);
+            if &got != want {
+                return Err(format!("{rel} has {got:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until `rel` has exactly `n` CPUs, and returns them.
+    fn wait_pinned(&self, rel: &str, n: usize) -> CpuSet {
+        self.wait_for(&format!("{n} exclusive CPUs on {rel}"), || {
+            let got = self.tree.cpus(rel);
+            if got.len() == n {
+                Ok(got)
+            } else {
+                Err(format!("it has {got:?} ({} CPUs)", got.len()))
+            }
+        })
+    }
+
+    // --- the world ------------------------------------------------------------
+
+    /// Creates a pod cgroup.
+    fn pod(&self, qos: Qos, uid: &str) -> String {
+        let rel = self.k.pod(qos, uid);
+        self.tree.create(&rel, &Spec::default());
+        rel
+    }
+
+    /// Creates container `n` of pod cgroup `pod`.
+    fn container(&self, pod: &str, n: u32, spec: &Spec) -> String {
+        let rel = self.k.container(pod, &container_id(n));
+        self.tree.create(&rel, spec);
+        rel
+    }
+
+    /// Writes the OCI bundle of container `n`, as containerd does before the
+    /// container's cgroup appears.
+    fn bundle(&self, n: u32, pod_uid: &str, name: &str, cpus: Option<&str>) {
+        let dir = self.tmp.path().join("bundles").join(container_id(n));
+        fs::create_dir_all(&dir).unwrap();
+        let mut annotations = serde_json::json!({
+            "io.kubernetes.cri.container-type": "container",
+            "io.kubernetes.cri.container-name": name,
+            "io.kubernetes.cri.sandbox-uid": pod_uid,
+        });
+        if let Some(c) = cpus {
+            annotations["pinctl.io/cpus"] = c.into();
+        }
+        let config = serde_json::json!({"ociVersion": "1.1.0", "annotations": annotations});
+        fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    }
+
+    /// The state file, verified with the daemon's own reader (on a copy, so
+    /// that a bad file is not moved aside).
+    fn saved_state(&self) -> Result<SavedState, String> {
+        let copy = self.tmp.path().join("state-copy.json");
+        fs::copy(&self.state, &copy).map_err(|e| format!("no state file: {e}"))?;
+        let loaded = StateFile::new(&copy).load::<SavedState>();
+        match loaded {
+            Ok(Loaded::Fresh(s)) => Ok(s),
+            Ok(Loaded::Quarantined { reason, .. }) => Err(format!("invalid state file: {reason}")),
+            Ok(Loaded::Missing) => Err("no state file".into()),
+            Err(e) => Err(format!("cannot read the state file: {e}")),
+        }
+    }
+
+    /// The tree's invariants, once the daemon has settled: `exclusive` holds
+    /// the cgroups of each exclusive workload (one slice per workload), `shared`
+    /// cgroups that must run on the shared pool (besides `system.slice`).
+    ///
+    /// - a workload's cgroups have one non-empty set; no CPU is in two
+    ///   workloads' sets, and neither reserved CPU is in any;
+    /// - the shared cgroups have exactly the online CPUs minus the exclusive
+    ///   ones, never empty;
+    /// - in v1, every cgroup's CPUs lie within its parent's, and a cgroup with
+    ///   CPUs has memory nodes (else the kernel refuses writes or tasks);
+    /// - the state file is valid and holds exactly these exclusive sets.
+    fn invariants(&self, exclusive: &[&[&str]], shared: &[&str]) {
+        self.wait_for("the invariants to hold", || {
+            self.check_invariants(exclusive, shared)
+        });
+    }
+
+    fn check_invariants(&self, exclusive: &[&[&str]], shared: &[&str]) -> Result<(), String> {
+        let reserved = set(RESERVED);
+        let mut taken = CpuSet::new();
+        let mut sets = Vec::new();
+        for group in exclusive {
+            let first = self.tree.cpus(group[0]);
+            if first.is_empty() {
+                return Err(format!("exclusive {} has no CPUs", group[0]));
+            }
+            for rel in &group[1..] {
+                let other = self.tree.cpus(rel);
+                if other != first {
+                    return Err(format!(
+                        "{rel} has {other} but {} of the same workload has {first}",
+                        group[0]
+                    ));
+                }
+            }
+            if !first.is_disjoint(&taken) {
+                return Err(format!(
+                    "{} has {first}, which overlaps another exclusive set",
+                    group[0]
+                ));
+            }
+            if !first.is_disjoint(&reserved) {
+                return Err(format!("{} has reserved CPUs: {first}", group[0]));
+            }
+            taken.union_with(&first);
+            sets.push(first);
+        }
+        let pool = self.online.difference(&taken);
+        for rel in shared.iter().copied().chain([SYSTEM]) {
+            let got = self.tree.cpus(rel);
+            if got.is_empty() || got != pool {
+                return Err(format!("shared {rel} has {got:?}, not the pool {pool}"));
+            }
+        }
+        if self.tree.version() == Version::V1 {
+            for rel in self.tree.cgroups() {
+                let cpus = self.tree.cpus(&rel);
+                if cpus.is_empty() {
+                    continue;
+                }
+                let parent = fake_cgroup::parent(&rel).unwrap();
+                let up = self.tree.cpus(parent);
+                if !cpus.is_subset(&up) {
+                    return Err(format!(
+                        "v1: {rel} has {cpus}, outside its parent's {up} (EACCES)"
+                    ));
+                }
+                if self.tree.mems(&rel).is_empty() {
+                    return Err(format!("v1: {rel} has CPUs {cpus} but no memory nodes"));
+                }
+            }
+        }
+        let state = self.saved_state()?;
+        let mut saved: Vec<CpuSet> = state.assignments.values().map(|a| a.cpus.clone()).collect();
+        saved.sort_by_key(|s| s.to_string());
+        sets.sort_by_key(|s| s.to_string());
+        if saved != sets {
+            return Err(format!("the state file says {saved:?}, the tree {sets:?}"));
+        }
+        Ok(())
+    }
+}
+
+/// Checks an exclusive set for a request of `n` CPUs on this machine: whole
+/// cores when `n` is even, one NUMA node when it fits in one, no reserved CPU.
+fn well_placed(env: &Env, what: &str, cpus: &CpuSet, n: usize) {
+    let mut problems = Vec::new();
+    if cpus.len() != n {
+        problems.push(format!("{} CPUs, not {n}", cpus.len()));
+    }
+    if n % 2 == 0 && !whole_cores(cpus) {
+        problems.push("not whole cores".to_string());
+    }
+    if n <= 14 && nodes_of(cpus).len() != 1 {
+        problems.push(format!("spans NUMA nodes {:?}", nodes_of(cpus)));
+    }
+    if !cpus.is_disjoint(&set(RESERVED)) {
+        problems.push("holds a reserved CPU".to_string());
+    }
+    if !problems.is_empty() {
+        env.fail(&format!("{what} got {cpus}: {}", problems.join(", ")));
+    }
+}
+
+/// One `#[test]` per cgroup version for a scenario function.
+macro_rules! on_both_versions {
+    ($name:ident => $scenario:ident($($arg:expr),*)) => {
+        mod $name {
+            use super::*;
+            #[test]
+            fn v1() {
+                $scenario(Version::V1 $(, $arg)*);
+            }
+            #[test]
+            fn v2() {
+                $scenario(Version::V2 $(, $arg)*);
+            }
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------
+// 1. Pin on create
+// ---------------------------------------------------------------------------
+
+on_both_versions!(pin_on_create_systemd => pin_on_create(Driver::Systemd));
+on_both_versions!(pin_on_create_cgroupfs => pin_on_create(Driver::Cgroupfs));
+
+/// A Guaranteed container with a 4-CPU limit gets 2 whole cores on one node;
+/// everything else that is not structure runs on the rest; the structure keeps
+/// every CPU; deleting the container gives its CPUs back.
+fn pin_on_create(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    let k = env.k;
+    let online = set(ONLINE);
+    let bpod = env.pod(Qos::Burstable, &uid(1));
+    let b1 = env.container(&bpod, 1, &Spec::default());
+    env.start();
+    let root = k.root();
+    let burstable = k.qos_parent(Qos::Burstable);
+    let besteffort = k.qos_parent(Qos::BestEffort);
+    env.wait_effective(&[&root, &burstable, &besteffort, &bpod], &online);
+    env.wait_cpus(&[&b1, SYSTEM], &online);
+
+    // The pod and its containers appear as the kubelet and containerd make
+    // them: the pod cgroup, the sandbox (no limit), then the app.
+    let gpod = env.pod(Qos::Guaranteed, &uid(2));
+    let pause = env.container(&gpod, 2, &Spec::default());
+    let app = env.container(&gpod, 3, &Spec::limit(4));
+    let cpus = env.wait_pinned(&app, 4);
+    well_placed(&env, "the Guaranteed container", &cpus, 4);
+    let pool = online.difference(&cpus);
+    env.wait_cpus(&[&b1, &pause, SYSTEM], &pool);
+    env.wait_effective(&[&root, &burstable, &besteffort, &bpod, &gpod], &online);
+
+    // A burstable container that arrives later runs on the shared pool.
+    let bpod2 = env.pod(Qos::Burstable, &uid(3));
+    let b2 = env.container(&bpod2, 4, &Spec::default());
+    env.wait_cpus(&[&b2], &pool);
+    env.wait_effective(&[&bpod2], &online);
+    env.invariants(&[&[&app]], &[&b1, &b2, &pause]);
+    if let Err(e) = env.expect_cpus(&[&app], &cpus) {
+        env.fail(&format!("the pinned container moved: {e}"));
+    }
+
+    // The container goes: its CPUs are shared again.
+    env.tree.remove(&app);
+    env.wait_cpus(&[&b1, &b2, &pause, SYSTEM], &online);
+    env.wait_effective(&[&root, &burstable, &bpod, &bpod2, &gpod], &online);
+    env.invariants(&[], &[&b1, &b2, &pause]);
+}
+
+// ---------------------------------------------------------------------------
+// 2. A restart keeps assignments
+// ---------------------------------------------------------------------------
+
+on_both_versions!(restart_keeps_assignments => restart_keeps_assignments(Driver::Cgroupfs));
+
+/// Two workloads are pinned; the daemon crashes; while it is down one goes and
+/// a new one comes (whose cgroup path sorts before the survivor's). After the
+/// restart the survivor has the same CPUs, the newcomer is pinned, and the
+/// gone one's CPUs are shared again.
+fn restart_keeps_assignments(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    let bpod = env.pod(Qos::Burstable, &uid(1));
+    let b = env.container(&bpod, 1, &Spec::default());
+    env.start();
+    let pod_a = env.pod(Qos::Guaranteed, &uid(0x20));
+    let a = env.container(&pod_a, 2, &Spec::limit(4));
+    let a_cpus = env.wait_pinned(&a, 4);
+    let pod_b = env.pod(Qos::Guaranteed, &uid(0x30));
+    let b_app = env.container(&pod_b, 3, &Spec::limit(4));
+    let b_cpus = env.wait_pinned(&b_app, 4);
+    env.invariants(&[&[&a], &[&b_app]], &[&b]);
+
+    env.crash();
+    env.tree.remove(&b_app);
+    env.tree.remove(&pod_b);
+    let pod_c = env.pod(Qos::Guaranteed, &uid(0x10));
+    let c = env.container(&pod_c, 4, &Spec::limit(4));
+    env.start();
+
+    let c_cpus = env.wait_pinned(&c, 4);
+    well_placed(&env, "the new container", &c_cpus, 4);
+    if let Err(e) = env.expect_cpus(&[&a], &a_cpus) {
+        env.fail(&format!(
+            "the surviving workload must keep {a_cpus} across the restart: {e}"
+        ));
+    }
+    let pool = set(ONLINE).difference(&a_cpus).difference(&c_cpus);
+    env.wait_cpus(&[&b, SYSTEM], &pool);
+    let back = b_cpus.difference(&c_cpus);
+    if !back.is_subset(&pool) {
+        env.fail(&format!(
+            "the deleted workload's CPUs {back} are not shared"
+        ));
+    }
+    env.invariants(&[&[&a], &[&c]], &[&b]);
+}
+
+// ---------------------------------------------------------------------------
+// 3. A corrupt state file
+// ---------------------------------------------------------------------------
+
+on_both_versions!(corrupt_state_file => corrupt_state_file(Driver::Systemd));
+
+/// A state file of garbage is moved aside; the daemon starts anyway, keeps the
+/// live assignment and writes a valid state file again.
+fn corrupt_state_file(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    env.start();
+    let pod = env.pod(Qos::Guaranteed, &uid(1));
+    let app = env.container(&pod, 1, &Spec::limit(4));
+    let cpus = env.wait_pinned(&app, 4);
+    env.invariants(&[&[&app]], &[]);
+    env.stop();
+
+    fs::write(
+        &env.state,
+        b"{\"version\":1,\"checksum\":\"crc32:0\0\0garbage",
+    )
+    .unwrap();
+    let dir = env.state.parent().unwrap().to_path_buf();
+    let quarantined = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("state.json.corrupt-"))
+            .collect();
+        names.sort();
+        names
+    };
+    assert!(quarantined(&dir).is_empty());
+    env.start();
+
+    if let Err(e) = env.expect_cpus(&[&app], &cpus) {
+        env.fail(&format!("the workload must keep {cpus}: {e}"));
+    }
+    let moved = quarantined(&dir);
+    if moved.len() != 1 {
+        env.fail(&format!(
+            "expected one state.json.corrupt-* file, found {moved:?}"
+        ));
+    }
+    let garbage = fs::read(dir.join(&moved[0])).unwrap();
+    assert!(
+        garbage.ends_with(b"garbage"),
+        "the bad file is kept as it was"
+    );
+    let state = env.wait_for("a valid state file", || env.saved_state());
+    let kept: Vec<&CpuSet> = state.assignments.values().map(|a| &a.cpus).collect();
+    if kept != [&cpus] {
+        env.fail(&format!("the new state file holds {kept:?}, not [{cpus}]"));
+    }
+    env.invariants(&[&[&app]], &[]);
+}
+
+// ---------------------------------------------------------------------------
+// 4. The topology shrinks below the state, then grows back
+// ---------------------------------------------------------------------------
+
+on_both_versions!(topology_changes => topology_changes(Driver::Cgroupfs));
+
+/// The sysfs CPUs of socket 1 (`8-15,24-31`).
+const SOCKET1: &str = "8-15,24-31";
+
+/// Takes socket 1 out of the (copied) sysfs tree, or puts it back.
+fn set_socket1_online(sysfs: &Path, online: bool) {
+    let cpu = sysfs.join("devices/system/cpu");
+    let fixture = Path::new(FIXTURE).join("devices/system/cpu");
+    for c in set(SOCKET1).iter() {
+        let topo = cpu.join(format!("cpu{c}/topology"));
+        if online {
+            copy_dir(&fixture.join(format!("cpu{c}/topology")), &topo);
+        } else {
+            fs::remove_dir_all(&topo).unwrap();
+        }
+    }
+    let node1 = sysfs.join("devices/system/node/node1/cpulist");
+    if online {
+        fs::write(cpu.join("offline"), "\n").unwrap();
+        fs::write(node1, format!("{SOCKET1}\n")).unwrap();
+        fs::write(cpu.join("online"), "0-31\n").unwrap();
+    } else {
+        fs::write(cpu.join("online"), "0-7,16-23\n").unwrap();
+        fs::write(cpu.join("offline"), format!("{SOCKET1}\n")).unwrap();
+        fs::write(node1, "\n").unwrap();
+    }
+}
+
+/// Two 8-CPU workloads, one per socket. With socket 1 gone the daemon still
+/// starts, the socket-0 workload keeps its CPUs, the other one waits in the
+/// shared pool (6 usable CPUs are left), and no cgroup gets a CPU that is not
+/// there. With socket 1 back (seen by the periodic reconcile) the new CPUs
+/// are used again.
+fn topology_changes(version: Version, driver: Driver) {
+    let opts = Options {
+        reconcile_interval: "300ms",
+        copy_sysfs: true,
+        ..Options::default()
+    };
+    let mut env = Env::new(version, driver, opts);
+    let bpod = env.pod(Qos::Burstable, &uid(1));
+    let b = env.container(&bpod, 1, &Spec::default());
+    env.start();
+    let pod_a = env.pod(Qos::Guaranteed, &uid(0x10));
+    let a = env.container(&pod_a, 2, &Spec::limit(8));
+    let a_cpus = env.wait_pinned(&a, 8);
+    let pod_b = env.pod(Qos::Guaranteed, &uid(0x20));
+    let b_app = env.container(&pod_b, 3, &Spec::limit(8));
+    let b_cpus = env.wait_pinned(&b_app, 8);
+    let (na, nb) = (nodes_of(&a_cpus), nodes_of(&b_cpus));
+    let (on0, on1) = match (na.as_slice(), nb.as_slice()) {
+        ([0], [1]) => (a.clone(), b_app.clone()),
+        ([1], [0]) => (b_app.clone(), a.clone()),
+        _ => env.fail(&format!(
+            "expected one workload per NUMA node, got {a_cpus} and {b_cpus}"
+        )),
+    };
+    let cpus0 = env.tree.cpus(&on0);
+    env.invariants(&[&[&a], &[&b_app]], &[&b]);
+    env.stop();
+
+    let gone = set(SOCKET1);
+    set_socket1_online(&env.sysfs, false);
+    env.online = set("0-7,16-23");
+    env.tree.set_online(&env.online);
+    env.start();
+    if let Err(e) = env.expect_cpus(&[&on0], &cpus0) {
+        env.fail(&format!("the socket-0 workload must keep {cpus0}: {e}"));
+    }
+    // 14 usable CPUs minus 8 leave 6: the other workload waits in the pool.
+    let pool = env.online.difference(&cpus0);
+    env.wait_cpus(&[&on1, &b, SYSTEM], &pool);
+    let structure = [
+        env.k.root(),
+        env.k.qos_parent(Qos::Burstable),
+        env.k.qos_parent(Qos::BestEffort),
+        pod_a.clone(),
+        pod_b.clone(),
+        bpod.clone(),
+    ];
+    let structure: Vec<&str> = structure.iter().map(String::as_str).collect();
+    env.wait_effective(&structure, &env.online);
+    env.wait_for("STATUS= to report the pending workload", || {
+        let notes = env.notes();
+        notes
+            .iter()
+            .any(|n| n.contains("1 exclusive workloads on 8 CPUs, 1 pending"))
+            .then_some(())
+            .ok_or_else(|| format!("{notes:?}"))
+    });
+    env.invariants(&[&[&on0]], &[&on1, &b]);
+    for rel in env.tree.cgroups() {
+        let cpus = env.tree.cpus(&rel);
+        if !cpus.is_disjoint(&gone) {
+            env.fail(&format!("{rel} has {cpus}, with CPUs that are not online"));
+        }
+    }
+    // In v1 the kernel refuses a CPU that is not online (EINVAL), so no write
+    // may carry one, not even the widening step. (v2 takes offline CPUs in
+    // cpuset.cpus and leaves them out of the effective set.)
+    if version == Version::V1 {
+        for (path, cpus) in env.written_cpus(2) {
+            if !cpus.is_disjoint(&gone) {
+                env.fail(&format!("wrote {cpus} to {path} while {gone} were offline"));
+            }
+        }
+    }
+
+    // Socket 1 comes back while the daemon runs (seen by the periodic
+    // reconcile, 300ms).
+    set_socket1_online(&env.sysfs, true);
+    env.online = set(ONLINE);
+    env.tree.set_online(&env.online);
+    let b_new = env.wait_for("the pending workload pinned on socket 1", || {
+        let got = env.tree.cpus(&on1);
+        if got.len() == 8 && nodes_of(&got) == [1] {
+            Ok(got)
+        } else {
+            Err(format!("{on1} has {got}"))
+        }
+    });
+    well_placed(&env, "the re-planned workload", &b_new, 8);
+    let pool = env.online.difference(&cpus0).difference(&b_new);
+    env.wait_cpus(&[&b, SYSTEM], &pool);
+    if pool.is_disjoint(&gone) {
+        env.fail(&format!(
+            "none of the CPUs back online is shared: pool {pool}"
+        ));
+    }
+    env.wait_effective(&structure, &env.online);
+    if let Err(e) = env.expect_cpus(&[&on0], &cpus0) {
+        env.fail(&format!("the socket-0 workload must keep {cpus0}: {e}"));
+    }
+    env.invariants(&[&[&on0], &[&on1]], &[&b]);
+}
+
+// ---------------------------------------------------------------------------
+// 5. Pending, then satisfied
+// ---------------------------------------------------------------------------
+
+on_both_versions!(pending_then_satisfied => pending_then_satisfied(Driver::Systemd));
+
+/// Two 20-CPU requests on 30 usable CPUs: the second waits in the shared pool
+/// until the first goes, then gets its 20.
+fn pending_then_satisfied(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    env.start();
+    let pod1 = env.pod(Qos::Guaranteed, &uid(1));
+    let first = env.container(&pod1, 1, &Spec::limit(20));
+    let cpus1 = env.wait_pinned(&first, 20);
+    well_placed(&env, "the first workload", &cpus1, 20);
+    let pod2 = env.pod(Qos::Guaranteed, &uid(2));
+    let second = env.container(&pod2, 2, &Spec::limit(20));
+    let pool = set(ONLINE).difference(&cpus1);
+    env.wait_cpus(&[&second, SYSTEM], &pool);
+    env.wait_for("STATUS= to report the pending workload", || {
+        let notes = env.notes();
+        notes
+            .iter()
+            .any(|n| n.contains("1 exclusive workloads on 20 CPUs, 1 pending"))
+            .then_some(())
+            .ok_or_else(|| format!("{notes:?}"))
+    });
+    env.invariants(&[&[&first]], &[&second]);
+
+    env.tree.remove(&first);
+    let cpus2 = env.wait_pinned(&second, 20);
+    well_placed(&env, "the second workload", &cpus2, 20);
+    env.invariants(&[&[&second]], &[]);
+}
+
+// ---------------------------------------------------------------------------
+// 6. A foreign write is reverted
+// ---------------------------------------------------------------------------
+
+on_both_versions!(foreign_write_reverted => foreign_write_reverted(Driver::Systemd));
+
+/// Someone (the kubelet, `systemctl daemon-reload`) rewrites a pinned cpuset
+/// and the shared one: both are back within a second, on inotify alone.
+fn foreign_write_reverted(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    let bpod = env.pod(Qos::Burstable, &uid(1));
+    let b = env.container(&bpod, 1, &Spec::default());
+    env.start();
+    let pod = env.pod(Qos::Guaranteed, &uid(2));
+    let app = env.container(&pod, 2, &Spec::limit(4));
+    let cpus = env.wait_pinned(&app, 4);
+    let pool = set(ONLINE).difference(&cpus);
+    env.wait_cpus(&[&b, SYSTEM], &pool);
+
+    env.tree.write_cpus(&app, "0-31\n");
+    env.wait_within(Duration::from_secs(1), "the pinned cpuset restored", || {
+        env.expect_cpus(&[&app], &cpus)
+    });
+    env.tree.write_cpus(SYSTEM, "0-31\n");
+    env.wait_within(Duration::from_secs(1), "system.slice restored", || {
+        env.expect_cpus(&[SYSTEM], &pool)
+    });
+    env.invariants(&[&[&app]], &[&b]);
+}
+
+// ---------------------------------------------------------------------------
+// 7. Precedence of the sources of a request
+// ---------------------------------------------------------------------------
+
+on_both_versions!(precedence => precedence(Driver::Systemd));
+
+/// xattr > annotation > rule > kubelet rule, and `"0"` keeps a cgroup out.
+fn precedence(version: Version, driver: Driver) {
+    let opts = Options {
+        rules: vec![("hpc.slice/job-*.scope", 2)],
+        ..Options::default()
+    };
+    let mut env = Env::new(version, driver, opts);
+    let online = set(ONLINE);
+    // A slice outside the managed trees, as systemd leaves it (v2: no cpuset
+    // written, so the parent's CPUs).
+    let hpc = "hpc.slice";
+    let job_spec = env.existing();
+    env.tree.create(hpc, &job_spec);
+    let bpod = env.pod(Qos::Burstable, &uid(1));
+    let plain = env.container(&bpod, 1, &Spec::default());
+    env.start();
+    let hpc_before = env.tree.effective(hpc);
+
+    // The rule.
+    let job1 = "hpc.slice/job-1.scope";
+    env.tree.create(job1, &job_spec);
+    let cpus1 = env.wait_pinned(job1, 2);
+    // The xattr beats the rule.
+    let job2 = "hpc.slice/job-2.scope";
+    env.tree.create(job2, &job_spec.clone().xattr("3"));
+    let cpus2 = env.wait_pinned(job2, 3);
+    // "0" beats the rule and leaves the job alone.
+    let job3 = "hpc.slice/job-3.scope";
+    env.tree.create(job3, &job_spec.clone().xattr("0"));
+    // The annotation on a burstable container (no limit).
+    env.bundle(2, &uid(1), "annotated", Some("2"));
+    let annotated = env.container(&bpod, 2, &Spec::default());
+    let cpus3 = env.wait_pinned(&annotated, 2);
+    // The xattr "0" beats the kubelet rule on a Guaranteed 4-CPU container.
+    let gpod = env.pod(Qos::Guaranteed, &uid(2));
+    let opted_out = env.container(&gpod, 3, &Spec::limit(4).xattr("0"));
+    // An xattr set on a running container (IN_ATTRIB).
+    env.tree.set_xattr(&plain, "1");
+    let cpus4 = env.wait_pinned(&plain, 1);
+
+    let exclusive = [&cpus1, &cpus2, &cpus3, &cpus4];
+    let mut taken = CpuSet::new();
+    for c in exclusive {
+        taken.union_with(c);
+    }
+    let pool = online.difference(&taken);
+    env.wait_cpus(&[&opted_out, SYSTEM], &pool);
+    env.invariants(&[&[job1], &[job2], &[&annotated], &[&plain]], &[&opted_out]);
+
+    // The opted-out job is no workload: never written, and it keeps the CPUs
+    // it had (v2: those of its parent); neither is its parent, outside the
+    // managed trees, shrunk. Checked on what the kernel would give each one.
+    let mut problems = Vec::new();
+    let job3_cpus = env.tree.cpus(job3);
+    if job3_cpus != set(&job_spec.cpus) {
+        problems.push(format!("{job3} was written: {job3_cpus}"));
+    }
+    for (rel, c) in [(job1, &cpus1), (job2, &cpus2)] {
+        let eff = env.tree.effective(rel);
+        if &eff != c {
+            problems.push(format!("{rel} asked for {c} but gets {eff}"));
+        }
+    }
+    let hpc_after = env.tree.effective(hpc);
+    if !hpc_before.is_subset(&hpc_after) {
+        problems.push(format!(
+            "{hpc} (not managed, cpuset.cpus was {:?}) was shrunk from {hpc_before} to {hpc_after}",
+            job_spec.cpus
+        ));
+    }
+    let job3_eff = env.tree.effective(job3);
+    if !hpc_before.is_subset(&job3_eff) {
+        let on_exclusive = job3_eff.intersection(&taken);
+        problems.push(format!(
+            "{job3} (xattr \"0\", to be left alone) ran on {hpc_before} and now gets \
+             {job3_eff}, of which {on_exclusive} are other workloads' exclusive CPUs"
+        ));
+    }
+    if !problems.is_empty() {
+        env.fail(&problems.join("\n"));
+    }
+}
+
+on_both_versions!(kubelet_rule_off => kubelet_rule_off(Driver::Cgroupfs));
+
+/// With `kubelet_rule = false` a Guaranteed container is not pinned; an
+/// annotated one still is.
+fn kubelet_rule_off(version: Version, driver: Driver) {
+    let opts = Options {
+        kubelet_rule: false,
+        ..Options::default()
+    };
+    let mut env = Env::new(version, driver, opts);
+    env.start();
+    let gpod = env.pod(Qos::Guaranteed, &uid(1));
+    let plain = env.container(&gpod, 1, &Spec::limit(4));
+    env.bundle(2, &uid(1), "annotated", Some("2"));
+    let annotated = env.container(&gpod, 2, &Spec::limit(4));
+    let cpus = env.wait_pinned(&annotated, 2);
+    let pool = set(ONLINE).difference(&cpus);
+    env.wait_cpus(&[&plain, SYSTEM], &pool);
+    env.invariants(&[&[&annotated]], &[&plain]);
+}
+
+// ---------------------------------------------------------------------------
+// 8. A restarted container keeps its CPUs
+// ---------------------------------------------------------------------------
+
+on_both_versions!(container_restart_keeps_cpus => container_restart_keeps_cpus(Driver::Systemd));
+
+/// The workload is pod UID + container name: a new cgroup of the same
+/// container gets the same CPUs, and two cgroups of it present at once share
+/// one assignment. Another container of the pod is another workload.
+fn container_restart_keeps_cpus(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    let u = uid(7);
+    env.start();
+    let pod = env.pod(Qos::Guaranteed, &u);
+    env.bundle(1, &u, "app", None);
+    let app1 = env.container(&pod, 1, &Spec::limit(4));
+    let cpus = env.wait_pinned(&app1, 4);
+    env.bundle(9, &u, "sidecar", None);
+    let sidecar = env.container(&pod, 9, &Spec::limit(2));
+    let side = env.wait_pinned(&sidecar, 2);
+
+    // The container restarts: its cgroup goes, a new one comes.
+    env.tree.remove(&app1);
+    env.bundle(2, &u, "app", None);
+    let app2 = env.container(&pod, 2, &Spec::limit(4));
+    env.wait_cpus(&[&app2], &cpus);
+    env.invariants(&[&[&app2], &[&sidecar]], &[]);
+
+    // Two cgroups of one container at once (the old one not yet removed).
+    env.bundle(3, &u, "app", None);
+    let app3 = env.container(&pod, 3, &Spec::limit(4));
+    env.wait_cpus(&[&app3], &cpus);
+    env.invariants(&[&[&app2, &app3], &[&sidecar]], &[]);
+    let state = env.wait_for("one saved assignment for pod:U/app", || env.saved_state());
+    let keys: Vec<&String> = state.assignments.keys().collect();
+    if keys != [&format!("pod:{u}/app"), &format!("pod:{u}/sidecar")] {
+        env.fail(&format!("unexpected workloads {keys:?}"));
+    }
+    let a = &state.assignments[&format!("pod:{u}/app")];
+    if a.cpus != cpus || a.requested != 4 {
+        env.fail(&format!("pod:{u}/app saved as {a:?}"));
+    }
+    let pool = set(ONLINE).difference(&cpus).difference(&side);
+    if pool.len() != 32 - 6 {
+        env.fail(&format!("the pool {pool} counts the app's CPUs twice"));
+    }
+    // The old cgroup goes; the new one keeps the CPUs.
+    env.tree.remove(&app2);
+    env.wait_cpus(&[SYSTEM], &pool);
+    env.invariants(&[&[&app3], &[&sidecar]], &[]);
+    if let Err(e) = env.expect_cpus(&[&app3], &cpus) {
+        env.fail(&format!("the remaining cgroup must keep {cpus}: {e}"));
+    }
+}
+
+on_both_versions!(state_file_names_the_live_cgroups => state_file_names_the_live_cgroups(Driver::Cgroupfs));
+
+/// The state file says which cgroups hold each assignment: it follows a
+/// workload that gains a cgroup (a restarted container whose old cgroup is
+/// still there) and loses one (the old cgroup goes), though its CPUs stay.
+fn state_file_names_the_live_cgroups(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    let u = uid(7);
+    env.start();
+    let pod = env.pod(Qos::Guaranteed, &u);
+    env.bundle(1, &u, "app", None);
+    let old = env.container(&pod, 1, &Spec::limit(2));
+    let cpus = env.wait_pinned(&old, 2);
+    env.bundle(2, &u, "app", None);
+    let new = env.container(&pod, 2, &Spec::limit(2));
+    env.wait_cpus(&[&new], &cpus);
+    let key = format!("pod:{u}/app");
+    let saved = |want: &[&str]| {
+        env.wait_for(&format!("the state file to name {want:?}"), || {
+            let s = env.saved_state()?;
+            let got = s.assignments.get(&key).map(|a| a.cgroups.clone());
+            if got.as_deref().is_some_and(|g| g == want) {
+                Ok(())
+            } else {
+                Err(format!("{key} holds {got:?}"))
+            }
+        })
+    };
+    saved(&[&old, &new]);
+    env.tree.remove(&old);
+    saved(&[&new]);
+}
+
+// ---------------------------------------------------------------------------
+// 9. --check and a missing config
+// ---------------------------------------------------------------------------
+
+fn pinctld(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(PINCTLD)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("NOTIFY_SOCKET")
+        .output()
+        .expect("run pinctld");
+    (
+        out.status.code().expect("an exit code"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_accepts_a_valid_config() {
+    let env = Env::new(Version::V2, Driver::Systemd, Options::default());
+    let config = env.config.to_str().unwrap();
+    let (code, stdout, stderr) = pinctld(&["--config", config, "--check"]);
+    assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stdout.contains("configuration is valid"), "{stdout}");
+    // --check only reads the file: no daemon, no state file.
+    assert!(!env.state.exists());
+}
+
+#[test]
+fn check_rejects_an_unknown_key_with_its_position() {
+    let env = Env::new(Version::V2, Driver::Systemd, Options::default());
+    let mut text = fs::read_to_string(&env.config).unwrap();
+    let line = text.lines().count() + 1;
+    text.push_str("reconcile_intervall = \"5s\"\n");
+    fs::write(&env.config, text).unwrap();
+    let config = env.config.to_str().unwrap();
+    let (code, stdout, stderr) = pinctld(&["--config", config, "--check"]);
+    assert_eq!(code, 1, "stdout: {stdout}\nstderr: {stderr}");
+    let position = format!("{config}:{line}:1");
+    assert!(stderr.contains(&position), "no {position} in: {stderr}");
+    assert!(stderr.contains("reconcile_intervall"), "{stderr}");
+}
+
+#[test]
+fn a_missing_config_file_is_an_error() {
+    let (code, stdout, stderr) = pinctld(&["--config", "/nonexistent"]);
+    assert_eq!(code, 1, "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stderr.contains("cannot read config file"), "{stderr}");
+    assert!(stderr.contains("/nonexistent"), "{stderr}");
+}

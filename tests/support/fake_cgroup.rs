@@ -1,0 +1,463 @@
+//! A fake cgroup filesystem in a directory, for running the real `pinctld` on
+//! it: cgroup v2 (one tree) or v1 (a `cpuset` and a `cpu` hierarchy), with the
+//! kubelet's two naming drivers.
+//!
+//! Control files are regular files. The kernel's rules are not enforced on
+//! writes (a regular file takes anything); instead [`FakeCgroup::effective`]
+//! computes what the kernel would give a cgroup, and tests check the rules on
+//! the resulting tree. Cgroups appear atomically, as `mkdir` on cgroupfs makes
+//! a directory with all its files at once: each one is built in a staging
+//! directory outside the watched trees, then renamed into place.
+
+#![allow(dead_code)]
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use pinctl::CpuSet;
+
+/// Which cgroup version the fake tree imitates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V1,
+    V2,
+}
+
+/// The kubelet's cgroup driver, which decides the names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    Systemd,
+    Cgroupfs,
+}
+
+/// A pod's QoS class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Qos {
+    Guaranteed,
+    Burstable,
+    BestEffort,
+}
+
+/// The online CPUs of the fake machine (the `intel-2s-smt` sysfs fixture).
+pub const ONLINE: &str = "0-31";
+/// The memory nodes of the fake machine.
+pub const MEMS: &str = "0-1";
+
+/// How a new cgroup is made.
+#[derive(Debug, Clone, Default)]
+pub struct Spec {
+    /// A CPU limit in whole CPUs (`cpu.max` = `"N00000 100000"`); `None` is
+    /// unlimited.
+    pub limit: Option<u32>,
+    /// The `user.pinctl.cpus` xattr, set before the cgroup appears.
+    pub xattr: Option<String>,
+    /// The initial `cpuset.cpus` and `cpuset.mems`; empty (a new cgroup's) by
+    /// default.
+    pub cpus: String,
+    pub mems: String,
+}
+
+impl Spec {
+    /// A cgroup with a CPU limit of `n` whole CPUs.
+    pub fn limit(n: u32) -> Spec {
+        Spec {
+            limit: Some(n),
+            ..Spec::default()
+        }
+    }
+
+    /// The same, with the `user.pinctl.cpus` xattr set to `value`.
+    pub fn xattr(mut self, value: &str) -> Spec {
+        self.xattr = Some(value.to_string());
+        self
+    }
+
+    /// The same, with initial `cpuset.cpus` and `cpuset.mems`.
+    pub fn cpuset(mut self, cpus: &str, mems: &str) -> Spec {
+        self.cpus = cpus.to_string();
+        self.mems = mems.to_string();
+        self
+    }
+}
+
+/// A fake cgroup tree rooted at a directory (the daemon's `cgroup_root`).
+#[derive(Debug)]
+pub struct FakeCgroup {
+    root: PathBuf,
+    version: Version,
+    staged: AtomicU64,
+}
+
+fn write(path: &Path, text: &str) {
+    fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+fn join(base: &Path, rel: &str) -> PathBuf {
+    if rel.is_empty() {
+        base.to_path_buf()
+    } else {
+        base.join(rel)
+    }
+}
+
+/// The parent of a relative cgroup path (`""` for a top-level cgroup).
+pub fn parent(rel: &str) -> Option<&str> {
+    if rel.is_empty() {
+        return None;
+    }
+    Some(rel.rsplit_once('/').map_or("", |(p, _)| p))
+}
+
+/// Parses a CPU list, panicking with the text on garbage.
+pub fn set(text: &str) -> CpuSet {
+    text.parse()
+        .unwrap_or_else(|e| panic!("not a CPU list: {text:?}: {e}"))
+}
+
+impl FakeCgroup {
+    /// Makes the root of a fake hierarchy under `root` (which must exist).
+    pub fn new(root: &Path, version: Version) -> FakeCgroup {
+        let tree = FakeCgroup {
+            root: root.to_path_buf(),
+            version,
+            staged: AtomicU64::new(0),
+        };
+        fs::create_dir_all(tree.staging_dir()).unwrap();
+        match version {
+            Version::V2 => {
+                write(
+                    &root.join("cgroup.controllers"),
+                    "cpuset cpu io memory pids\n",
+                );
+                write(&root.join("cgroup.subtree_control"), "cpuset cpu\n");
+                write(&root.join("cpuset.cpus.effective"), &format!("{ONLINE}\n"));
+                write(&root.join("cpuset.mems.effective"), &format!("{MEMS}\n"));
+            }
+            Version::V1 => {
+                let cpuset = root.join("cpuset");
+                let cpu = root.join("cpu");
+                fs::create_dir_all(&cpuset).unwrap();
+                fs::create_dir_all(&cpu).unwrap();
+                write(&cpuset.join("cpuset.cpus"), &format!("{ONLINE}\n"));
+                write(&cpuset.join("cpuset.mems"), &format!("{MEMS}\n"));
+                write(&cpu.join("cpu.cfs_quota_us"), "-1\n");
+                write(&cpu.join("cpu.cfs_period_us"), "100000\n");
+            }
+        }
+        tree
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// Where cgroups are built before they appear: on the same filesystem,
+    /// outside every watched tree.
+    fn staging_dir(&self) -> PathBuf {
+        self.root.join(".staging")
+    }
+
+    /// The base of the cpuset hierarchy (`root` in v2, `root/cpuset` in v1).
+    pub fn cpuset_base(&self) -> PathBuf {
+        match self.version {
+            Version::V2 => self.root.clone(),
+            Version::V1 => self.root.join("cpuset"),
+        }
+    }
+
+    /// The cpuset directory of `rel`.
+    pub fn dir(&self, rel: &str) -> PathBuf {
+        join(&self.cpuset_base(), rel)
+    }
+
+    /// The cpu-controller directory of `rel` (the same as [`Self::dir`] in v2).
+    pub fn cpu_dir(&self, rel: &str) -> PathBuf {
+        match self.version {
+            Version::V2 => join(&self.root, rel),
+            Version::V1 => join(&self.root.join("cpu"), rel),
+        }
+    }
+
+    fn stage(&self) -> PathBuf {
+        let n = self.staged.fetch_add(1, Ordering::Relaxed);
+        let dir = self.staging_dir().join(format!("cg-{n}"));
+        fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        dir
+    }
+
+    fn publish(&self, staged: &Path, to: &Path) {
+        assert!(
+            to.parent().is_some_and(Path::is_dir),
+            "the parent of {} must exist",
+            to.display()
+        );
+        fs::rename(staged, to)
+            .unwrap_or_else(|e| panic!("rename {} to {}: {e}", staged.display(), to.display()));
+    }
+
+    /// Creates cgroup `rel` as `mkdir` on cgroupfs would: in one step, with its
+    /// control files. In v1 the cpu-controller side appears first (the limit is
+    /// there when the cpuset side is seen).
+    pub fn create(&self, rel: &str, spec: &Spec) {
+        assert!(
+            !rel.is_empty() && !self.exists(rel),
+            "cannot create {rel:?}"
+        );
+        let limit = spec.limit.map(|n| u64::from(n) * 100_000);
+        match self.version {
+            Version::V2 => {
+                let dir = self.stage();
+                write(&dir.join("cpuset.cpus"), &spec.cpus);
+                write(&dir.join("cpuset.mems"), &spec.mems);
+                write(&dir.join("cgroup.subtree_control"), "cpuset cpu\n");
+                let max = limit.map_or("max".to_string(), |q| q.to_string());
+                write(&dir.join("cpu.max"), &format!("{max} 100000\n"));
+                if let Some(x) = &spec.xattr {
+                    xattr::set(&dir, "user.pinctl.cpus", x.as_bytes()).unwrap();
+                }
+                self.publish(&dir, &self.dir(rel));
+            }
+            Version::V1 => {
+                let cpu = self.stage();
+                let quota = limit.map_or("-1".to_string(), |q| q.to_string());
+                write(&cpu.join("cpu.cfs_quota_us"), &format!("{quota}\n"));
+                write(&cpu.join("cpu.cfs_period_us"), "100000\n");
+                self.publish(&cpu, &self.cpu_dir(rel));
+                let dir = self.stage();
+                write(&dir.join("cpuset.cpus"), &spec.cpus);
+                write(&dir.join("cpuset.mems"), &spec.mems);
+                if let Some(x) = &spec.xattr {
+                    xattr::set(&dir, "user.pinctl.cpus", x.as_bytes()).unwrap();
+                }
+                self.publish(&dir, &self.dir(rel));
+            }
+        }
+    }
+
+    /// Removes cgroup `rel` (and, in v1, its cpu-controller side).
+    pub fn remove(&self, rel: &str) {
+        let dir = self.dir(rel);
+        fs::remove_dir_all(&dir).unwrap_or_else(|e| panic!("remove {}: {e}", dir.display()));
+        if self.version == Version::V1 {
+            let cpu = self.cpu_dir(rel);
+            fs::remove_dir_all(&cpu).unwrap_or_else(|e| panic!("remove {}: {e}", cpu.display()));
+        }
+    }
+
+    pub fn exists(&self, rel: &str) -> bool {
+        self.dir(rel).is_dir()
+    }
+
+    /// The text of a control file of `rel`. A writer truncates before it
+    /// writes, so an empty read of a file that had content is retried a few
+    /// times rather than taken as the truth.
+    fn read(&self, rel: &str, file: &str) -> String {
+        let path = self.dir(rel).join(file);
+        let mut text = String::new();
+        for _ in 0..5 {
+            text = fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+            if !text.trim().is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        text
+    }
+
+    /// `cpuset.cpus` of `rel`, as written.
+    pub fn cpus(&self, rel: &str) -> CpuSet {
+        set(&self.read(rel, "cpuset.cpus"))
+    }
+
+    /// `cpuset.mems` of `rel`.
+    pub fn mems(&self, rel: &str) -> CpuSet {
+        set(&self.read(rel, "cpuset.mems"))
+    }
+
+    /// Writes `cpuset.cpus` of `rel` as another program would (`echo > file`).
+    pub fn write_cpus(&self, rel: &str, text: &str) {
+        write(&self.dir(rel).join("cpuset.cpus"), text);
+    }
+
+    /// Sets the `user.pinctl.cpus` xattr on the cgroup directory.
+    pub fn set_xattr(&self, rel: &str, value: &str) {
+        xattr::set(self.dir(rel), "user.pinctl.cpus", value.as_bytes()).unwrap();
+    }
+
+    /// CPU hot-plug as the kernel applies it to cgroups. v2: the root's
+    /// effective set follows the online CPUs and every `cpuset.cpus` stays as
+    /// written. v1: the root's `cpuset.cpus` follows them, and a CPU going
+    /// offline is removed from every cpuset (and not given back when it
+    /// returns).
+    pub fn set_online(&self, online: &CpuSet) {
+        match self.version {
+            Version::V2 => write(
+                &self.root.join("cpuset.cpus.effective"),
+                &format!("{online}\n"),
+            ),
+            Version::V1 => {
+                write(&self.dir("").join("cpuset.cpus"), &format!("{online}\n"));
+                for rel in self.cgroups() {
+                    let cpus = self.cpus(&rel);
+                    let kept = cpus.intersection(online);
+                    if kept != cpus {
+                        write(&self.dir(&rel).join("cpuset.cpus"), &format!("{kept}\n"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The CPUs the kernel would let the tasks of `rel` use. v2: `cpuset.cpus`
+    /// ∩ the parent's effective set, where an empty `cpuset.cpus` or an empty
+    /// intersection falls back to the parent's effective set. v1: `cpuset.cpus`
+    /// (the kernel refuses writes that leave the parent).
+    pub fn effective(&self, rel: &str) -> CpuSet {
+        match self.version {
+            Version::V1 => self.cpus(rel),
+            Version::V2 => match parent(rel) {
+                None => set(&self.read("", "cpuset.cpus.effective")),
+                Some(p) => {
+                    let up = self.effective(p);
+                    let own = self.cpus(rel).intersection(&up);
+                    if own.is_empty() { up } else { own }
+                }
+            },
+        }
+    }
+
+    /// Every cgroup of the cpuset hierarchy below the root (relative paths,
+    /// parents before children).
+    pub fn cgroups(&self) -> Vec<String> {
+        fn walk(base: &Path, rel: &str, out: &mut Vec<String>) {
+            let Ok(entries) = fs::read_dir(join(base, rel)) else {
+                return;
+            };
+            let mut names: Vec<String> = entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| !n.starts_with('.'))
+                .collect();
+            names.sort();
+            for n in names {
+                let child = if rel.is_empty() {
+                    n
+                } else {
+                    format!("{rel}/{n}")
+                };
+                out.push(child.clone());
+                walk(base, &child, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.cpuset_base(), "", &mut out);
+        out
+    }
+
+    /// One line per cgroup: its path, `cpuset.cpus` and `cpuset.mems`.
+    pub fn dump(&self) -> String {
+        let mut s = String::new();
+        for rel in self.cgroups() {
+            let dir = self.dir(&rel);
+            let cpus = fs::read_to_string(dir.join("cpuset.cpus")).unwrap_or_default();
+            let mems = fs::read_to_string(dir.join("cpuset.mems")).unwrap_or_default();
+            let x = xattr::get(&dir, "user.pinctl.cpus")
+                .ok()
+                .flatten()
+                .map(|v| format!(" xattr={}", String::from_utf8_lossy(&v)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "  {rel}: cpus={:?} mems={:?}{x}",
+                cpus.trim(),
+                mems.trim()
+            );
+        }
+        s
+    }
+}
+
+/// The kubelet's cgroup names under one driver.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    pub driver: Driver,
+}
+
+impl Layout {
+    pub fn new(driver: Driver) -> Layout {
+        Layout { driver }
+    }
+
+    /// The kubepods root.
+    pub fn root(&self) -> String {
+        match self.driver {
+            Driver::Systemd => "kubepods.slice".into(),
+            Driver::Cgroupfs => "kubepods".into(),
+        }
+    }
+
+    /// The QoS parent of `qos` (the root for Guaranteed).
+    pub fn qos_parent(&self, qos: Qos) -> String {
+        let name = match qos {
+            Qos::Guaranteed => return self.root(),
+            Qos::Burstable => "burstable",
+            Qos::BestEffort => "besteffort",
+        };
+        match self.driver {
+            Driver::Systemd => format!("kubepods.slice/kubepods-{name}.slice"),
+            Driver::Cgroupfs => format!("kubepods/{name}"),
+        }
+    }
+
+    /// The pod cgroup of pod `uid` (canonical, with dashes).
+    pub fn pod(&self, qos: Qos, uid: &str) -> String {
+        let parent = self.qos_parent(qos);
+        match self.driver {
+            Driver::Systemd => {
+                let uid = uid.replace('-', "_");
+                let infix = match qos {
+                    Qos::Guaranteed => String::new(),
+                    Qos::Burstable => "burstable-".into(),
+                    Qos::BestEffort => "besteffort-".into(),
+                };
+                format!("{parent}/kubepods-{infix}pod{uid}.slice")
+            }
+            Driver::Cgroupfs => format!("{parent}/pod{uid}"),
+        }
+    }
+
+    /// The container cgroup of container `id` (hex) in pod cgroup `pod`.
+    pub fn container(&self, pod: &str, id: &str) -> String {
+        match self.driver {
+            Driver::Systemd => format!("{pod}/cri-containerd-{id}.scope"),
+            Driver::Cgroupfs => format!("{pod}/{id}"),
+        }
+    }
+
+    /// The root and the QoS parents, which exist on every node.
+    pub fn skeleton(&self) -> Vec<String> {
+        vec![
+            self.root(),
+            self.qos_parent(Qos::Burstable),
+            self.qos_parent(Qos::BestEffort),
+        ]
+    }
+}
+
+/// A canonical pod UID, distinct for each `n`; UIDs sort by `n`.
+pub fn uid(n: u32) -> String {
+    format!("{n:08x}-1111-4222-8333-0123456789ab")
+}
+
+/// A 64-hex-digit container id, distinct for each `n`.
+pub fn container_id(n: u32) -> String {
+    format!("{n:08x}{}", "c0ffee00".repeat(7))
+}
