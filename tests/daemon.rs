@@ -1222,3 +1222,52 @@ fn a_missing_config_file_is_an_error() {
     assert!(stderr.contains("cannot read config file"), "{stderr}");
     assert!(stderr.contains("/nonexistent"), "{stderr}");
 }
+
+// ---------------------------------------------------------------------------
+// Late arrivals: a CPU limit written after the cgroup, a subtree made after
+// start-up
+// ---------------------------------------------------------------------------
+
+on_both_versions!(limit_written_after_the_cgroup_appears => limit_written_later(Driver::Systemd));
+
+/// runc creates a container's cgroup first and writes its CPU limit after; in
+/// v1 the limit lives in the cpu controller's own tree. The daemon must see the
+/// limit change and pin at once, not at the next periodic reconcile.
+fn limit_written_later(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    env.start();
+    let pod = env.pod(Qos::Guaranteed, &uid(1));
+    let app = env.container(&pod, 1, &Spec::default());
+    let pool = set(ONLINE);
+    env.wait_cpus(&[&app], &pool);
+    match version {
+        Version::V2 => fs::write(env.tree.cpu_dir(&app).join("cpu.max"), "400000 100000\n"),
+        Version::V1 => fs::write(env.tree.cpu_dir(&app).join("cpu.cfs_quota_us"), "400000\n"),
+    }
+    .unwrap();
+    let cpus = env.wait_pinned(&app, 4);
+    well_placed(&env, "the container whose limit came late", &cpus, 4);
+    env.invariants(&[&[&app]], &[SYSTEM]);
+}
+
+on_both_versions!(a_subtree_made_after_start_up => subtree_made_later(Driver::Systemd));
+
+/// The daemon may start before the kubelet (or whoever makes the subtree): a
+/// watched root that appears later is picked up by inotify on its parent.
+fn subtree_made_later(version: Version, driver: Driver) {
+    let mut env = Env::new(
+        version,
+        driver,
+        Options {
+            rules: vec![("late.slice/job-*.scope", 2)],
+            ..Options::default()
+        },
+    );
+    env.start();
+    let spec = env.existing();
+    env.tree.create("late.slice", &spec);
+    env.tree.create("late.slice/job-1.scope", &spec);
+    let cpus = env.wait_pinned("late.slice/job-1.scope", 2);
+    well_placed(&env, "a job in a late subtree", &cpus, 2);
+    env.invariants(&[&["late.slice/job-1.scope"]], &[SYSTEM]);
+}
