@@ -1033,6 +1033,39 @@ mod tests {
     }
 
     #[test]
+    fn align_memory_puts_mems_on_the_nodes_of_the_exclusive_cpus() {
+        let mut e = Engine::new(
+            topo(),
+            Settings {
+                reserved: set("0,8"),
+                managed: vec!["kubepods".into()],
+                align_memory: true,
+                mems_all: set("0-1"),
+                ..Settings::default()
+            },
+            None,
+        );
+        kube_tree(&mut e);
+        add(&mut e, "kubepods/pod1", "0-15", None);
+        add(&mut e, "kubepods/pod1/c", "0-15", want(4));
+        let writes = apply(&mut e);
+        let cpus = target(&e, "kubepods/pod1/c");
+        let node = e.topology().numa_of(&cpus);
+        assert_eq!(node.len(), 1);
+        let mems: CpuSet = node.into_iter().collect();
+        let pos = |file| {
+            writes
+                .iter()
+                .position(|w| w.rel == "kubepods/pod1/c" && w.file == file)
+        };
+        assert_eq!(e.cgroups()["kubepods/pod1/c"].mems, Some(mems));
+        assert!(pos(File::Mems) < pos(File::Cpus), "mems first: {writes:?}");
+        // Shared cgroups keep all memory nodes.
+        let shared = "kubepods/burstable/pod11111111-2222-3333-4444-555555555555/aaaa";
+        assert_eq!(e.cgroups()[shared].mems, Some(set("0-1")));
+    }
+
+    #[test]
     fn explicit_zero_and_inside_cgroups() {
         let mut e = engine();
         kube_tree(&mut e);
