@@ -45,6 +45,56 @@ struct Reading {
     problem: Option<String>,
 }
 
+/// A message for systemd.
+enum Note {
+    Status(String, bool),
+    Watchdog,
+    Stopping,
+}
+
+/// Sends sd-notify messages from a thread of its own: `sd_notify` sends on a
+/// blocking socket, and a socket whose buffer is full must not freeze the event
+/// loop. Messages that find the queue full are dropped; a wedged socket then
+/// also stops the watchdog pings, which is the truth.
+struct Notifier {
+    tx: std::sync::mpsc::SyncSender<Note>,
+}
+
+impl Notifier {
+    fn new() -> Self {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Note>(16);
+        let spawned = std::thread::Builder::new()
+            .name("pinctl-notify".into())
+            .spawn(move || {
+                for note in rx {
+                    let _ = match &note {
+                        Note::Status(s, ready) => {
+                            let mut states = vec![sd_notify::NotifyState::Status(s)];
+                            if *ready {
+                                states.push(sd_notify::NotifyState::Ready);
+                            }
+                            sd_notify::notify(false, &states)
+                        }
+                        Note::Watchdog => {
+                            sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog])
+                        }
+                        Note::Stopping => {
+                            sd_notify::notify(false, &[sd_notify::NotifyState::Stopping])
+                        }
+                    };
+                }
+            });
+        if let Err(e) = spawned {
+            warn!(error = %e, "cannot start the sd-notify thread; systemd will not hear from us");
+        }
+        Notifier { tx }
+    }
+
+    fn send(&self, note: Note) {
+        let _ = self.tx.try_send(note);
+    }
+}
+
 /// The running daemon.
 pub struct Daemon {
     cfg: Arc<Config>,
@@ -61,6 +111,7 @@ pub struct Daemon {
     roots: Vec<String>,
     ready: bool,
     last_status: String,
+    notifier: Notifier,
 }
 
 /// Reads the CPU topology on an I/O thread.
@@ -173,6 +224,7 @@ impl Daemon {
             roots,
             ready: false,
             last_status: String::new(),
+            notifier: Notifier::new(),
         })
     }
 
@@ -227,9 +279,7 @@ impl Daemon {
                     }
                 },
                 _ = tick.tick() => self.reconcile(true).await,
-                _ = dog.tick(), if watchdog.is_some() => {
-                    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
-                }
+                _ = dog.tick(), if watchdog.is_some() => self.notifier.send(Note::Watchdog),
                 _ = hup.recv() => {
                     info!("SIGHUP: full reconcile");
                     self.reconcile(true).await;
@@ -239,7 +289,7 @@ impl Daemon {
             }
         }
         info!("stopping");
-        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+        self.notifier.send(Note::Stopping);
         self.save_state().await;
         self.pool.shutdown();
         Ok(())
@@ -280,60 +330,67 @@ impl Daemon {
     /// child made in between is seen by one or the other), then reads every
     /// cgroup found. Returns the cgroups seen.
     async fn scan_subtree(&mut self, top: &str, seen: &mut BTreeSet<String>) {
-        let mut queue = vec![top.to_string()];
-        let mut found: Vec<String> = Vec::new();
-        while let Some(rel) = queue.pop() {
-            let dir = self.hier.dir(&rel);
-            if let Err(e) = self.watcher.watch(&rel) {
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    continue;
-                }
-                warn!(path = %dir.display(), error = %e, "cannot watch; relying on the periodic reconcile");
-            }
-            if let Some(cw) = self.cpu_watcher.as_mut() {
-                // The cpu side may appear later; its parent's watch reports it.
-                let _ = cw.watch(&rel);
-            }
-            let h = self.hier.clone();
-            let r = rel.clone();
-            match self
-                .pool
-                .run(&dir, move |fs| cgroup::children(fs, &h, &r))
-                .await
+        // One job per cgroup lists its children and reads it; up to
+        // SCAN_CONCURRENCY in flight. Each directory is watched before its
+        // job lists it, so a child made in between is seen by one or the other.
+        let mut pending = vec![top.to_string()];
+        let mut set = tokio::task::JoinSet::new();
+        loop {
+            while set.len() < SCAN_CONCURRENCY
+                && let Some(rel) = pending.pop()
             {
-                Ok(kids) => queue.extend(kids),
-                Err(e) => warn!(error = %format!("{e:#}"), "cannot list cgroup"),
-            }
-            found.push(rel);
-        }
-        for chunk in found.chunks(SCAN_CONCURRENCY) {
-            let mut set = tokio::task::JoinSet::new();
-            for rel in chunk {
-                set.spawn(read_cgroup(
+                if let Err(e) = self.watcher.watch(&rel) {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        continue;
+                    }
+                    warn!(path = %self.hier.dir(&rel).display(), error = %e, "cannot watch; relying on the periodic reconcile");
+                }
+                if let Some(cw) = self.cpu_watcher.as_mut() {
+                    // The cpu side may appear later; its parent's watch reports it.
+                    let _ = cw.watch(&rel);
+                }
+                set.spawn(scan_cgroup(
                     self.pool.clone(),
                     self.hier.clone(),
                     self.cfg.clone(),
-                    rel.clone(),
+                    rel,
                 ));
             }
-            while let Some(joined) = set.join_next().await {
-                match joined {
-                    Ok((rel, Ok(Some(r)))) => {
-                        seen.insert(rel);
-                        self.upsert(r);
-                    }
-                    Ok((rel, Ok(None))) => {
-                        self.engine.forget(&rel);
-                        self.watcher.unwatch(&rel);
-                    }
-                    Ok((rel, Err(e))) => {
-                        // Unreadable (hung, say): keep what we knew.
-                        if self.engine.knows(&rel) {
-                            seen.insert(rel);
+            let Some(joined) = set.join_next().await else {
+                break;
+            };
+            let (rel, result) = match joined {
+                Ok(r) => r,
+                Err(e) => {
+                    warn!(error = %e, "cgroup read task failed");
+                    continue;
+                }
+            };
+            match result {
+                Ok((kids, reading)) => {
+                    match kids {
+                        Ok(kids) => pending.extend(kids),
+                        Err(e) => {
+                            warn!(path = %self.hier.dir(&rel).display(), error = %e, "cannot list cgroup")
                         }
-                        warn!(error = %format!("{e:#}"), "cannot read cgroup");
                     }
-                    Err(e) => warn!(error = %e, "cgroup read task failed"),
+                    match reading {
+                        Some(r) => {
+                            seen.insert(rel);
+                            self.upsert(r);
+                        }
+                        None => {
+                            self.engine.forget(&rel);
+                            self.watcher.unwatch(&rel);
+                        }
+                    }
+                }
+                Err(e) => {
+                    // Unreadable (hung, say): keep what we knew.
+                    if self.engine.knows(&rel) {
+                        seen.insert(rel);
+                    }
+                    warn!(error = %format!("{e:#}"), "cannot read cgroup");
                 }
             }
         }
@@ -351,7 +408,18 @@ impl Daemon {
     /// topology (CPU hot-plug), plan and write.
     async fn reconcile(&mut self, reread_topology: bool) {
         let started = Instant::now();
-        if reread_topology {
+        let online_file = self.cfg.sysfs_root.join("devices/system/cpu/online");
+        // Hot-plug changes the online list: one small read instead of the
+        // whole topology (hundreds of files per socket) when it did not.
+        let unchanged = reread_topology
+            && self
+                .pool
+                .read(&online_file)
+                .await
+                .ok()
+                .and_then(|t| t.parse::<CpuSet>().ok())
+                .is_some_and(|o| &o == self.engine.topology().online());
+        if reread_topology && !unchanged {
             match read_topology(&self.pool, &self.cfg.sysfs_root).await {
                 Ok(topo) if topo.cpus() != self.engine.topology().cpus() => {
                     info!(before = %self.engine.topology().online(), after = %topo.online(), "CPU topology changed; re-planning");
@@ -372,6 +440,7 @@ impl Daemon {
             .filter(|k| !seen.contains(*k))
             .cloned()
             .collect();
+        self.engine.replan_all();
         for rel in gone {
             self.engine.forget(&rel);
             self.watcher.unwatch(&rel);
@@ -454,6 +523,9 @@ impl Daemon {
     /// Acts on a batch of inotify changes, then plans once.
     async fn handle(&mut self, changes: Vec<Change>) {
         let mut overflow = false;
+        // Whether the batch changed what the engine knows; the echo of our own
+        // writes does not, and then there is nothing to plan.
+        let mut changed = false;
         for change in changes {
             match change {
                 Change::Created(rel) => {
@@ -467,8 +539,10 @@ impl Daemon {
                         self.scan_subtree(&top, &mut seen).await;
                     }
                     self.watch_above_roots();
+                    changed = true;
                 }
                 Change::Removed(rel) => {
+                    changed |= self.engine.knows(&rel);
                     self.engine.forget(&rel);
                     self.watcher.unwatch(&rel);
                     if let Some(cw) = self.cpu_watcher.as_mut() {
@@ -485,7 +559,10 @@ impl Daemon {
                         .await
                         .ok()
                         .and_then(|t| t.parse().ok());
-                    self.engine.observe_cpus(&rel, cpus);
+                    if self.engine.cgroups().get(&rel).map(|e| &e.cpus) != Some(&cpus) {
+                        changed = true;
+                        self.engine.observe_cpus(&rel, cpus);
+                    }
                 }
                 Change::Changed(rel) => {
                     if !self.within_roots(&rel) || !self.engine.knows(&rel) {
@@ -494,6 +571,7 @@ impl Daemon {
                     let (rel, r) =
                         read_cgroup(self.pool.clone(), self.hier.clone(), self.cfg.clone(), rel)
                             .await;
+                    changed = true;
                     match r {
                         Ok(Some(r)) => self.upsert(r),
                         Ok(None) => self.engine.forget(&rel),
@@ -506,13 +584,24 @@ impl Daemon {
         if overflow {
             warn!("inotify queue overflowed; full reconcile");
             self.reconcile(false).await;
-        } else {
+        } else if changed {
             self.apply().await;
         }
     }
 
     /// Plans and performs the writes, in order; reads effective sets back.
     async fn apply(&mut self) {
+        // An incremental plan that gave a new workload its CPUs is followed at
+        // once by the full plan that shrinks the shared pool.
+        loop {
+            self.apply_once().await;
+            if !self.engine.needs_full() {
+                break;
+            }
+        }
+    }
+
+    async fn apply_once(&mut self) {
         let plan = self.engine.plan();
         let mut written: BTreeSet<String> = BTreeSet::new();
         for w in &plan.writes {
@@ -620,14 +709,52 @@ impl Daemon {
         if status == self.last_status && !ready {
             return;
         }
-        let mut states = vec![sd_notify::NotifyState::Status(&status)];
-        if ready {
-            states.push(sd_notify::NotifyState::Ready);
-        }
-        let _ = sd_notify::notify(false, &states);
+        self.notifier.send(Note::Status(status.clone(), ready));
         info!(status = %status, ready = self.ready);
         self.last_status = status;
     }
+}
+
+/// Lists the children of one cgroup and reads it, in one job on an I/O
+/// thread. The reading is `None` when it no longer exists.
+#[allow(clippy::type_complexity)]
+async fn scan_cgroup(
+    pool: IoPool,
+    hier: Arc<Hierarchy>,
+    cfg: Arc<Config>,
+    rel: String,
+) -> (
+    String,
+    Result<(Result<Vec<String>, String>, Option<Reading>), IoError>,
+) {
+    let dir: PathBuf = hier.dir(&rel);
+    let r = rel.clone();
+    let result = pool
+        .run(&dir, move |fs| {
+            let kids = cgroup::children(fs, &hier, &r).map_err(|e| e.to_string());
+            Ok((kids, read_one(fs, &hier, &cfg, &r)))
+        })
+        .await;
+    (rel, result)
+}
+
+/// Reads one cgroup (on an I/O thread).
+fn read_one(fs: &dyn crate::io::Fs, hier: &Hierarchy, cfg: &Config, r: &str) -> Option<Reading> {
+    let obs = cgroup::observe(fs, hier, r)?;
+    let kind = layout::classify(r);
+    let bundle = match &kind {
+        Kind::Container { id, .. } => intent::find_bundle(fs, &cfg.bundle_dirs, id),
+        _ => None,
+    };
+    let (intent, problem) = intent::decide(&kind, &obs, bundle.as_ref(), cfg);
+    let key = intent::workload_key(&kind, r, bundle.as_ref());
+    Some(Reading {
+        obs,
+        kind,
+        intent,
+        key,
+        problem,
+    })
 }
 
 /// Reads one cgroup on an I/O thread: its files, its kind, its bundle (for
@@ -641,25 +768,7 @@ async fn read_cgroup(
     let dir: PathBuf = hier.dir(&rel);
     let r = rel.clone();
     let result = pool
-        .run(&dir, move |fs| {
-            let Some(obs) = cgroup::observe(fs, &hier, &r) else {
-                return Ok(None);
-            };
-            let kind = layout::classify(&r);
-            let bundle = match &kind {
-                Kind::Container { id, .. } => intent::find_bundle(fs, &cfg.bundle_dirs, id),
-                _ => None,
-            };
-            let (intent, problem) = intent::decide(&kind, &obs, bundle.as_ref(), &cfg);
-            let key = intent::workload_key(&kind, &r, bundle.as_ref());
-            Ok(Some(Reading {
-                obs,
-                kind,
-                intent,
-                key,
-                problem,
-            }))
-        })
+        .run(&dir, move |fs| Ok(read_one(fs, &hier, &cfg, &r)))
         .await;
     (rel, result)
 }

@@ -184,6 +184,12 @@ pub struct Engine {
     /// is a valid one (the live cgroups are the truth).
     adopt_live: bool,
     next_seq: u64,
+    /// Cgroups read or written since the last plan: the next plan can be made
+    /// for them alone unless `full`.
+    dirty: BTreeSet<String>,
+    /// The next plan must look at every cgroup (an assignment, the topology or
+    /// a workload's membership may have changed).
+    full: bool,
 }
 
 impl Engine {
@@ -205,6 +211,8 @@ impl Engine {
             hints,
             adopt_live: true,
             next_seq: 0,
+            dirty: BTreeSet::new(),
+            full: true,
         };
         engine.reserved = engine.effective_reserved();
         engine
@@ -265,6 +273,12 @@ impl Engine {
         key: String,
         problem: Option<String>,
     ) {
+        if let Some(old) = self.cgroups.get(&obs.rel)
+            && matches!(old.role, Role::Exclusive | Role::Inside)
+        {
+            self.full = true;
+        }
+        self.dirty.insert(obs.rel.clone());
         let entry = self.cgroups.entry(obs.rel.clone()).or_insert(CgroupEntry {
             kind: kind.clone(),
             intent: None,
@@ -296,14 +310,24 @@ impl Engine {
     pub fn observe_cpus(&mut self, rel: &str, cpus: Option<CpuSet>) {
         if let Some(e) = self.cgroups.get_mut(rel) {
             e.cpus = cpus;
+            self.dirty.insert(rel.to_string());
         }
     }
 
     /// Forgets `rel` and every cgroup below it (they were removed).
     pub fn forget(&mut self, rel: &str) {
         let below = format!("{rel}/");
-        self.cgroups
-            .retain(|k, _| k != rel && !(rel.is_empty() || k.starts_with(&below)));
+        let gone = |k: &String| k == rel || rel.is_empty() || k.starts_with(&below);
+        // Releasing an exclusive workload's cgroup changes the shared pool.
+        if self
+            .cgroups
+            .iter()
+            .any(|(k, e)| gone(k) && matches!(e.role, Role::Exclusive | Role::Inside))
+        {
+            self.full = true;
+        }
+        self.cgroups.retain(|k, _| !gone(k));
+        self.dirty.retain(|k| !gone(k));
     }
 
     /// Whether `rel` is known.
@@ -317,6 +341,12 @@ impl Engine {
     pub fn set_topology(&mut self, topo: Topology) {
         self.topo = topo;
         self.reserved = self.effective_reserved();
+        self.full = true;
+    }
+
+    /// Makes the next plan look at every cgroup (a full reconcile).
+    pub fn replan_all(&mut self) {
+        self.full = true;
     }
 
     /// Records the outcome of a write of the plan.
@@ -332,7 +362,11 @@ impl Engine {
                 }
                 e.failure = None;
             }
-            Err(f) => e.failure = Some(f),
+            Err(f) => {
+                e.failure = Some(f);
+                // Retried by the next plan.
+                self.dirty.insert(write.rel.clone());
+            }
         }
     }
 
@@ -378,6 +412,13 @@ impl Engine {
     /// Decides assignments and targets, and returns the writes that bring the
     /// known cpusets to their targets.
     pub fn plan(&mut self) -> Plan {
+        if !self.full
+            && let Some(plan) = self.plan_dirty()
+        {
+            return plan;
+        }
+        self.full = false;
+        self.dirty.clear();
         // What the state file holds: a change in either is saved.
         let saved = |w: &Workload| (w.cpus.clone(), w.cgroups.clone());
         let before: BTreeMap<String, _> = self
@@ -394,8 +435,10 @@ impl Engine {
             .collect();
         let targets = self.targets();
         let writes = self.writes(&targets);
+        // Both maps are in path order and every target is of a known cgroup.
+        let mut targets = targets.into_iter().peekable();
         for (rel, e) in self.cgroups.iter_mut() {
-            e.target = targets.get(rel).cloned();
+            e.target = targets.next_if(|(k, _)| k == rel).map(|(_, t)| t);
         }
         Plan {
             writes,
@@ -403,10 +446,189 @@ impl Engine {
         }
     }
 
+    /// The plan for the dirty cgroups alone, when nothing else can change:
+    /// none of them is or was part of an exclusive workload, and the targets
+    /// of their ancestors already hold theirs. `None` when a full plan is
+    /// needed.
+    fn plan_dirty(&mut self) -> Option<Plan> {
+        let dirty = std::mem::take(&mut self.dirty);
+        let seq = self.next_seq;
+        let plan = self.plan_dirty_inner(&dirty);
+        if plan.is_none() {
+            // Undo what the attempt did; the full plan decides afresh.
+            self.workloads.retain(|_, w| w.seq < seq);
+            self.next_seq = seq;
+            self.dirty = dirty;
+        }
+        plan
+    }
+
+    fn plan_dirty_inner(&mut self, dirty: &BTreeSet<String>) -> Option<Plan> {
+        let shared = self.shared_pool();
+        let online = self.topo.online().clone();
+        let mut targets: BTreeMap<String, CpuSet> = BTreeMap::new();
+        let mut assigned = false;
+        // Path order: parents before children.
+        for rel in dirty {
+            let Some(e) = self.cgroups.get(rel) else {
+                continue;
+            };
+            let parent = cgroup::parent(rel).and_then(|p| self.cgroups.get(p));
+            let inside = parent.is_some_and(|p| matches!(p.role, Role::Exclusive | Role::Inside));
+            let wants = e.intent.as_ref().is_some_and(|i| i.cpus > 0);
+            if inside {
+                return None;
+            }
+            let (role, target) = if wants {
+                // A new workload gets its CPUs now, when nothing older waits
+                // for CPUs; the shared pool shrinks in the full plan that
+                // must follow.
+                match self.assign_new(rel) {
+                    Some(cpus) => (Role::Exclusive, Some(cpus)),
+                    None => {
+                        return None;
+                    }
+                }
+            } else {
+                let role = self.base_role(rel, &e.kind);
+                let target = match role {
+                    Role::Structural => Some(online.clone()),
+                    Role::Shared => Some(shared.clone()),
+                    _ => None,
+                };
+                (role, target)
+            };
+            let e = &self.cgroups[rel];
+            // A cgroup the last plan widened over a descendant (the ancestor
+            // closure) needs the full plan to keep it so.
+            if role != Role::Exclusive && e.target.is_some() && e.target != target {
+                return None;
+            }
+            // The ancestor closure must already hold.
+            if let Some(t) = &target {
+                let mut p = cgroup::parent(rel);
+                while let Some(anc) = p {
+                    let Some(a) = self.cgroups.get(anc) else {
+                        break;
+                    };
+                    match targets.get(anc).or(a.target.as_ref()) {
+                        Some(at) if t.is_subset(at) => break,
+                        Some(_) => {
+                            return None;
+                        }
+                        None => {
+                            let cur = a.cpus.clone().unwrap_or_default();
+                            let inherits = cur.is_empty() && self.settings.empty_inherits;
+                            if !inherits && !t.is_subset(&cur) {
+                                return None;
+                            }
+                        }
+                    }
+                    p = cgroup::parent(anc);
+                }
+            }
+            let e = self.cgroups.get_mut(rel).expect("looked up above");
+            if role == Role::Exclusive {
+                assigned = true;
+            }
+            e.role = role;
+            e.target = target.clone();
+            if let Some(t) = target {
+                targets.insert(rel.clone(), t);
+            }
+        }
+        if assigned {
+            self.full = true;
+        }
+        Some(Plan {
+            writes: self.writes(&targets),
+            assignments_changed: assigned,
+        })
+    }
+
+    /// Gives the new workload of cgroup `rel` its CPUs, outside a full plan:
+    /// only when it is the workload's only cgroup and no workload waits for
+    /// CPUs (those come first). Its role is set by the caller.
+    fn assign_new(&mut self, rel: &str) -> Option<CpuSet> {
+        let e = &self.cgroups[rel];
+        let intent = e.intent.clone()?;
+        if self.workloads.contains_key(&e.key) || self.workloads.values().any(|w| w.cpus.is_none())
+        {
+            return None;
+        }
+        // A cgroup with children would take them inside: a full plan.
+        let below = format!("{rel}/");
+        if self
+            .cgroups
+            .range::<str, _>((
+                std::ops::Bound::Included(below.as_str()),
+                std::ops::Bound::Unbounded,
+            ))
+            .next()
+            .is_some_and(|(k, _)| k.starts_with(&below))
+        {
+            return None;
+        }
+        let mut free = self.topo.online().difference(&self.reserved);
+        for w in self.workloads.values() {
+            if let Some(c) = &w.cpus {
+                free.difference_with(c);
+            }
+        }
+        let opts = alloc::Options {
+            reserved: self.reserved.clone(),
+            numa_preference: intent.numa.clone(),
+            ..self.settings.alloc.clone()
+        };
+        let cpus = alloc::allocate(&self.topo, &free, intent.cpus, &opts).ok()?;
+        let key = e.key.clone();
+        self.workloads.insert(
+            key.clone(),
+            Workload {
+                key,
+                requested: intent.cpus,
+                source: intent.source,
+                numa: intent.numa,
+                cgroups: [rel.to_string()].into(),
+                cpus: Some(cpus.clone()),
+                pending: None,
+                seq: self.next_seq,
+            },
+        );
+        self.next_seq += 1;
+        Some(cpus)
+    }
+
+    /// Whether a full plan is due (after an incremental one assigned CPUs).
+    pub fn needs_full(&self) -> bool {
+        self.full
+    }
+
+    /// The role of a cgroup that neither asks for exclusive CPUs nor lies
+    /// inside a cgroup that does.
+    fn base_role(&self, rel: &str, kind: &Kind) -> Role {
+        let managed = Self::under(rel, &self.settings.managed);
+        if managed
+            && matches!(
+                kind,
+                Kind::KubepodsRoot { .. } | Kind::QosParent { .. } | Kind::Pod(_)
+            )
+        {
+            Role::Structural
+        } else if managed || Self::under(rel, &self.settings.shared) {
+            Role::Shared
+        } else {
+            Role::Unmanaged
+        }
+    }
+
     fn under(rel: &str, roots: &[String]) -> bool {
-        roots
-            .iter()
-            .any(|r| r.is_empty() || rel == r || rel.starts_with(&format!("{r}/")))
+        roots.iter().any(|r| {
+            r.is_empty()
+                || rel
+                    .strip_prefix(r.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
     }
 
     /// Gives every cgroup its role and rebuilds workload membership.
@@ -578,8 +800,12 @@ impl Engine {
                 targets.insert(rel.clone(), t);
             }
         }
-        // Ancestor closure, deepest first so that it carries all the way up.
+        // Ancestor closure, deepest first so that it carries all the way up:
+        // an ancestor that had a target of its own carries it further when its
+        // turn comes (it sorts before its descendants), so the walk stops
+        // there; one widened here only (unmanaged) does not.
         let rels: Vec<String> = targets.keys().rev().cloned().collect();
+        let mut widened_only: BTreeSet<String> = BTreeSet::new();
         for rel in rels {
             let Some(t) = targets.get(&rel).cloned() else {
                 continue;
@@ -594,6 +820,9 @@ impl Engine {
                         if !t.is_subset(at) {
                             at.union_with(&t);
                         }
+                        if !widened_only.contains(anc) {
+                            break;
+                        }
                     }
                     None => {
                         // An unmanaged ancestor is widened only when it lacks
@@ -603,6 +832,7 @@ impl Engine {
                         let inherits = cur.is_empty() && self.settings.empty_inherits;
                         if !inherits && !t.is_subset(&cur) {
                             targets.insert(anc.to_string(), cur.union(&t));
+                            widened_only.insert(anc.to_string());
                         }
                     }
                 }
@@ -621,7 +851,9 @@ impl Engine {
         let mut widen: Vec<(usize, &str, Write)> = Vec::new();
         let mut narrow: Vec<(usize, Role, &str, Write)> = Vec::new();
         for (rel, target) in targets {
-            let e = &self.cgroups[rel];
+            let Some(e) = self.cgroups.get(rel) else {
+                continue;
+            };
             if target.is_empty() {
                 continue;
             }

@@ -1,0 +1,1542 @@
+//! End-to-end benchmark of `pinctld` (issue #3's targets), run on the real
+//! binary against a fake cgroup v2 tree on a tmpfs.
+//!
+//! Targets, measured here:
+//! - `mkdir` of a workload cgroup to its `cpuset.cpus` written by the daemon,
+//!   at 1,000 live workloads: median under 1 ms, 99th percentile under 10 ms;
+//! - a full reconcile (SIGHUP) of 10,000 workloads: under 200 ms;
+//! - resident memory at 10,000 workloads: under 20 MB.
+//!
+//! Run with `cargo bench --bench daemon` (2 to 3 minutes). Without `--bench`
+//! (as `cargo test --benches` runs it) it does one quick pass at 10 workloads.
+//!
+//! How, for each size N (10, 1,000, 10,000 live workloads by default):
+//! - A fake v2 tree in `/dev/shm` (a tempdir when that is not a tmpfs): the root
+//!   with `cgroup.controllers`, `cgroup.subtree_control` and
+//!   `cpuset.cpus.effective`; every cgroup with `cpuset.cpus` and `cpuset.mems`
+//!   (empty, as the kernel makes them), `cgroup.subtree_control` and `cpu.max`.
+//!   The kubelet's systemd layout, one container per pod: 10% of the
+//!   workloads (at most 256) Guaranteed with `cpu.max` "100000 100000", so one
+//!   exclusive CPU each, the rest Burstable; a containerd bundle `config.json`
+//!   per container; a few services in `system.slice`. The topology is a
+//!   synthetic 512-CPU sysfs written at run time (2 sockets × 4 NUMA nodes × 2
+//!   L3 groups × 16 cores × 2 threads, like `benches/allocator.rs`).
+//! - Run A, `log_level = "info"`: the time from spawning `pinctld` to
+//!   `READY=1` on its `NOTIFY_SOCKET` (a cold start: every cpuset is empty, so
+//!   the first reconcile writes them all), then latency samples, then memory.
+//! - Latency: a new pod with one container is built in a staging directory
+//!   outside the watched tree and `rename`d into place (so the daemon sees the
+//!   whole cgroup at once). The clock starts just before the `rename` and stops
+//!   at `IN_CLOSE_WRITE` on the container's `cpuset.cpus`, from this process's
+//!   own inotify watch, set while it was staged. Burstable pods get the shared
+//!   pool; Guaranteed pods one exclusive CPU, which shrinks the shared pool,
+//!   so the daemon then rewrites every shared cgroup: the time until the last
+//!   of them is written (another inotify watch, on all of them) is shown as
+//!   "pool shrunk". Each pod is moved out again afterwards (so the pool never
+//!   runs out; "regrown" likewise), and the next step waits until the daemon
+//!   is idle (its threads' CPU time, `/proc/<pid>/task/*/schedstat`, unchanged
+//!   for 20 ms).
+//! - Run B, `RUST_LOG=pinctl=debug` (debug logging would slow run A): a warm
+//!   restart on the same tree, then SIGHUPs; each full reconcile's time is the
+//!   daemon's own `reconcile done ... elapsed_us=` line.
+//! - Memory: `VmRSS` and `VmHWM` from `/proc/<pid>/status` once the daemon has
+//!   reconciled the tree and gone idle, and at the end of run A.
+//!
+//! Knobs (environment): `PINCTL_BENCH_SIZES` (comma-separated workload counts),
+//! `PINCTL_BENCH_SAMPLES` (latency samples per size and kind, default 200),
+//! `PINCTL_BENCH_BUDGET` (seconds per size and kind, default 20; at least 20
+//! samples are taken regardless), `PINCTL_BENCH_HUPS` (full reconciles per size,
+//! default 5), `PINCTL_BENCH_KEEP=1` (keep the trees and daemon logs),
+//! `PINCTL_BENCH_PERF=<dir>` (record each measured phase with `perf record`).
+//!
+//! A fake tree has none of the kernel's rules or costs: kernfs writes that
+//! rebuild sched domains, for one, are far slower than a tmpfs write. These
+//! numbers are the daemon's own overhead.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{self, BufRead, BufReader, Write as _};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixDatagram;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// The synthetic machine: 2 sockets × 4 NUMA nodes × 2 L3 groups × 16 cores ×
+/// 2 threads. Core `c` is CPUs `c` and `c + CORES` (Linux numbering: every
+/// first thread, then every second thread).
+const SOCKETS: u32 = 2;
+const NODES_PER_SOCKET: u32 = 4;
+const L3_PER_NODE: u32 = 2;
+const CORES_PER_L3: u32 = 16;
+const THREADS: u32 = 2;
+const CORES: u32 = SOCKETS * NODES_PER_SOCKET * L3_PER_NODE * CORES_PER_L3;
+const CPUS: u32 = CORES * THREADS;
+
+/// At most this many pre-existing Guaranteed workloads (one CPU each), so the
+/// latency samples always find a free CPU.
+const MAX_PINNED: usize = 256;
+/// Services in `system.slice` (shared pool).
+const SERVICES: usize = 8;
+/// The daemon counts as idle when its CPU time grows by at most this much...
+const IDLE_SLACK_NS: u64 = 50_000;
+/// ...over this long.
+const IDLE_QUIET: Duration = Duration::from_millis(20);
+/// How long any one step may take before the benchmark gives up.
+const STEP_TIMEOUT: Duration = Duration::from_secs(120);
+
+const KUBEPODS: &str = "kubepods.slice";
+const BURSTABLE: &str = "kubepods.slice/kubepods-burstable.slice";
+const BESTEFFORT: &str = "kubepods.slice/kubepods-besteffort.slice";
+
+/// The targets, for the verdicts at the end.
+const TARGET_LATENCY_AT: usize = 1_000;
+const TARGET_MEDIAN: Duration = Duration::from_millis(1);
+const TARGET_P99: Duration = Duration::from_millis(10);
+const TARGET_BIG: usize = 10_000;
+const TARGET_RECONCILE: Duration = Duration::from_millis(200);
+const TARGET_RSS_KB: u64 = 20 * 1024;
+
+struct Options {
+    sizes: Vec<usize>,
+    samples: usize,
+    min_samples: usize,
+    budget: Duration,
+    hups: usize,
+    keep: bool,
+    perf: Option<PathBuf>,
+}
+
+impl Options {
+    fn from_env() -> Result<Self> {
+        // `cargo bench` passes `--bench`; `cargo test --benches` does not, and
+        // then one quick pass proves the benchmark still works.
+        let full = std::env::args().any(|a| a == "--bench");
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let number = |name: &str, default: usize| -> Result<usize> {
+            var(name).map_or(Ok(default), |v| {
+                v.trim()
+                    .parse()
+                    .with_context(|| format!("{name}={v:?} is not a number"))
+            })
+        };
+        let sizes = match var("PINCTL_BENCH_SIZES") {
+            Some(v) => v
+                .split(',')
+                .map(|s| s.trim().parse::<usize>())
+                .collect::<Result<Vec<_>, _>>()
+                .with_context(|| format!("PINCTL_BENCH_SIZES={v:?}"))?,
+            None if full => vec![10, 1_000, 10_000],
+            None => vec![10],
+        };
+        ensure!(
+            sizes.iter().all(|&n| n >= 1),
+            "PINCTL_BENCH_SIZES: sizes must be at least 1"
+        );
+        let samples = number("PINCTL_BENCH_SAMPLES", if full { 200 } else { 5 })?;
+        Ok(Options {
+            sizes,
+            samples,
+            min_samples: samples.min(20),
+            budget: Duration::from_secs(number("PINCTL_BENCH_BUDGET", 20)? as u64),
+            hups: number("PINCTL_BENCH_HUPS", if full { 5 } else { 1 })?.max(1),
+            keep: var("PINCTL_BENCH_KEEP").is_some_and(|v| v != "0"),
+            perf: var("PINCTL_BENCH_PERF").map(PathBuf::from),
+        })
+    }
+}
+
+fn main() -> Result<()> {
+    let opts = Options::from_env()?;
+    let pinctld = PathBuf::from(env!("CARGO_BIN_EXE_pinctld"));
+    ensure!(
+        pinctld.is_file(),
+        "{} is missing: build it with `cargo build --release --bin pinctld`",
+        pinctld.display()
+    );
+    let ws = Workspace::new(opts.keep)?;
+    write_sysfs(&ws.dir.join("sysfs"))?;
+    if let Some(dir) = &opts.perf {
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    println!(
+        "pinctld end-to-end benchmark: {}, fake cgroup v2 tree in {} ({}), {CPUS}-CPU synthetic topology, {} host CPUs",
+        pinctld.display(),
+        ws.dir.display(),
+        ws.fs_note,
+        thread::available_parallelism().map_or(0, |n| n.get()),
+    );
+    let mut results = Vec::new();
+    for &n in &opts.sizes {
+        let r = run_size(&ws, &pinctld, n, &opts).with_context(|| format!("at {n} workloads"))?;
+        r.print_progress();
+        results.push(r);
+    }
+    report(&results);
+    if opts.keep {
+        println!("kept {}", ws.dir.display());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The scratch directory
+
+/// The scratch directory, removed on drop (panics included) unless kept.
+struct Workspace {
+    dir: PathBuf,
+    fs_note: &'static str,
+    keep: bool,
+}
+
+fn is_tmpfs(path: &Path) -> bool {
+    nix::sys::statfs::statfs(path)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+}
+
+impl Workspace {
+    fn new(keep: bool) -> Result<Self> {
+        let shm = Path::new("/dev/shm");
+        let (base, fs_note) = if is_tmpfs(shm) {
+            (shm.to_path_buf(), "tmpfs")
+        } else {
+            let tmp = std::env::temp_dir();
+            let note = if is_tmpfs(&tmp) {
+                "tmpfs"
+            } else {
+                "not a tmpfs: /dev/shm is unavailable"
+            };
+            (tmp, note)
+        };
+        remove_stale(&base);
+        let dir = base.join(format!("pinctl-bench-{}", std::process::id()));
+        if dir.exists() {
+            fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+        }
+        fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        Ok(Workspace { dir, fs_note, keep })
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Removes the scratch directories of earlier runs that were killed outright.
+fn remove_stale(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("pinctl-bench-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The synthetic sysfs
+
+/// The kernel's list format: `0-3,8`.
+fn cpulist(cpus: impl IntoIterator<Item = u32>) -> String {
+    let mut v: Vec<u32> = cpus.into_iter().collect();
+    v.sort_unstable();
+    v.dedup();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if i == j {
+            let _ = write!(out, "{}", v[i]);
+        } else {
+            let _ = write!(out, "{}-{}", v[i], v[j]);
+        }
+        i = j + 1;
+    }
+    out
+}
+
+fn put(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    fs::write(path, format!("{text}\n")).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Writes the files `src/sysfs.rs` reads, as `tests/fixtures/gen_sysfs.py`
+/// lays them out (x86 cache ids, package-relative `core_id`).
+fn write_sysfs(root: &Path) -> Result<()> {
+    let cpu_dir = root.join("devices/system/cpu");
+    let all = cpulist(0..CPUS);
+    put(&cpu_dir.join("online"), &all)?;
+    put(&cpu_dir.join("possible"), &all)?;
+    put(&cpu_dir.join("present"), &all)?;
+    put(&cpu_dir.join("offline"), "")?;
+    put(&cpu_dir.join("isolated"), "")?;
+    let cores_per_socket = CORES / SOCKETS;
+    let l3_cpus = |l3: u32| {
+        let first = l3 * CORES_PER_L3;
+        (0..THREADS).flat_map(move |t| (first..first + CORES_PER_L3).map(move |c| c + t * CORES))
+    };
+    for core in 0..CORES {
+        let l3 = core / CORES_PER_L3;
+        let node = l3 / L3_PER_NODE;
+        let socket = node / NODES_PER_SOCKET;
+        let siblings = cpulist((0..THREADS).map(|t| core + t * CORES));
+        let shared_l3 = cpulist(l3_cpus(l3));
+        for t in 0..THREADS {
+            let d = cpu_dir.join(format!("cpu{}", core + t * CORES));
+            let topo = d.join("topology");
+            put(&topo.join("physical_package_id"), &socket.to_string())?;
+            put(&topo.join("die_id"), "0")?;
+            put(
+                &topo.join("core_id"),
+                &(core % cores_per_socket).to_string(),
+            )?;
+            put(&topo.join("core_cpus_list"), &siblings)?;
+            put(&topo.join("thread_siblings_list"), &siblings)?;
+            let caches = [
+                (1, "Data", core, siblings.as_str()),
+                (1, "Instruction", core, siblings.as_str()),
+                (2, "Unified", core, siblings.as_str()),
+                (3, "Unified", l3, shared_l3.as_str()),
+            ];
+            for (i, (level, kind, id, shared)) in caches.into_iter().enumerate() {
+                let idx = d.join(format!("cache/index{i}"));
+                put(&idx.join("level"), &level.to_string())?;
+                put(&idx.join("type"), kind)?;
+                put(&idx.join("id"), &id.to_string())?;
+                put(&idx.join("shared_cpu_list"), shared)?;
+            }
+        }
+    }
+    let node_dir = root.join("devices/system/node");
+    let nodes = SOCKETS * NODES_PER_SOCKET;
+    put(&node_dir.join("online"), &cpulist(0..nodes))?;
+    put(&node_dir.join("possible"), &cpulist(0..nodes))?;
+    for node in 0..nodes {
+        let l3s = node * L3_PER_NODE..(node + 1) * L3_PER_NODE;
+        put(
+            &node_dir.join(format!("node{node}/cpulist")),
+            &cpulist(l3s.flat_map(l3_cpus)),
+        )?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The fake cgroup tree
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Qos {
+    Guaranteed,
+    Burstable,
+}
+
+impl Qos {
+    fn name(self) -> &'static str {
+        match self {
+            Qos::Guaranteed => "guaranteed",
+            Qos::Burstable => "burstable",
+        }
+    }
+}
+
+/// splitmix64: deterministic names.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// One pod with one container.
+struct PodSpec {
+    qos: Qos,
+    uid: String,
+    /// The pod cgroup's name and its parent, relative to the cgroup root.
+    parent: &'static str,
+    pod: String,
+    /// The container cgroup's name, below the pod.
+    container: String,
+    id: String,
+}
+
+impl PodSpec {
+    fn new(i: u64, qos: Qos) -> Self {
+        let a = mix(i);
+        let b = mix(a ^ 0x5bd1_e995);
+        let uid = format!(
+            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0xffff,
+            b >> 48,
+            b & 0xffff_ffff_ffff
+        );
+        let id: String = (0..4).map(|k| format!("{:016x}", mix(b ^ k))).collect();
+        let systemd_uid = uid.replace('-', "_");
+        let (parent, pod) = match qos {
+            Qos::Guaranteed => (KUBEPODS, format!("kubepods-pod{systemd_uid}.slice")),
+            Qos::Burstable => (
+                BURSTABLE,
+                format!("kubepods-burstable-pod{systemd_uid}.slice"),
+            ),
+        };
+        let container = format!("cri-containerd-{id}.scope");
+        PodSpec {
+            qos,
+            uid,
+            parent,
+            pod,
+            container,
+            id,
+        }
+    }
+
+    fn cpu_max(&self) -> &'static str {
+        match self.qos {
+            Qos::Guaranteed => "100000 100000",
+            Qos::Burstable => "max 100000",
+        }
+    }
+
+    /// Makes the pod and its container under `dir` (the pod's parent), and the
+    /// container's bundle under `bundles`.
+    fn create(&self, dir: &Path, bundles: &Path) -> Result<()> {
+        let pod = dir.join(&self.pod);
+        make_cgroup(&pod, true, self.cpu_max())?;
+        make_cgroup(&pod.join(&self.container), false, self.cpu_max())?;
+        let bundle = bundles.join(&self.id);
+        fs::create_dir(&bundle).with_context(|| format!("cannot create {}", bundle.display()))?;
+        fs::write(bundle.join("config.json"), self.config_json())
+            .with_context(|| format!("cannot write the bundle of {}", self.id))
+    }
+
+    /// A containerd CRI bundle `config.json`, trimmed to a typical size
+    /// (the annotations the daemon reads, and enough else to parse past).
+    fn config_json(&self) -> String {
+        let name = format!("app-{}", &self.uid[..8]);
+        let mounts: String = [
+            "/proc",
+            "/dev",
+            "/dev/pts",
+            "/dev/mqueue",
+            "/sys",
+            "/sys/fs/cgroup",
+            "/etc/hosts",
+            "/dev/termination-log",
+            "/etc/hostname",
+            "/etc/resolv.conf",
+            "/dev/shm",
+            "/var/run/secrets/kubernetes.io/serviceaccount",
+        ]
+        .iter()
+        .map(|m| {
+            format!(
+                r#"{{"destination":"{m}","type":"bind","source":"/var/lib/kubelet/pods/{}/volumes{m}","options":["rbind","rprivate","rw"]}},"#,
+                self.uid
+            )
+        })
+        .collect();
+        format!(
+            r#"{{"ociVersion":"1.1.0","process":{{"user":{{"uid":65532,"gid":65532}},"args":["/app","--port=8080","--log-level=info"],"env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","HOSTNAME={name}","KUBERNETES_SERVICE_HOST=10.96.0.1","KUBERNETES_SERVICE_PORT=443","KUBERNETES_PORT=tcp://10.96.0.1:443"],"cwd":"/","capabilities":{{"bounding":["CAP_CHOWN","CAP_DAC_OVERRIDE","CAP_FOWNER","CAP_KILL","CAP_NET_BIND_SERVICE","CAP_SETGID","CAP_SETUID"]}},"oomScoreAdj":-997}},"root":{{"path":"rootfs"}},"hostname":"{name}","mounts":[{mounts}{{"destination":"/tmp","type":"tmpfs","source":"tmpfs","options":["nosuid","nodev"]}}],"annotations":{{"io.kubernetes.cri.container-name":"app","io.kubernetes.cri.container-type":"container","io.kubernetes.cri.image-name":"registry.example.com/team/app:1.2.3","io.kubernetes.cri.sandbox-id":"{sandbox}","io.kubernetes.cri.sandbox-name":"{name}","io.kubernetes.cri.sandbox-namespace":"default","io.kubernetes.cri.sandbox-uid":"{uid}"}},"linux":{{"resources":{{"cpu":{{"shares":1024,"quota":100000,"period":100000}},"memory":{{"limit":1073741824}}}},"cgroupsPath":"{pod}:cri-containerd:{id}","namespaces":[{{"type":"pid"}},{{"type":"ipc","path":"/proc/1/ns/ipc"}},{{"type":"uts","path":"/proc/1/ns/uts"}},{{"type":"mount"}},{{"type":"network","path":"/proc/1/ns/net"}}],"maskedPaths":["/proc/acpi","/proc/kcore","/proc/keys","/proc/latency_stats","/proc/timer_list","/proc/sched_debug","/sys/firmware"],"readonlyPaths":["/proc/bus","/proc/fs","/proc/irq","/proc/sys","/proc/sysrq-trigger"]}}}}"#,
+            sandbox = &self.id[..32],
+            uid = self.uid,
+            pod = self.pod,
+            id = self.id,
+        )
+    }
+}
+
+/// One cgroup directory with the files the daemon reads and writes; the
+/// cpuset files are empty, as the kernel makes them.
+fn make_cgroup(dir: &Path, inner: bool, cpu_max: &str) -> Result<()> {
+    fs::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let controllers = if inner { "cpuset cpu\n" } else { "\n" };
+    for (name, text) in [
+        ("cpuset.cpus", "\n"),
+        ("cpuset.mems", "\n"),
+        ("cgroup.subtree_control", controllers),
+        ("cpu.max", &format!("{cpu_max}\n")),
+    ] {
+        fs::write(dir.join(name), text)
+            .with_context(|| format!("cannot write {}", dir.join(name).display()))?;
+    }
+    Ok(())
+}
+
+/// One size's tree: the cgroup root, bundles, the staging area and the daemon's
+/// files.
+struct Tree {
+    dir: PathBuf,
+    cgroup: PathBuf,
+    bundles: PathBuf,
+    staging: PathBuf,
+    workloads: usize,
+    pinned: usize,
+    /// Cgroups in the managed and shared subtrees.
+    cgroups: usize,
+    /// `cpuset.cpus` of every cgroup in the shared pool (Burstable containers,
+    /// the slices and services).
+    shared: Vec<PathBuf>,
+    next: u64,
+    keep: bool,
+}
+
+impl Tree {
+    fn build(ws: &Workspace, n: usize) -> Result<Self> {
+        let dir = ws.dir.join(format!("n{n}"));
+        let cgroup = dir.join("cgroup");
+        let bundles = dir.join("bundles");
+        let staging = dir.join("staging");
+        for d in [&dir, &bundles, &staging] {
+            fs::create_dir(d).with_context(|| format!("cannot create {}", d.display()))?;
+        }
+        fs::create_dir(&cgroup)?;
+        put(&cgroup.join("cgroup.controllers"), "cpuset cpu")?;
+        put(&cgroup.join("cgroup.subtree_control"), "cpuset cpu")?;
+        put(&cgroup.join("cpuset.cpus.effective"), &cpulist(0..CPUS))?;
+        put(
+            &cgroup.join("cpuset.mems.effective"),
+            &cpulist(0..SOCKETS * NODES_PER_SOCKET),
+        )?;
+        let mut cgroups = 0;
+        let mut shared = Vec::new();
+        for rel in [
+            KUBEPODS,
+            BURSTABLE,
+            BESTEFFORT,
+            "system.slice",
+            "user.slice",
+        ] {
+            make_cgroup(&cgroup.join(rel), true, "max 100000")?;
+            cgroups += 1;
+        }
+        shared.push(cgroup.join("system.slice/cpuset.cpus"));
+        shared.push(cgroup.join("user.slice/cpuset.cpus"));
+        for s in 0..SERVICES {
+            let dir = cgroup.join(format!("system.slice/svc-{s}.service"));
+            make_cgroup(&dir, false, "max 100000")?;
+            shared.push(dir.join("cpuset.cpus"));
+            cgroups += 1;
+        }
+        // Every tenth workload is Guaranteed, up to MAX_PINNED.
+        let pinned = (n / 10).min(MAX_PINNED);
+        let mut guaranteed = 0;
+        for i in 0..n {
+            let qos = if i % 10 == 0 && guaranteed < pinned {
+                guaranteed += 1;
+                Qos::Guaranteed
+            } else {
+                Qos::Burstable
+            };
+            let spec = PodSpec::new(i as u64, qos);
+            let parent = cgroup.join(spec.parent);
+            spec.create(&parent, &bundles)?;
+            if qos == Qos::Burstable {
+                shared.push(
+                    parent
+                        .join(&spec.pod)
+                        .join(&spec.container)
+                        .join("cpuset.cpus"),
+                );
+            }
+            cgroups += 2;
+        }
+        Ok(Tree {
+            dir,
+            cgroup,
+            bundles,
+            staging,
+            workloads: n,
+            pinned: guaranteed,
+            cgroups,
+            shared,
+            next: 1 << 40,
+            keep: ws.keep,
+        })
+    }
+
+    fn config(&self, log_level: &str) -> String {
+        let p = |name: &str| self.dir.join(name).display().to_string();
+        format!(
+            r#"cgroup_root = "{cgroup}"
+sysfs_root = "{sysfs}"
+state_file = "{state}"
+socket = "{socket}"
+reserved_cpus = "0"
+reconcile_interval = "1h"
+shared_cgroups = ["system.slice", "user.slice"]
+managed = ["kubepods.slice"]
+hierarchy = "v2"
+bundle_dirs = ["{bundles}"]
+log_level = "{log_level}"
+"#,
+            cgroup = self.cgroup.display(),
+            sysfs = self
+                .dir
+                .parent()
+                .expect("inside the workspace")
+                .join("sysfs")
+                .display(),
+            state = p("state/state.json"),
+            socket = p("pinctl.sock"),
+            bundles = self.bundles.display(),
+        )
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The daemon
+
+/// What the log says, parsed as it arrives.
+#[derive(Debug)]
+enum Log {
+    FirstReconcile { ms: u64 },
+    Reconcile { us: u64, cgroups: u64 },
+    Warning(String),
+}
+
+fn field(line: &str, key: &str) -> Option<u64> {
+    let rest = &line[line.find(key)? + key.len()..];
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+fn parse_log(line: &str) -> Option<Log> {
+    if line.contains(" WARN ") || line.contains(" ERROR ") {
+        return Some(Log::Warning(line.to_string()));
+    }
+    if line.contains("first reconcile done") {
+        return Some(Log::FirstReconcile {
+            ms: field(line, "elapsed_ms=")?,
+        });
+    }
+    if line.contains("reconcile done") {
+        return Some(Log::Reconcile {
+            us: field(line, "elapsed_us=")?,
+            cgroups: field(line, "cgroups=").unwrap_or(0),
+        });
+    }
+    None
+}
+
+/// A running `pinctld`, stopped on drop (SIGTERM, then SIGKILL); it also dies
+/// with this process (`PR_SET_PDEATHSIG`).
+struct Daemon {
+    child: Child,
+    pid: i32,
+    /// `sd_notify` messages with when they arrived, read by a thread of their
+    /// own: the daemon's `send` blocks once a few are left unread.
+    notify: mpsc::Receiver<(Instant, String)>,
+    logs: mpsc::Receiver<Log>,
+    log_file: PathBuf,
+    spawned: Instant,
+    warnings: Vec<String>,
+    first_reconcile_ms: Option<u64>,
+    reconciles: Vec<(u64, u64)>,
+}
+
+impl Daemon {
+    fn spawn(pinctld: &Path, tree: &Tree, run: &str, debug: bool) -> Result<Self> {
+        let config = tree.dir.join(format!("pinctld-{run}.toml"));
+        fs::write(&config, tree.config(if debug { "debug" } else { "info" }))?;
+        let socket = tree.dir.join(format!("notify-{run}.sock"));
+        let _ = fs::remove_file(&socket);
+        let sock = UnixDatagram::bind(&socket)
+            .with_context(|| format!("cannot bind {}", socket.display()))?;
+        sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let (notify_tx, notify) = mpsc::channel();
+        thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                match sock.recv(&mut buf) {
+                    Ok(n) => {
+                        let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+                        if notify_tx.send((Instant::now(), msg)).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock
+                                | io::ErrorKind::TimedOut
+                                | io::ErrorKind::Interrupted
+                        ) =>
+                    {
+                        // An empty message now and then only asks whether the
+                        // handle is still there; stop when it is not.
+                        if notify_tx.send((Instant::now(), String::new())).is_err() {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+        let log_file = tree.dir.join(format!("pinctld-{run}.log"));
+        let mut cmd = Command::new(pinctld);
+        cmd.arg("--config")
+            .arg(&config)
+            .env("NOTIFY_SOCKET", &socket)
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_PID")
+            .env_remove("LISTEN_FDS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if debug {
+            cmd.env("RUST_LOG", "pinctl=debug");
+        } else {
+            cmd.env_remove("RUST_LOG");
+        }
+        // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let spawned = Instant::now();
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {}", pinctld.display()))?;
+        let pid = i32::try_from(child.id()).context("pid out of range")?;
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, logs) = mpsc::channel();
+        let mut out = fs::File::create(&log_file)?;
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let _ = writeln!(out, "{line}");
+                if let Some(parsed) = parse_log(&line)
+                    && tx.send(parsed).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Ok(Daemon {
+            child,
+            pid,
+            notify,
+            logs,
+            log_file,
+            spawned,
+            warnings: Vec::new(),
+            first_reconcile_ms: None,
+            reconciles: Vec::new(),
+        })
+    }
+
+    fn take(&mut self, log: Log) {
+        match log {
+            Log::FirstReconcile { ms } => self.first_reconcile_ms = Some(ms),
+            Log::Reconcile { us, cgroups } => self.reconciles.push((us, cgroups)),
+            Log::Warning(w) => self.warnings.push(w),
+        }
+    }
+
+    fn pump_logs(&mut self) {
+        while let Ok(log) = self.logs.try_recv() {
+            self.take(log);
+        }
+    }
+
+    /// Waits for the next `reconcile done` line.
+    fn wait_reconcile(&mut self) -> Result<(u64, u64)> {
+        let before = self.reconciles.len();
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        while self.reconciles.len() == before {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.logs.recv_timeout(left) {
+                Ok(log) => self.take(log),
+                Err(_) => return Err(self.fail("no `reconcile done` line")),
+            }
+        }
+        Ok(self.reconciles[before])
+    }
+
+    /// The error for a step that did not happen, with the log's tail.
+    fn fail(&mut self, what: &str) -> anyhow::Error {
+        let status = self.child.try_wait().ok().flatten();
+        let log = fs::read_to_string(&self.log_file).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(15).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        anyhow::anyhow!(
+            "{what} (pinctld {}); its log ends:\n{}",
+            status.map_or("still running".to_string(), |s| format!("exited: {s}")),
+            tail.join("\n")
+        )
+    }
+
+    /// Waits for a `sd_notify` message that satisfies `want`; returns when it
+    /// arrived.
+    fn wait_notify(&mut self, what: &str, want: impl Fn(&str) -> bool) -> Result<Instant> {
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.child.try_wait()?.is_some() {
+                return Err(self.fail(&format!("no {what} from the daemon")));
+            }
+            if let Ok((at, msg)) = self
+                .notify
+                .recv_timeout(left.min(Duration::from_millis(500)))
+                && want(&msg)
+            {
+                return Ok(at);
+            }
+        }
+    }
+
+    /// The CPU time of all the daemon's threads, in nanoseconds.
+    fn cpu_ns(&self) -> u64 {
+        let Ok(tasks) = fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+            return 0;
+        };
+        tasks
+            .flatten()
+            .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
+            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// Waits until the daemon has used no CPU for [`IDLE_QUIET`]; returns how
+    /// long it was still busy.
+    fn wait_idle(&mut self) -> Result<Duration> {
+        let start = Instant::now();
+        let mut last = self.cpu_ns();
+        let mut last_busy = start;
+        let mut mark = (start, last);
+        loop {
+            thread::sleep(Duration::from_millis(2));
+            let now = Instant::now();
+            let cpu = self.cpu_ns();
+            if cpu != last {
+                last_busy = now;
+                last = cpu;
+            }
+            // Saturating: an exiting thread takes its CPU time with it.
+            if cpu.saturating_sub(mark.1) > IDLE_SLACK_NS {
+                mark = (now, cpu);
+            } else if now - mark.0 >= IDLE_QUIET {
+                return Ok(last_busy - start);
+            }
+            if now - start > STEP_TIMEOUT || self.child.try_wait()?.is_some() {
+                return Err(self.fail("the daemon did not go idle"));
+            }
+        }
+    }
+
+    /// `VmRSS` and `VmHWM`, in kB.
+    fn memory(&self) -> Result<(u64, u64)> {
+        let status = fs::read_to_string(format!("/proc/{}/status", self.pid))?;
+        let kb = |key: &str| -> Result<u64> {
+            let line = status
+                .lines()
+                .find(|l| l.starts_with(key))
+                .with_context(|| format!("no {key} in /proc/{}/status", self.pid))?;
+            line.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse().ok())
+                .with_context(|| format!("cannot parse {line:?}"))
+        };
+        Ok((kb("VmRSS:")?, kb("VmHWM:")?))
+    }
+
+    fn signal(&self, sig: Signal) -> Result<()> {
+        kill(Pid::from_raw(self.pid), sig).with_context(|| format!("cannot send {sig}"))
+    }
+
+    /// SIGTERM and wait; SIGKILL after 5 s.
+    fn stop(&mut self) -> Result<Option<ExitStatus>> {
+        if let Some(status) = self.child.try_wait()? {
+            return Ok(Some(status));
+        }
+        let _ = self.signal(Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(Some(status));
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        Ok(None)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// `perf record` attached to the daemon for one phase, when asked for.
+struct Perf(Option<Child>);
+
+impl Perf {
+    fn start(opts: &Options, daemon: &Daemon, name: &str) -> Result<Self> {
+        let Some(dir) = &opts.perf else {
+            return Ok(Perf(None));
+        };
+        let out = dir.join(format!("{name}.data"));
+        let child = Command::new("perf")
+            .args([
+                "record",
+                "-q",
+                "-F",
+                "999",
+                "--call-graph",
+                "dwarf,16384",
+                "-o",
+            ])
+            .arg(&out)
+            .args(["-p", &daemon.pid.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .context("cannot run perf")?;
+        // perf needs a moment to attach.
+        thread::sleep(Duration::from_millis(300));
+        Ok(Perf(Some(child)))
+    }
+}
+
+impl Drop for Perf {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let pid = Pid::from_raw(child.id() as i32);
+            let _ = kill(pid, Signal::SIGINT);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// An inotify watch on `cpuset.cpus` of every shared cgroup: a Guaranteed
+/// pod changes the shared pool, and the daemon is done with that change when
+/// it has written every one of them.
+struct PoolWatch {
+    ino: Inotify,
+    total: usize,
+    buf: Vec<u8>,
+}
+
+impl PoolWatch {
+    fn new(files: &[PathBuf]) -> Result<Self> {
+        let ino = Inotify::init().context("cannot start inotify")?;
+        for f in files {
+            ino.watches()
+                .add(f, WatchMask::CLOSE_WRITE)
+                .with_context(|| format!("cannot watch {}", f.display()))?;
+        }
+        Ok(PoolWatch {
+            ino,
+            total: files.len(),
+            buf: vec![0; 64 * 1024],
+        })
+    }
+
+    fn drain(&mut self) {
+        while self
+            .ino
+            .read_events(&mut self.buf)
+            .is_ok_and(|e| e.count() > 0)
+        {}
+    }
+
+    /// Waits until every file was written; returns when the last one was.
+    fn wait_all(&mut self) -> Result<Option<Instant>> {
+        let mut seen = std::collections::HashSet::new();
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        while seen.len() < self.total {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            if !poll_in(&self.ino, left)? {
+                continue;
+            }
+            match self.ino.read_events(&mut self.buf) {
+                Ok(events) => seen.extend(
+                    events
+                        .filter(|e| e.mask.contains(EventMask::CLOSE_WRITE))
+                        .map(|e| e.wd),
+                ),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e).context("reading inotify events"),
+            }
+        }
+        Ok(Some(Instant::now()))
+    }
+}
+
+/// Waits up to `timeout` (at most a second) for `ino` to be readable.
+fn poll_in(ino: &Inotify, timeout: Duration) -> Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: ino.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().clamp(1, 1000) as libc::c_int;
+    // SAFETY: one valid pollfd for the duration of the call.
+    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e).context("poll on inotify");
+    }
+    Ok(r > 0)
+}
+
+// ---------------------------------------------------------------------------
+// Measurements
+
+/// Nearest-rank percentile of a sorted slice.
+fn pct(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+struct Stats {
+    n: usize,
+    min: Duration,
+    median: Duration,
+    p90: Duration,
+    p99: Duration,
+    max: Duration,
+}
+
+impl Stats {
+    fn of(mut v: Vec<Duration>) -> Option<Stats> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort();
+        Some(Stats {
+            n: v.len(),
+            min: v[0],
+            median: pct(&v, 0.5),
+            p90: pct(&v, 0.9),
+            p99: pct(&v, 0.99),
+            max: v[v.len() - 1],
+        })
+    }
+}
+
+struct Latency {
+    qos: Qos,
+    /// Rename to `IN_CLOSE_WRITE` on the container's `cpuset.cpus`.
+    write: Stats,
+    /// Rename in until every shared cgroup has the smaller pool (Guaranteed
+    /// only).
+    applied: Option<Stats>,
+    /// Rename out until every shared cgroup has the larger pool (Guaranteed
+    /// only).
+    released: Option<Stats>,
+    /// Samples whose container got the wrong set.
+    wrong: usize,
+    example: String,
+}
+
+struct SizeResult {
+    workloads: usize,
+    pinned: usize,
+    cgroups: usize,
+    build: Duration,
+    cold_ready: Duration,
+    first_reconcile_ms: Option<u64>,
+    cold_settle: Duration,
+    warm_ready: Duration,
+    reconciles: Vec<(u64, u64)>,
+    mem_start: (u64, u64),
+    mem_end: (u64, u64),
+    latencies: Vec<Latency>,
+    warnings: Vec<String>,
+}
+
+fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<SizeResult> {
+    let t = Instant::now();
+    let mut tree = Tree::build(ws, n)?;
+    let build = t.elapsed();
+    eprintln!(
+        "[{n} workloads] tree of {} cgroups built in {:.1} s; starting pinctld",
+        tree.cgroups,
+        build.as_secs_f64()
+    );
+
+    // Run A: info logging; cold start, latency, memory.
+    let mut d = Daemon::spawn(pinctld, &tree, "a", false)?;
+    let ready = d.wait_notify("READY=1", |m| m.lines().any(|l| l == "READY=1"))?;
+    let cold_ready = ready - d.spawned;
+    let cold_settle = d.wait_idle()?;
+    d.pump_logs();
+    let mem_start = d.memory()?;
+    let mut latencies = Vec::new();
+    let mut ino = Inotify::init().context("cannot start inotify")?;
+    let mut pool = PoolWatch::new(&tree.shared)?;
+    for qos in [Qos::Burstable, Qos::Guaranteed] {
+        let _perf = Perf::start(opts, &d, &format!("n{n}-latency-{}", qos.name()))?;
+        latencies.push(latency(&mut tree, &mut d, &mut ino, &mut pool, qos, opts)?);
+    }
+    drop(pool);
+    let mem_end = d.memory()?;
+    let stopped = d.stop()?;
+    d.pump_logs();
+    let first_reconcile_ms = d.first_reconcile_ms;
+    let mut warnings = std::mem::take(&mut d.warnings);
+    warnings.extend(exit_problem("run A", stopped));
+    drop(d);
+
+    // Run B: debug logging; warm restart and full reconciles.
+    let mut d = Daemon::spawn(pinctld, &tree, "b", true)?;
+    let ready = d.wait_notify("READY=1", |m| m.lines().any(|l| l == "READY=1"))?;
+    let warm_ready = ready - d.spawned;
+    d.wait_idle()?;
+    d.pump_logs();
+    d.reconciles.clear();
+    let perf = Perf::start(opts, &d, &format!("n{n}-reconcile"))?;
+    for _ in 0..opts.hups {
+        d.signal(Signal::SIGHUP)?;
+        d.wait_reconcile()?;
+        d.wait_idle()?;
+    }
+    drop(perf);
+    let stopped = d.stop()?;
+    d.pump_logs();
+    warnings.append(&mut d.warnings);
+    warnings.extend(exit_problem("run B", stopped));
+    Ok(SizeResult {
+        workloads: tree.workloads,
+        pinned: tree.pinned,
+        cgroups: tree.cgroups,
+        build,
+        cold_ready,
+        first_reconcile_ms,
+        cold_settle,
+        warm_ready,
+        reconciles: std::mem::take(&mut d.reconciles),
+        mem_start,
+        mem_end,
+        latencies,
+        warnings,
+    })
+}
+
+/// What was wrong with how the daemon stopped on SIGTERM, if anything.
+fn exit_problem(run: &str, stopped: Option<ExitStatus>) -> Option<String> {
+    match stopped {
+        Some(status) if status.success() => None,
+        Some(status) => Some(format!("{run}: pinctld exited with {status} on SIGTERM")),
+        None => Some(format!(
+            "{run}: pinctld did not stop within 5 s of SIGTERM; killed"
+        )),
+    }
+}
+
+/// Latency samples of one kind until the count or the time budget runs out.
+fn latency(
+    tree: &mut Tree,
+    d: &mut Daemon,
+    ino: &mut Inotify,
+    pool: &mut PoolWatch,
+    qos: Qos,
+    opts: &Options,
+) -> Result<Latency> {
+    let started = Instant::now();
+    let mut write = Vec::new();
+    let mut applied = Vec::new();
+    let mut released = Vec::new();
+    let mut wrong = 0;
+    let mut example = String::new();
+    let shared = CPUS as usize - tree.pinned;
+    while write.len() < opts.samples
+        && (write.len() < opts.min_samples || started.elapsed() < opts.budget)
+    {
+        let s = sample(tree, d, ino, pool, qos)?;
+        let ok = match qos {
+            // One exclusive CPU, never the reserved CPU 0.
+            Qos::Guaranteed => s.cpus.parse::<u32>().is_ok_and(|c| c != 0),
+            // The shared pool: every CPU not pinned.
+            Qos::Burstable => count_cpus(&s.cpus) == Some(shared),
+        };
+        if !ok {
+            wrong += 1;
+        }
+        if example.is_empty() {
+            example = s.cpus.clone();
+        }
+        write.push(s.write);
+        applied.extend(s.applied);
+        released.extend(s.released);
+    }
+    Ok(Latency {
+        qos,
+        write: Stats::of(write).expect("at least one sample"),
+        applied: Stats::of(applied),
+        released: Stats::of(released),
+        wrong,
+        example,
+    })
+}
+
+fn count_cpus(list: &str) -> Option<usize> {
+    let mut n = 0;
+    for item in list.trim().split(',').filter(|s| !s.is_empty()) {
+        let (a, b) = item.split_once('-').unwrap_or((item, item));
+        let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+        n += b.checked_sub(a)? + 1;
+    }
+    Some(n)
+}
+
+struct Sample {
+    write: Duration,
+    applied: Option<Duration>,
+    released: Option<Duration>,
+    cpus: String,
+}
+
+/// One pod in and out. See the module documentation.
+fn sample(
+    tree: &mut Tree,
+    d: &mut Daemon,
+    ino: &mut Inotify,
+    pool: &mut PoolWatch,
+    qos: Qos,
+) -> Result<Sample> {
+    tree.next += 1;
+    let spec = PodSpec::new(tree.next, qos);
+    spec.create(&tree.staging, &tree.bundles)?;
+    let staged = tree.staging.join(&spec.pod);
+    let live = tree.cgroup.join(spec.parent).join(&spec.pod);
+    let cpus_file = staged.join(&spec.container).join("cpuset.cpus");
+    let wd = ino
+        .watches()
+        .add(&cpus_file, WatchMask::MODIFY | WatchMask::CLOSE_WRITE)
+        .with_context(|| format!("cannot watch {}", cpus_file.display()))?;
+    pool.drain();
+
+    let t0 = Instant::now();
+    fs::rename(&staged, &live).with_context(|| format!("cannot move in {}", live.display()))?;
+    let Some(written) = wait_close_write(ino, &wd, STEP_TIMEOUT)? else {
+        let what = format!("cpuset.cpus of {} was not written", spec.container);
+        return Err(d.fail(&what));
+    };
+    let cpus = fs::read_to_string(live.join(&spec.container).join("cpuset.cpus"))?
+        .trim()
+        .to_string();
+    let applied = match qos {
+        Qos::Guaranteed => match pool.wait_all()? {
+            Some(at) => Some(at - t0),
+            None => return Err(d.fail("the shared pool was not rewritten after a new pod")),
+        },
+        Qos::Burstable => None,
+    };
+    d.wait_idle()?;
+    let _ = ino.watches().remove(wd);
+
+    pool.drain();
+    let gone = tree.staging.join(format!("gone-{}", spec.pod));
+    let t1 = Instant::now();
+    fs::rename(&live, &gone).with_context(|| format!("cannot move out {}", live.display()))?;
+    let released = match qos {
+        Qos::Guaranteed => match pool.wait_all()? {
+            Some(at) => Some(at - t1),
+            None => return Err(d.fail("the shared pool was not rewritten after a removed pod")),
+        },
+        Qos::Burstable => None,
+    };
+    d.wait_idle()?;
+    fs::remove_dir_all(&gone)?;
+    fs::remove_dir_all(tree.bundles.join(&spec.id))?;
+    Ok(Sample {
+        write: written - t0,
+        applied,
+        released,
+        cpus,
+    })
+}
+
+/// Waits for `IN_CLOSE_WRITE` on `wd`; returns when `poll` saw it.
+fn wait_close_write(
+    ino: &mut Inotify,
+    wd: &WatchDescriptor,
+    timeout: Duration,
+) -> Result<Option<Instant>> {
+    let deadline = Instant::now() + timeout;
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        if !poll_in(ino, left)? {
+            continue;
+        }
+        let at = Instant::now();
+        let events = match ino.read_events(&mut buf) {
+            Ok(events) => events,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e).context("reading inotify events"),
+        };
+        let mut hit = false;
+        for e in events {
+            if &e.wd == wd && e.mask.contains(EventMask::CLOSE_WRITE) {
+                hit = true;
+            }
+        }
+        if hit {
+            return Ok(Some(at));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The report
+
+fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+fn mb(kb: u64) -> String {
+    format!("{:.1}", kb as f64 / 1024.0)
+}
+
+impl SizeResult {
+    fn print_progress(&self) {
+        eprintln!(
+            "[{} workloads] done: cold start {} ms, latency medians {}",
+            self.workloads,
+            ms(self.cold_ready),
+            self.latencies
+                .iter()
+                .map(|l| format!("{} {} ms", l.qos.name(), ms(l.write.median)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+
+    fn reconcile_stats(&self) -> Option<Stats> {
+        Stats::of(
+            self.reconciles
+                .iter()
+                .map(|&(us, _)| Duration::from_micros(us))
+                .collect(),
+        )
+    }
+}
+
+fn report(results: &[SizeResult]) {
+    println!();
+    println!("Start-up and full reconcile (times in ms; memory in MB)");
+    println!(
+        "{:>9} {:>7} {:>7} {:>7} | {:>10} {:>10} {:>10} | {:>10} | {:>9} {:>9} {:>9} {:>4} | {:>6} {:>6} {:>6} {:>6}",
+        "workloads",
+        "pinned",
+        "cgroups",
+        "tree",
+        "cold→READY",
+        "first rec.",
+        "then busy",
+        "warm→READY",
+        "SIGHUP min",
+        "median",
+        "max",
+        "n",
+        "RSS",
+        "HWM",
+        "RSS end",
+        "HWM end",
+    );
+    for r in results {
+        let rec = r.reconcile_stats();
+        let known = r.reconciles.first().map_or(0, |&(_, c)| c);
+        println!(
+            "{:>9} {:>7} {:>7} {:>7} | {:>10} {:>10} {:>10} | {:>10} | {:>9} {:>9} {:>9} {:>4} | {:>6} {:>6} {:>6} {:>6}",
+            r.workloads,
+            r.pinned,
+            format!("{}/{}", r.cgroups, known),
+            format!("{:.1}s", r.build.as_secs_f64()),
+            ms(r.cold_ready),
+            r.first_reconcile_ms
+                .map_or("-".to_string(), |m| format!("{m}.000")),
+            ms(r.cold_settle),
+            ms(r.warm_ready),
+            rec.as_ref().map_or("-".into(), |s| ms(s.min)),
+            rec.as_ref().map_or("-".into(), |s| ms(s.median)),
+            rec.as_ref().map_or("-".into(), |s| ms(s.max)),
+            rec.as_ref().map_or(0, |s| s.n),
+            mb(r.mem_start.0),
+            mb(r.mem_start.1),
+            mb(r.mem_end.0),
+            mb(r.mem_end.1),
+        );
+    }
+    println!(
+        "  cgroups: made / known to the daemon; tree: time to build the fake tree; cold→READY: spawn to READY=1 with every cpuset empty;"
+    );
+    println!(
+        "  first rec.: the daemon's `first reconcile done elapsed_ms`; then busy: how long it kept working after READY=1 (its own writes' events);"
+    );
+    println!(
+        "  warm→READY: restart on the reconciled tree; SIGHUP: `reconcile done elapsed_us` (debug log); RSS/HWM: after start-up, and at the end of the latency runs"
+    );
+
+    println!();
+    println!("mkdir (rename of a staged pod) → daemon's write of the container's cpuset.cpus (ms)");
+    println!(
+        "{:>9} {:>10} {:>5} | {:>8} {:>8} {:>8} {:>8} {:>8} | {:>19} {:>16} | {:>5} cpuset.cpus (first sample)",
+        "workloads",
+        "kind",
+        "n",
+        "min",
+        "median",
+        "p90",
+        "p99",
+        "max",
+        "pool shrunk med/p99",
+        "regrown med/p99",
+        "wrong",
+    );
+    for r in results {
+        for l in &r.latencies {
+            let pair = |s: &Option<Stats>| {
+                s.as_ref().map_or("-".to_string(), |s| {
+                    format!("{}/{}", ms(s.median), ms(s.p99))
+                })
+            };
+            let example = if l.example.len() > 28 {
+                format!("{}…", &l.example[..27])
+            } else {
+                l.example.clone()
+            };
+            println!(
+                "{:>9} {:>10} {:>5} | {:>8} {:>8} {:>8} {:>8} {:>8} | {:>19} {:>16} | {:>5} {}",
+                r.workloads,
+                l.qos.name(),
+                l.write.n,
+                ms(l.write.min),
+                ms(l.write.median),
+                ms(l.write.p90),
+                ms(l.write.p99),
+                ms(l.write.max),
+                pair(&l.applied),
+                pair(&l.released),
+                l.wrong,
+                example,
+            );
+        }
+    }
+    println!(
+        "  pool shrunk / regrown: rename in / out → the last shared cgroup's cpuset.cpus written (the end of the pass over the shared pool)"
+    );
+
+    for r in results {
+        if !r.warnings.is_empty() {
+            println!();
+            println!(
+                "{} warnings from pinctld at {} workloads, first: {}",
+                r.warnings.len(),
+                r.workloads,
+                r.warnings[0]
+            );
+        }
+    }
+
+    println!();
+    println!("Targets");
+    let verdict = |ok: bool| if ok { "PASS" } else { "FAIL" };
+    let at = |n: usize| results.iter().find(|r| r.workloads == n);
+    match at(TARGET_LATENCY_AT) {
+        Some(r) => {
+            for l in &r.latencies {
+                println!(
+                    "  latency at {} workloads ({}, n={}): median {} ms < {} ms: {}; p99 {} ms < {} ms: {}",
+                    r.workloads,
+                    l.qos.name(),
+                    l.write.n,
+                    ms(l.write.median),
+                    ms(TARGET_MEDIAN),
+                    verdict(l.write.median < TARGET_MEDIAN),
+                    ms(l.write.p99),
+                    ms(TARGET_P99),
+                    verdict(l.write.p99 < TARGET_P99),
+                );
+            }
+        }
+        None => println!("  latency at {TARGET_LATENCY_AT} workloads: not measured"),
+    }
+    match at(TARGET_BIG) {
+        Some(r) => {
+            match r.reconcile_stats() {
+                Some(s) => println!(
+                    "  full reconcile at {} workloads: median {} ms, max {} ms < {} ms: {}",
+                    r.workloads,
+                    ms(s.median),
+                    ms(s.max),
+                    ms(TARGET_RECONCILE),
+                    verdict(s.max < TARGET_RECONCILE),
+                ),
+                None => println!("  full reconcile at {TARGET_BIG} workloads: no log line"),
+            }
+            let hwm = r.mem_start.1.max(r.mem_end.1);
+            println!(
+                "  memory at {} workloads: RSS {} MB after start-up, {} MB at the end, peak (HWM) {} MB < {} MB: {}",
+                r.workloads,
+                mb(r.mem_start.0),
+                mb(r.mem_end.0),
+                mb(hwm),
+                mb(TARGET_RSS_KB),
+                verdict(r.mem_start.0.max(r.mem_end.0) < TARGET_RSS_KB),
+            );
+        }
+        None => println!("  reconcile and memory at {TARGET_BIG} workloads: not measured"),
+    }
+}
