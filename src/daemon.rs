@@ -478,9 +478,7 @@ impl Daemon {
 
     /// Whether `rel` is a subtree root or below one.
     fn within_roots(&self, rel: &str) -> bool {
-        self.roots
-            .iter()
-            .any(|r| r.is_empty() || rel == r || rel.starts_with(&format!("{r}/")))
+        self.roots.iter().any(|r| cgroup::is_within(rel, r))
     }
 
     /// The subtree roots at or below `rel` (a created directory above a root
@@ -488,7 +486,7 @@ impl Daemon {
     fn roots_below(&self, rel: &str) -> Vec<String> {
         self.roots
             .iter()
-            .filter(|r| *r == rel || rel.is_empty() || r.starts_with(&format!("{rel}/")))
+            .filter(|r| cgroup::is_within(r, rel))
             .cloned()
             .collect()
     }

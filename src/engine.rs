@@ -316,8 +316,7 @@ impl Engine {
 
     /// Forgets `rel` and every cgroup below it (they were removed).
     pub fn forget(&mut self, rel: &str) {
-        let below = format!("{rel}/");
-        let gone = |k: &String| k == rel || rel.is_empty() || k.starts_with(&below);
+        let gone = |k: &String| cgroup::is_within(k, rel);
         // Releasing an exclusive workload's cgroup changes the shared pool.
         if self
             .cgroups
@@ -490,7 +489,7 @@ impl Engine {
                     }
                 }
             } else {
-                let role = self.base_role(rel, &e.kind);
+                let role = Self::base_role(&self.settings, rel, &e.kind);
                 let target = match role {
                     Role::Structural => Some(online.clone()),
                     Role::Shared => Some(shared.clone()),
@@ -516,13 +515,8 @@ impl Engine {
                         Some(_) => {
                             return None;
                         }
-                        None => {
-                            let cur = a.cpus.clone().unwrap_or_default();
-                            let inherits = cur.is_empty() && self.settings.empty_inherits;
-                            if !inherits && !t.is_subset(&cur) {
-                                return None;
-                            }
-                        }
+                        None if self.lacks(a, t) => return None,
+                        None => {}
                     }
                     p = cgroup::parent(anc);
                 }
@@ -569,18 +563,8 @@ impl Engine {
         {
             return None;
         }
-        let mut free = self.topo.online().difference(&self.reserved);
-        for w in self.workloads.values() {
-            if let Some(c) = &w.cpus {
-                free.difference_with(c);
-            }
-        }
-        let opts = alloc::Options {
-            reserved: self.reserved.clone(),
-            numa_preference: intent.numa.clone(),
-            ..self.settings.alloc.clone()
-        };
-        let cpus = alloc::allocate(&self.topo, &free, intent.cpus, &opts).ok()?;
+        let free = self.shared_pool().difference(&self.reserved);
+        let cpus = self.allocate(&free, intent.cpus, &intent.numa).ok()?;
         let key = e.key.clone();
         self.workloads.insert(
             key.clone(),
@@ -604,10 +588,29 @@ impl Engine {
         self.full
     }
 
+    /// Plans `n` CPUs from `free` with the configured options.
+    fn allocate(&self, free: &CpuSet, n: usize, numa: &[u32]) -> Result<CpuSet, AllocError> {
+        let opts = alloc::Options {
+            reserved: self.reserved.clone(),
+            numa_preference: numa.to_vec(),
+            ..self.settings.alloc.clone()
+        };
+        alloc::allocate(&self.topo, free, n, &opts)
+    }
+
+    /// Whether `t` holds CPUs that the current set of cgroup `e` lacks (for an
+    /// unmanaged ancestor, which is only ever widened). In v2 an empty set
+    /// inherits its parent's: it lacks nothing.
+    fn lacks(&self, e: &CgroupEntry, t: &CpuSet) -> bool {
+        let cur = e.cpus.clone().unwrap_or_default();
+        let inherits = cur.is_empty() && self.settings.empty_inherits;
+        !inherits && !t.is_subset(&cur)
+    }
+
     /// The role of a cgroup that neither asks for exclusive CPUs nor lies
     /// inside a cgroup that does.
-    fn base_role(&self, rel: &str, kind: &Kind) -> Role {
-        let managed = Self::under(rel, &self.settings.managed);
+    fn base_role(settings: &Settings, rel: &str, kind: &Kind) -> Role {
+        let managed = Self::under(rel, &settings.managed);
         if managed
             && matches!(
                 kind,
@@ -615,7 +618,7 @@ impl Engine {
             )
         {
             Role::Structural
-        } else if managed || Self::under(rel, &self.settings.shared) {
+        } else if managed || Self::under(rel, &settings.shared) {
             Role::Shared
         } else {
             Role::Unmanaged
@@ -623,12 +626,7 @@ impl Engine {
     }
 
     fn under(rel: &str, roots: &[String]) -> bool {
-        roots.iter().any(|r| {
-            r.is_empty()
-                || rel
-                    .strip_prefix(r.as_str())
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-        })
+        roots.iter().any(|r| cgroup::is_within(rel, r))
     }
 
     /// Gives every cgroup its role and rebuilds workload membership.
@@ -636,8 +634,7 @@ impl Engine {
         let mut members: BTreeMap<String, Vec<String>> = BTreeMap::new();
         // Cgroups whose children are inside an exclusive workload.
         let mut exclusive_below: BTreeSet<String> = BTreeSet::new();
-        let managed = &self.settings.managed;
-        let shared = &self.settings.shared;
+        let settings = &self.settings;
         // BTreeMap order puts every parent before its children.
         for (rel, e) in self.cgroups.iter_mut() {
             let inside = cgroup::parent(rel).is_some_and(|p| exclusive_below.contains(p));
@@ -649,17 +646,8 @@ impl Engine {
                 exclusive_below.insert(rel.clone());
                 members.entry(e.key.clone()).or_default().push(rel.clone());
                 Role::Exclusive
-            } else if Self::under(rel, managed)
-                && matches!(
-                    e.kind,
-                    Kind::KubepodsRoot { .. } | Kind::QosParent { .. } | Kind::Pod(_)
-                )
-            {
-                Role::Structural
-            } else if Self::under(rel, managed) || Self::under(rel, shared) {
-                Role::Shared
             } else {
-                Role::Unmanaged
+                Self::base_role(settings, rel, &e.kind)
             };
         }
         // Workloads without cgroups are released.
@@ -750,12 +738,7 @@ impl Engine {
                 continue;
             }
             let free = usable.difference(&taken);
-            let opts = alloc::Options {
-                reserved: self.reserved.clone(),
-                numa_preference: w.numa.clone(),
-                ..self.settings.alloc.clone()
-            };
-            let result = alloc::allocate(&self.topo, &free, w.requested, &opts);
+            let result = self.allocate(&free, w.requested, &w.numa);
             let w = self.workloads.get_mut(key).expect("key from the map");
             match result {
                 Ok(c) => {
@@ -826,11 +809,9 @@ impl Engine {
                     }
                     None => {
                         // An unmanaged ancestor is widened only when it lacks
-                        // CPUs. In v2 an empty set inherits its parent's: it
-                        // lacks nothing.
-                        let cur = e.cpus.clone().unwrap_or_default();
-                        let inherits = cur.is_empty() && self.settings.empty_inherits;
-                        if !inherits && !t.is_subset(&cur) {
+                        // CPUs.
+                        if self.lacks(e, &t) {
+                            let cur = e.cpus.clone().unwrap_or_default();
                             targets.insert(anc.to_string(), cur.union(&t));
                             widened_only.insert(anc.to_string());
                         }

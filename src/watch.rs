@@ -92,11 +92,10 @@ impl Watcher {
 
     /// Stops watching `rel` and everything below it.
     pub fn unwatch(&mut self, rel: &str) {
-        let below = format!("{rel}/");
         let gone: Vec<String> = self
             .by_rel
             .keys()
-            .filter(|k| *k == rel || k.starts_with(&below))
+            .filter(|k| crate::cgroup::is_within(k, rel))
             .cloned()
             .collect();
         for k in gone {

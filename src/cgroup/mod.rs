@@ -168,12 +168,6 @@ impl Hierarchy {
             Version::V2 => vec![dir.join("cpu.max")],
         }
     }
-
-    /// The name of the control file an inotify `IN_MODIFY` on which means the
-    /// cpuset was rewritten.
-    pub fn cpus_file_name(&self) -> &'static str {
-        "cpuset.cpus"
-    }
 }
 
 fn join(base: &Path, rel: &str) -> PathBuf {
@@ -323,11 +317,45 @@ pub fn parent(rel: &str) -> Option<&str> {
     Some(rel.rsplit_once('/').map_or("", |(p, _)| p))
 }
 
+/// Whether cgroup `rel` is `root` or lies below it. `""`, the hierarchy's root,
+/// holds everything.
+pub fn is_within(rel: &str, root: &str) -> bool {
+    root.is_empty()
+        || rel
+            .strip_prefix(root)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 /// The number of components of a relative cgroup path (`""` is 0).
 pub fn depth(rel: &str) -> usize {
     if rel.is_empty() {
         0
     } else {
         rel.matches('/').count() + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn within_means_the_root_itself_or_below_it() {
+        assert!(is_within("kubepods", "kubepods"));
+        assert!(is_within("kubepods/pod1", "kubepods"));
+        assert!(
+            !is_within("kubepods-burstable.slice", "kubepods"),
+            "a sibling with the same prefix"
+        );
+        assert!(!is_within("kubepods", "kubepods/pod1"));
+        assert!(
+            is_within("anything/at/all", ""),
+            "the hierarchy's root holds everything"
+        );
+        assert!(!is_within("", "kubepods"));
+        assert_eq!(parent("a/b/c"), Some("a/b"));
+        assert_eq!(parent("a"), Some(""));
+        assert_eq!(parent(""), None);
+        assert_eq!((depth(""), depth("a"), depth("a/b")), (0, 1, 2));
     }
 }
