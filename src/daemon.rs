@@ -22,11 +22,11 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracing::{debug, info, warn};
 
 use crate::cgroup::layout::{self, Kind};
-use crate::cgroup::{self, Hierarchy, Observed, Version};
+use crate::cgroup::{self, Hierarchy, Rel, Version};
 use crate::config::Config;
 use crate::cpuset::CpuSet;
-use crate::engine::{Engine, Failure, File, SavedState, Settings};
-use crate::intent::{self, Intent};
+use crate::engine::{Engine, Failure, File, Reading, SavedState, Settings};
+use crate::intent::{self, Bundle};
 use crate::io::{IoConfig, IoError, IoPool, RealFs};
 use crate::state::{Loaded, StateFile};
 use crate::sysfs::Sysfs;
@@ -35,15 +35,6 @@ use crate::watch::{Change, Watcher};
 
 /// How many cgroup reads a scan keeps in flight.
 const SCAN_CONCURRENCY: usize = 64;
-
-/// Everything read about one cgroup, ready for [`Engine::upsert`].
-struct Reading {
-    obs: Observed,
-    kind: Kind,
-    intent: Option<Intent>,
-    key: String,
-    problem: Option<String>,
-}
 
 /// A message for systemd.
 enum Note {
@@ -108,7 +99,7 @@ pub struct Daemon {
     /// appeared (runc's order) is seen at once.
     cpu_watcher: Option<Watcher>,
     /// Subtrees scanned and watched.
-    roots: Vec<String>,
+    roots: Vec<Rel>,
     ready: bool,
     last_status: String,
     notifier: Notifier,
@@ -213,6 +204,7 @@ impl Daemon {
         roots.extend(cfg.shared_cgroups.iter().cloned());
         roots.sort();
         roots.dedup();
+        let roots = roots.into_iter().map(Rel::from).collect();
         Ok(Daemon {
             cfg,
             pool,
@@ -307,7 +299,7 @@ impl Daemon {
                 dirs.insert(anc.to_string());
                 p = cgroup::parent(anc);
             }
-            dirs.insert(root.clone());
+            dirs.insert(root.to_string());
         }
         for rel in dirs {
             let path = self.hier.dir(&rel).join("cgroup.subtree_control");
@@ -326,14 +318,12 @@ impl Daemon {
         }
     }
 
-    /// Reads a whole subtree: watches each directory, then lists it (so that a
-    /// child made in between is seen by one or the other), then reads every
-    /// cgroup found. Returns the cgroups seen.
-    async fn scan_subtree(&mut self, top: &str, seen: &mut BTreeSet<String>) {
-        // One job per cgroup lists its children and reads it; up to
-        // SCAN_CONCURRENCY in flight. Each directory is watched before its
-        // job lists it, so a child made in between is seen by one or the other.
-        let mut pending = vec![top.to_string()];
+    /// Reads a whole subtree: one job per cgroup reads it and lists its
+    /// children, up to [`SCAN_CONCURRENCY`] in flight. Each directory is
+    /// watched before its job lists it, so a child made in between is seen by
+    /// one or the other. Adds the cgroups seen to `seen`.
+    async fn scan_subtree(&mut self, top: &Rel, seen: &mut BTreeSet<Rel>) {
+        let mut pending = vec![top.clone()];
         let mut set = tokio::task::JoinSet::new();
         loop {
             while set.len() < SCAN_CONCURRENCY
@@ -349,10 +339,11 @@ impl Daemon {
                     // The cpu side may appear later; its parent's watch reports it.
                     let _ = cw.watch(&rel);
                 }
-                set.spawn(scan_cgroup(
+                set.spawn(read_cgroup(
                     self.pool.clone(),
                     self.hier.clone(),
                     self.cfg.clone(),
+                    self.bundle_of(&rel),
                     rel,
                 ));
             }
@@ -367,23 +358,21 @@ impl Daemon {
                 }
             };
             match result {
-                Ok((kids, reading)) => {
-                    match kids {
-                        Ok(kids) => pending.extend(kids),
-                        Err(e) => {
-                            warn!(path = %self.hier.dir(&rel).display(), error = %e, "cannot list cgroup")
-                        }
+                Ok(Some(r)) => {
+                    for name in &r.obs.children {
+                        let child = cgroup::child(&rel, name);
+                        let child = match self.engine.rel(&child) {
+                            Some(known) => known.clone(),
+                            None => child.into(),
+                        };
+                        pending.push(child);
                     }
-                    match reading {
-                        Some(r) => {
-                            seen.insert(rel);
-                            self.upsert(r);
-                        }
-                        None => {
-                            self.engine.forget(&rel);
-                            self.watcher.unwatch(&rel);
-                        }
-                    }
+                    seen.insert(rel);
+                    self.upsert(r);
+                }
+                Ok(None) => {
+                    self.engine.forget(&rel);
+                    self.watcher.unwatch(&rel);
                 }
                 Err(e) => {
                     // Unreadable (hung, say): keep what we knew.
@@ -396,12 +385,16 @@ impl Daemon {
         }
     }
 
+    /// The bundle already read for cgroup `rel`, if any: it never changes.
+    fn bundle_of(&self, rel: &str) -> Option<Arc<Bundle>> {
+        self.engine.cgroups().get(rel)?.bundle.clone()
+    }
+
     fn upsert(&mut self, r: Reading) {
         if let Some(p) = &r.problem {
             warn!(cgroup = %r.obs.rel, problem = %p);
         }
-        self.engine
-            .upsert(&r.obs, r.kind, r.intent, r.key, r.problem);
+        self.engine.upsert(r);
     }
 
     /// A full reconcile: rescan every subtree, forget what vanished, re-read the
@@ -433,13 +426,14 @@ impl Daemon {
         for root in self.roots.clone() {
             self.scan_subtree(&root, &mut seen).await;
         }
-        let gone: Vec<String> = self
+        let gone: Vec<Rel> = self
             .engine
             .cgroups()
             .keys()
             .filter(|k| !seen.contains(*k))
             .cloned()
             .collect();
+        drop(seen);
         self.engine.replan_all();
         for rel in gone {
             self.engine.forget(&rel);
@@ -450,6 +444,7 @@ impl Daemon {
         }
         self.watch_above_roots();
         self.apply().await;
+        release_free_memory();
         debug!(
             elapsed_us = started.elapsed().as_micros() as u64,
             cgroups = self.engine.cgroups().len(),
@@ -462,10 +457,10 @@ impl Daemon {
     /// at once. Their own events are ignored ([`Self::within_roots`]).
     fn watch_above_roots(&mut self) {
         for root in &self.roots {
-            let mut ancestors = Vec::new();
+            let mut ancestors: Vec<Rel> = Vec::new();
             let mut p = cgroup::parent(root);
             while let Some(anc) = p {
-                ancestors.push(anc.to_string());
+                ancestors.push(anc.into());
                 p = cgroup::parent(anc);
             }
             for anc in ancestors.iter().rev() {
@@ -483,7 +478,7 @@ impl Daemon {
 
     /// The subtree roots at or below `rel` (a created directory above a root
     /// may bring the root with it).
-    fn roots_below(&self, rel: &str) -> Vec<String> {
+    fn roots_below(&self, rel: &str) -> Vec<Rel> {
         self.roots
             .iter()
             .filter(|r| cgroup::is_within(r, rel))
@@ -551,13 +546,15 @@ impl Daemon {
                     if !self.engine.knows(&rel) {
                         continue;
                     }
-                    let cpus = self
+                    let cpus: Option<CpuSet> = self
                         .pool
                         .read(&self.hier.cpus_file(&rel))
                         .await
                         .ok()
                         .and_then(|t| t.parse().ok());
-                    if self.engine.cgroups().get(&rel).map(|e| &e.cpus) != Some(&cpus) {
+                    if self.engine.cgroups().get(&rel).map(|e| e.cpus.as_deref())
+                        != Some(cpus.as_ref())
+                    {
                         changed = true;
                         self.engine.observe_cpus(&rel, cpus);
                     }
@@ -566,9 +563,15 @@ impl Daemon {
                     if !self.within_roots(&rel) || !self.engine.knows(&rel) {
                         continue;
                     }
-                    let (rel, r) =
-                        read_cgroup(self.pool.clone(), self.hier.clone(), self.cfg.clone(), rel)
-                            .await;
+                    let bundle = self.bundle_of(&rel);
+                    let (rel, r) = read_cgroup(
+                        self.pool.clone(),
+                        self.hier.clone(),
+                        self.cfg.clone(),
+                        bundle,
+                        rel,
+                    )
+                    .await;
                     changed = true;
                     match r {
                         Ok(Some(r)) => self.upsert(r),
@@ -601,7 +604,7 @@ impl Daemon {
 
     async fn apply_once(&mut self) {
         let plan = self.engine.plan();
-        let mut written: BTreeSet<String> = BTreeSet::new();
+        let mut written: BTreeSet<Rel> = BTreeSet::new();
         for w in &plan.writes {
             let path = match w.file {
                 File::Cpus => self.hier.cpus_file(&w.rel),
@@ -713,60 +716,82 @@ impl Daemon {
     }
 }
 
-/// Lists the children of one cgroup and reads it, in one job on an I/O
-/// thread. The reading is `None` when it no longer exists.
-#[allow(clippy::type_complexity)]
-async fn scan_cgroup(
-    pool: IoPool,
-    hier: Arc<Hierarchy>,
-    cfg: Arc<Config>,
-    rel: String,
-) -> (
-    String,
-    Result<(Result<Vec<String>, String>, Option<Reading>), IoError>,
-) {
-    let dir: PathBuf = hier.dir(&rel);
-    let r = rel.clone();
-    let result = pool
-        .run(&dir, move |fs| {
-            let kids = cgroup::children(fs, &hier, &r).map_err(|e| e.to_string());
-            Ok((kids, read_one(fs, &hier, &cfg, &r)))
-        })
-        .await;
-    (rel, result)
+/// Gives the memory freed after a full reconcile back to the system. A
+/// reconcile of tens of thousands of cgroups allocates about as much again as
+/// the daemon keeps (readings, sets of paths, the plan); glibc keeps freed
+/// memory in its heap, so without this the daemon's resident size would stay
+/// at that peak.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel; it has
+    // no preconditions and is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
-/// Reads one cgroup (on an I/O thread).
-fn read_one(fs: &dyn crate::io::Fs, hier: &Hierarchy, cfg: &Config, r: &str) -> Option<Reading> {
-    let obs = cgroup::observe(fs, hier, r)?;
-    let kind = layout::classify(r);
-    let bundle = match &kind {
-        Kind::Container { id, .. } => intent::find_bundle(fs, &cfg.bundle_dirs, id),
+/// Reads one cgroup (on an I/O thread): its files and children, its kind,
+/// its bundle (for containers, unless already known) and so its intent.
+/// `None` when it no longer exists.
+fn read_one(
+    fs: &dyn crate::io::Fs,
+    hier: &Hierarchy,
+    cfg: &Config,
+    rel: &Rel,
+    bundle: Option<Arc<Bundle>>,
+) -> Option<Reading> {
+    let obs = cgroup::observe(fs, hier, rel)?;
+    let kind = layout::classify(rel);
+    let read_bundle = || match &kind {
+        Kind::Container { id, .. } => intent::find_bundle(fs, &cfg.bundle_dirs, id).map(Arc::new),
         _ => None,
     };
-    let (intent, problem) = intent::decide(&kind, &obs, bundle.as_ref(), cfg);
-    let key = intent::workload_key(&kind, r, bundle.as_ref());
+    let mut bundle = match &kind {
+        Kind::Container { .. } => bundle.or_else(read_bundle),
+        _ => None,
+    };
+    let (intent, problem) = intent::decide(&kind, &obs, bundle.as_deref(), cfg);
+    // The identity matters only for a workload that wants CPUs; it may come
+    // from the bundle.
+    let wants = intent.as_ref().is_some_and(|i| i.cpus > 0);
+    if wants && bundle.as_deref().is_some_and(Bundle::is_summary) {
+        bundle = read_bundle();
+    }
+    let key = if wants {
+        intent::workload_key(&kind, rel, bundle.as_deref())
+    } else {
+        String::new()
+    };
+    // Keep the whole bundle only while it matters.
+    let bundle = bundle.map(|b| {
+        if wants || b.cpus.is_some() {
+            b
+        } else {
+            Bundle::summary()
+        }
+    });
     Some(Reading {
         obs,
         kind,
         intent,
         key,
         problem,
+        bundle,
     })
 }
 
-/// Reads one cgroup on an I/O thread: its files, its kind, its bundle (for
-/// containers) and so its intent. `Ok(None)` when it no longer exists.
+/// Reads one cgroup in a job on an I/O thread; see [`read_one`].
 async fn read_cgroup(
     pool: IoPool,
     hier: Arc<Hierarchy>,
     cfg: Arc<Config>,
-    rel: String,
-) -> (String, Result<Option<Reading>, IoError>) {
+    bundle: Option<Arc<Bundle>>,
+    rel: Rel,
+) -> (Rel, Result<Option<Reading>, IoError>) {
     let dir: PathBuf = hier.dir(&rel);
     let r = rel.clone();
     let result = pool
-        .run(&dir, move |fs| Ok(read_one(fs, &hier, &cfg, &r)))
+        .run(&dir, move |fs| Ok(read_one(fs, &hier, &cfg, &r, bundle)))
         .await;
     (rel, result)
 }

@@ -32,15 +32,16 @@
 //!   online CPU is reserved, the lowest online CPU is held back.
 //! - No write carries an empty set.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::alloc::{self, AllocError};
 use crate::cgroup::layout::Kind;
-use crate::cgroup::{self, Observed};
+use crate::cgroup::{self, Observed, Rel};
 use crate::cpuset::CpuSet;
-use crate::intent::{Intent, Source};
+use crate::intent::{Bundle, Intent, Source};
 use crate::topology::Topology;
 
 /// What the engine needs from the configuration.
@@ -83,25 +84,64 @@ pub struct Failure {
     pub errno: Option<i32>,
 }
 
-/// One known cgroup.
+/// One known cgroup. Kept small: a node has one per cgroup, tens of
+/// thousands of them. Sets are shared (`Arc`): most cgroups hold the same few.
 #[derive(Debug, Clone, Serialize)]
 pub struct CgroupEntry {
-    pub kind: Kind,
+    /// Kubepods structure (the root, a QoS parent, a pod): never shrunk.
+    pub structural: bool,
     #[serde(skip)]
-    pub intent: Option<Intent>,
-    /// The workload this cgroup belongs to, when it asks for exclusive CPUs.
-    pub key: String,
+    pub intent: Option<Box<Intent>>,
+    /// The workload this cgroup belongs to, when it asks for exclusive CPUs
+    /// (empty otherwise).
+    pub key: Box<str>,
     /// Last known `cpuset.cpus`.
-    pub cpus: Option<CpuSet>,
-    pub mems: Option<CpuSet>,
-    pub effective: Option<CpuSet>,
+    pub cpus: Option<Arc<CpuSet>>,
+    pub mems: Option<Arc<CpuSet>>,
+    pub effective: Option<Arc<CpuSet>>,
     /// A problem with its request (a malformed xattr or annotation).
-    pub problem: Option<String>,
+    pub problem: Option<Box<str>>,
     /// The last failed write or verification.
-    pub failure: Option<Failure>,
+    pub failure: Option<Box<Failure>>,
     pub role: Role,
     /// The target `cpuset.cpus` of the last plan.
-    pub target: Option<CpuSet>,
+    pub target: Option<Arc<CpuSet>>,
+    /// What the container's OCI bundle said, kept so that a rescan need not
+    /// read it again (a bundle never changes for a container id).
+    #[serde(skip)]
+    pub bundle: Option<Arc<Bundle>>,
+}
+
+/// Everything read about one cgroup, for [`Engine::upsert`].
+#[derive(Debug, Clone)]
+pub struct Reading {
+    pub obs: Observed,
+    pub kind: Kind,
+    pub intent: Option<Intent>,
+    /// Its workload identity ([`crate::intent::workload_key`]).
+    pub key: String,
+    pub problem: Option<String>,
+    pub bundle: Option<Arc<Bundle>>,
+}
+
+/// Equal sets read from many cgroups, stored once.
+#[derive(Debug, Default)]
+struct Sets(HashSet<Arc<CpuSet>>);
+
+impl Sets {
+    fn get(&mut self, set: CpuSet) -> Arc<CpuSet> {
+        if let Some(s) = self.0.get(&set) {
+            return s.clone();
+        }
+        let s = Arc::new(set);
+        self.0.insert(s.clone());
+        s
+    }
+
+    /// Drops the sets no cgroup holds any more.
+    fn purge(&mut self) {
+        self.0.retain(|s| Arc::strong_count(s) > 1);
+    }
 }
 
 /// Why a workload waits in the shared pool.
@@ -119,7 +159,7 @@ pub struct Workload {
     pub requested: usize,
     pub source: Source,
     pub numa: Vec<u32>,
-    pub cgroups: BTreeSet<String>,
+    pub cgroups: BTreeSet<Rel>,
     /// Its exclusive CPUs, once assigned.
     pub cpus: Option<CpuSet>,
     pub pending: Option<Pending>,
@@ -138,9 +178,9 @@ pub enum File {
 /// One write of the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Write {
-    pub rel: String,
+    pub rel: Rel,
     pub file: File,
-    pub set: CpuSet,
+    pub set: Arc<CpuSet>,
 }
 
 /// The result of [`Engine::plan`].
@@ -176,8 +216,9 @@ pub struct Engine {
     /// Reserved CPUs in force: the configured ones that are online, or the
     /// lowest online CPU when none is.
     reserved: CpuSet,
-    cgroups: BTreeMap<String, CgroupEntry>,
+    cgroups: BTreeMap<Rel, CgroupEntry>,
     workloads: BTreeMap<String, Workload>,
+    sets: Sets,
     /// Assignments from the state file: hints, checked before use.
     hints: BTreeMap<String, CpuSet>,
     /// At start-up, a workload's live cpuset is taken as its assignment when it
@@ -186,7 +227,7 @@ pub struct Engine {
     next_seq: u64,
     /// Cgroups read or written since the last plan: the next plan can be made
     /// for them alone unless `full`.
-    dirty: BTreeSet<String>,
+    dirty: BTreeSet<Rel>,
     /// The next plan must look at every cgroup (an assignment, the topology or
     /// a workload's membership may have changed).
     full: bool,
@@ -208,6 +249,7 @@ impl Engine {
             settings,
             cgroups: BTreeMap::new(),
             workloads: BTreeMap::new(),
+            sets: Sets::default(),
             hints,
             adopt_live: true,
             next_seq: 0,
@@ -237,7 +279,7 @@ impl Engine {
         &self.reserved
     }
 
-    pub fn cgroups(&self) -> &BTreeMap<String, CgroupEntry> {
+    pub fn cgroups(&self) -> &BTreeMap<Rel, CgroupEntry> {
         &self.cgroups
     }
 
@@ -263,26 +305,30 @@ impl Engine {
         pool
     }
 
-    /// Records what was read of cgroup `rel`, with its kind, intent and
-    /// workload key.
-    pub fn upsert(
-        &mut self,
-        obs: &Observed,
-        kind: Kind,
-        intent: Option<Intent>,
-        key: String,
-        problem: Option<String>,
-    ) {
+    /// Records what was read of one cgroup.
+    pub fn upsert(&mut self, r: Reading) {
+        let Reading {
+            obs,
+            kind,
+            intent,
+            key,
+            problem,
+            bundle,
+        } = r;
         if let Some(old) = self.cgroups.get(&obs.rel)
             && matches!(old.role, Role::Exclusive | Role::Inside)
         {
             self.full = true;
         }
+        let wants = intent.as_ref().is_some_and(|i| i.cpus > 0);
+        let cpus = obs.cpus.map(|s| self.sets.get(s));
+        let mems = obs.mems.map(|s| self.sets.get(s));
+        let effective = obs.effective.map(|s| self.sets.get(s));
         self.dirty.insert(obs.rel.clone());
-        let entry = self.cgroups.entry(obs.rel.clone()).or_insert(CgroupEntry {
-            kind: kind.clone(),
+        let entry = self.cgroups.entry(obs.rel).or_insert(CgroupEntry {
+            structural: false,
             intent: None,
-            key: String::new(),
+            key: Box::default(),
             cpus: None,
             mems: None,
             effective: None,
@@ -290,43 +336,69 @@ impl Engine {
             failure: None,
             role: Role::Unmanaged,
             target: None,
+            bundle: None,
         });
-        entry.kind = kind;
-        entry.intent = intent;
-        entry.key = key;
-        entry.cpus = obs.cpus.clone();
-        entry.mems = obs.mems.clone();
-        entry.effective = obs.effective.clone();
-        entry.problem = problem;
-        if let Some(e) = &obs.error {
-            entry.failure = Some(Failure {
-                message: e.clone(),
+        entry.structural = matches!(
+            kind,
+            Kind::KubepodsRoot { .. } | Kind::QosParent { .. } | Kind::Pod(_)
+        );
+        entry.intent = intent.map(Box::new);
+        entry.key = if wants { key.into() } else { Box::default() };
+        entry.cpus = cpus;
+        entry.mems = mems;
+        entry.effective = effective;
+        entry.problem = problem.map(Into::into);
+        entry.bundle = bundle;
+        if let Some(e) = obs.error {
+            entry.failure = Some(Box::new(Failure {
+                message: e,
                 errno: None,
-            });
+            }));
         }
+    }
+
+    /// The stored path of `rel`, when known (so callers can share it).
+    pub fn rel(&self, rel: &str) -> Option<&Rel> {
+        self.cgroups.get_key_value(rel).map(|(k, _)| k)
     }
 
     /// Updates the known `cpuset.cpus` of `rel` (after a foreign write).
     pub fn observe_cpus(&mut self, rel: &str, cpus: Option<CpuSet>) {
-        if let Some(e) = self.cgroups.get_mut(rel) {
-            e.cpus = cpus;
-            self.dirty.insert(rel.to_string());
+        let cpus = cpus.map(|s| self.sets.get(s));
+        if let Some((k, e)) = self.cgroups.get_key_value(rel) {
+            let k = k.clone();
+            if e.cpus != cpus {
+                self.dirty.insert(k.clone());
+            }
+            if let Some(e) = self.cgroups.get_mut(&k) {
+                e.cpus = cpus;
+            }
         }
+    }
+
+    /// The known cgroups at or below `rel`.
+    pub fn subtree(&self, rel: &str) -> Vec<Rel> {
+        self.cgroups
+            .range::<str, _>((std::ops::Bound::Included(rel), std::ops::Bound::Unbounded))
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(rel))
+            .filter(|k| cgroup::is_within(k, rel))
+            .cloned()
+            .collect()
     }
 
     /// Forgets `rel` and every cgroup below it (they were removed).
     pub fn forget(&mut self, rel: &str) {
-        let gone = |k: &String| cgroup::is_within(k, rel);
-        // Releasing an exclusive workload's cgroup changes the shared pool.
-        if self
-            .cgroups
-            .iter()
-            .any(|(k, e)| gone(k) && matches!(e.role, Role::Exclusive | Role::Inside))
-        {
-            self.full = true;
+        for k in self.subtree(rel) {
+            if let Some(e) = self.cgroups.remove(&k) {
+                // Releasing an exclusive workload's cgroup changes the shared
+                // pool.
+                if matches!(e.role, Role::Exclusive | Role::Inside) {
+                    self.full = true;
+                }
+            }
+            self.dirty.remove(&k);
         }
-        self.cgroups.retain(|k, _| !gone(k));
-        self.dirty.retain(|k| !gone(k));
     }
 
     /// Whether `rel` is known.
@@ -350,7 +422,7 @@ impl Engine {
 
     /// Records the outcome of a write of the plan.
     pub fn written(&mut self, write: &Write, result: Result<(), Failure>) {
-        let Some(e) = self.cgroups.get_mut(&write.rel) else {
+        let Some(e) = self.cgroups.get_mut(&*write.rel) else {
             return;
         };
         match result {
@@ -362,7 +434,7 @@ impl Engine {
                 e.failure = None;
             }
             Err(f) => {
-                e.failure = Some(f);
+                e.failure = Some(Box::new(f));
                 // Retried by the next plan.
                 self.dirty.insert(write.rel.clone());
             }
@@ -379,12 +451,12 @@ impl Engine {
         if let Some(target) = &e.target
             && effective != target.intersection(online)
         {
-            e.failure = Some(Failure {
+            e.failure = Some(Box::new(Failure {
                 message: format!("effective CPUs {effective} differ from the requested {target}"),
                 errno: None,
-            });
+            }));
         }
-        e.effective = Some(effective);
+        e.effective = Some(self.sets.get(effective));
     }
 
     /// The state to save.
@@ -400,7 +472,7 @@ impl Engine {
                         SavedAssignment {
                             cpus: w.cpus.clone()?,
                             requested: w.requested,
-                            cgroups: w.cgroups.iter().cloned().collect(),
+                            cgroups: w.cgroups.iter().map(|r| r.to_string()).collect(),
                         },
                     ))
                 })
@@ -439,6 +511,7 @@ impl Engine {
         for (rel, e) in self.cgroups.iter_mut() {
             e.target = targets.next_if(|(k, _)| k == rel).map(|(_, t)| t);
         }
+        self.sets.purge();
         Plan {
             writes,
             assignments_changed: before != after,
@@ -462,10 +535,10 @@ impl Engine {
         plan
     }
 
-    fn plan_dirty_inner(&mut self, dirty: &BTreeSet<String>) -> Option<Plan> {
-        let shared = self.shared_pool();
-        let online = self.topo.online().clone();
-        let mut targets: BTreeMap<String, CpuSet> = BTreeMap::new();
+    fn plan_dirty_inner(&mut self, dirty: &BTreeSet<Rel>) -> Option<Plan> {
+        let shared = Arc::new(self.shared_pool());
+        let online = Arc::new(self.topo.online().clone());
+        let mut targets: BTreeMap<Rel, Arc<CpuSet>> = BTreeMap::new();
         let mut assigned = false;
         // Path order: parents before children.
         for rel in dirty {
@@ -483,13 +556,13 @@ impl Engine {
                 // for CPUs; the shared pool shrinks in the full plan that
                 // must follow.
                 match self.assign_new(rel) {
-                    Some(cpus) => (Role::Exclusive, Some(cpus)),
+                    Some(cpus) => (Role::Exclusive, Some(Arc::new(cpus))),
                     None => {
                         return None;
                     }
                 }
             } else {
-                let role = Self::base_role(&self.settings, rel, &e.kind);
+                let role = Self::base_role(&self.settings, rel, e.structural);
                 let target = match role {
                     Role::Structural => Some(online.clone()),
                     Role::Shared => Some(shared.clone()),
@@ -497,7 +570,7 @@ impl Engine {
                 };
                 (role, target)
             };
-            let e = &self.cgroups[rel];
+            let e = &self.cgroups[&**rel];
             // A cgroup the last plan widened over a descendant (the ancestor
             // closure) needs the full plan to keep it so.
             if role != Role::Exclusive && e.target.is_some() && e.target != target {
@@ -521,7 +594,7 @@ impl Engine {
                     p = cgroup::parent(anc);
                 }
             }
-            let e = self.cgroups.get_mut(rel).expect("looked up above");
+            let e = self.cgroups.get_mut(&**rel).expect("looked up above");
             if role == Role::Exclusive {
                 assigned = true;
             }
@@ -543,10 +616,10 @@ impl Engine {
     /// Gives the new workload of cgroup `rel` its CPUs, outside a full plan:
     /// only when it is the workload's only cgroup and no workload waits for
     /// CPUs (those come first). Its role is set by the caller.
-    fn assign_new(&mut self, rel: &str) -> Option<CpuSet> {
-        let e = &self.cgroups[rel];
+    fn assign_new(&mut self, rel: &Rel) -> Option<CpuSet> {
+        let e = &self.cgroups[&**rel];
         let intent = e.intent.clone()?;
-        if self.workloads.contains_key(&e.key) || self.workloads.values().any(|w| w.cpus.is_none())
+        if self.workloads.contains_key(&*e.key) || self.workloads.values().any(|w| w.cpus.is_none())
         {
             return None;
         }
@@ -565,7 +638,7 @@ impl Engine {
         }
         let free = self.shared_pool().difference(&self.reserved);
         let cpus = self.allocate(&free, intent.cpus, &intent.numa).ok()?;
-        let key = e.key.clone();
+        let key = e.key.to_string();
         self.workloads.insert(
             key.clone(),
             Workload {
@@ -573,7 +646,7 @@ impl Engine {
                 requested: intent.cpus,
                 source: intent.source,
                 numa: intent.numa,
-                cgroups: [rel.to_string()].into(),
+                cgroups: [rel.clone()].into(),
                 cpus: Some(cpus.clone()),
                 pending: None,
                 seq: self.next_seq,
@@ -602,21 +675,17 @@ impl Engine {
     /// unmanaged ancestor, which is only ever widened). In v2 an empty set
     /// inherits its parent's: it lacks nothing.
     fn lacks(&self, e: &CgroupEntry, t: &CpuSet) -> bool {
-        let cur = e.cpus.clone().unwrap_or_default();
-        let inherits = cur.is_empty() && self.settings.empty_inherits;
-        !inherits && !t.is_subset(&cur)
+        match e.cpus.as_deref() {
+            Some(cur) if !cur.is_empty() => !t.is_subset(cur),
+            _ => !(self.settings.empty_inherits || t.is_empty()),
+        }
     }
 
     /// The role of a cgroup that neither asks for exclusive CPUs nor lies
     /// inside a cgroup that does.
-    fn base_role(settings: &Settings, rel: &str, kind: &Kind) -> Role {
+    fn base_role(settings: &Settings, rel: &str, structural: bool) -> Role {
         let managed = Self::under(rel, &settings.managed);
-        if managed
-            && matches!(
-                kind,
-                Kind::KubepodsRoot { .. } | Kind::QosParent { .. } | Kind::Pod(_)
-            )
-        {
+        if managed && structural {
             Role::Structural
         } else if managed || Self::under(rel, &settings.shared) {
             Role::Shared
@@ -631,9 +700,9 @@ impl Engine {
 
     /// Gives every cgroup its role and rebuilds workload membership.
     fn assign_roles_and_workloads(&mut self) {
-        let mut members: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut members: BTreeMap<Box<str>, Vec<Rel>> = BTreeMap::new();
         // Cgroups whose children are inside an exclusive workload.
-        let mut exclusive_below: BTreeSet<String> = BTreeSet::new();
+        let mut exclusive_below: BTreeSet<Rel> = BTreeSet::new();
         let settings = &self.settings;
         // BTreeMap order puts every parent before its children.
         for (rel, e) in self.cgroups.iter_mut() {
@@ -647,16 +716,18 @@ impl Engine {
                 members.entry(e.key.clone()).or_default().push(rel.clone());
                 Role::Exclusive
             } else {
-                Self::base_role(settings, rel, &e.kind)
+                Self::base_role(settings, rel, e.structural)
             };
         }
         // Workloads without cgroups are released.
-        self.workloads.retain(|k, _| members.contains_key(k));
+        self.workloads
+            .retain(|k, _| members.contains_key(k.as_str()));
         for (key, rels) in members {
             let first = &self.cgroups[&rels[0]];
-            let Some(intent) = first.intent.clone() else {
+            let Some(intent) = first.intent.as_deref().cloned() else {
                 continue;
             };
+            let key = key.to_string();
             let seq = self.next_seq;
             let w = self
                 .workloads
@@ -721,7 +792,7 @@ impl Engine {
                 let live = w
                     .cgroups
                     .iter()
-                    .filter_map(|r| self.cgroups[r].cpus.as_ref());
+                    .filter_map(|r| self.cgroups[r].cpus.as_deref());
                 let adopted = live.chain(self.hints.get(key)).find(|c| valid(c)).cloned();
                 if let Some(c) = adopted {
                     taken.union_with(&c);
@@ -763,16 +834,18 @@ impl Engine {
     }
 
     /// The target `cpuset.cpus` of every cgroup that gets one.
-    fn targets(&self) -> BTreeMap<String, CpuSet> {
-        let shared = self.shared_pool();
-        let online = self.topo.online();
-        let mut targets: BTreeMap<String, CpuSet> = BTreeMap::new();
+    fn targets(&self) -> BTreeMap<Rel, Arc<CpuSet>> {
+        let shared = Arc::new(self.shared_pool());
+        let online = Arc::new(self.topo.online().clone());
+        let assigned: BTreeMap<&str, Arc<CpuSet>> = self
+            .workloads
+            .iter()
+            .filter_map(|(k, w)| Some((k.as_str(), Arc::new(w.cpus.clone()?))))
+            .collect();
+        let mut targets: BTreeMap<Rel, Arc<CpuSet>> = BTreeMap::new();
         for (rel, e) in &self.cgroups {
             let t = match e.role {
-                Role::Exclusive => {
-                    let set = self.workloads.get(&e.key).and_then(|w| w.cpus.clone());
-                    Some(set.unwrap_or_else(|| shared.clone()))
-                }
+                Role::Exclusive => Some(assigned.get(&*e.key).unwrap_or(&shared).clone()),
                 // The parent comes first in path order and has the same set.
                 Role::Inside => cgroup::parent(rel).and_then(|p| targets.get(p).cloned()),
                 Role::Structural => Some(online.clone()),
@@ -787,21 +860,21 @@ impl Engine {
         // an ancestor that had a target of its own carries it further when its
         // turn comes (it sorts before its descendants), so the walk stops
         // there; one widened here only (unmanaged) does not.
-        let rels: Vec<String> = targets.keys().rev().cloned().collect();
-        let mut widened_only: BTreeSet<String> = BTreeSet::new();
+        let rels: Vec<Rel> = targets.keys().rev().cloned().collect();
+        let mut widened_only: BTreeSet<Rel> = BTreeSet::new();
         for rel in rels {
             let Some(t) = targets.get(&rel).cloned() else {
                 continue;
             };
             let mut p = cgroup::parent(&rel);
             while let Some(anc) = p {
-                let Some(e) = self.cgroups.get(anc) else {
+                let Some((anc_rel, e)) = self.cgroups.get_key_value(anc) else {
                     break;
                 };
                 match targets.get_mut(anc) {
                     Some(at) => {
                         if !t.is_subset(at) {
-                            at.union_with(&t);
+                            Arc::make_mut(at).union_with(&t);
                         }
                         if !widened_only.contains(anc) {
                             break;
@@ -811,9 +884,9 @@ impl Engine {
                         // An unmanaged ancestor is widened only when it lacks
                         // CPUs.
                         if self.lacks(e, &t) {
-                            let cur = e.cpus.clone().unwrap_or_default();
-                            targets.insert(anc.to_string(), cur.union(&t));
-                            widened_only.insert(anc.to_string());
+                            let cur = e.cpus.as_deref().cloned().unwrap_or_default();
+                            targets.insert(anc_rel.clone(), Arc::new(cur.union(&t)));
+                            widened_only.insert(anc_rel.clone());
                         }
                     }
                 }
@@ -828,9 +901,10 @@ impl Engine {
     /// never asks a parent to drop a CPU a child still uses (EBUSY) nor gives a
     /// child a CPU its parent lacks (EACCES). `cpuset.mems` is set before a
     /// cgroup's CPUs so nothing can join it with an empty set.
-    fn writes(&self, targets: &BTreeMap<String, CpuSet>) -> Vec<Write> {
+    fn writes(&self, targets: &BTreeMap<Rel, Arc<CpuSet>>) -> Vec<Write> {
         let mut widen: Vec<(usize, &str, Write)> = Vec::new();
         let mut narrow: Vec<(usize, Role, &str, Write)> = Vec::new();
+        let empty = CpuSet::new();
         for (rel, target) in targets {
             let Some(e) = self.cgroups.get(rel) else {
                 continue;
@@ -840,7 +914,7 @@ impl Engine {
             }
             let depth = cgroup::depth(rel);
             if let Some(mems) = self.target_mems(e, target)
-                && e.mems.as_ref() != Some(&mems)
+                && e.mems.as_deref() != Some(&mems)
                 && !mems.is_empty()
             {
                 widen.push((
@@ -849,12 +923,12 @@ impl Engine {
                     Write {
                         rel: rel.clone(),
                         file: File::Mems,
-                        set: mems,
+                        set: Arc::new(mems),
                     },
                 ));
             }
-            let current = e.cpus.clone().unwrap_or_default();
-            if &current == target {
+            let current = e.cpus.as_deref().unwrap_or(&empty);
+            if current == &**target {
                 continue;
             }
             // A v2 structural cgroup left empty inherits all CPUs: leave it so.
@@ -865,9 +939,9 @@ impl Engine {
             let wide = current.intersection(self.topo.online()).union(target);
             // Widen only when that adds CPUs; narrow when what stands then is
             // not the target.
-            let widened = !wide.is_subset(&current);
-            let after = if widened { &wide } else { &current };
-            if after != target {
+            let widened = !wide.is_subset(current);
+            let after = if widened { &wide } else { current };
+            if after != &**target {
                 narrow.push((
                     depth,
                     e.role,
@@ -880,13 +954,19 @@ impl Engine {
                 ));
             }
             if widened {
+                // Share the target when that is what the widening writes.
+                let set = if wide == **target {
+                    target.clone()
+                } else {
+                    Arc::new(wide)
+                };
                 widen.push((
                     depth,
                     rel,
                     Write {
                         rel: rel.clone(),
                         file: File::Cpus,
-                        set: wide,
+                        set,
                     },
                 ));
             }
@@ -981,7 +1061,20 @@ mod tests {
             mems: Some(set("0-1")),
             ..Observed::default()
         };
-        e.upsert(&obs, classify(rel), intent, format!("cgroup:{rel}"), None);
+        reading(e, obs, intent, &format!("cgroup:{rel}"));
+    }
+
+    /// Upserts what was "read", as the daemon does.
+    fn reading(e: &mut Engine, obs: Observed, intent: Option<Intent>, key: &str) {
+        let kind = classify(&obs.rel);
+        e.upsert(Reading {
+            obs,
+            kind,
+            intent,
+            key: key.into(),
+            problem: None,
+            bundle: None,
+        });
     }
 
     /// Applies every write as the kernel would (no rules), like a fake tree.
@@ -994,7 +1087,7 @@ mod tests {
     }
 
     fn target(e: &Engine, rel: &str) -> CpuSet {
-        e.cgroups()[rel].target.clone().unwrap()
+        e.cgroups()[rel].target.as_deref().cloned().unwrap()
     }
 
     fn kube_tree(e: &mut Engine) {
@@ -1050,7 +1143,7 @@ mod tests {
         assert!(
             writes
                 .iter()
-                .any(|w| w.rel == burstable && w.set == set("0-15"))
+                .any(|w| &*w.rel == burstable && *w.set == set("0-15"))
         );
     }
 
@@ -1064,7 +1157,8 @@ mod tests {
         let writes = e.plan().writes;
         let job = target(&e, "hpc.slice/job-1.scope");
         assert_eq!(job.len(), 8);
-        let pos = |rel: &str, s: &CpuSet| writes.iter().position(|w| w.rel == rel && &w.set == s);
+        let pos =
+            |rel: &str, s: &CpuSet| writes.iter().position(|w| &*w.rel == rel && &*w.set == s);
         // The parent is widened (before the child's widening write)...
         let parent_wide = set("0-3,8-11").union(&job);
         let p = pos("hpc.slice", &parent_wide).expect("parent widened");
@@ -1091,12 +1185,13 @@ mod tests {
             mems: Some(CpuSet::new()),
             ..Observed::default()
         };
-        e.upsert(&obs, classify(&obs.rel), None, "k".into(), None);
+        let rel = obs.rel.clone();
+        reading(&mut e, obs, None, "k");
         let writes = e.plan().writes;
-        let mine: Vec<&Write> = writes.iter().filter(|w| w.rel == obs.rel).collect();
+        let mine: Vec<&Write> = writes.iter().filter(|w| w.rel == rel).collect();
         assert_eq!(mine.len(), 2, "{mine:?}");
         assert_eq!(mine[0].file, File::Mems);
-        assert_eq!(mine[0].set, set("0-1"));
+        assert_eq!(*mine[0].set, set("0-1"));
         assert_eq!(mine[1].file, File::Cpus);
     }
 
@@ -1132,7 +1227,7 @@ mod tests {
                 cpus: Some(set("0-15")),
                 ..Observed::default()
             };
-            e.upsert(&obs, classify(rel), want(2), "pod:1/app".into(), None);
+            reading(&mut e, obs, want(2), "pod:1/app");
         }
         apply(&mut e);
         assert_eq!(e.workloads().len(), 1);
@@ -1150,7 +1245,7 @@ mod tests {
         add(&mut e, "kubepods/a", "5-6", want(2));
         let writes = apply(&mut e);
         assert_eq!(target(&e, "kubepods/a"), set("5-6"), "live set kept");
-        assert!(!writes.iter().any(|w| w.rel == "kubepods/a"));
+        assert!(!writes.iter().any(|w| &*w.rel == "kubepods/a"));
         e.end_startup();
         // Someone resets the cpuset (the kubelet, a daemon-reload).
         e.observe_cpus("kubepods/a", Some(set("0-15")));
@@ -1158,9 +1253,9 @@ mod tests {
         assert!(
             writes
                 .iter()
-                .any(|w| w.rel == "kubepods/a" && w.set == set("5-6"))
+                .any(|w| &*w.rel == "kubepods/a" && *w.set == set("5-6"))
         );
-        assert_eq!(e.cgroups()["kubepods/a"].cpus, Some(set("5-6")));
+        assert_eq!(e.cgroups()["kubepods/a"].cpus.as_deref(), Some(&set("5-6")));
     }
 
     #[test]
@@ -1269,13 +1364,13 @@ mod tests {
         let pos = |file| {
             writes
                 .iter()
-                .position(|w| w.rel == "kubepods/pod1/c" && w.file == file)
+                .position(|w| &*w.rel == "kubepods/pod1/c" && w.file == file)
         };
-        assert_eq!(e.cgroups()["kubepods/pod1/c"].mems, Some(mems));
+        assert_eq!(e.cgroups()["kubepods/pod1/c"].mems.as_deref(), Some(&mems));
         assert!(pos(File::Mems) < pos(File::Cpus), "mems first: {writes:?}");
         // Shared cgroups keep all memory nodes.
         let shared = "kubepods/burstable/pod11111111-2222-3333-4444-555555555555/aaaa";
-        assert_eq!(e.cgroups()[shared].mems, Some(set("0-1")));
+        assert_eq!(e.cgroups()[shared].mems.as_deref(), Some(&set("0-1")));
     }
 
     #[test]

@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -73,6 +74,22 @@ pub struct Bundle {
     pub cpus: Option<String>,
     pub pod_uid: Option<String>,
     pub container_name: Option<String>,
+}
+
+impl Bundle {
+    /// What is remembered of a bundle that asks for nothing, for a cgroup
+    /// that wants no CPUs: only that (its annotations never change). Keeping
+    /// every bundle whole would cost a few hundred bytes per container.
+    pub fn summary() -> Arc<Bundle> {
+        static SUMMARY: LazyLock<Arc<Bundle>> = LazyLock::new(|| Arc::new(Bundle::default()));
+        SUMMARY.clone()
+    }
+
+    /// Whether this is [`Bundle::summary`]: the identity must be read again
+    /// if it is ever needed.
+    pub fn is_summary(&self) -> bool {
+        self.path.as_os_str().is_empty()
+    }
 }
 
 #[derive(Deserialize)]

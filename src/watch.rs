@@ -16,19 +16,21 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
+
+use crate::cgroup::Rel;
 use tokio::io::unix::AsyncFd;
 
 /// What happened, in cgroup terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     /// A child cgroup appeared (relative path).
-    Created(String),
+    Created(Rel),
     /// A cgroup was removed.
-    Removed(String),
+    Removed(Rel),
     /// `cpuset.cpus` of a cgroup was written (by us or someone else).
-    CpusWritten(String),
+    CpusWritten(Rel),
     /// A CPU limit or an xattr of a cgroup changed: read it again.
-    Changed(String),
+    Changed(Rel),
     /// Events were lost: rescan everything.
     Overflow,
 }
@@ -38,8 +40,8 @@ pub struct Watcher {
     fd: AsyncFd<Inotify>,
     /// The directory the relative paths are relative to.
     base: PathBuf,
-    by_wd: BTreeMap<WatchDescriptor, String>,
-    by_rel: BTreeMap<String, WatchDescriptor>,
+    by_wd: BTreeMap<WatchDescriptor, Rel>,
+    by_rel: BTreeMap<Rel, WatchDescriptor>,
     buffer: Vec<u8>,
     /// File names whose modification matters (`cpu.max`).
     limit_files: Vec<&'static str>,
@@ -75,26 +77,28 @@ impl Watcher {
     }
 
     /// Watches cgroup `rel`. Idempotent.
-    pub fn watch(&mut self, rel: &str) -> io::Result<()> {
+    pub fn watch(&mut self, rel: &Rel) -> io::Result<()> {
         if self.by_rel.contains_key(rel) {
             return Ok(());
         }
         let path = if rel.is_empty() {
             self.base.clone()
         } else {
-            self.base.join(rel)
+            self.base.join(&**rel)
         };
         let wd = self.fd.get_mut().watches().add(&path, mask())?;
-        self.by_wd.insert(wd.clone(), rel.to_string());
-        self.by_rel.insert(rel.to_string(), wd);
+        self.by_wd.insert(wd.clone(), rel.clone());
+        self.by_rel.insert(rel.clone(), wd);
         Ok(())
     }
 
     /// Stops watching `rel` and everything below it.
     pub fn unwatch(&mut self, rel: &str) {
-        let gone: Vec<String> = self
+        let gone: Vec<Rel> = self
             .by_rel
-            .keys()
+            .range::<str, _>((std::ops::Bound::Included(rel), std::ops::Bound::Unbounded))
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(rel))
             .filter(|k| crate::cgroup::is_within(k, rel))
             .cloned()
             .collect();
@@ -147,13 +151,7 @@ impl Watcher {
                 continue;
             };
             let name = name.and_then(|n| n.into_string().ok());
-            let child = |n: &str| {
-                if dir.is_empty() {
-                    n.to_string()
-                } else {
-                    format!("{dir}/{n}")
-                }
-            };
+            let child = |n: &str| -> Rel { crate::cgroup::child(dir, n).into() };
             let is_dir = mask.contains(EventMask::ISDIR);
             match name.as_deref() {
                 Some(n) if is_dir && mask.intersects(EventMask::CREATE | EventMask::MOVED_TO) => {

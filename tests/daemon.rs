@@ -396,6 +396,28 @@ impl Env {
         }
     }
 
+    /// Asks the daemon for a full reconcile (SIGHUP) and waits until it is
+    /// done (its `reconcile done` debug line).
+    fn reconcile(&self) {
+        let log = self.logs.last().expect("the daemon was started");
+        let done = || {
+            fs::read_to_string(log)
+                .unwrap_or_default()
+                .matches("reconcile done")
+                .count()
+        };
+        let before = done();
+        let pid = self.daemon.as_ref().expect("the daemon runs").child.id();
+        kill(Pid::from_raw(pid as i32), Signal::SIGHUP).unwrap();
+        self.wait_for("a full reconcile", || {
+            if done() > before {
+                Ok(())
+            } else {
+                Err("not yet".into())
+            }
+        });
+    }
+
     fn wait_for<T>(&self, what: &str, check: impl FnMut() -> Result<T, String>) -> T {
         self.wait_within(WAIT, what, check)
     }
@@ -1136,6 +1158,36 @@ fn container_restart_keeps_cpus(version: Version, driver: Driver) {
     if let Err(e) = env.expect_cpus(&[&app3], &cpus) {
         env.fail(&format!("the remaining cgroup must keep {cpus}: {e}"));
     }
+}
+
+on_both_versions!(identity_read_when_a_container_starts_wanting_cpus => identity_when_wanting_later(Driver::Systemd));
+
+/// A container that wants nothing at first: the daemon remembers only that
+/// its bundle asks for nothing. When an xattr later asks for CPUs, its
+/// identity (pod UID + container name, from the bundle) must still be known.
+fn identity_when_wanting_later(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    let u = uid(5);
+    env.start();
+    let pod = env.pod(Qos::Burstable, &u);
+    env.bundle(1, &u, "worker", None);
+    let c = env.container(&pod, 1, &Spec::default());
+    env.wait_cpus(&[&c], &set(ONLINE));
+    // A full reconcile in between: the bundle is not read again.
+    env.reconcile();
+    env.tree.set_xattr(&c, "2");
+    let cpus = env.wait_pinned(&c, 2);
+    let key = format!("pod:{u}/worker");
+    env.wait_for(&format!("the state file to hold {key}"), || {
+        let s = env.saved_state()?;
+        match s.assignments.get(&key) {
+            Some(a) if a.cpus == cpus => Ok(()),
+            _ => Err(format!(
+                "assignments {:?}",
+                s.assignments.keys().collect::<Vec<_>>()
+            )),
+        }
+    });
 }
 
 on_both_versions!(state_file_names_the_live_cgroups => state_file_names_the_live_cgroups(Driver::Cgroupfs));

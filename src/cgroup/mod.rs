@@ -13,12 +13,13 @@
 pub mod layout;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::config::HierarchyMode;
 use crate::cpuset::CpuSet;
-use crate::io::{Entry, Fs};
+use crate::io::Fs;
 
 /// The extended attribute that asks for exclusive CPUs (`"4"`; `"0"` keeps a
 /// cgroup in the shared pool).
@@ -147,10 +148,15 @@ impl Hierarchy {
     /// What the cgroup really gets: `cpuset.cpus.effective` (v2) or
     /// `cpuset.effective_cpus` (v1).
     pub fn effective_file(&self, rel: &str) -> PathBuf {
-        self.dir(rel).join(match self.version {
+        self.dir(rel).join(self.effective_name())
+    }
+
+    /// The name of the effective-CPUs file in this version.
+    pub fn effective_name(&self) -> &'static str {
+        match self.version {
             Version::V1 => "cpuset.effective_cpus",
             Version::V2 => "cpuset.cpus.effective",
-        })
+        }
     }
 
     pub fn mems_file(&self, rel: &str) -> PathBuf {
@@ -220,93 +226,115 @@ impl CpuLimit {
     }
 }
 
+/// A cgroup's path relative to the hierarchy (`kubepods.slice/...`), shared:
+/// the engine, the watchers and the plans hold the same string.
+pub type Rel = Arc<str>;
+
 /// One cgroup as read from the filesystem. Fields that could not be read are
 /// `None`; the first read error is kept in `error`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observed {
-    pub rel: String,
+    pub rel: Rel,
     pub cpus: Option<CpuSet>,
     pub effective: Option<CpuSet>,
     pub mems: Option<CpuSet>,
     /// The raw value of [`XATTR_CPUS`], when set.
     pub xattr: Option<String>,
     pub limit: Option<CpuLimit>,
+    /// The names of its child cgroups, sorted.
+    pub children: Vec<String>,
     pub error: Option<String>,
 }
 
-/// Reads the state of cgroup `rel`. Never fails as a whole: a missing cgroup or
-/// an unreadable file leaves fields `None` and notes the error. A cgroup that
-/// no longer exists returns `None`.
-pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<Observed> {
+/// Reads the state of cgroup `rel` and lists its children, opening its
+/// directory once ([`Fs::scan_dir`]). Never fails as a whole: an unreadable
+/// file leaves its field `None` and notes the error. A cgroup that no longer
+/// exists returns `None`.
+pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel) -> Option<Observed> {
     let mut obs = Observed {
-        rel: rel.to_string(),
+        rel: rel.clone(),
         ..Observed::default()
     };
+    let dir = h.dir(rel);
+    // In v2 the CPU limit sits next to the cpuset files; in v1 it lives in the
+    // cpu controller's own tree and is read on its own below.
+    let v2 = h.version == Version::V2 && h.cpu.as_deref() == Some(h.cpuset.as_path());
+    let mut names = vec!["cpuset.cpus", h.effective_name(), "cpuset.mems"];
+    if v2 {
+        names.push("cpu.max");
+    }
+    let scan = match fs.scan_dir(&dir, &names, XATTR_CPUS) {
+        Ok(scan) => scan,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            obs.error = Some(format!("{}: {e}", dir.display()));
+            return Some(obs);
+        }
+    };
     let mut error: Option<String> = None;
-    let mut read_set = |path: PathBuf| -> Option<CpuSet> {
-        match fs.read(&path) {
-            Ok(text) => match text.parse::<CpuSet>() {
-                Ok(set) => Some(set),
-                Err(e) => {
-                    error.get_or_insert_with(|| format!("{}: {e}", path.display()));
-                    None
-                }
-            },
+    let texts: Vec<Option<(String, &str)>> = scan
+        .files
+        .into_iter()
+        .zip(&names)
+        .map(|(r, name)| match r {
+            Ok(text) => Some((text, *name)),
             Err(e) => {
                 if e.kind() != std::io::ErrorKind::NotFound {
-                    error.get_or_insert_with(|| format!("{}: {e}", path.display()));
+                    error.get_or_insert_with(|| format!("{}: {e}", dir.join(name).display()));
                 }
                 None
             }
+        })
+        .collect();
+    let mut texts = texts.into_iter();
+    let mut parsed = |r: Option<(String, &str)>| -> Option<CpuSet> {
+        let (text, name) = r?;
+        text.parse::<CpuSet>()
+            .map_err(|e| {
+                error.get_or_insert_with(|| format!("{}: {e}", dir.join(name).display()));
+            })
+            .ok()
+    };
+    let cpus = texts.next().flatten();
+    let effective = texts.next().flatten();
+    let mems = texts.next().flatten();
+    let max = texts.next().flatten();
+    obs.cpus = parsed(cpus);
+    obs.effective = parsed(effective);
+    obs.mems = parsed(mems);
+    obs.limit = match max {
+        Some((text, _)) => CpuLimit::parse_v2(&text),
+        None if v2 => None,
+        None => {
+            let files = h.limit_files(rel);
+            let texts: Vec<Option<String>> = files.iter().map(|f| fs.read(f).ok()).collect();
+            match (h.version, texts.as_slice()) {
+                (Version::V1, [Some(q), Some(p)]) => CpuLimit::parse_v1(q, p),
+                (Version::V2, [Some(max)]) => CpuLimit::parse_v2(max),
+                _ => None,
+            }
         }
     };
-    obs.cpus = read_set(h.cpus_file(rel));
-    obs.effective = read_set(h.effective_file(rel));
-    obs.mems = read_set(h.mems_file(rel));
-    if obs.cpus.is_none() && !fs.exists(&h.dir(rel)).unwrap_or(true) {
-        return None;
-    }
-    obs.xattr = match fs.get_xattr(&h.dir(rel), XATTR_CPUS) {
+    obs.xattr = match scan.xattr {
         Ok(v) => v.map(|v| String::from_utf8_lossy(&v).trim().to_string()),
         Err(e) => {
-            error.get_or_insert_with(|| {
-                format!("{}: xattr {XATTR_CPUS}: {e}", h.dir(rel).display())
-            });
+            error.get_or_insert_with(|| format!("{}: xattr {XATTR_CPUS}: {e}", dir.display()));
             None
         }
     };
-    let files = h.limit_files(rel);
-    let texts: Vec<Option<String>> = files.iter().map(|f| fs.read(f).ok()).collect();
-    obs.limit = match (h.version, texts.as_slice()) {
-        (Version::V2, [Some(max)]) => CpuLimit::parse_v2(max),
-        (Version::V1, [Some(q), Some(p)]) => CpuLimit::parse_v1(q, p),
-        _ => None,
-    };
+    obs.children = scan.dirs;
+    obs.children.sort();
     obs.error = error;
     Some(obs)
 }
 
-/// The child cgroups of `rel` (relative paths), sorted. A missing directory has
-/// none.
-pub fn children(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> std::io::Result<Vec<String>> {
-    let entries = match fs.read_dir(&h.dir(rel)) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut out: Vec<String> = entries
-        .into_iter()
-        .filter(|e: &Entry| e.is_dir)
-        .map(|e| {
-            if rel.is_empty() {
-                e.name
-            } else {
-                format!("{rel}/{}", e.name)
-            }
-        })
-        .collect();
-    out.sort();
-    Ok(out)
+/// The path of child `name` of cgroup `rel`.
+pub fn child(rel: &str, name: &str) -> String {
+    if rel.is_empty() {
+        name.to_string()
+    } else {
+        format!("{rel}/{name}")
+    }
 }
 
 /// The parent of a relative cgroup path (`""` for a top-level cgroup).
