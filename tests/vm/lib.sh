@@ -1,0 +1,364 @@
+# Shared shell library of the VM test bed, sourced by tests/vm/init and by
+# every scenario (busybox ash). It knows the guest's cgroup hierarchy (v1 or
+# v2), makes cgroups the way the kubelet and runc do, runs real `sleep`
+# processes in them, drives pinctld, and reports checks.
+#
+# Every check reads the kernel's own view: `cpuset.cpus.effective` (v2) or
+# `cpuset.effective_cpus` (v1) of a cgroup, and `Cpus_allowed_list` of a
+# process in /proc. Nothing here trusts what the daemon says it did.
+#
+# Output, one line per check, on the console:
+#   PASS <hier>/<topo>/<scenario>/<check>: <what was seen>
+#   FAIL <hier>/<topo>/<scenario>/<check>: expected <X> got <Y>
+# The host driver (tests/vm/run) collects these lines.
+
+# --- set by init ---------------------------------------------------------------
+# HIER  v1 | v2
+# TOPO  the topology's name (1s4c2t, ...)
+# SCEN  the running scenario's name
+CGROOT=/sys/fs/cgroup
+if [ "$HIER" = v1 ]; then
+    CS=$CGROOT/cpuset
+    CPU=$CGROOT/cpu
+    EFF=cpuset.effective_cpus
+else
+    CS=$CGROOT
+    CPU=$CGROOT
+    EFF=cpuset.cpus.effective
+fi
+CONFIG=/etc/pinctl/pinctld.toml
+STATE=/var/lib/pinctl/state.json
+LOG=/var/log/pinctld.log
+NOTES=/run/pinctl-notes
+NOTIFY_SOCKET_PATH=/run/pinctl-notify.sock
+FAILS=/run/fails
+# How long the daemon may take to act, in seconds. Software emulation is
+# slow; the daemon reacts in milliseconds on real hardware.
+WAIT=${WAIT:-15}
+
+# --- CPU lists -------------------------------------------------------------------
+# cl OP A [B]: set arithmetic on CPU lists in the kernel's format ("0-3,8").
+#   norm A, union A B, minus A B, inter A B, count A, list A (space-separated)
+cl() {
+    awk -v op="$1" -v a="$2" -v b="$3" '
+    function load(s, arr,    n, parts, i, r, c) {
+        n = split(s, parts, ",")
+        for (i = 1; i <= n; i++) {
+            gsub(/[ \t\r\n]/, "", parts[i])
+            if (parts[i] == "") continue
+            if (split(parts[i], r, "-") == 2) { for (c = r[1] + 0; c <= r[2] + 0; c++) arr[c] = 1 }
+            else arr[parts[i] + 0] = 1
+        }
+    }
+    function out(arr,    c, s, start, prev) {
+        s = ""; start = -1
+        for (c = 0; c <= 1025; c++) {
+            if (c in arr) { if (start < 0) start = c; prev = c }
+            else if (start >= 0) { s = s (s == "" ? "" : ",") (start == prev ? start : start "-" prev); start = -1 }
+        }
+        return s
+    }
+    BEGIN {
+        load(a, A); load(b, B)
+        if (op == "union") { for (c in B) A[c] = 1; print out(A) }
+        else if (op == "minus") { for (c in B) delete A[c]; print out(A) }
+        else if (op == "inter") { for (c in A) if (!(c in B)) delete A[c]; print out(A) }
+        else if (op == "count") { n = 0; for (c in A) n++; print n }
+        else if (op == "norm") print out(A)
+        else if (op == "list") { s = ""; for (c = 0; c <= 1025; c++) if (c in A) s = s (s == "" ? "" : " ") c; print s }
+    }'
+}
+
+show() { [ -n "$1" ] && echo "$1" || echo "(empty)"; }
+
+# --- the kernel's view -------------------------------------------------------------
+online() { cat /sys/devices/system/cpu/online; }
+# eff REL: the CPUs the kernel gives cgroup REL (its effective set).
+eff() { cat "$CS/${1:+$1/}$EFF" 2>/dev/null; }
+# cpus REL: what was asked for (cpuset.cpus).
+cpus() { cat "$CS/${1:+$1/}cpuset.cpus" 2>/dev/null; }
+# allowed PID: Cpus_allowed_list of a process.
+allowed() { awk '/^Cpus_allowed_list:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+# siblings CPU, node_of CPU, socket_of CPU
+siblings() { cat "/sys/devices/system/cpu/cpu$1/topology/thread_siblings_list"; }
+socket_of() { cat "/sys/devices/system/cpu/cpu$1/topology/physical_package_id"; }
+node_of() {
+    for n in /sys/devices/system/node/node*; do
+        [ -n "$(cl inter "$(cat "$n/cpulist")" "$1")" ] && { echo "${n##*node}"; return; }
+    done
+    echo 0
+}
+nodes_count() { ls -d /sys/devices/system/node/node* 2>/dev/null | wc -l; }
+sockets_count() { cat /sys/devices/system/cpu/cpu*/topology/physical_package_id 2>/dev/null | sort -u | wc -l; }
+threads_per_core() { cl count "$(siblings 0)"; }
+# The most CPUs of one NUMA node / socket (with every CPU online).
+node_size() { echo $(( $(cl count "$(cat /sys/devices/system/cpu/possible)") / $(nodes_count) )); }
+socket_size() { echo $(( $(cl count "$(cat /sys/devices/system/cpu/possible)") / $(sockets_count) )); }
+
+# --- reporting ---------------------------------------------------------------------
+now_ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
+pass() { echo "PASS $HIER/$TOPO/$SCEN/$1: $2"; }
+fail() { echo "FAIL $HIER/$TOPO/$SCEN/$1: $2"; echo "$SCEN/$1" >> "$FAILS"; }
+note() { echo "---- $HIER/$TOPO/$SCEN: $*"; echo "----- scenario $SCEN: $*" >> "$LOG"; }
+
+# wait_for SECONDS CMD...: runs CMD every 0.2 s until it succeeds; 1 on timeout.
+wait_for() {
+    _end=$(( $(now_ms) + $1 * 1000 )); shift
+    while :; do
+        "$@" && return 0
+        [ "$(now_ms)" -ge "$_end" ] && return 1
+        sleep 0.2
+    done
+}
+
+_is_set() { [ "$(cl norm "$($1 "$2")")" = "$3" ]; }
+# expect NAME WANT eff|allowed|cpus ARG: waits until the kernel shows WANT.
+expect() {
+    _want=$(cl norm "$2")
+    if wait_for "$WAIT" _is_set "$3" "$4" "$_want"; then
+        pass "$1" "$3 $4 = $(show "$_want")"
+    else
+        fail "$1" "$3 $4: expected $(show "$_want") got $(show "$($3 "$4")")"
+    fi
+}
+
+_count_is() { [ "$(cl count "$(eff "$1")")" = "$2" ]; }
+# pin NAME REL N: waits until the kernel gives cgroup REL exactly N CPUs (its
+# effective set) and sets GOT to them.
+pin() {
+    if wait_for "$WAIT" _count_is "$2" "$3"; then
+        GOT=$(eff "$2")
+        pass "$1" "eff $2 = $GOT ($3 CPUs)"
+    else
+        GOT=$(eff "$2")
+        fail "$1" "eff $2: expected $3 exclusive CPUs got $(show "$GOT")"
+    fi
+}
+
+# expect_stays NAME WANT eff|allowed ARG SECONDS: the kernel shows WANT now
+# and for SECONDS more (nothing moves a pinned workload).
+expect_stays() {
+    _want=$(cl norm "$2"); _end=$(( $(now_ms) + $5 * 1000 ))
+    while :; do
+        _got=$(cl norm "$($3 "$4")")
+        if [ "$_got" != "$_want" ]; then
+            fail "$1" "$3 $4: expected $(show "$_want") to stay, got $(show "$_got")"; return 1
+        fi
+        [ "$(now_ms)" -ge "$_end" ] && break
+        sleep 0.2
+    done
+    pass "$1" "$3 $4 stays $(show "$_want")"
+}
+
+# check NAME DESCRIPTION CMD...: one check of a condition, no waiting.
+check() {
+    _n=$1; _d=$2; shift 2
+    if _why=$("$@" 2>&1); then pass "$_n" "$_d${_why:+ ($_why)}"; else fail "$_n" "$_d: $_why"; fi
+}
+
+# --- placement rules (used with `check`) ------------------------------------------------
+# aligned SET N: N CPUs, none reserved (CPU 0), whole cores when N is a multiple
+# of the threads per core (else at most one partial core), on the fewest NUMA
+# nodes and sockets that can hold N.
+aligned() {
+    _set=$1; _n=$2; _err=""
+    _c=$(cl count "$_set")
+    [ "$_c" = "$_n" ] || _err="$_err; $_c CPUs, not $_n"
+    [ -n "$(cl inter "$_set" 0)" ] && _err="$_err; holds reserved CPU 0"
+    _partial=0
+    for c in $(cl list "$_set"); do
+        _sib=$(siblings "$c")
+        [ -z "$(cl minus "$_sib" "$_set")" ] || _partial=$((_partial + 1))
+    done
+    _tpc=$(threads_per_core)
+    if [ $((_n % _tpc)) -eq 0 ]; then
+        [ "$_partial" -eq 0 ] || _err="$_err; not whole cores ($_partial CPUs without their sibling)"
+    else
+        [ "$_partial" -le 1 ] || _err="$_err; $_partial CPUs without their sibling"
+    fi
+    _nodes=""; _socks=""
+    for c in $(cl list "$_set"); do
+        _nodes="$_nodes $(node_of "$c")"; _socks="$_socks $(socket_of "$c")"
+    done
+    _nn=$(echo $_nodes | tr ' ' '\n' | sort -u | wc -l)
+    _ns=$(echo $_socks | tr ' ' '\n' | sort -u | wc -l)
+    _ns_max=$(( (_n + $(socket_size) - 1) / $(socket_size) ))
+    _nn_max=$(( (_n + $(node_size) - 1) / $(node_size) ))
+    [ "$_nn" -le "$_nn_max" ] || _err="$_err; spans $_nn NUMA nodes ($(echo $_nodes | tr ' ' '\n' | sort -u | tr '\n' ' ')), $_nn_max would do"
+    [ "$_ns" -le "$_ns_max" ] || _err="$_err; spans $_ns sockets, $_ns_max would do"
+    if [ -n "$_err" ]; then echo "$_set:${_err#;}"; return 1; fi
+    echo "$_set: $_n CPUs, $_nn NUMA node(s), $_ns socket(s)"
+}
+
+# disjoint A B...: no CPU in two of the sets.
+disjoint() {
+    _seen=""
+    for s in "$@"; do
+        _both=$(cl inter "$_seen" "$s")
+        [ -z "$_both" ] || { echo "CPUs $_both are in two exclusive sets ($*)"; return 1; }
+        _seen=$(cl union "$_seen" "$s")
+    done
+    echo "$*"
+}
+
+# --- cgroups ----------------------------------------------------------------------------
+# mkcg REL [empty]: makes cgroup REL as runc/libcontainer does. v2: the cpu and
+# cpuset controllers are enabled in every ancestor's subtree_control first. v1:
+# the directory in the cpuset and cpu hierarchies; the cpuset one gets its
+# parent's cpus and mems copied in (runc's ensureParent), unless "empty" (a
+# cgroup made by hand: the daemon must fill it before a task can join).
+mkcg() {
+    _rel=$1
+    if [ "$HIER" = v2 ]; then
+        _p=$(dirname "$_rel"); [ "$_p" = . ] && _p=""
+        _sc="$CS/${_p:+$_p/}cgroup.subtree_control"
+        grep -qw cpuset "$_sc" && grep -qw cpu "$_sc" || echo "+cpu +cpuset" > "$_sc"
+        mkdir "$CS/$_rel"
+    else
+        mkdir "$CPU/$_rel"
+        mkdir "$CS/$_rel"
+        if [ "$2" != empty ]; then
+            _p=$(dirname "$CS/$_rel")
+            cat "$_p/cpuset.mems" > "$CS/$_rel/cpuset.mems" 2>/dev/null
+            cat "$_p/cpuset.cpus" > "$CS/$_rel/cpuset.cpus" 2>/dev/null
+        fi
+    fi
+}
+
+# limit REL N: a CPU limit of N whole CPUs (the kubelet's for a Guaranteed
+# container with `limits.cpu: N`).
+limit() {
+    if [ "$HIER" = v2 ]; then
+        echo "$(($2 * 100000)) 100000" > "$CPU/$1/cpu.max"
+    else
+        echo 100000 > "$CPU/$1/cpu.cfs_period_us"
+        echo $(($2 * 100000)) > "$CPU/$1/cpu.cfs_quota_us"
+    fi
+}
+
+# setx REL VALUE: the user.pinctl.cpus xattr on the cgroup directory.
+setx() { vm-helper setxattr "$CS/$1" user.pinctl.cpus "$2"; }
+
+# spawn REL: starts `sleep 1000` and moves it into cgroup REL (both v1
+# hierarchies); prints its pid. v1 refuses a task while the cpuset is empty
+# (ENOSPC): retried until the daemon has filled it, or WAIT seconds.
+_join() { echo "$2" > "$CS/$1/cgroup.procs" 2>/dev/null; }
+spawn() {
+    sleep 1000 </dev/null >/dev/null 2>&1 &
+    _pid=$!
+    if ! wait_for "$WAIT" _join "$1" "$_pid"; then
+        echo "$1" "$_pid" >> /run/spawn-errors
+        echo "spawn: cannot move pid $_pid into $1 (cpus '$(cpus "$1")' mems '$(cat "$CS/$1/cpuset.mems" 2>/dev/null)')" >&2
+    fi
+    [ "$HIER" = v1 ] && echo "$_pid" > "$CPU/$1/cgroup.procs"
+    echo "$_pid"
+}
+
+# kill_in DIR: kills every task of a cgroup directory and waits until it is empty.
+_empty() { [ -z "$(cat "$1/cgroup.procs" 2>/dev/null)" ]; }
+kill_in() {
+    for p in $(cat "$1/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    wait_for 10 _empty "$1"
+}
+
+# rmcg REL...: removes cgroups (and everything below them) bottom-up, killing
+# their tasks first, as a runtime deletes a container and its pod.
+rmcg() {
+    for _r in "$@"; do
+        for _base in "$CS" "$CPU"; do
+            [ -d "$_base/$_r" ] || continue
+            for _d in $(find "$_base/$_r" -depth -type d); do
+                kill_in "$_d"
+                rmdir "$_d" 2>/dev/null || { sleep 0.2; rmdir "$_d"; }
+            done
+        done
+    done
+}
+
+# --- the kubelet's names ---------------------------------------------------------------------
+# pod LAYOUT QOS UID / ctr POD ID: systemd or cgroupfs driver, containerd.
+pod() {
+    case "$1/$2" in
+        systemd/guaranteed) echo "kubepods.slice/kubepods-pod$3.slice" ;;
+        systemd/burstable) echo "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$3.slice" ;;
+        systemd/besteffort) echo "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod$3.slice" ;;
+        cgroupfs/guaranteed) echo "kubepods/pod$3" ;;
+        cgroupfs/burstable) echo "kubepods/burstable/pod$3" ;;
+        cgroupfs/besteffort) echo "kubepods/besteffort/pod$3" ;;
+    esac
+}
+ctr() {
+    case "$1" in
+        kubepods.slice/*) echo "$1/cri-containerd-$2.scope" ;;
+        *) echo "$1/$2" ;;
+    esac
+}
+# A pod UID (systemd: with underscores) and a 64-hex container id for number N.
+uid() { printf '%08x_1111_4222_8333_0123456789ab' "$2" | { [ "$1" = systemd ] && cat || tr _ -; }; }
+cid() { printf '%08x%s' "$1" c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00; }
+
+# container LAYOUT QOS N [LIMIT]: a pod with a pause container (no limit, a
+# sleep in it) and an app container (LIMIT whole CPUs, or none) with a sleep in
+# it, made in the kubelet's order. Sets POD, APP, PAUSE, APP_PID, PAUSE_PID.
+container() {
+    POD=$(pod "$1" "$2" "$(uid "$1" "$3")")
+    mkcg "$POD"
+    PAUSE=$(ctr "$POD" "$(cid $(($3 * 2)))")
+    mkcg "$PAUSE"
+    PAUSE_PID=$(spawn "$PAUSE")
+    APP=$(ctr "$POD" "$(cid $(($3 * 2 + 1)))")
+    mkcg "$APP"
+    [ -n "$4" ] && limit "$APP" "$4"
+    APP_PID=$(spawn "$APP")
+}
+
+# --- the daemon ---------------------------------------------------------------------------------
+DPID=""
+_ready_after() { [ "$(grep -c '^READY=1' "$NOTES" 2>/dev/null)" -gt "$1" ]; }
+# daemon_start: starts pinctld (stderr into $LOG) and waits for a new READY=1
+# on its NOTIFY_SOCKET.
+daemon_start() {
+    _before=$(grep -c '^READY=1' "$NOTES" 2>/dev/null)
+    echo "----- starting pinctld ($SCEN)" >> "$LOG"
+    NOTIFY_SOCKET=$NOTIFY_SOCKET_PATH pinctld --config "$CONFIG" </dev/null >>"$LOG" 2>&1 &
+    DPID=$!
+    echo "$DPID" > /run/pinctld.pid
+    if wait_for 60 _ready_after "${_before:-0}"; then
+        return 0
+    fi
+    fail daemon-ready "no READY=1 from pinctld within 60 s"
+    return 1
+}
+_gone() { ! kill -0 "$1" 2>/dev/null; }
+# daemon_crash: SIGKILL, no chance to save anything.
+daemon_crash() {
+    [ -n "$DPID" ] || return 0
+    echo "----- SIGKILL pinctld ($SCEN)" >> "$LOG"
+    kill -9 "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; DPID=""
+}
+# daemon_stop: SIGTERM; it must exit 0.
+daemon_stop() {
+    [ -n "$DPID" ] || return 0
+    echo "----- SIGTERM pinctld ($SCEN)" >> "$LOG"
+    kill -TERM "$DPID" 2>/dev/null
+    wait "$DPID"; _rc=$?
+    DPID=""
+    [ "$_rc" -eq 0 ] || fail daemon-exit "pinctld exited with $_rc on SIGTERM"
+}
+# last STATUS= line of the daemon.
+daemon_status() { grep '^STATUS=' "$NOTES" | tail -1; }
+
+# --- hot-plug ------------------------------------------------------------------------------------
+cpu_online() { echo "$2" > "/sys/devices/system/cpu/cpu$1/online"; }
+
+# --- the world's invariant -------------------------------------------------------------------------
+# shared_ok NAME EXCL ROLE=PID...: the kernel lets every shared process run on
+# exactly online minus EXCL (the union of the exclusive sets), never empty.
+# One check per process, named NAME/ROLE.
+shared_ok() {
+    _n=$1; _ex=$2; shift 2
+    _pool=$(cl minus "$(online)" "$_ex")
+    for _rp in "$@"; do
+        expect "$_n/${_rp%%=*}" "$_pool" allowed "${_rp#*=}"
+    done
+}

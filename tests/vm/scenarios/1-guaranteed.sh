@@ -1,0 +1,45 @@
+# Scenario 1: Guaranteed containers (systemd and cgroupfs drivers) get
+# exclusive, topology-aligned CPUs; burstable, best-effort, pause and
+# system.slice processes lose exactly those CPUs; the structure (kubepods
+# roots, QoS and pod cgroups) keeps every CPU; deleting a container gives its
+# CPUs back. Event-driven: no periodic reconcile helps.
+write_config 1h
+daemon_start || return
+ALL=$(online)
+
+container systemd burstable 1; B_PID=$APP_PID; B_PAUSE=$PAUSE_PID
+container cgroupfs besteffort 2; E_PID=$APP_PID
+shared_ok before "" burstable=$B_PID besteffort=$E_PID system=$SYS_PID
+
+# A Guaranteed pod of the systemd driver asking for 4 CPUs.
+container systemd guaranteed 3 4; G1=$APP; G1_POD=$POD; G1_PID=$APP_PID; G1_PAUSE=$PAUSE_PID
+pin systemd-pinned "$G1" 4; X1=$GOT
+check systemd-aligned "exclusive CPUs of the systemd-driver container" aligned "$X1" 4
+expect systemd-process "$X1" allowed "$G1_PID"
+
+# A Guaranteed pod of the cgroupfs driver asking for 2 CPUs.
+container cgroupfs guaranteed 4 2; G2=$APP; G2_POD=$POD; G2_PID=$APP_PID; G2_PAUSE=$PAUSE_PID
+pin cgroupfs-pinned "$G2" 2; X2=$GOT
+check cgroupfs-aligned "exclusive CPUs of the cgroupfs-driver container" aligned "$X2" 2
+expect cgroupfs-process "$X2" allowed "$G2_PID"
+check disjoint "no CPU in two exclusive sets" disjoint "$X1" "$X2"
+
+EX=$(cl union "$X1" "$X2")
+shared_ok shared-lose "$EX" burstable=$B_PID besteffort=$E_PID system=$SYS_PID \
+    pause-burstable=$B_PAUSE pause-systemd=$G1_PAUSE pause-cgroupfs=$G2_PAUSE
+expect_stays systemd-kept "$X1" eff "$G1" 1
+for r in kubepods.slice kubepods.slice/kubepods-burstable.slice kubepods.slice/kubepods-besteffort.slice \
+    kubepods kubepods/burstable kubepods/besteffort "$G1_POD" "$G2_POD"; do
+    expect "structure-keeps-all:$r" "$ALL" eff "$r"
+done
+
+# A burstable container that comes later runs on the shared pool.
+container cgroupfs burstable 5; L_PID=$APP_PID
+shared_ok late-burstable "$EX" burstable-late=$L_PID
+
+# Deleting the systemd-driver container gives its CPUs back.
+rmcg "$G1"
+shared_ok deleted-one "$X2" burstable=$B_PID besteffort=$E_PID system=$SYS_PID pause-systemd=$G1_PAUSE
+expect cgroupfs-kept "$X2" eff "$G2"
+rmcg "$G1_POD" "$G2_POD"
+shared_ok deleted-all "" burstable=$B_PID besteffort=$E_PID system=$SYS_PID burstable-late=$L_PID
