@@ -91,9 +91,6 @@ node_of() {
 nodes_count() { ls -d /sys/devices/system/node/node* 2>/dev/null | wc -l; }
 sockets_count() { cat /sys/devices/system/cpu/cpu*/topology/physical_package_id 2>/dev/null | sort -u | wc -l; }
 threads_per_core() { cl count "$(siblings 0)"; }
-# The most CPUs of one NUMA node / socket (with every CPU online).
-node_size() { echo $(( $(cl count "$(cat /sys/devices/system/cpu/possible)") / $(nodes_count) )); }
-socket_size() { echo $(( $(cl count "$(cat /sys/devices/system/cpu/possible)") / $(sockets_count) )); }
 
 # --- reporting ---------------------------------------------------------------------
 now_ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
@@ -157,22 +154,54 @@ check() {
 }
 
 # --- placement rules (used with `check`) ------------------------------------------------
-# aligned SET N: N CPUs, none reserved (CPU 0), whole cores when N is a multiple
-# of the threads per core (else at most one partial core), on the fewest NUMA
-# nodes and sockets that can hold N.
+# whole_free FREE: the CPUs of FREE whose SMT siblings are all in FREE.
+whole_free() {
+    _w=""
+    for c in $(cl list "$1"); do
+        [ -z "$(cl minus "$(siblings "$c")" "$1")" ] && _w="$_w,$c"
+    done
+    cl norm "$_w"
+}
+
+# min_domains N FREE node|socket: the fewest NUMA nodes (sockets) whose CPUs in
+# FREE can hold N.
+min_domains() {
+    _caps=""
+    if [ "$3" = node ]; then
+        for d in /sys/devices/system/node/node*; do
+            _caps="$_caps $(cl count "$(cl inter "$(cat "$d/cpulist")" "$2")")"
+        done
+    else
+        for s in $(cat /sys/devices/system/cpu/cpu*/topology/physical_package_id | sort -u); do
+            _sc=""
+            for c in $(cl list "$(online)"); do
+                [ "$(socket_of "$c")" = "$s" ] && _sc="$_sc,$c"
+            done
+            _caps="$_caps $(cl count "$(cl inter "$_sc" "$2")")"
+        done
+    fi
+    echo $_caps | tr ' ' '\n' | sort -rn | awk -v n="$1" '{ sum += $1; k++; if (sum >= n) { print k; exit } } END { if (sum < n) print k }'
+}
+
+# aligned SET N [FREE]: N CPUs, none reserved (CPU 0), whole cores when N is a
+# multiple of the threads per core (else at most one partial core), on the
+# fewest NUMA nodes and sockets that could hold N out of FREE (the CPUs that
+# were free for it; default: online minus CPU 0 minus the other exclusive sets
+# the caller names in OTHERS).
 aligned() {
-    _set=$1; _n=$2; _err=""
+    _set=$1; _n=$2; _free=${3:-$(cl minus "$(cl minus "$(online)" 0)" "$OTHERS")}
+    _err=""
     _c=$(cl count "$_set")
     [ "$_c" = "$_n" ] || _err="$_err; $_c CPUs, not $_n"
     [ -n "$(cl inter "$_set" 0)" ] && _err="$_err; holds reserved CPU 0"
     _partial=0
     for c in $(cl list "$_set"); do
-        _sib=$(siblings "$c")
-        [ -z "$(cl minus "$_sib" "$_set")" ] || _partial=$((_partial + 1))
+        [ -z "$(cl minus "$(siblings "$c")" "$_set")" ] || _partial=$((_partial + 1))
     done
     _tpc=$(threads_per_core)
     if [ $((_n % _tpc)) -eq 0 ]; then
         [ "$_partial" -eq 0 ] || _err="$_err; not whole cores ($_partial CPUs without their sibling)"
+        _free=$(whole_free "$_free")
     else
         [ "$_partial" -le 1 ] || _err="$_err; $_partial CPUs without their sibling"
     fi
@@ -182,8 +211,8 @@ aligned() {
     done
     _nn=$(echo $_nodes | tr ' ' '\n' | sort -u | wc -l)
     _ns=$(echo $_socks | tr ' ' '\n' | sort -u | wc -l)
-    _ns_max=$(( (_n + $(socket_size) - 1) / $(socket_size) ))
-    _nn_max=$(( (_n + $(node_size) - 1) / $(node_size) ))
+    _nn_max=$(min_domains "$_n" "$(cl union "$_free" "$_set")" node)
+    _ns_max=$(min_domains "$_n" "$(cl union "$_free" "$_set")" socket)
     [ "$_nn" -le "$_nn_max" ] || _err="$_err; spans $_nn NUMA nodes ($(echo $_nodes | tr ' ' '\n' | sort -u | tr '\n' ' ')), $_nn_max would do"
     [ "$_ns" -le "$_ns_max" ] || _err="$_err; spans $_ns sockets, $_ns_max would do"
     if [ -n "$_err" ]; then echo "$_set:${_err#;}"; return 1; fi
@@ -360,5 +389,16 @@ shared_ok() {
     _pool=$(cl minus "$(online)" "$_ex")
     for _rp in "$@"; do
         expect "$_n/${_rp%%=*}" "$_pool" allowed "${_rp#*=}"
+    done
+}
+
+# structure_ok NAME REL...: the kubepods roots, the QoS cgroups and the pod
+# cgroups REL have every online CPU (they are never shrunk; in v1 a missing
+# CPU there makes a container's write fail with EACCES).
+structure_ok() {
+    _n=$1; shift
+    for _r in kubepods.slice kubepods.slice/kubepods-burstable.slice kubepods.slice/kubepods-besteffort.slice \
+        kubepods kubepods/burstable kubepods/besteffort "$@"; do
+        expect "$_n/${_r##*/}" "$(online)" eff "$_r"
     done
 }

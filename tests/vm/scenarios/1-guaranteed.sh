@@ -14,12 +14,14 @@ shared_ok before "" burstable=$B_PID besteffort=$E_PID system=$SYS_PID
 # A Guaranteed pod of the systemd driver asking for 4 CPUs.
 container systemd guaranteed 3 4; G1=$APP; G1_POD=$POD; G1_PID=$APP_PID; G1_PAUSE=$PAUSE_PID
 pin systemd-pinned "$G1" 4; X1=$GOT
+OTHERS=""
 check systemd-aligned "exclusive CPUs of the systemd-driver container" aligned "$X1" 4
 expect systemd-process "$X1" allowed "$G1_PID"
 
 # A Guaranteed pod of the cgroupfs driver asking for 2 CPUs.
 container cgroupfs guaranteed 4 2; G2=$APP; G2_POD=$POD; G2_PID=$APP_PID; G2_PAUSE=$PAUSE_PID
 pin cgroupfs-pinned "$G2" 2; X2=$GOT
+OTHERS=$X1
 check cgroupfs-aligned "exclusive CPUs of the cgroupfs-driver container" aligned "$X2" 2
 expect cgroupfs-process "$X2" allowed "$G2_PID"
 check disjoint "no CPU in two exclusive sets" disjoint "$X1" "$X2"

@@ -20,6 +20,7 @@ daemon_start || return
 expect_stays survivor-kept "$XA" eff "$A" 2
 expect survivor-process "$XA" allowed "$A_PID"
 pin newcomer-pinned "$C" 2; XC=$GOT
+OTHERS=$XA
 check newcomer-aligned "the newcomer's CPUs" aligned "$XC" 2
 expect newcomer-process "$XC" allowed "$C_PID"
 check disjoint "no CPU in two exclusive sets" disjoint "$XA" "$XC"

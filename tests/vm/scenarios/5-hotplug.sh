@@ -6,9 +6,9 @@
 write_config 1s
 daemon_start || return
 container systemd burstable 1; B_PID=$APP_PID; B_PAUSE=$PAUSE_PID
-container cgroupfs guaranteed 2 2; A=$APP; A_PID=$APP_PID
+container cgroupfs guaranteed 2 2; A=$APP; A_PID=$APP_PID; A_POD=$POD
 pin a-pinned "$A" 2; XA=$GOT
-container systemd guaranteed 3 2; G=$APP; G_PID=$APP_PID
+container systemd guaranteed 3 2; G=$APP; G_PID=$APP_PID; G_POD=$POD
 pin g-pinned "$G" 2; XG=$GOT
 check disjoint "no CPU in two exclusive sets" disjoint "$XA" "$XG"
 
@@ -22,6 +22,7 @@ expect shared-offline-g-kept "$XG" eff "$G"
 note "CPU $S (shared) online"
 cpu_online "$S" 1
 shared_ok shared-online "$(cl union "$XA" "$XG")" burstable=$B_PID system=$SYS_PID pause=$B_PAUSE
+structure_ok shared-online-structure "$A_POD" "$G_POD"
 expect shared-online-a-kept "$XA" eff "$A"
 
 # 2. A CPU of workload A goes offline: A is re-planned on 2 online CPUs.
@@ -34,6 +35,7 @@ if wait_for "$WAIT" _replanned "$A" "$V"; then
 else
     XA2=$(eff "$A"); fail exclusive-offline-replanned "eff $A: expected 2 online CPUs without $V got $(show "$XA2")"
 fi
+OTHERS=$XG
 check exclusive-offline-aligned "A's new CPUs" aligned "$XA2" 2
 check exclusive-offline-disjoint "no overlap" disjoint "$XA2" "$XG"
 expect exclusive-offline-process "$XA2" allowed "$A_PID"
@@ -42,6 +44,7 @@ shared_ok exclusive-offline "$(cl union "$XA2" "$XG")" burstable=$B_PID system=$
 note "CPU $V online"
 cpu_online "$V" 1
 shared_ok exclusive-online "$(cl union "$XA2" "$XG")" burstable=$B_PID system=$SYS_PID
+structure_ok exclusive-online-structure "$A_POD" "$G_POD"
 expect exclusive-online-a-kept "$XA2" eff "$A"
 
 # 3. Between restarts: a CPU of G goes offline while the daemon is down.
@@ -55,6 +58,7 @@ if wait_for "$WAIT" _replanned "$G" "$W"; then
 else
     XG2=$(eff "$G"); fail restart-offline-replanned "eff $G: expected 2 online CPUs without $W got $(show "$XG2")"
 fi
+OTHERS=$XA2
 check restart-offline-aligned "G's new CPUs" aligned "$XG2" 2
 check restart-offline-disjoint "no overlap" disjoint "$XA2" "$XG2"
 expect restart-offline-process "$XG2" allowed "$G_PID"
@@ -68,3 +72,17 @@ daemon_start || return
 shared_ok restart-online "$(cl union "$XA2" "$XG2")" burstable=$B_PID system=$SYS_PID pause=$B_PAUSE
 expect restart-online-a-kept "$XA2" eff "$A"
 expect restart-online-g-kept "$XG2" eff "$G"
+structure_ok restart-online-structure "$A_POD" "$G_POD"
+
+# Every CPU that came back can be handed out again: a new workload asks for
+# all the free whole cores.
+FREE=$(cl minus "$(cl minus "$(online)" 0)" "$(cl union "$XA2" "$XG2")")
+F=$(( $(cl count "$FREE") / 2 * 2 ))
+note "new workload of $F CPUs on the free $FREE (CPUs $S, $V, $W went and came back)"
+container cgroupfs guaranteed 4 "$F"; N=$APP; N_PID=$APP_PID
+pin after-hotplug-pinned "$N" "$F"; XN=$GOT
+OTHERS=$(cl union "$XA2" "$XG2")
+check after-hotplug-aligned "the new workload's CPUs" aligned "$XN" "$F"
+check after-hotplug-disjoint "no overlap" disjoint "$XA2" "$XG2" "$XN"
+expect after-hotplug-process "$XN" allowed "$N_PID"
+shared_ok after-hotplug "$(cl union "$(cl union "$XA2" "$XG2")" "$XN")" burstable=$B_PID system=$SYS_PID

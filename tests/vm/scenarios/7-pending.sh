@@ -7,6 +7,7 @@ H=$(( $(cl count "$(online)") / 2 ))
 container systemd burstable 1; B_PID=$APP_PID
 container cgroupfs guaranteed 2 "$H"; A_POD=$POD; A=$APP
 pin first-pinned "$A" "$H"; XA=$GOT
+OTHERS=""
 check first-aligned "the first workload's $H CPUs" aligned "$XA" "$H"
 container systemd guaranteed 3 "$H"; P=$APP; P_PID=$APP_PID
 POOL=$(cl minus "$(online)" "$XA")
@@ -21,6 +22,7 @@ fi
 
 rmcg "$A_POD"
 pin second-pinned "$P" "$H"; XP=$GOT
+OTHERS=""
 check second-aligned "the second workload's $H CPUs" aligned "$XP" "$H"
 expect second-process "$XP" allowed "$P_PID"
 shared_ok after "$XP" burstable=$B_PID system=$SYS_PID
