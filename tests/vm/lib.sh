@@ -79,18 +79,23 @@ eff() { cat "$CS/${1:+$1/}$EFF" 2>/dev/null; }
 cpus() { cat "$CS/${1:+$1/}cpuset.cpus" 2>/dev/null; }
 # allowed PID: Cpus_allowed_list of a process.
 allowed() { awk '/^Cpus_allowed_list:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
-# siblings CPU, node_of CPU, socket_of CPU
-siblings() { cat "/sys/devices/system/cpu/cpu$1/topology/thread_siblings_list"; }
-socket_of() { cat "/sys/devices/system/cpu/cpu$1/topology/physical_package_id"; }
-node_of() {
-    for n in /sys/devices/system/node/node*; do
-        [ -n "$(cl inter "$(cat "$n/cpulist")" "$1")" ] && { echo "${n##*node}"; return; }
-    done
-    echo 0
+# The CPU topology, read once at boot while every CPU is online (/init writes
+# $TOPO_CACHE): "cpu node socket siblings" per line. Hot-plug does not move a
+# CPU to another core, node or socket, and a core with a thread offline is not
+# a whole core, so the boot-time sibling lists are the ones to check against.
+TOPO_CACHE=/run/cpu-topo
+topo_cache() {
+    for c in $(cl list "$(cat /sys/devices/system/cpu/online)"); do
+        _node=0
+        for n in /sys/devices/system/node/node*; do
+            [ -n "$(cl inter "$(cat "$n/cpulist")" "$c")" ] && { _node=${n##*node}; break; }
+        done
+        echo "$c $_node $(cat "/sys/devices/system/cpu/cpu$c/topology/physical_package_id") $(cat "/sys/devices/system/cpu/cpu$c/topology/thread_siblings_list")"
+    done > "$TOPO_CACHE"
 }
-nodes_count() { ls -d /sys/devices/system/node/node* 2>/dev/null | wc -l; }
-sockets_count() { cat /sys/devices/system/cpu/cpu*/topology/physical_package_id 2>/dev/null | sort -u | wc -l; }
-threads_per_core() { cl count "$(siblings 0)"; }
+siblings() { awk -v c="$1" '$1 == c { print $4 }' "$TOPO_CACHE"; }
+socket_of() { awk -v c="$1" '$1 == c { print $3 }' "$TOPO_CACHE"; }
+node_of() { awk -v c="$1" '$1 == c { print $2 }' "$TOPO_CACHE"; }
 
 # --- reporting ---------------------------------------------------------------------
 now_ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
@@ -154,69 +159,63 @@ check() {
 }
 
 # --- placement rules (used with `check`) ------------------------------------------------
-# whole_free FREE: the CPUs of FREE whose SMT siblings are all in FREE.
-whole_free() {
-    _w=""
-    for c in $(cl list "$1"); do
-        [ -z "$(cl minus "$(siblings "$c")" "$1")" ] && _w="$_w,$c"
-    done
-    cl norm "$_w"
-}
-
-# min_domains N FREE node|socket: the fewest NUMA nodes (sockets) whose CPUs in
-# FREE can hold N.
-min_domains() {
-    _caps=""
-    if [ "$3" = node ]; then
-        for d in /sys/devices/system/node/node*; do
-            _caps="$_caps $(cl count "$(cl inter "$(cat "$d/cpulist")" "$2")")"
-        done
-    else
-        for s in $(cat /sys/devices/system/cpu/cpu*/topology/physical_package_id | sort -u); do
-            _sc=""
-            for c in $(cl list "$(online)"); do
-                [ "$(socket_of "$c")" = "$s" ] && _sc="$_sc,$c"
-            done
-            _caps="$_caps $(cl count "$(cl inter "$_sc" "$2")")"
-        done
-    fi
-    echo $_caps | tr ' ' '\n' | sort -rn | awk -v n="$1" '{ sum += $1; k++; if (sum >= n) { print k; exit } } END { if (sum < n) print k }'
-}
-
 # aligned SET N [FREE]: N CPUs, none reserved (CPU 0), whole cores when N is a
-# multiple of the threads per core (else at most one partial core), on the
-# fewest NUMA nodes and sockets that could hold N out of FREE (the CPUs that
-# were free for it; default: online minus CPU 0 minus the other exclusive sets
-# the caller names in OTHERS).
+# multiple of the threads per core (else at most one CPU without its sibling),
+# on the fewest NUMA nodes and sockets that could hold N out of FREE ∪ SET
+# (whole free cores only, for a whole-core request). FREE defaults to online
+# minus CPU 0 minus the other exclusive sets the caller puts in OTHERS: what
+# was free when the daemon chose SET. One awk over the boot-time topology.
 aligned() {
-    _set=$1; _n=$2; _free=${3:-$(cl minus "$(cl minus "$(online)" 0)" "$OTHERS")}
-    _err=""
-    _c=$(cl count "$_set")
-    [ "$_c" = "$_n" ] || _err="$_err; $_c CPUs, not $_n"
-    [ -n "$(cl inter "$_set" 0)" ] && _err="$_err; holds reserved CPU 0"
-    _partial=0
-    for c in $(cl list "$_set"); do
-        [ -z "$(cl minus "$(siblings "$c")" "$_set")" ] || _partial=$((_partial + 1))
-    done
-    _tpc=$(threads_per_core)
-    if [ $((_n % _tpc)) -eq 0 ]; then
-        [ "$_partial" -eq 0 ] || _err="$_err; not whole cores ($_partial CPUs without their sibling)"
-        _free=$(whole_free "$_free")
-    else
-        [ "$_partial" -le 1 ] || _err="$_err; $_partial CPUs without their sibling"
-    fi
-    _nodes=""; _socks=""
-    for c in $(cl list "$_set"); do
-        _nodes="$_nodes $(node_of "$c")"; _socks="$_socks $(socket_of "$c")"
-    done
-    _nn=$(echo $_nodes | tr ' ' '\n' | sort -u | wc -l)
-    _ns=$(echo $_socks | tr ' ' '\n' | sort -u | wc -l)
-    _nn_max=$(min_domains "$_n" "$(cl union "$_free" "$_set")" node)
-    _ns_max=$(min_domains "$_n" "$(cl union "$_free" "$_set")" socket)
-    [ "$_nn" -le "$_nn_max" ] || _err="$_err; spans $_nn NUMA nodes ($(echo $_nodes | tr ' ' '\n' | sort -u | tr '\n' ' ')), $_nn_max would do"
-    [ "$_ns" -le "$_ns_max" ] || _err="$_err; spans $_ns sockets, $_ns_max would do"
-    if [ -n "$_err" ]; then echo "$_set:${_err#;}"; return 1; fi
-    echo "$_set: $_n CPUs, $_nn NUMA node(s), $_ns socket(s)"
+    _free=${3:-$(cl minus "$(cl minus "$(online)" 0)" "$OTHERS")}
+    awk -v set="$1" -v n="$2" -v free="$_free" '
+    function load(s, arr,    k, parts, i, r, c) {
+        k = split(s, parts, ",")
+        for (i = 1; i <= k; i++) {
+            if (parts[i] == "") continue
+            if (split(parts[i], r, "-") == 2) { for (c = r[1] + 0; c <= r[2] + 0; c++) arr[c] = 1 }
+            else arr[parts[i] + 0] = 1
+        }
+    }
+    function clear(arr,    k) { for (k in arr) delete arr[k] }
+    # The fewest domains (dom[cpu]) whose CPUs in F hold n.
+    function fewest(dom,    cap, d, c, k, best, bd, sum, used) {
+        for (c in F) cap[dom[c]]++
+        sum = 0; k = 0
+        while (sum < n) {
+            best = -1
+            for (d in cap) if (!(d in used) && cap[d] > best) { best = cap[d]; bd = d }
+            if (best < 0) break
+            used[bd] = 1; sum += best; k++
+        }
+        return k
+    }
+    { node[$1] = $2; sock[$1] = $3; sib[$1] = $4 }
+    END {
+        load(set, S); load(free, F0)
+        for (c in S) F0[c] = 1
+        cnt = 0; for (c in S) cnt++
+        err = ""
+        if (cnt != n) err = err "; " cnt " CPUs, not " n
+        if (0 in S) err = err "; holds reserved CPU 0"
+        clear(T); load(sib[0], T); tpc = 0; for (t in T) tpc++
+        partial = 0
+        for (c in S) { clear(T); load(sib[c], T); for (t in T) if (!(t in S)) { partial++; break } }
+        whole = (n % tpc == 0)
+        if (whole && partial > 0) err = err "; not whole cores (" partial " CPUs without their sibling)"
+        if (!whole && partial > 1) err = err "; " partial " CPUs without their sibling"
+        for (c in F0) {
+            ok = 1
+            if (whole) { clear(T); load(sib[c], T); for (t in T) if (!(t in F0)) ok = 0 }
+            if (ok) F[c] = 1
+        }
+        nn = 0; ns = 0
+        for (c in S) { if (!(node[c] in NN)) { NN[node[c]] = 1; nn++; nl = nl " " node[c] } if (!(sock[c] in NS)) { NS[sock[c]] = 1; ns++ } }
+        nn_max = fewest(node); ns_max = fewest(sock)
+        if (nn > nn_max) err = err "; spans " nn " NUMA nodes (" substr(nl, 2) "), " nn_max " would do"
+        if (ns > ns_max) err = err "; spans " ns " sockets, " ns_max " would do"
+        if (err != "") { print set ":" substr(err, 2); exit 1 }
+        print set ": " n " CPUs, " nn " NUMA node(s), " ns " socket(s)"
+    }' "$TOPO_CACHE"
 }
 
 # disjoint A B...: no CPU in two of the sets.

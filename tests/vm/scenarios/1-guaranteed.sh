@@ -35,13 +35,19 @@ for r in kubepods.slice kubepods.slice/kubepods-burstable.slice kubepods.slice/k
     expect "structure-keeps-all:$r" "$ALL" eff "$r"
 done
 
-# A burstable container that comes later runs on the shared pool.
+expect system.slice-shared "$(cl minus "$(online)" "$EX")" eff system.slice
+
+# A burstable container and a system service that come later run on the
+# shared pool.
 container cgroupfs burstable 5; L_PID=$APP_PID
-shared_ok late-burstable "$EX" burstable-late=$L_PID
+mkcg system.slice/late.service
+LS_PID=$(spawn system.slice/late.service)
+shared_ok late "$EX" burstable-late=$L_PID service-late=$LS_PID
 
 # Deleting the systemd-driver container gives its CPUs back.
 rmcg "$G1"
 shared_ok deleted-one "$X2" burstable=$B_PID besteffort=$E_PID system=$SYS_PID pause-systemd=$G1_PAUSE
 expect cgroupfs-kept "$X2" eff "$G2"
 rmcg "$G1_POD" "$G2_POD"
-shared_ok deleted-all "" burstable=$B_PID besteffort=$E_PID system=$SYS_PID burstable-late=$L_PID
+shared_ok deleted-all "" burstable=$B_PID besteffort=$E_PID system=$SYS_PID burstable-late=$L_PID \
+    service-late=$LS_PID

@@ -47,6 +47,41 @@ shared_ok exclusive-online "$(cl union "$XA2" "$XG")" burstable=$B_PID system=$S
 structure_ok exclusive-online-structure "$A_POD" "$G_POD"
 expect exclusive-online-a-kept "$XA2" eff "$A"
 
+# 2b. Both CPUs of G (a whole core) go offline. v2: G's effective set falls
+# back to its parent's, so G spreads onto shared CPUs until re-planned. v1:
+# G's cpuset becomes empty and the kernel moves its tasks to the nearest
+# ancestor with CPUs (the pod): no daemon can prevent that, but G must still
+# be re-planned and must not break anything.
+note "CPUs $XG (all of $G) offline"
+for c in $(cl list "$XG"); do cpu_online "$c" 0; done
+if wait_for "$WAIT" _replanned "$G" "$XG"; then
+    XG3=$(eff "$G"); pass core-offline-replanned "eff $G = $XG3"
+else
+    XG3=$(eff "$G"); fail core-offline-replanned "eff $G: expected 2 online CPUs outside $XG got $(show "$XG3")"
+fi
+OTHERS=$XA2
+check core-offline-aligned "G's new CPUs" aligned "$XG3" 2
+check core-offline-disjoint "no overlap" disjoint "$XA2" "$XG3"
+if [ "$HIER" = v1 ]; then
+    _moved() { grep -qx "$G_PID" "$CS/$G_POD/cgroup.procs"; }
+    if wait_for "$WAIT" _moved; then
+        pass core-offline-kernel-moved-task "v1 moved pid $G_PID from the emptied $G to its pod"
+    else
+        fail core-offline-kernel-moved-task "expected pid $G_PID in $G_POD got it in $(grep -l "^$G_PID\$" $(find "$CS" -name cgroup.procs) 2>/dev/null)"
+    fi
+    # The runtime's view of the container is gone in v1; put the task back to
+    # go on.
+    _join "$G" "$G_PID"
+fi
+expect core-offline-process "$XG3" allowed "$G_PID"
+shared_ok core-offline "$(cl union "$XA2" "$XG3")" burstable=$B_PID system=$SYS_PID
+note "CPUs $XG online"
+for c in $(cl list "$XG"); do cpu_online "$c" 1; done
+shared_ok core-online "$(cl union "$XA2" "$XG3")" burstable=$B_PID system=$SYS_PID pause=$B_PAUSE
+structure_ok core-online-structure "$A_POD" "$G_POD"
+expect core-online-g-kept "$XG3" eff "$G"
+XG_GONE=$XG; XG=$XG3
+
 # 3. Between restarts: a CPU of G goes offline while the daemon is down.
 daemon_crash
 W=$(cl list "$XG" | cut -d' ' -f1)
@@ -78,7 +113,7 @@ structure_ok restart-online-structure "$A_POD" "$G_POD"
 # all the free whole cores.
 FREE=$(cl minus "$(cl minus "$(online)" 0)" "$(cl union "$XA2" "$XG2")")
 F=$(( $(cl count "$FREE") / 2 * 2 ))
-note "new workload of $F CPUs on the free $FREE (CPUs $S, $V, $W went and came back)"
+note "new workload of $F CPUs on the free $FREE (CPUs $S, $V, $XG_GONE, $W went and came back)"
 container cgroupfs guaranteed 4 "$F"; N=$APP; N_PID=$APP_PID
 pin after-hotplug-pinned "$N" "$F"; XN=$GOT
 OTHERS=$(cl union "$XA2" "$XG2")
