@@ -253,6 +253,22 @@ mkcg() {
     fi
 }
 
+# mkcg_p REL: makes REL and its missing ancestors at once. v1: `mkdir -p` in
+# both hierarchies, as libcontainer's MkdirAll does, with nothing copied in
+# (every new level is empty, and inotify on kernfs reports only the top one).
+# v2: level by level with the controllers enabled first, as fs2 does.
+mkcg_p() {
+    if [ "$HIER" = v1 ]; then
+        mkdir -p "$CPU/$1" "$CS/$1"
+    else
+        _acc=""
+        for _part in $(echo "$1" | tr / ' '); do
+            _acc=${_acc:+$_acc/}$_part
+            [ -d "$CS/$_acc" ] || mkcg "$_acc"
+        done
+    fi
+}
+
 # limit REL N: a CPU limit of N whole CPUs (the kubelet's for a Guaranteed
 # container with `limits.cpu: N`).
 limit() {

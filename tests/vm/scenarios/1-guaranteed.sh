@@ -48,6 +48,21 @@ shared_ok late "$EX" burstable-late=$L_PID service-late=$LS_PID
 rmcg "$G1"
 shared_ok deleted-one "$X2" burstable=$B_PID besteffort=$E_PID system=$SYS_PID pause-systemd=$G1_PAUSE
 expect cgroupfs-kept "$X2" eff "$G2"
+
+# A pod and its container made in one go (v1: `mkdir -p`, every level empty).
+G3_POD=$(pod cgroupfs guaranteed "$(uid cgroupfs 6)")
+G3=$(ctr "$G3_POD" "$(cid 13)")
+mkcg_p "$G3"
+limit "$G3" 2
+G3_PID=$(spawn "$G3")
+pin mkdir-p-pinned "$G3" 2; X3=$GOT
+OTHERS=$X2
+check mkdir-p-aligned "exclusive CPUs of a container made with its pod at once" aligned "$X3" 2
+expect mkdir-p-process "$X3" allowed "$G3_PID"
+expect mkdir-p-pod-all "$(online)" eff "$G3_POD"
+check mkdir-p-disjoint "no CPU in two exclusive sets" disjoint "$X2" "$X3"
+shared_ok mkdir-p "$(cl union "$X2" "$X3")" burstable=$B_PID system=$SYS_PID
+rmcg "$G3_POD"
 rmcg "$G1_POD" "$G2_POD"
 shared_ok deleted-all "" burstable=$B_PID besteffort=$E_PID system=$SYS_PID burstable-late=$L_PID \
     service-late=$LS_PID
