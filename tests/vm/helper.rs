@@ -43,7 +43,15 @@ fn set(path: &str, name: &str, value: &str) -> Result<(), String> {
     let (p, n) = (c_string(path)?, c_string(name)?);
     // SAFETY: both strings are NUL-terminated and live across the call; the
     // value pointer and length describe `value`'s bytes.
-    let rc = unsafe { setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+    let rc = unsafe {
+        setxattr(
+            p.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
     if rc == 0 {
         Ok(())
     } else {
@@ -71,7 +79,8 @@ fn get(path: &str, name: &str) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
-const USAGE: &str = "usage: vm-helper setxattr PATH NAME VALUE | getxattr PATH NAME | notify SOCKET FILE";
+const USAGE: &str =
+    "usage: vm-helper setxattr PATH NAME VALUE | getxattr PATH NAME | notify SOCKET FILE";
 
 fn run(args: &[String]) -> Result<(), String> {
     match args {
