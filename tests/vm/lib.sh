@@ -77,6 +77,14 @@ online() { cat /sys/devices/system/cpu/online; }
 eff() { cat "$CS/${1:+$1/}$EFF" 2>/dev/null; }
 # cpus REL: what was asked for (cpuset.cpus).
 cpus() { cat "$CS/${1:+$1/}cpuset.cpus" 2>/dev/null; }
+# mems REL: the memory nodes the kernel gives cgroup REL.
+mems() {
+    if [ "$HIER" = v1 ]; then cat "$CS/$1/cpuset.effective_mems"; else cat "$CS/$1/cpuset.mems.effective"; fi 2>/dev/null
+}
+# mems_allowed PID: Mems_allowed_list of a process.
+mems_allowed() { awk '/^Mems_allowed_list:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+# nodes_of SET: the NUMA nodes of the CPUs of SET, as a list.
+nodes_of() { awk -v set="$1" 'BEGIN { n = split(set, p, ","); for (i = 1; i <= n; i++) { if (split(p[i], r, "-") == 2) { for (c = r[1]; c <= r[2]; c++) S[c] = 1 } else S[p[i] + 0] = 1 } } ($1 in S) { printf "%s,", $2 }' "$TOPO_CACHE"; }
 # allowed PID: Cpus_allowed_list of a process.
 allowed() { awk '/^Cpus_allowed_list:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 # The CPU topology, read once at boot while every CPU is online (/init writes
