@@ -1,0 +1,89 @@
+# Scenario 0: the kernel facts of KERNEL-NOTES.md that the daemon relies on,
+# probed without the daemon in a cgroup of its own (kprobe). A FAIL here is a
+# kernel that behaves differently from the notes, not a daemon bug.
+
+# wr FILE VALUE: one write; prints the errno name, or OK.
+wr() {
+    # echo, not printf: busybox's printf does not report a failed write.
+    _e=$( { echo -n "$2" > "$1"; } 2>&1 )
+    case "$_e" in
+        "") echo OK ;;
+        *"No space left"*) echo ENOSPC ;;
+        *"Permission denied"*) echo EACCES ;;
+        *"resource busy"*) echo EBUSY ;;
+        *"out of range"*) echo ERANGE ;;
+        *"Invalid argument"*) echo EINVAL ;;
+        *) echo "other: $_e" ;;
+    esac
+}
+# is NAME WANT GOT DETAIL: one check of a fact.
+is() {
+    if [ "$2" = "$3" ]; then pass "$1" "$3${4:+ ($4)}"; else fail "$1" "expected $2 got $3${4:+ ($4)}"; fi
+}
+K=kprobe
+ALL=$(online)
+HI=$(cl list "$ALL" | tr ' ' '\n' | tail -1)
+mkcg "$K" empty
+if [ "$HIER" = v1 ]; then
+    is v1-new-cpus-empty "" "$(cpus "$K")"
+    is v1-new-mems-empty "" "$(cat "$CS/$K/cpuset.mems")"
+    sleep 1000 & P=$!
+    is v1-attach-empty-ENOSPC ENOSPC "$(wr "$CS/$K/cgroup.procs" "$P")"
+    is v1-parent-cpus OK "$(wr "$CS/$K/cpuset.cpus" "1-3")"
+    wr "$CS/$K/cpuset.mems" 0 >/dev/null
+    mkdir "$CS/$K/a"
+    wr "$CS/$K/a/cpuset.mems" 0 >/dev/null
+    is v1-child-outside-parent-EACCES EACCES "$(wr "$CS/$K/a/cpuset.cpus" "4")"
+    is v1-child-inside-parent OK "$(wr "$CS/$K/a/cpuset.cpus" "2-3")"
+    is v1-parent-drops-child-cpu-EBUSY EBUSY "$(wr "$CS/$K/cpuset.cpus" "1-2")" "parent now $(cpus "$K")"
+    is v1-parent-unchanged-after-EBUSY 1-3 "$(cpus "$K")"
+    _r=$(wr "$CS/$K/a/cpuset.cpus" "1000")
+    case "$_r" in ERANGE | EINVAL) pass v1-cpu-that-does-not-exist "$_r" ;; *) fail v1-cpu-that-does-not-exist "expected ERANGE or EINVAL got $_r" ;; esac
+    is v1-garbage-EINVAL EINVAL "$(wr "$CS/$K/a/cpuset.cpus" "x-y")"
+    is v1-attach OK "$(wr "$CS/$K/a/cgroup.procs" "$P")"
+    is v1-empty-with-tasks-ENOSPC ENOSPC "$(wr "$CS/$K/a/cpuset.cpus" "
+")"
+    is v1-parent-grows OK "$(wr "$CS/$K/cpuset.cpus" "1-$HI")"
+    is v1-children-not-widened 2-3 "$(cpus "$K/a")"
+    # Hot-plug: CPU 3 leaves a's cpuset and does not come back.
+    cpu_online 3 0
+    is v1-offline-removed 2 "$(cpus "$K/a")"
+    cpu_online 3 1
+    sleep 0.5
+    is v1-online-not-given-back 2 "$(cpus "$K/a")" "root has $(cpus "")"
+    is v1-online-root-gets-it-back "$ALL" "$(cl norm "$(cpus "")")"
+    # Every CPU of a cpuset offline: v1 moves its tasks to the parent.
+    cpu_online 2 0
+    sleep 0.5
+    _where=$(grep -l "^$P\$" "$CS/$K/cgroup.procs" "$CS/$K/a/cgroup.procs" 2>/dev/null | sed "s|$CS/||; s|/cgroup.procs||")
+    is v1-empty-cpuset-tasks-move-up "$K" "$_where"
+    cpu_online 2 1
+    kill -9 "$P"
+else
+    is v2-new-cpus-empty "" "$(cpus "$K")"
+    is v2-new-effective-is-parents "$ALL" "$(eff "$K")"
+    echo "+cpuset" > "$CS/$K/cgroup.subtree_control"
+    mkdir "$CS/$K/a"
+    is v2-parent-cpus OK "$(wr "$CS/$K/cpuset.cpus" "1-2")"
+    is v2-child-outside-parent-accepted OK "$(wr "$CS/$K/a/cpuset.cpus" "3")"
+    is v2-empty-intersection-falls-back 1-2 "$(eff "$K/a")" "cpuset.cpus $(cpus "$K/a")"
+    is v2-child-inside-parent OK "$(wr "$CS/$K/a/cpuset.cpus" "2")"
+    is v2-parent-drops-child-cpu-accepted OK "$(wr "$CS/$K/cpuset.cpus" "1")"
+    is v2-child-falls-back-to-parent 1 "$(eff "$K/a")" "cpuset.cpus $(cpus "$K/a")"
+    wr "$CS/$K/cpuset.cpus" "1-$HI" >/dev/null
+    wr "$CS/$K/a/cpuset.cpus" "2-3" >/dev/null
+    _r=$(wr "$CS/$K/a/cpuset.cpus" "1000")
+    case "$_r" in ERANGE | EINVAL) pass v2-cpu-that-does-not-exist "$_r" ;; *) fail v2-cpu-that-does-not-exist "expected ERANGE or EINVAL got $_r" ;; esac
+    cpu_online 3 0
+    is v2-offline-kept-in-cpus 2-3 "$(cpus "$K/a")"
+    is v2-offline-left-out-of-effective 2 "$(eff "$K/a")"
+    cpu_online 3 1
+    sleep 0.5
+    is v2-online-back-in-effective 2-3 "$(eff "$K/a")"
+    is v2-clear-with-newline OK "$(wr "$CS/$K/a/cpuset.cpus" "
+")"
+    is v2-cleared-inherits "1-$HI" "$(eff "$K/a")" "cpuset.cpus '$(cpus "$K/a")'"
+    is v2-partition-file present "$( [ -e "$CS/$K/a/cpuset.cpus.partition" ] && echo present)"
+fi
+vm-helper setxattr "$CS/$K" user.pinctl.cpus 4 && is xattr-on-cgroupfs 4 "$(vm-helper getxattr "$CS/$K" user.pinctl.cpus)"
+rmcg "$K"
