@@ -110,6 +110,11 @@ pub struct CgroupEntry {
     /// read it again (a bundle never changes for a container id).
     #[serde(skip)]
     pub bundle: Option<Arc<Bundle>>,
+    /// Its `cpuset.cpus` holds what the daemon wrote for an exclusive
+    /// workload. Should it become unmanaged (an xattr `"0"` set after a rule
+    /// pinned it), it is given its parent's CPUs back rather than left on
+    /// CPUs that are no longer reserved for it.
+    pub ours: bool,
 }
 
 /// Everything read about one cgroup, for [`Engine::upsert`].
@@ -337,6 +342,7 @@ impl Engine {
             role: Role::Unmanaged,
             target: None,
             bundle: None,
+            ours: false,
         });
         entry.structural = matches!(
             kind,
@@ -428,7 +434,10 @@ impl Engine {
         match result {
             Ok(()) => {
                 match write.file {
-                    File::Cpus => e.cpus = Some(write.set.clone()),
+                    File::Cpus => {
+                        e.cpus = Some(write.set.clone());
+                        e.ours = matches!(e.role, Role::Exclusive | Role::Inside);
+                    }
                     File::Mems => e.mems = Some(write.set.clone()),
                 }
                 e.failure = None;
@@ -850,6 +859,18 @@ impl Engine {
                 Role::Inside => cgroup::parent(rel).and_then(|p| targets.get(p).cloned()),
                 Role::Structural => Some(online.clone()),
                 Role::Shared => Some(shared.clone()),
+                // Given back what it had before it was pinned: its parent's
+                // CPUs (all online ones when the parent's are not known).
+                Role::Unmanaged if e.ours => {
+                    let parent = cgroup::parent(rel);
+                    let from_parent = parent.and_then(|p| {
+                        targets
+                            .get(p)
+                            .cloned()
+                            .or_else(|| self.cgroups.get(p)?.cpus.clone().filter(|c| !c.is_empty()))
+                    });
+                    Some(from_parent.unwrap_or_else(|| online.clone()))
+                }
                 Role::Unmanaged => None,
             };
             if let Some(t) = t {
@@ -1388,6 +1409,37 @@ mod tests {
         );
         assert_eq!(e.cgroups()["kubepods/pod1/c/init.scope"].role, Role::Inside);
         assert_eq!(target(&e, "kubepods/pod1/z"), e.shared_pool());
+    }
+
+    /// A rule pins a job outside the managed trees, then an xattr `"0"`
+    /// opts it out (on cgroupfs the xattr can only come after the mkdir): it
+    /// gets its parent's CPUs back, not the ones no longer reserved for it.
+    /// Found by the VM test bed.
+    #[test]
+    fn an_opted_out_unmanaged_cgroup_gets_its_parents_cpus_back() {
+        let mut e = engine();
+        add(&mut e, "hpc.slice", "0-15", None);
+        add(&mut e, "hpc.slice/job-3.scope", "0-15", want(2));
+        apply(&mut e);
+        let pinned = target(&e, "hpc.slice/job-3.scope");
+        assert_eq!(pinned.len(), 2);
+        add(
+            &mut e,
+            "hpc.slice/job-3.scope",
+            &pinned.to_string(),
+            want(0),
+        );
+        let writes = apply(&mut e);
+        assert!(
+            writes
+                .iter()
+                .any(|w| &*w.rel == "hpc.slice/job-3.scope" && *w.set == set("0-15")),
+            "{writes:?}"
+        );
+        assert_eq!(e.cgroups()["hpc.slice/job-3.scope"].role, Role::Unmanaged);
+        // Given back once; from then on it is left alone.
+        add(&mut e, "hpc.slice/job-3.scope", "3", want(0));
+        assert!(apply(&mut e).is_empty());
     }
 
     #[test]

@@ -1160,6 +1160,30 @@ fn container_restart_keeps_cpus(version: Version, driver: Driver) {
     }
 }
 
+on_both_versions!(opt_out_after_the_rule_is_undone => opt_out_after_the_rule(Driver::Systemd));
+
+/// On cgroupfs an xattr can only be set after the `mkdir`, so a rule's cgroup is
+/// pinned before its `user.pinctl.cpus = "0"` arrives. The daemon must undo its
+/// write: the cgroup gets back its parent's CPUs and its CPUs are shared again.
+/// Found by the VM test bed.
+fn opt_out_after_the_rule(version: Version, driver: Driver) {
+    let opts = Options {
+        rules: vec![("hpc.slice/job-*.scope", 2)],
+        ..Options::default()
+    };
+    let mut env = Env::new(version, driver, opts);
+    let spec = env.existing();
+    env.tree.create("hpc.slice", &spec);
+    env.start();
+    let job = "hpc.slice/job-1.scope";
+    env.tree.create(job, &spec);
+    env.wait_pinned(job, 2);
+    env.tree.set_xattr(job, "0");
+    let online = set(ONLINE);
+    env.wait_effective(&[job, "hpc.slice"], &online);
+    env.wait_cpus(&[SYSTEM], &online);
+}
+
 on_both_versions!(identity_read_when_a_container_starts_wanting_cpus => identity_when_wanting_later(Driver::Systemd));
 
 /// A container that wants nothing at first: the daemon remembers only that
