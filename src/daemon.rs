@@ -26,7 +26,7 @@ use crate::cgroup::{self, Hierarchy, Rel, Version};
 use crate::config::Config;
 use crate::cpuset::CpuSet;
 use crate::engine::{Engine, Failure, File, Reading, SavedState, Settings};
-use crate::intent::{self, Bundle};
+use crate::intent::{self, Bundle, Intent};
 use crate::io::{IoConfig, IoError, IoPool, RealFs};
 use crate::state::{Loaded, StateFile};
 use crate::sysfs::Sysfs;
@@ -370,10 +370,7 @@ impl Daemon {
                     seen.insert(rel);
                     self.upsert(r);
                 }
-                Ok(None) => {
-                    self.engine.forget(&rel);
-                    self.watcher.unwatch(&rel);
-                }
+                Ok(None) => self.forget(&rel),
                 Err(e) => {
                     // Unreadable (hung, say): keep what we knew.
                     if self.engine.knows(&rel) {
@@ -388,6 +385,16 @@ impl Daemon {
     /// The bundle already read for cgroup `rel`, if any: it never changes.
     fn bundle_of(&self, rel: &str) -> Option<Arc<Bundle>> {
         self.engine.cgroups().get(rel)?.bundle.clone()
+    }
+
+    /// Forgets cgroup `rel` and everything below it (they are gone): the
+    /// engine's entries and the watches of both trees.
+    fn forget(&mut self, rel: &str) {
+        self.engine.forget(rel);
+        self.watcher.unwatch(rel);
+        if let Some(cw) = self.cpu_watcher.as_mut() {
+            cw.unwatch(rel);
+        }
     }
 
     fn upsert(&mut self, r: Reading) {
@@ -436,11 +443,7 @@ impl Daemon {
         drop(seen);
         self.engine.replan_all();
         for rel in gone {
-            self.engine.forget(&rel);
-            self.watcher.unwatch(&rel);
-            if let Some(cw) = self.cpu_watcher.as_mut() {
-                cw.unwatch(&rel);
-            }
+            self.forget(&rel);
         }
         self.watch_above_roots();
         self.apply().await;
@@ -536,11 +539,7 @@ impl Daemon {
                 }
                 Change::Removed(rel) => {
                     changed |= self.engine.knows(&rel);
-                    self.engine.forget(&rel);
-                    self.watcher.unwatch(&rel);
-                    if let Some(cw) = self.cpu_watcher.as_mut() {
-                        cw.unwatch(&rel);
-                    }
+                    self.forget(&rel);
                 }
                 Change::CpusWritten(rel) => {
                     if !self.engine.knows(&rel) {
@@ -575,7 +574,7 @@ impl Daemon {
                     changed = true;
                     match r {
                         Ok(Some(r)) => self.upsert(r),
-                        Ok(None) => self.engine.forget(&rel),
+                        Ok(None) => self.forget(&rel),
                         Err(e) => warn!(error = %format!("{e:#}"), "cannot read cgroup"),
                     }
                 }
@@ -746,14 +745,12 @@ fn read_one(
         Kind::Container { id, .. } => intent::find_bundle(fs, &cfg.bundle_dirs, id).map(Arc::new),
         _ => None,
     };
-    let mut bundle = match &kind {
-        Kind::Container { .. } => bundle.or_else(read_bundle),
-        _ => None,
-    };
+    // Only containers have bundles, so only they have one remembered.
+    let mut bundle = bundle.or_else(read_bundle);
     let (intent, problem) = intent::decide(&kind, &obs, bundle.as_deref(), cfg);
     // The identity matters only for a workload that wants CPUs; it may come
     // from the bundle.
-    let wants = intent.as_ref().is_some_and(|i| i.cpus > 0);
+    let wants = intent.as_ref().is_some_and(Intent::wants);
     if wants && bundle.as_deref().is_some_and(Bundle::is_summary) {
         bundle = read_bundle();
     }

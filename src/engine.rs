@@ -325,7 +325,7 @@ impl Engine {
         {
             self.full = true;
         }
-        let wants = intent.as_ref().is_some_and(|i| i.cpus > 0);
+        let wants = intent.as_ref().is_some_and(Intent::wants);
         let cpus = obs.cpus.map(|s| self.sets.get(s));
         let mems = obs.mems.map(|s| self.sets.get(s));
         let effective = obs.effective.map(|s| self.sets.get(s));
@@ -384,13 +384,7 @@ impl Engine {
 
     /// The known cgroups at or below `rel`.
     pub fn subtree(&self, rel: &str) -> Vec<Rel> {
-        self.cgroups
-            .range::<str, _>((std::ops::Bound::Included(rel), std::ops::Bound::Unbounded))
-            .map(|(k, _)| k)
-            .take_while(|k| k.starts_with(rel))
-            .filter(|k| cgroup::is_within(k, rel))
-            .cloned()
-            .collect()
+        cgroup::subtree(&self.cgroups, rel).cloned().collect()
     }
 
     /// Forgets `rel` and every cgroup below it (they were removed).
@@ -556,7 +550,7 @@ impl Engine {
             };
             let parent = cgroup::parent(rel).and_then(|p| self.cgroups.get(p));
             let inside = parent.is_some_and(|p| matches!(p.role, Role::Exclusive | Role::Inside));
-            let wants = e.intent.as_ref().is_some_and(|i| i.cpus > 0);
+            let wants = e.intent.as_deref().is_some_and(Intent::wants);
             if inside {
                 return None;
             }
@@ -633,16 +627,7 @@ impl Engine {
             return None;
         }
         // A cgroup with children would take them inside: a full plan.
-        let below = format!("{rel}/");
-        if self
-            .cgroups
-            .range::<str, _>((
-                std::ops::Bound::Included(below.as_str()),
-                std::ops::Bound::Unbounded,
-            ))
-            .next()
-            .is_some_and(|(k, _)| k.starts_with(&below))
-        {
+        if cgroup::subtree(&self.cgroups, rel).nth(1).is_some() {
             return None;
         }
         let free = self.shared_pool().difference(&self.reserved);
@@ -716,7 +701,7 @@ impl Engine {
         // BTreeMap order puts every parent before its children.
         for (rel, e) in self.cgroups.iter_mut() {
             let inside = cgroup::parent(rel).is_some_and(|p| exclusive_below.contains(p));
-            let wants = e.intent.as_ref().is_some_and(|i| i.cpus > 0);
+            let wants = e.intent.as_deref().is_some_and(Intent::wants);
             e.role = if inside {
                 exclusive_below.insert(rel.clone());
                 Role::Inside

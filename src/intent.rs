@@ -66,6 +66,13 @@ pub struct Intent {
     pub numa: Vec<u32>,
 }
 
+impl Intent {
+    /// Whether it asks for exclusive CPUs (`0` keeps the shared pool).
+    pub fn wants(&self) -> bool {
+        self.cpus > 0
+    }
+}
+
 /// What a container's OCI bundle says about it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Bundle {

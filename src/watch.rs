@@ -94,14 +94,7 @@ impl Watcher {
 
     /// Stops watching `rel` and everything below it.
     pub fn unwatch(&mut self, rel: &str) {
-        let gone: Vec<Rel> = self
-            .by_rel
-            .range::<str, _>((std::ops::Bound::Included(rel), std::ops::Bound::Unbounded))
-            .map(|(k, _)| k)
-            .take_while(|k| k.starts_with(rel))
-            .filter(|k| crate::cgroup::is_within(k, rel))
-            .cloned()
-            .collect();
+        let gone: Vec<Rel> = crate::cgroup::subtree(&self.by_rel, rel).cloned().collect();
         for k in gone {
             if let Some(wd) = self.by_rel.remove(&k) {
                 self.by_wd.remove(&wd);

@@ -354,6 +354,18 @@ pub fn is_within(rel: &str, root: &str) -> bool {
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
+/// The keys of `map` at or below cgroup `rel`, in path order: a range walk
+/// over the keys that start with `rel`, not a scan of the whole map.
+pub fn subtree<'a, V>(
+    map: &'a std::collections::BTreeMap<Rel, V>,
+    rel: &'a str,
+) -> impl Iterator<Item = &'a Rel> + 'a {
+    map.range::<str, _>((std::ops::Bound::Included(rel), std::ops::Bound::Unbounded))
+        .map(|(k, _)| k)
+        .take_while(move |k| k.starts_with(rel))
+        .filter(move |k| is_within(k, rel))
+}
+
 /// The number of components of a relative cgroup path (`""` is 0).
 pub fn depth(rel: &str) -> usize {
     if rel.is_empty() {
