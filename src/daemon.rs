@@ -12,7 +12,7 @@
 //! errno, kept as that cgroup's status and retried by the next plan; it never
 //! stops the daemon. Only start-up errors are fatal.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,8 +33,11 @@ use crate::sysfs::Sysfs;
 use crate::topology::Topology;
 use crate::watch::{Change, Watcher};
 
-/// How many cgroup reads a scan keeps in flight.
-const SCAN_CONCURRENCY: usize = 64;
+/// Cgroups read by one job on an I/O thread during a scan.
+const SCAN_BATCH: usize = 128;
+/// Scan batches in flight at once: enough to keep every I/O thread busy
+/// while the event loop takes in the last batch's readings.
+const SCAN_BATCHES: usize = 4;
 
 /// A message for systemd.
 enum Note {
@@ -318,65 +321,77 @@ impl Daemon {
         }
     }
 
-    /// Reads a whole subtree: one job per cgroup reads it and lists its
-    /// children, up to [`SCAN_CONCURRENCY`] in flight. Each directory is
-    /// watched before its job lists it, so a child made in between is seen by
-    /// one or the other. Adds the cgroups seen to `seen`.
-    async fn scan_subtree(&mut self, top: &Rel, seen: &mut BTreeSet<Rel>) {
-        let mut pending = vec![top.clone()];
+    /// Reads the cgroups `seeds` and every cgroup below them not seen before,
+    /// in batches of [`SCAN_BATCH`] on the I/O threads ([`IoPool::run_batch`]),
+    /// [`SCAN_BATCHES`] in flight. Each directory is watched before its batch
+    /// lists it, so a child made in between is seen by one or the other. A
+    /// cgroup that is gone is forgotten; one that cannot be read keeps what
+    /// was known of it.
+    async fn scan(&mut self, seeds: Vec<Rel>) {
+        let mut queued: HashSet<Rel> = seeds.iter().cloned().collect();
+        let mut pending: VecDeque<Rel> = seeds.into();
         let mut set = tokio::task::JoinSet::new();
         loop {
-            while set.len() < SCAN_CONCURRENCY
-                && let Some(rel) = pending.pop()
-            {
-                if let Err(e) = self.watcher.watch(&rel) {
-                    if e.kind() == std::io::ErrorKind::NotFound {
-                        continue;
+            while set.len() < SCAN_BATCHES && !pending.is_empty() {
+                let mut rels = Vec::with_capacity(SCAN_BATCH.min(pending.len()));
+                let mut items = Vec::with_capacity(rels.capacity());
+                while rels.len() < SCAN_BATCH
+                    && let Some(rel) = pending.pop_front()
+                {
+                    if let Err(e) = self.watcher.watch(&rel) {
+                        if e.kind() == std::io::ErrorKind::NotFound {
+                            self.forget(&rel);
+                            continue;
+                        }
+                        warn!(path = %self.hier.dir(&rel).display(), error = %e, "cannot watch; relying on the periodic reconcile");
                     }
-                    warn!(path = %self.hier.dir(&rel).display(), error = %e, "cannot watch; relying on the periodic reconcile");
+                    if let Some(cw) = self.cpu_watcher.as_mut() {
+                        // The cpu side may appear later; its parent's watch reports it.
+                        let _ = cw.watch(&rel);
+                    }
+                    items.push((self.hier.dir(&rel), (rel.clone(), self.bundle_of(&rel))));
+                    rels.push(rel);
                 }
-                if let Some(cw) = self.cpu_watcher.as_mut() {
-                    // The cpu side may appear later; its parent's watch reports it.
-                    let _ = cw.watch(&rel);
-                }
-                set.spawn(read_cgroup(
-                    self.pool.clone(),
-                    self.hier.clone(),
-                    self.cfg.clone(),
-                    self.bundle_of(&rel),
-                    rel,
-                ));
+                let (pool, hier, cfg) = (self.pool.clone(), self.hier.clone(), self.cfg.clone());
+                set.spawn(async move {
+                    let results = pool
+                        .run_batch("read", items, move |fs, (rel, bundle)| {
+                            Ok(read_one(fs, &hier, &cfg, rel, bundle.clone()))
+                        })
+                        .await;
+                    (rels, results)
+                });
             }
             let Some(joined) = set.join_next().await else {
                 break;
             };
-            let (rel, result) = match joined {
+            let (rels, results) = match joined {
                 Ok(r) => r,
                 Err(e) => {
                     warn!(error = %e, "cgroup read task failed");
                     continue;
                 }
             };
-            match result {
-                Ok(Some(r)) => {
-                    for name in &r.obs.children {
-                        let child = cgroup::child(&rel, name);
-                        let child = match self.engine.rel(&child) {
-                            Some(known) => known.clone(),
-                            None => child.into(),
-                        };
-                        pending.push(child);
+            for (rel, result) in rels.into_iter().zip(results) {
+                match result {
+                    Ok(Some(r)) => {
+                        for name in &r.obs.children {
+                            let child = cgroup::child(&rel, name);
+                            if queued.contains(child.as_str()) {
+                                continue;
+                            }
+                            let child: Rel = match self.engine.rel(&child) {
+                                Some(known) => known.clone(),
+                                None => child.into(),
+                            };
+                            queued.insert(child.clone());
+                            pending.push_back(child);
+                        }
+                        self.upsert(r);
                     }
-                    seen.insert(rel);
-                    self.upsert(r);
-                }
-                Ok(None) => self.forget(&rel),
-                Err(e) => {
+                    Ok(None) => self.forget(&rel),
                     // Unreadable (hung, say): keep what we knew.
-                    if self.engine.knows(&rel) {
-                        seen.insert(rel);
-                    }
-                    warn!(error = %format!("{e:#}"), "cannot read cgroup");
+                    Err(e) => warn!(error = %format!("{e:#}"), "cannot read cgroup"),
                 }
             }
         }
@@ -429,27 +444,20 @@ impl Daemon {
                 Err(e) => warn!(error = %format!("{e:#}"), "cannot re-read the topology"),
             }
         }
-        let mut seen = BTreeSet::new();
-        for root in self.roots.clone() {
-            self.scan_subtree(&root, &mut seen).await;
-        }
-        let gone: Vec<Rel> = self
-            .engine
-            .cgroups()
-            .keys()
-            .filter(|k| !seen.contains(*k))
-            .cloned()
-            .collect();
-        drop(seen);
+        // Every subtree root and every cgroup known: what is gone is forgotten,
+        // what is new is found below them.
+        let mut seeds: Vec<Rel> = self.roots.clone();
+        seeds.extend(self.engine.cgroups().keys().cloned());
+        let scan_started = Instant::now();
+        self.scan(seeds).await;
+        let scan_us = scan_started.elapsed().as_micros() as u64;
         self.engine.replan_all();
-        for rel in gone {
-            self.forget(&rel);
-        }
         self.watch_above_roots();
         self.apply().await;
         release_free_memory();
         debug!(
             elapsed_us = started.elapsed().as_micros() as u64,
+            scan_us,
             cgroups = self.engine.cgroups().len(),
             "reconcile done"
         );
@@ -530,10 +538,7 @@ impl Daemon {
                     } else {
                         self.roots_below(&rel)
                     };
-                    for top in tops {
-                        let mut seen = BTreeSet::new();
-                        self.scan_subtree(&top, &mut seen).await;
-                    }
+                    self.scan(tops).await;
                     self.watch_above_roots();
                     changed = true;
                 }
@@ -739,8 +744,13 @@ fn read_one(
     rel: &Rel,
     bundle: Option<Arc<Bundle>>,
 ) -> Option<Reading> {
-    let obs = cgroup::observe(fs, hier, rel)?;
     let kind = layout::classify(rel);
+    let reads = cgroup::Reads {
+        // An empty v2 set inherits; in v1 it must be filled.
+        mems: hier.version == cgroup::Version::V1 || cfg.align_memory,
+        limit: intent::needs_limit(&kind, cfg),
+    };
+    let obs = cgroup::observe(fs, hier, rel, reads)?;
     let read_bundle = || match &kind {
         Kind::Container { id, .. } => intent::find_bundle(fs, &cfg.bundle_dirs, id).map(Arc::new),
         _ => None,

@@ -246,6 +246,14 @@ pub fn decide(
     (None, problem)
 }
 
+/// Whether a cgroup's CPU limit can decide its intent: only the kubelet's
+/// rule reads it, and only for a container of a Guaranteed pod.
+pub fn needs_limit(kind: &Kind, config: &Config) -> bool {
+    config.kubelet_rule
+        && matches!(kind, Kind::Container { pod, .. } if pod.qos == Qos::Guaranteed)
+        && can_be_workload(kind)
+}
+
 /// A CPU count as written in an xattr or annotation: a plain decimal number.
 fn parse_count(raw: &str) -> Option<usize> {
     let t = raw.trim();

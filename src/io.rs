@@ -99,15 +99,23 @@ pub trait Fs: Send + Sync + 'static {
 
 /// Reads a small file (a control file: a line or a few) to the end as UTF-8.
 /// Unlike `read_to_string` it asks no `fstat` for a size hint, which cgroupfs
-/// and procfs cannot give anyway (they report 0 or 4096).
+/// and procfs cannot give anyway (they report 0 or 4096). A read that returns
+/// less than asked is the end: kernfs and procfs (`seq_file`) hand out all
+/// they have up to the size asked, and so does a regular file, so a control
+/// file takes one `read(2)`, not two.
 fn read_small(mut file: std::fs::File) -> io::Result<String> {
     use std::io::Read as _;
-    let mut buf = [0u8; 512];
+    let mut buf = [0u8; 4096];
     let mut out: Vec<u8> = Vec::new();
     loop {
         match file.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                if n < buf.len() {
+                    break;
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
@@ -202,9 +210,9 @@ impl Fs for RealFs {
     }
 
     fn scan_dir(&self, dir: &Path, files: &[&str], xattr: &str) -> io::Result<DirScan> {
-        use nix::dir::{Dir, Type};
         use nix::fcntl::{AtFlags, OFlag, openat};
         use nix::sys::stat::{Mode, SFlag, fstatat};
+        use rustix::fs::{FileType, RawDir};
         let handle = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
@@ -223,12 +231,15 @@ impl Fs for RealFs {
             read_small(std::fs::File::from(fd))
         };
         let files = files.iter().map(|f| read_at(f)).collect();
-        let mut listing = Dir::from_fd(handle.into())?;
+        // getdents64 straight into a buffer on the stack: no `DIR` stream, so
+        // no fstat, fcntl, heap buffer or rewind per directory.
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
+        let mut listing = RawDir::new(&handle, &mut buf);
         let mut dirs = Vec::new();
-        // Entries whose type readdir does not tell (a link, or a filesystem
-        // without d_type): resolved with fstatat after the listing.
+        // Entries whose type the listing does not tell (a link, or a
+        // filesystem without d_type): resolved with fstatat afterwards.
         let mut unsure = Vec::new();
-        for entry in listing.iter() {
+        while let Some(entry) = listing.next() {
             let entry = entry?;
             let Ok(name) = entry.file_name().to_str() else {
                 continue;
@@ -237,14 +248,14 @@ impl Fs for RealFs {
                 continue;
             }
             match entry.file_type() {
-                Some(Type::Directory) => dirs.push(name.to_string()),
-                Some(Type::Symlink) | None => unsure.push(name.to_string()),
-                Some(_) => {}
+                FileType::Directory => dirs.push(name.to_string()),
+                FileType::Symlink | FileType::Unknown => unsure.push(name.to_string()),
+                _ => {}
             }
         }
         for name in unsure {
             // Follows links: a dangling one is not a directory, nor an error.
-            if fstatat(&listing, name.as_str(), AtFlags::empty()).is_ok_and(|st| {
+            if fstatat(&handle, name.as_str(), AtFlags::empty()).is_ok_and(|st| {
                 SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
             }) {
                 dirs.push(name);
@@ -392,6 +403,21 @@ impl IoError {
         }
     }
 
+    /// The same refusal for a job about `path` (a batch refused as a whole
+    /// answers each item with it).
+    fn refused_for(&self, path: &Path) -> IoError {
+        match self {
+            Self::Hung { path: marked, secs } => Self::Hung {
+                path: marked.clone(),
+                secs: *secs,
+            },
+            Self::ShutDown => Self::ShutDown,
+            _ => Self::Saturated {
+                path: path.to_path_buf(),
+            },
+        }
+    }
+
     /// The path the error is about, if any.
     pub fn path(&self) -> Option<&Path> {
         match self {
@@ -436,7 +462,7 @@ impl Drop for Handle {
 
 /// Called on the I/O thread: runs the job and returns the closure that sends
 /// its result, which the worker calls under the state lock.
-type Work = Box<dyn FnOnce(&dyn Fs) -> Deliver + Send>;
+type Work = Box<dyn FnOnce(&dyn Fs, &Steps<'_>) -> Deliver + Send>;
 /// Sends a job's result to its caller.
 type Deliver = Box<dyn FnOnce() + Send>;
 
@@ -470,6 +496,9 @@ struct State {
 struct Job {
     id: u64,
     key: PathBuf,
+    /// Whether `key` being hung refuses the whole job (a batch checks each
+    /// item instead).
+    check_hung: bool,
     op: &'static str,
     /// When a thread starts the job; the refusal when it never will.
     start: oneshot::Sender<Result<Instant, IoError>>,
@@ -477,9 +506,17 @@ struct Job {
     _slot: OwnedSemaphorePermit,
 }
 
+/// A job a thread is running. A job is one or more *steps*, each a call about
+/// one path with a timeout of its own: a plain job is one step on its key; a
+/// batch ([`IoPool::run_batch`]) begins a step per item.
 struct Running {
+    /// When the current step began (or the last one ended).
     started: Instant,
-    timed_out: bool,
+    /// The current step's path; `None` between steps.
+    key: Option<PathBuf>,
+    /// The path marked hung when the current step timed out: the job is then
+    /// abandoned, and the mark is cleared when the step returns.
+    marked: Option<PathBuf>,
 }
 
 struct Mark {
@@ -491,10 +528,67 @@ struct Mark {
 
 /// What the async side found when the timeout passed.
 enum Expired {
-    /// The call is still running: now marked timed out.
-    Marked,
-    /// The call returned just before: its result is in the channel.
+    /// The current step is still running: its path (returned) is now marked
+    /// hung and the job abandoned.
+    Marked(PathBuf),
+    /// The job returned just before: its result is in the channel.
     Finished,
+    /// The job moved on to a later step: wait until then.
+    Later(tokio::time::Instant),
+}
+
+/// How a submitted job ended without a result.
+enum Ended {
+    /// Never started: the pool refused it.
+    Refused(IoError),
+    /// A step did not return in time: this path is now marked hung.
+    TimedOut(PathBuf),
+    /// The job ended without sending its result (it cannot; kept for safety).
+    Lost,
+}
+
+/// Locks a batch's results; a panic while holding it cannot leave them torn.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Given to a job on its I/O thread, to time each of its steps on its own.
+pub(crate) struct Steps<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Steps<'_> {
+    /// Begins a step about `key`: its timeout counts from now. `Err(None)`
+    /// when the job was abandoned (an earlier step timed out) and must stop;
+    /// `Err(Some(e))` when `key` or a path above it is marked hung.
+    fn begin(&self, key: &Path) -> Result<(), Option<IoError>> {
+        let mut state = self.shared.lock();
+        let hung = state.refuse_hung(key);
+        let Some(running) = state.running.get_mut(&self.id) else {
+            return Err(None);
+        };
+        if running.marked.is_some() {
+            return Err(None);
+        }
+        if let Some(refused) = hung {
+            return Err(Some(refused));
+        }
+        running.key = Some(key.to_path_buf());
+        running.started = Instant::now();
+        Ok(())
+    }
+
+    /// Ends the current step: until the next begins, no timeout runs.
+    fn end(&self) {
+        let mut state = self.shared.lock();
+        if let Some(running) = state.running.get_mut(&self.id)
+            && running.marked.is_none()
+        {
+            running.key = None;
+            running.started = Instant::now();
+        }
+    }
 }
 
 impl IoPool {
@@ -554,19 +648,140 @@ impl IoPool {
         T: Send + 'static,
         F: FnOnce(&dyn Fs) -> io::Result<T> + Send + 'static,
     {
-        let shared = &self.handle.shared;
         let key = key.to_path_buf();
-        shared.lock().admit(&key)?;
+        let work = move |fs: &dyn Fs, _: &Steps<'_>| {
+            panic::catch_unwind(AssertUnwindSafe(|| job(fs)))
+                .unwrap_or_else(|payload| Err(panic_error(&*payload)))
+        };
+        match self.submit(op, key.clone(), true, work).await {
+            Ok(result) => result.map_err(|source| IoError::Os {
+                op,
+                path: key,
+                source,
+            }),
+            Err(Ended::Refused(e)) => Err(e),
+            Err(Ended::TimedOut(path)) => Err(IoError::Timeout {
+                op,
+                path,
+                timeout: self.handle.shared.config.timeout,
+            }),
+            Err(Ended::Lost) => Err(IoError::Os {
+                op,
+                path: key,
+                source: lost_error(),
+            }),
+        }
+    }
+
+    /// Runs `job` on each item in turn, on one I/O thread: one trip through
+    /// the queue for many small calls (reading a whole subtree of cgroups),
+    /// instead of one per call. Returns one result per item, in order.
+    ///
+    /// Each item is a step with its own path and its own timeout, counted from
+    /// when it starts, and behaves as [`IoPool::run_op`] would on its own: an
+    /// item whose path (or one above it) is marked hung fails at once with
+    /// [`IoError::Hung`]; an item that does not return in time marks its path
+    /// hung and fails with [`IoError::Timeout`], and the items after it go on
+    /// in a new job on another thread. So a hung path costs its own items one
+    /// timeout, never the rest of the batch.
+    pub async fn run_batch<I, T, F>(
+        &self,
+        op: &'static str,
+        items: Vec<(PathBuf, I)>,
+        job: F,
+    ) -> Vec<Result<T, IoError>>
+    where
+        I: Send + Sync + 'static,
+        T: Send + 'static,
+        F: Fn(&dyn Fs, &I) -> io::Result<T> + Send + Sync + 'static,
+    {
+        let n = items.len();
+        let items = Arc::new(items);
+        let job = Arc::new(job);
+        let results: Arc<Mutex<Vec<Result<T, IoError>>>> =
+            Arc::new(Mutex::new(Vec::with_capacity(n)));
+        let mut from = 0;
+        while from < n {
+            let (items_, job_, results_) = (items.clone(), job.clone(), results.clone());
+            let work = move |fs: &dyn Fs, steps: &Steps<'_>| {
+                for (key, item) in &items_[from..] {
+                    let result = match steps.begin(key) {
+                        Err(None) => return,
+                        Err(Some(hung)) => Err(hung),
+                        Ok(()) => {
+                            let r = panic::catch_unwind(AssertUnwindSafe(|| job_(fs, item)))
+                                .unwrap_or_else(|payload| Err(panic_error(&*payload)));
+                            r.map_err(|source| IoError::Os {
+                                op,
+                                path: key.clone(),
+                                source,
+                            })
+                        }
+                    };
+                    lock(&results_).push(result);
+                    steps.end();
+                }
+            };
+            let ended = self.submit(op, items[from].0.clone(), false, work).await;
+            let mut done = lock(&results);
+            match ended {
+                Ok(()) => {}
+                Err(Ended::TimedOut(path)) if done.len() < n => {
+                    done.push(Err(IoError::Timeout {
+                        op,
+                        path,
+                        timeout: self.handle.shared.config.timeout,
+                    }));
+                }
+                Err(Ended::TimedOut(_)) => {}
+                Err(Ended::Refused(e)) => {
+                    for (key, _) in &items[done.len()..] {
+                        done.push(Err(e.refused_for(key)));
+                    }
+                }
+                Err(Ended::Lost) => {
+                    for (key, _) in &items[done.len()..] {
+                        done.push(Err(IoError::Os {
+                            op,
+                            path: key.clone(),
+                            source: lost_error(),
+                        }));
+                    }
+                }
+            }
+            from = done.len();
+        }
+        std::mem::take(&mut *lock(&results))
+    }
+
+    /// Queues `work` about `key` and waits for what it returns. With
+    /// `check_hung`, a `key` marked hung is refused at once (a batch checks
+    /// each item instead).
+    async fn submit<R, W>(
+        &self,
+        op: &'static str,
+        key: PathBuf,
+        check_hung: bool,
+        work: W,
+    ) -> Result<R, Ended>
+    where
+        R: Send + 'static,
+        W: FnOnce(&dyn Fs, &Steps<'_>) -> R + Send + 'static,
+    {
+        let shared = &self.handle.shared;
+        shared
+            .lock()
+            .admit(&key, check_hung)
+            .map_err(Ended::Refused)?;
         let slot = Arc::clone(&shared.slots)
             .acquire_owned()
             .await
-            .map_err(|_| IoError::ShutDown)?;
+            .map_err(|_| Ended::Refused(IoError::ShutDown))?;
 
         let (start_tx, start_rx) = oneshot::channel();
-        let (reply_tx, reply_rx) = oneshot::channel::<io::Result<T>>();
-        let work: Work = Box::new(move |fs: &dyn Fs| -> Deliver {
-            let result = panic::catch_unwind(AssertUnwindSafe(|| job(fs)))
-                .unwrap_or_else(|payload| Err(panic_error(&*payload)));
+        let (reply_tx, mut reply_rx) = oneshot::channel::<R>();
+        let work: Work = Box::new(move |fs: &dyn Fs, steps: &Steps<'_>| -> Deliver {
+            let result = work(fs, steps);
             Box::new(move || {
                 // The caller may have timed out or gone: then nobody wants it.
                 let _ = reply_tx.send(result);
@@ -575,12 +790,13 @@ impl IoPool {
 
         let id = {
             let mut state = shared.lock();
-            state.admit(&key)?;
+            state.admit(&key, check_hung).map_err(Ended::Refused)?;
             let id = state.next_job;
             state.next_job += 1;
             state.queue.push_back(Job {
                 id,
-                key: key.clone(),
+                key,
+                check_hung,
                 op,
                 start: start_tx,
                 work,
@@ -593,7 +809,6 @@ impl IoPool {
         let mut watch = Watch {
             shared: Arc::clone(shared),
             id,
-            key,
             op,
             settled: false,
         };
@@ -601,36 +816,38 @@ impl IoPool {
             Ok(Ok(started)) => started,
             Ok(Err(refused)) => {
                 watch.settled = true;
-                return Err(refused);
+                return Err(Ended::Refused(refused));
             }
             Err(_) => {
                 watch.settled = true;
-                return Err(IoError::ShutDown);
+                return Err(Ended::Refused(IoError::ShutDown));
             }
         };
-        let deadline = deadline(started, shared.config.timeout);
-        let mut reply_rx = reply_rx;
-        let outcome = tokio::time::timeout_at(deadline, &mut reply_rx).await;
-        watch.settled = true;
-        let result = match outcome {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(lost_error()),
-            Err(_) => match shared.expire(id, &watch.key, op) {
-                Expired::Marked => {
-                    return Err(IoError::Timeout {
-                        op,
-                        path: std::mem::take(&mut watch.key),
-                        timeout: shared.config.timeout,
-                    });
+        let mut due = deadline(started, shared.config.timeout);
+        loop {
+            let outcome = tokio::time::timeout_at(due, &mut reply_rx).await;
+            match outcome {
+                Ok(Ok(result)) => {
+                    watch.settled = true;
+                    return Ok(result);
                 }
-                Expired::Finished => reply_rx.try_recv().unwrap_or_else(|_| Err(lost_error())),
-            },
-        };
-        result.map_err(|source| IoError::Os {
-            op,
-            path: std::mem::take(&mut watch.key),
-            source,
-        })
+                Ok(Err(_)) => {
+                    watch.settled = true;
+                    return Err(Ended::Lost);
+                }
+                Err(_) => match shared.expire(id, op) {
+                    Expired::Later(later) => due = later,
+                    Expired::Marked(path) => {
+                        watch.settled = true;
+                        return Err(Ended::TimedOut(path));
+                    }
+                    Expired::Finished => {
+                        watch.settled = true;
+                        return reply_rx.try_recv().map_err(|_| Ended::Lost);
+                    }
+                },
+            }
+        }
     }
 
     /// Reads the whole file as UTF-8.
@@ -777,6 +994,7 @@ impl Shared {
             let Job {
                 id,
                 key,
+                check_hung,
                 op,
                 start,
                 work,
@@ -784,16 +1002,18 @@ impl Shared {
             } = job;
             drop(_slot);
             // The path may have been marked hung while the job waited.
-            if let Some(refused) = state.refuse_hung(&key) {
+            if let Some(refused) = check_hung.then(|| state.refuse_hung(&key)).flatten() {
                 let _ = start.send(Err(refused));
                 continue;
             }
             let started = Instant::now();
+            // The first step is the job's own key.
             state.running.insert(
                 id,
                 Running {
                     started,
-                    timed_out: false,
+                    key: Some(key),
+                    marked: None,
                 },
             );
             if start.send(Ok(started)).is_err() {
@@ -803,21 +1023,22 @@ impl Shared {
             }
             drop(state);
 
-            let deliver = panic::catch_unwind(AssertUnwindSafe(|| work(&*self.fs)));
+            let steps = Steps { shared: &self, id };
+            let deliver = panic::catch_unwind(AssertUnwindSafe(|| work(&*self.fs, &steps)));
 
             state = self.lock();
-            let timed_out = state.running.remove(&id).is_some_and(|r| r.timed_out);
+            let marked = state.running.remove(&id).and_then(|r| r.marked);
             // Delivered under the lock, so `expire` sees either a running job
             // or a result already in the channel.
             if let Ok(deliver) = deliver {
                 let _ = panic::catch_unwind(AssertUnwindSafe(deliver));
             }
-            if !timed_out {
+            let Some(marked) = marked else {
                 state.completed += 1;
                 continue;
-            }
+            };
             state.stuck = state.stuck.saturating_sub(1);
-            state.clear_mark(&key, op);
+            state.clear_mark(&marked, op);
             if state.closed || state.healthy >= self.config.threads {
                 // A replacement took this thread's place.
                 return;
@@ -826,14 +1047,26 @@ impl Shared {
         }
     }
 
-    /// Called on the async side when a started job's timeout has passed.
-    fn expire(self: &Arc<Self>, id: u64, key: &Path, op: &'static str) -> Expired {
+    /// Called on the async side when a started job's deadline has passed.
+    fn expire(self: &Arc<Self>, id: u64, op: &'static str) -> Expired {
         let mut state = self.lock();
-        match state.running.get_mut(&id) {
-            Some(running) if !running.timed_out => running.timed_out = true,
-            Some(_) => return Expired::Marked,
-            None => return Expired::Finished,
+        let timeout = self.config.timeout;
+        let Some(running) = state.running.get_mut(&id) else {
+            return Expired::Finished;
+        };
+        if let Some(marked) = &running.marked {
+            return Expired::Marked(marked.clone());
         }
+        let Some(key) = running.key.clone() else {
+            // Between steps: the next one brings its own deadline.
+            return Expired::Later(deadline(Instant::now(), timeout));
+        };
+        let due = deadline(running.started, timeout);
+        if due > tokio::time::Instant::now() {
+            return Expired::Later(due);
+        }
+        running.marked = Some(key.clone());
+        let key = key.as_path();
         state.timeouts += 1;
         state.stuck += 1;
         state.healthy = state.healthy.saturating_sub(1);
@@ -871,7 +1104,7 @@ impl Shared {
                 let _ = job.start.send(Err(IoError::Saturated { path: job.key }));
             }
         }
-        Expired::Marked
+        Expired::Marked(key.to_path_buf())
     }
 
     fn shutdown(&self) {
@@ -891,12 +1124,13 @@ impl Shared {
 }
 
 impl State {
-    /// Whether a new job on `key` may be queued.
-    fn admit(&mut self, key: &Path) -> Result<(), IoError> {
+    /// Whether a new job on `key` may be queued (and, with `check_hung`,
+    /// whether `key` is not hung).
+    fn admit(&mut self, key: &Path, check_hung: bool) -> Result<(), IoError> {
         if self.closed {
             return Err(IoError::ShutDown);
         }
-        if let Some(refused) = self.refuse_hung(key) {
+        if check_hung && let Some(refused) = self.refuse_hung(key) {
             return Err(refused);
         }
         if self.healthy == 0 {
@@ -953,7 +1187,6 @@ impl State {
 struct Watch {
     shared: Arc<Shared>,
     id: u64,
-    key: PathBuf,
     op: &'static str,
     /// Set once the caller has the outcome.
     settled: bool,
@@ -976,14 +1209,18 @@ impl Drop for Watch {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let deadline = deadline(started, self.shared.config.timeout);
+        let mut due = deadline(started, self.shared.config.timeout);
         let shared = Arc::clone(&self.shared);
         let (id, op) = (self.id, self.op);
-        let key = std::mem::take(&mut self.key);
         runtime.spawn(async move {
-            tokio::time::sleep_until(deadline).await;
-            // A no-op if the job has returned by now.
-            shared.expire(id, &key, op);
+            loop {
+                tokio::time::sleep_until(due).await;
+                // A no-op if the job has returned by now.
+                match shared.expire(id, op) {
+                    Expired::Later(later) => due = later,
+                    Expired::Marked(_) | Expired::Finished => break,
+                }
+            }
         });
     }
 }

@@ -636,3 +636,125 @@ async fn a_job_whose_caller_gives_up_while_queued_never_runs() {
     })
     .await;
 }
+
+/// A batch times each item on its own: items slower in total than one timeout
+/// all succeed, a hung item marks only its own path and fails with a timeout,
+/// the items after it still run (on another thread), and an item below a path
+/// already hung fails at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_times_each_item_and_a_hung_item_costs_only_itself() {
+    bounded(async {
+        let fs = GateFs::new();
+        let pool = IoPool::new(fs.clone(), config(2, 4, 200));
+        let slow = |fs: &dyn Fs, (path, ms): &(PathBuf, u64)| {
+            std::thread::sleep(Duration::from_millis(*ms));
+            fs.read(path)
+        };
+
+        // Five items of 80 ms: 400 ms in all, twice the timeout, each within it.
+        let items: Vec<(PathBuf, (PathBuf, u64))> = (0..5)
+            .map(|i| {
+                let p = PathBuf::from(format!("/cg/{i}"));
+                (p.clone(), (p, 80))
+            })
+            .collect();
+        let results = pool.run_batch("read", items, slow).await;
+        let texts: Vec<String> = results.into_iter().map(|r| r.unwrap()).collect();
+        assert_eq!(
+            texts,
+            ["ok /cg/0", "ok /cg/1", "ok /cg/2", "ok /cg/3", "ok /cg/4"]
+        );
+        assert!(pool.hung().is_empty());
+
+        // The third item hangs.
+        let paths = ["/cg/a", "/cg/b", "/block/c", "/cg/d", "/cg/e"];
+        let items: Vec<(PathBuf, (PathBuf, u64))> = paths
+            .iter()
+            .map(|p| (PathBuf::from(p), (PathBuf::from(p), 0)))
+            .collect();
+        let started = Instant::now();
+        let results = pool.run_batch("read", items, slow).await;
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(2), "took {took:?}");
+        assert_eq!(results.len(), 5);
+        assert_eq!(results[0].as_deref().unwrap(), "ok /cg/a");
+        assert_eq!(results[1].as_deref().unwrap(), "ok /cg/b");
+        match &results[2] {
+            Err(IoError::Timeout { path, .. }) => assert_eq!(path, Path::new("/block/c")),
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+        assert_eq!(results[3].as_deref().unwrap(), "ok /cg/d");
+        assert_eq!(results[4].as_deref().unwrap(), "ok /cg/e");
+        assert_eq!(hung_paths(&pool), [PathBuf::from("/block/c")]);
+
+        // Below the hung path: refused at once, the others run.
+        let items: Vec<(PathBuf, (PathBuf, u64))> = ["/block/c/x", "/cg/f"]
+            .iter()
+            .map(|p| (PathBuf::from(p), (PathBuf::from(p), 0)))
+            .collect();
+        let started = Instant::now();
+        let results = pool.run_batch("read", items, slow).await;
+        assert!(started.elapsed() < AT_ONCE, "took {:?}", started.elapsed());
+        assert!(
+            matches!(&results[0], Err(IoError::Hung { path, .. }) if path == Path::new("/block/c"))
+        );
+        assert_eq!(results[1].as_deref().unwrap(), "ok /cg/f");
+
+        // Released: the mark is cleared and the stuck thread's batch stops
+        // (its remaining items already ran elsewhere).
+        fs.release();
+        wait_until("the hung mark is cleared", || pool.hung().is_empty()).await;
+        let results = pool
+            .run_batch("read", vec![(PathBuf::from("/block/c"), ())], |fs, _| {
+                fs.read(Path::new("/block/c"))
+            })
+            .await;
+        assert_eq!(results[0].as_deref().unwrap(), "released /block/c");
+        assert!(
+            pool.run_batch("read", Vec::<(PathBuf, ())>::new(), |_, _| Ok(()))
+                .await
+                .is_empty()
+        );
+    })
+    .await;
+}
+
+/// An error or a panic in one item is that item's result only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_item_that_fails_or_panics_is_its_own_result() {
+    bounded(async {
+        let pool = IoPool::new(GateFs::new(), config(1, 2, 1000));
+        let items: Vec<(PathBuf, u32)> = (0..4)
+            .map(|i| (PathBuf::from(format!("/cg/{i}")), i))
+            .collect();
+        let results = pool
+            .run_batch("read", items, |_, i| match i {
+                1 => Err(io::Error::from_raw_os_error(libc_enoent())),
+                2 => panic!("item two"),
+                n => Ok(*n),
+            })
+            .await;
+        assert_eq!(*results[0].as_ref().unwrap(), 0);
+        match &results[1] {
+            Err(e @ IoError::Os { path, .. }) => {
+                assert_eq!(path, Path::new("/cg/1"));
+                assert!(e.is_not_found());
+            }
+            other => panic!("expected an OS error, got {other:?}"),
+        }
+        match &results[2] {
+            Err(IoError::Os { path, source, .. }) => {
+                assert_eq!(path, Path::new("/cg/2"));
+                assert!(source.to_string().contains("item two"), "{source}");
+            }
+            other => panic!("expected an OS error, got {other:?}"),
+        }
+        assert_eq!(*results[3].as_ref().unwrap(), 3);
+        assert_eq!(pool.stats().threads, 1);
+    })
+    .await;
+}
+
+fn libc_enoent() -> i32 {
+    nix::errno::Errno::ENOENT as i32
+}

@@ -246,11 +246,33 @@ pub struct Observed {
     pub error: Option<String>,
 }
 
+/// Which of a cgroup's optional files [`observe`] reads. `cpuset.cpus`, the
+/// effective set, the xattr and the children are always read; the rest only
+/// where they can change a decision, since a full reconcile reads every
+/// cgroup and each file is an open, a read and a close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reads {
+    /// `cpuset.mems`: needed where an empty set must be filled (v1) or where
+    /// memory follows the exclusive CPUs (`align_memory`).
+    pub mems: bool,
+    /// The CPU limit: needed only where the kubelet's rule can apply.
+    pub limit: bool,
+}
+
+impl Reads {
+    /// Everything.
+    pub const ALL: Reads = Reads {
+        mems: true,
+        limit: true,
+    };
+}
+
 /// Reads the state of cgroup `rel` and lists its children, opening its
-/// directory once ([`Fs::scan_dir`]). Never fails as a whole: an unreadable
+/// directory once ([`Fs::scan_dir`]); `reads` says which optional files to
+/// read (those not read are `None`). Never fails as a whole: an unreadable
 /// file leaves its field `None` and notes the error. A cgroup that no longer
 /// exists returns `None`.
-pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel) -> Option<Observed> {
+pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Observed> {
     let mut obs = Observed {
         rel: rel.clone(),
         ..Observed::default()
@@ -259,8 +281,11 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel) -> Option<Observed> {
     // In v2 the CPU limit sits next to the cpuset files; in v1 it lives in the
     // cpu controller's own tree and is read on its own below.
     let v2 = h.version == Version::V2 && h.cpu.as_deref() == Some(h.cpuset.as_path());
-    let mut names = vec!["cpuset.cpus", h.effective_name(), "cpuset.mems"];
-    if v2 {
+    let mut names = vec!["cpuset.cpus", h.effective_name()];
+    if reads.mems {
+        names.push("cpuset.mems");
+    }
+    if reads.limit && v2 {
         names.push("cpu.max");
     }
     let scan = match fs.scan_dir(&dir, &names, XATTR_CPUS) {
@@ -272,21 +297,28 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel) -> Option<Observed> {
         }
     };
     let mut error: Option<String> = None;
-    let texts: Vec<Option<(String, &str)>> = scan
-        .files
-        .into_iter()
-        .zip(&names)
-        .map(|(r, name)| match r {
-            Ok(text) => Some((text, *name)),
-            Err(e) => {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    error.get_or_insert_with(|| format!("{}: {e}", dir.join(name).display()));
-                }
-                None
+    let mut texts = scan.files.into_iter().zip(&names).map(|(r, name)| match r {
+        Ok(text) => Some((text, *name)),
+        Err(e) => {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                error.get_or_insert_with(|| format!("{}: {e}", dir.join(name).display()));
             }
-        })
-        .collect();
-    let mut texts = texts.into_iter();
+            None
+        }
+    });
+    let cpus = texts.next().flatten();
+    let effective = texts.next().flatten();
+    let mems = if reads.mems {
+        texts.next().flatten()
+    } else {
+        None
+    };
+    let max = if reads.limit && v2 {
+        texts.next().flatten()
+    } else {
+        None
+    };
+    drop(texts);
     let mut parsed = |r: Option<(String, &str)>| -> Option<CpuSet> {
         let (text, name) = r?;
         text.parse::<CpuSet>()
@@ -295,14 +327,11 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel) -> Option<Observed> {
             })
             .ok()
     };
-    let cpus = texts.next().flatten();
-    let effective = texts.next().flatten();
-    let mems = texts.next().flatten();
-    let max = texts.next().flatten();
     obs.cpus = parsed(cpus);
     obs.effective = parsed(effective);
     obs.mems = parsed(mems);
     obs.limit = match max {
+        _ if !reads.limit => None,
         Some((text, _)) => CpuLimit::parse_v2(&text),
         None if v2 => None,
         None => {
