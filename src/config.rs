@@ -78,6 +78,22 @@ pub struct Config {
     /// How long a task may sit in uninterruptible sleep (D state) before the
     /// daemon reports it (0 < d <= 24h).
     pub dstate_threshold: Duration,
+    /// How long a cgroup may stay frozen before the daemon reports it
+    /// (0 < d <= 24h).
+    pub frozen_threshold: Duration,
+    /// Thaw a cgroup that stayed frozen longer than `frozen_threshold`.
+    pub thaw_frozen: bool,
+    /// How often the watchdog checks the required paths, stuck tasks and
+    /// frozen cgroups (0 < d <= 24h).
+    pub watchdog_interval: Duration,
+    /// Recreate a missing required path (else only report it).
+    pub repair: bool,
+    /// The shortest time between two repairs of the same path (0 < d <= 24h).
+    pub repair_cooldown: Duration,
+    /// Cgroups, relative to `cgroup_root`, that must exist in every hierarchy,
+    /// besides the kubepods paths the watchdog derives from `managed`. Same
+    /// rules as `shared_cgroups`.
+    pub required_paths: Vec<String>,
     /// Cgroups, relative to `cgroup_root`, confined to the shared pool. Never
     /// absolute, empty, or with empty, `.` or `..` components; no managed
     /// subtree lies inside one.
@@ -327,6 +343,12 @@ impl Default for Config {
             reconcile_interval: Duration::from_secs(10),
             read_timeout: Duration::from_secs(5),
             dstate_threshold: Duration::from_secs(60),
+            frozen_threshold: Duration::from_secs(300),
+            thaw_frozen: false,
+            watchdog_interval: Duration::from_secs(10),
+            repair: true,
+            repair_cooldown: Duration::from_secs(60),
+            required_paths: Vec::new(),
             shared_cgroups: vec!["system.slice".into(), "user.slice".into()],
             managed: vec!["kubepods.slice".into(), "kubepods".into()],
             hierarchy: HierarchyMode::Auto,
@@ -497,6 +519,12 @@ struct RawConfig {
     reconcile_interval: Option<Spanned<String>>,
     read_timeout: Option<Spanned<String>>,
     dstate_threshold: Option<Spanned<String>>,
+    frozen_threshold: Option<Spanned<String>>,
+    thaw_frozen: Option<bool>,
+    watchdog_interval: Option<Spanned<String>>,
+    repair: Option<bool>,
+    repair_cooldown: Option<Spanned<String>>,
+    required_paths: Option<Vec<Spanned<String>>>,
     shared_cgroups: Option<Vec<Spanned<String>>>,
     managed: Option<Vec<Spanned<String>>>,
     hierarchy: Option<Spanned<String>>,
@@ -826,6 +854,16 @@ impl Validator<'_> {
         let read_timeout = durations(raw.read_timeout, "read_timeout", d.read_timeout);
         let dstate_threshold =
             durations(raw.dstate_threshold, "dstate_threshold", d.dstate_threshold);
+        let frozen_threshold =
+            durations(raw.frozen_threshold, "frozen_threshold", d.frozen_threshold);
+        let watchdog_interval = durations(
+            raw.watchdog_interval,
+            "watchdog_interval",
+            d.watchdog_interval,
+        );
+        let repair_cooldown = durations(raw.repair_cooldown, "repair_cooldown", d.repair_cooldown);
+        let required = self.cgroup_paths(raw.required_paths, "required_paths", &d.required_paths);
+        let required = errors.keep(required).unwrap_or_default();
         let shared = self.cgroup_paths(raw.shared_cgroups, "shared_cgroups", &d.shared_cgroups);
         let shared = errors.keep(shared).unwrap_or_default();
         let managed = self.cgroup_paths(raw.managed, "managed", &d.managed);
@@ -870,6 +908,12 @@ impl Validator<'_> {
             reconcile_interval,
             read_timeout,
             dstate_threshold,
+            frozen_threshold,
+            thaw_frozen: raw.thaw_frozen.unwrap_or(d.thaw_frozen),
+            watchdog_interval,
+            repair: raw.repair.unwrap_or(d.repair),
+            repair_cooldown,
+            required_paths: required.into_iter().map(|p| p.value).collect(),
             shared_cgroups: shared.into_iter().map(|p| p.value).collect(),
             managed: managed.into_iter().map(|p| p.value).collect(),
             hierarchy,

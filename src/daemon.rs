@@ -12,7 +12,7 @@
 //! errno, kept as that cgroup's status and retried by the next plan; it never
 //! stops the daemon. Only start-up errors are fatal.
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +32,9 @@ use crate::state::{Loaded, StateFile};
 use crate::sysfs::Sysfs;
 use crate::topology::Topology;
 use crate::watch::{Change, Watcher};
+use crate::watchdog::{
+    self, Decision, FrozenCgroup, Health, Mount, RepairEvent, Repairs, Stuck, StuckTask,
+};
 
 /// Cgroups read by one job on an I/O thread during a scan.
 const SCAN_BATCH: usize = 128;
@@ -106,7 +109,32 @@ pub struct Daemon {
     ready: bool,
     last_status: String,
     notifier: Notifier,
+    /// The watchdog's findings and memory.
+    dog: Watch,
+    /// `WATCHDOG=1` every this long, when systemd asked for it.
+    ping_every: Option<Duration>,
+    last_ping: Instant,
+    /// Test hook (`PINCTL_TEST_WEDGE`): SIGUSR2 wedges the event loop.
+    wedge_on_usr2: bool,
 }
+
+/// What the watchdog knows between its checks.
+struct Watch {
+    /// The mounted hierarchies, listed at start-up.
+    mounts: Vec<Mount>,
+    repairs: Repairs,
+    /// Repairs made, newest last (bounded).
+    repaired: VecDeque<RepairEvent>,
+    dstate: Stuck<(u32, u32, u64)>,
+    stuck_tasks: Vec<StuckTask>,
+    frozen: Stuck<Rel>,
+    frozen_cgroups: Vec<FrozenCgroup>,
+    /// A removal of a required path was seen: check the paths at once.
+    check_paths_now: bool,
+}
+
+/// How many repair events the daemon keeps.
+const REPAIRS_KEPT: usize = 64;
 
 /// Reads the CPU topology on an I/O thread.
 async fn read_topology(pool: &IoPool, sysfs_root: &Path) -> Result<Topology> {
@@ -208,6 +236,25 @@ impl Daemon {
         roots.sort();
         roots.dedup();
         let roots = roots.into_iter().map(Rel::from).collect();
+        let mounts = {
+            let hier = hier.clone();
+            pool.run(&cfg.cgroup_root, move |fs| watchdog::mounts(fs, &hier))
+                .await
+                .unwrap_or_else(|e| {
+                    warn!(error = %format!("{e:#}"), "cannot list the cgroup hierarchies; the watchdog checks only the cpuset tree");
+                    Vec::new()
+                })
+        };
+        let dog = Watch {
+            mounts,
+            repairs: Repairs::new(cfg.repair, cfg.repair_cooldown),
+            repaired: VecDeque::new(),
+            dstate: Stuck::new(cfg.dstate_threshold),
+            stuck_tasks: Vec::new(),
+            frozen: Stuck::new(cfg.frozen_threshold),
+            frozen_cgroups: Vec::new(),
+            check_paths_now: false,
+        };
         Ok(Daemon {
             cfg,
             pool,
@@ -220,11 +267,21 @@ impl Daemon {
             ready: false,
             last_status: String::new(),
             notifier: Notifier::new(),
+            dog,
+            ping_every: None,
+            last_ping: Instant::now(),
+            wedge_on_usr2: false,
         })
     }
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Test hook: SIGUSR2 makes the event loop block its thread for good, as a
+    /// wedged loop would, so tests can see the `WATCHDOG=1` pings stop.
+    pub fn wedge_on_sigusr2(&mut self, on: bool) {
+        self.wedge_on_usr2 = on;
     }
 
     /// Runs until SIGTERM or SIGINT.
@@ -233,6 +290,10 @@ impl Daemon {
         if self.hier.version == Version::V2 {
             self.enable_cpuset_controller().await;
         }
+        let mut usec = 0u64;
+        self.ping_every =
+            sd_notify::watchdog_enabled(false, &mut usec).then(|| Duration::from_micros(usec / 2));
+        self.check_paths().await;
         self.reconcile(false).await;
         self.engine.end_startup();
         self.ready = true;
@@ -245,14 +306,19 @@ impl Daemon {
         let mut tick = tokio::time::interval(self.cfg.reconcile_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.reset();
-        let mut usec = 0u64;
-        let watchdog =
-            sd_notify::watchdog_enabled(false, &mut usec).then(|| Duration::from_micros(usec / 2));
-        let mut dog = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
+        let mut ping = tokio::time::interval(self.ping_every.unwrap_or(Duration::from_secs(3600)));
+        let mut dog = tokio::time::interval(self.cfg.watchdog_interval);
+        dog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        dog.reset();
+        let mut usr2 = signal(SignalKind::user_defined2())?;
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
         let mut hup = signal(SignalKind::hangup())?;
         loop {
+            self.beat();
+            if std::mem::take(&mut self.dog.check_paths_now) {
+                self.check_paths().await;
+            }
             tokio::select! {
                 changes = self.watcher.next() => match changes {
                     Ok(changes) => self.handle(changes).await,
@@ -274,7 +340,14 @@ impl Daemon {
                     }
                 },
                 _ = tick.tick() => self.reconcile(true).await,
-                _ = dog.tick(), if watchdog.is_some() => self.notifier.send(Note::Watchdog),
+                _ = ping.tick(), if self.ping_every.is_some() => self.beat(),
+                _ = dog.tick() => self.watchdog().await,
+                _ = usr2.recv(), if self.wedge_on_usr2 => {
+                    warn!("test hook: SIGUSR2 wedges the event loop");
+                    loop {
+                        std::thread::sleep(Duration::from_secs(3600));
+                    }
+                }
                 _ = hup.recv() => {
                     info!("SIGHUP: full reconcile");
                     self.reconcile(true).await;
@@ -365,6 +438,7 @@ impl Daemon {
             let Some(joined) = set.join_next().await else {
                 break;
             };
+            self.beat();
             let (rels, results) = match joined {
                 Ok(r) => r,
                 Err(e) => {
@@ -510,6 +584,7 @@ impl Daemon {
                     reread.push(Change::Changed(rel));
                 }
                 Change::Removed(rel) => {
+                    self.note_removed(&rel);
                     if let Some(cw) = self.cpu_watcher.as_mut() {
                         cw.unwatch(&rel);
                     }
@@ -544,6 +619,7 @@ impl Daemon {
                 }
                 Change::Removed(rel) => {
                     changed |= self.engine.knows(&rel);
+                    self.note_removed(&rel);
                     self.forget(&rel);
                 }
                 Change::CpusWritten(rel) => {
@@ -610,6 +686,7 @@ impl Daemon {
         let plan = self.engine.plan();
         let mut written: BTreeSet<Rel> = BTreeSet::new();
         for w in &plan.writes {
+            self.beat();
             let path = match w.file {
                 File::Cpus => self.hier.cpus_file(&w.rel),
                 File::Mems => self.hier.mems_file(&w.rel),
@@ -664,6 +741,301 @@ impl Daemon {
         self.notify_status(false);
     }
 
+    /// Tells systemd "alive" when a ping is due. Called from the event loop
+    /// and from inside long steps (a scan, a run of writes) as they progress,
+    /// never from anywhere else: a wedged loop stops the pings.
+    fn beat(&mut self) {
+        if let Some(every) = self.ping_every
+            && self.last_ping.elapsed() >= every
+        {
+            self.notifier.send(Note::Watchdog);
+            self.last_ping = Instant::now();
+        }
+    }
+
+    /// A cgroup directory `rel` was removed: if a required path was at or
+    /// below it, the watchdog checks the paths before the next event.
+    fn note_removed(&mut self, rel: &str) {
+        let required = watchdog::required(&self.cfg.managed, &self.cfg.required_paths, |_| true);
+        if required.iter().any(|r| cgroup::is_within(r, rel)) {
+            self.dog.check_paths_now = true;
+        }
+    }
+
+    /// The watchdog's periodic work: required paths, stuck tasks, frozen
+    /// cgroups; then the status.
+    async fn watchdog(&mut self) {
+        self.check_paths().await;
+        self.check_dstate().await;
+        self.check_frozen().await;
+        self.notify_status(false);
+    }
+
+    /// Checks that every required path exists in every hierarchy and repairs
+    /// what is missing (see [`watchdog::required`] and [`watchdog::repair`]).
+    async fn check_paths(&mut self) {
+        if self.dog.mounts.is_empty() {
+            return;
+        }
+        // Which managed kubepods roots exist anywhere: that tells the driver.
+        let mut probes = Vec::new();
+        for m in &self.dog.mounts {
+            for root in &self.cfg.managed {
+                let path = m.dir.join(root);
+                probes.push((path.clone(), (root.clone(), path)));
+            }
+        }
+        let found = self
+            .pool
+            .run_batch("stat", probes.clone(), |fs, (_, path)| fs.exists(path))
+            .await;
+        let present: Vec<&String> = probes
+            .iter()
+            .zip(&found)
+            .filter(|(_, r)| matches!(r, Ok(true)))
+            .map(|((_, (root, _)), _)| root)
+            .collect();
+        let required = watchdog::required(&self.cfg.managed, &self.cfg.required_paths, |r| {
+            present.iter().any(|p| p.as_str() == r)
+        });
+        let mut wanted = Vec::new();
+        for m in &self.dog.mounts {
+            for rel in &required {
+                let path = m.dir.join(rel);
+                wanted.push((path.clone(), path));
+            }
+        }
+        let exists = self
+            .pool
+            .run_batch("stat", wanted.clone(), |fs, path| fs.exists(path))
+            .await;
+        let now = Instant::now();
+        let mut missing = Vec::new();
+        let mut done: Vec<PathBuf> = Vec::new();
+        for ((path, _), result) in wanted.into_iter().zip(exists) {
+            match result {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => {
+                    missing.push(watchdog::PathState {
+                        path,
+                        problem: format!("cannot check: {e:#}"),
+                    });
+                    continue;
+                }
+            }
+            // A repair of a parent made its children too.
+            if done.iter().any(|d| path.starts_with(d)) {
+                continue;
+            }
+            let mount = self
+                .dog
+                .mounts
+                .iter()
+                .find(|m| path.starts_with(&m.dir))
+                .cloned();
+            let Some(mount) = mount else { continue };
+            let rel = path
+                .strip_prefix(&mount.dir)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
+            match self.dog.repairs.decide(&path, now) {
+                Decision::Leave(why) => {
+                    warn!(path = %path.display(), "required cgroup path missing: {why}");
+                    missing.push(watchdog::PathState { path, problem: why });
+                }
+                Decision::Repair => {
+                    let m = mount.clone();
+                    let r = rel.clone();
+                    let result = self
+                        .pool
+                        .run_op("repair", &path, move |fs| watchdog::repair(fs, &m, &r))
+                        .await;
+                    self.dog.repairs.attempted(&path, now, result.is_ok());
+                    match result {
+                        Ok(repaired) => {
+                            warn!(path = %path.display(), created = ?repaired.created, repairs = self.dog.repairs.count, "required cgroup path was missing; repaired");
+                            if self.dog.repaired.len() >= REPAIRS_KEPT {
+                                self.dog.repaired.pop_front();
+                            }
+                            self.dog.repaired.push_back(RepairEvent {
+                                path: path.clone(),
+                                created: repaired.created,
+                            });
+                            done.push(path);
+                        }
+                        Err(e) => {
+                            let why = format!("repair failed: {e:#}");
+                            warn!(path = %path.display(), "required cgroup path missing: {why}");
+                            missing.push(watchdog::PathState { path, problem: why });
+                        }
+                    }
+                }
+            }
+        }
+        self.dog.repairs.missing = missing;
+    }
+
+    /// Finds tasks of the managed cgroups stuck in D state longer than
+    /// `dstate_threshold`. Every `/proc` read is a timed I/O call of its own:
+    /// reading a stuck task's files can hang too.
+    async fn check_dstate(&mut self) {
+        let proc_root = self.cfg.proc_root.clone();
+        let root = proc_root.clone();
+        let pids = match self
+            .pool
+            .run_op("list", &proc_root, move |fs| watchdog::list_pids(fs, &root))
+            .await
+        {
+            Ok(p) => p,
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), "cannot list processes");
+                return;
+            }
+        };
+        let items: Vec<(PathBuf, u32)> = pids
+            .into_iter()
+            .map(|pid| (proc_root.join(pid.to_string()), pid))
+            .collect();
+        let version = self.hier.version;
+        let root = proc_root.clone();
+        let results = self
+            .pool
+            .run_batch("read", items, move |fs, pid| {
+                watchdog::read_dstate(fs, &root, *pid, version)
+            })
+            .await;
+        let mut seen = Vec::new();
+        let mut info = BTreeMap::new();
+        for watchdog::Sleeper {
+            stat,
+            cgroup,
+            wchan,
+        } in results.into_iter().flatten().flatten()
+        {
+            let Some(cgroup) = cgroup else { continue };
+            if !self.within_roots(&cgroup) {
+                continue;
+            }
+            let key = (stat.pid, stat.tid, stat.start);
+            seen.push(key);
+            info.insert(key, (stat.comm, cgroup, wchan));
+        }
+        let now = Instant::now();
+        let mut stuck = Vec::new();
+        for (key, long) in self.dog.dstate.update(now, seen) {
+            let Some((comm, cgroup, wchan)) = info.remove(&key) else {
+                continue;
+            };
+            stuck.push(StuckTask {
+                pid: key.0,
+                tid: key.1,
+                comm,
+                cgroup,
+                wchan,
+                secs: long.as_secs(),
+            });
+        }
+        for t in &stuck {
+            if !self
+                .dog
+                .stuck_tasks
+                .iter()
+                .any(|o| (o.pid, o.tid) == (t.pid, t.tid))
+            {
+                warn!(pid = t.pid, tid = t.tid, comm = %t.comm, cgroup = %t.cgroup, wchan = ?t.wchan, secs = t.secs, "task stuck in uninterruptible sleep (D state)");
+            }
+        }
+        self.dog.stuck_tasks = stuck;
+    }
+
+    /// Finds workload cgroups (those without children) frozen longer than
+    /// `frozen_threshold`, and thaws them with `thaw_frozen`.
+    async fn check_frozen(&mut self) {
+        let has_freezer = self.hier.version == Version::V2
+            || self
+                .dog
+                .mounts
+                .iter()
+                .any(|m| m.kind == watchdog::MountKind::V1Freezer);
+        if !has_freezer {
+            return;
+        }
+        let files: Vec<(PathBuf, Rel)> = self
+            .engine
+            .cgroups()
+            .iter()
+            .filter(|(_, e)| !e.structural)
+            .map(|(rel, _)| (watchdog::freezer_file(&self.hier, rel), rel.clone()))
+            .collect();
+        let items = files
+            .iter()
+            .map(|(path, _)| (path.clone(), path.clone()))
+            .collect();
+        let results = self
+            .pool
+            .run_batch("read", items, |fs, path: &PathBuf| match fs.read(path) {
+                Ok(t) => Ok(watchdog::is_frozen(&t)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(e),
+            })
+            .await;
+        let frozen: Vec<Rel> = files
+            .into_iter()
+            .zip(results)
+            .filter(|(_, r)| matches!(r, Ok(true)))
+            .map(|((_, rel), _)| rel)
+            .collect();
+        let now = Instant::now();
+        let mut out = Vec::new();
+        for (rel, long) in self.dog.frozen.update(now, frozen) {
+            let mut thawed = false;
+            if self.cfg.thaw_frozen {
+                let path = watchdog::freezer_file(&self.hier, &rel);
+                match self
+                    .pool
+                    .write(&path, watchdog::thaw_value(self.hier.version))
+                    .await
+                {
+                    Ok(()) => {
+                        warn!(cgroup = %rel, secs = long.as_secs(), "cgroup was frozen too long; thawed");
+                        thawed = true;
+                    }
+                    Err(e) => {
+                        warn!(cgroup = %rel, error = %format!("{e:#}"), "cannot thaw a cgroup frozen too long")
+                    }
+                }
+            } else if !self.dog.frozen_cgroups.iter().any(|f| *f.cgroup == *rel) {
+                warn!(cgroup = %rel, secs = long.as_secs(), "cgroup frozen longer than frozen_threshold");
+            }
+            out.push(FrozenCgroup {
+                cgroup: rel.to_string(),
+                secs: long.as_secs(),
+                thawed,
+            });
+        }
+        self.dog.frozen_cgroups = out;
+    }
+
+    /// The daemon's health, judged on what it knows now.
+    pub fn health(&self) -> Health {
+        let stats = self.pool.stats();
+        watchdog::assess(&watchdog::Facts {
+            io_threads: stats.threads,
+            hung_paths: self.pool.hung().len(),
+            dstate_tasks: self.dog.stuck_tasks.len(),
+            frozen_cgroups: self.dog.frozen_cgroups.iter().filter(|f| !f.thawed).count(),
+            failing_cgroups: self
+                .engine
+                .cgroups()
+                .values()
+                .filter(|c| c.failure.is_some())
+                .count(),
+            missing_paths: self.dog.repairs.missing.len(),
+        })
+    }
+
     async fn save_state(&self) {
         let body = self.engine.saved_state();
         let state = StateFile::new(self.state.path());
@@ -687,13 +1059,6 @@ impl Daemon {
             .map(|c| c.len())
             .sum();
         let pending = workloads.values().filter(|w| w.pending.is_some()).count();
-        let failures = self
-            .engine
-            .cgroups()
-            .values()
-            .filter(|c| c.failure.is_some())
-            .count();
-        let hung = self.pool.hung().len();
         let mut s = format!(
             "{} exclusive workloads on {} CPUs, {} pending, shared pool {} CPUs",
             pinned.len(),
@@ -701,10 +1066,12 @@ impl Daemon {
             pending,
             self.engine.shared_pool().len()
         );
-        if failures > 0 || hung > 0 {
-            s.push_str(&format!(
-                "; degraded: {failures} cgroups failing, {hung} hung paths"
-            ));
+        let health = self.health();
+        if health.state != watchdog::HealthState::Healthy {
+            s.push_str(&format!("; {health}"));
+        }
+        if self.dog.repairs.count > 0 {
+            s.push_str(&format!("; {} repairs", self.dog.repairs.count));
         }
         s
     }

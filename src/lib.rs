@@ -23,6 +23,7 @@ pub mod state;
 pub mod sysfs;
 pub mod topology;
 pub mod watch;
+pub mod watchdog;
 
 pub use cpuset::CpuSet;
 pub use topology::Topology;

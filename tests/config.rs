@@ -50,7 +50,13 @@ fn shipped_file_sets_every_key_and_documents_the_rule_example() {
         "reserved_cpus",
         "reconcile_interval",
         "read_timeout",
+        "watchdog_interval",
         "dstate_threshold",
+        "frozen_threshold",
+        "thaw_frozen",
+        "repair",
+        "repair_cooldown",
+        "required_paths",
         "shared_cgroups",
         "managed",
         "hierarchy",
@@ -130,6 +136,12 @@ reserved_cpus = "0-1,64"
 reconcile_interval = "500ms"
 read_timeout = "2m"
 dstate_threshold = "1h"
+frozen_threshold = "2h"
+thaw_frozen = true
+watchdog_interval = "3s"
+repair = false
+repair_cooldown = "5m"
+required_paths = ["kubepods.slice/extra.slice", "machine.slice"]
 shared_cgroups = ["system.slice", "machine.slice/noisy"]
 managed = ["kubepods.slice"]
 hierarchy = "v1"
@@ -156,6 +168,12 @@ numa = "0-1,3"
         reconcile_interval: Duration::from_millis(500),
         read_timeout: Duration::from_secs(120),
         dstate_threshold: Duration::from_secs(3600),
+        frozen_threshold: Duration::from_secs(7200),
+        thaw_frozen: true,
+        watchdog_interval: Duration::from_secs(3),
+        repair: false,
+        repair_cooldown: Duration::from_secs(300),
+        required_paths: vec!["kubepods.slice/extra.slice".into(), "machine.slice".into()],
         shared_cgroups: vec!["system.slice".into(), "machine.slice/noisy".into()],
         managed: vec!["kubepods.slice".into()],
         hierarchy: HierarchyMode::V1,
@@ -173,7 +191,7 @@ numa = "0-1,3"
     assert_eq!(rule.pattern, "hpc.slice/job-*.scope");
     assert_eq!(rule.cpus, 4);
     assert_eq!(rule.numa, [0, 1, 3]);
-    assert_eq!(rule.line, 22);
+    assert_eq!(rule.line, 28);
 
     let v2 = ok("hierarchy = \"v2\"\nspread_cores = true\nlog_level = \"trace\"\n");
     assert_eq!(v2.hierarchy, HierarchyMode::V2);
@@ -582,7 +600,14 @@ fn duration_edge_cases() {
 
 #[test]
 fn duration_keys_report_line_column_and_key() {
-    for key in ["reconcile_interval", "read_timeout", "dstate_threshold"] {
+    for key in [
+        "reconcile_interval",
+        "read_timeout",
+        "watchdog_interval",
+        "dstate_threshold",
+        "frozen_threshold",
+        "repair_cooldown",
+    ] {
         let text = format!("# timing\n{key} = \"0s\"\n");
         let column = key.len() + 4;
         assert_eq!(

@@ -67,7 +67,9 @@ fn run(args: Args) -> Result<()> {
         .build()
         .context("cannot start the runtime")?;
     let result = runtime.block_on(async {
-        let daemon = pinctl::daemon::Daemon::start(config).await?;
+        let mut daemon = pinctl::daemon::Daemon::start(config).await?;
+        // Test hook, for the watchdog tests only: SIGUSR2 wedges the loop.
+        daemon.wedge_on_sigusr2(std::env::var_os("PINCTL_TEST_WEDGE").is_some_and(|v| v == "1"));
         daemon.run().await
     });
     // Never wait forever for an I/O thread stuck in the kernel.
