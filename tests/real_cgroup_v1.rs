@@ -11,6 +11,8 @@
 //! Safety: each test creates its own top cgroup `pinctl-test-<pid>-<n>` in the
 //! cpuset and cpu hierarchies and points the daemon's `managed` and
 //! `shared_cgroups` only below it, so the daemon never touches a system cgroup.
+//! (Its watchdog makes the required paths `<top>/kubepods/{burstable,besteffort}`
+//! in every other hierarchy too; cleanup covers all of them.)
 //! [`Rig`]'s `Drop` runs even when a test panics: it stops the daemon (SIGTERM,
 //! then SIGKILL), kills every `sleep` the test started, moves any task left in
 //! a test cgroup back to the root cgroup, and removes the test cgroups bottom-up
@@ -181,8 +183,25 @@ fn evacuate(dir: &Path, root: &str) {
     }
 }
 
-/// Removes the top cgroup `top` and everything below it from both
-/// hierarchies: tasks out to the root, then `rmdir` bottom-up (retried while a
+/// The v1 hierarchies under `/sys/fs/cgroup` (the daemon's watchdog makes
+/// the required kubepods paths in each of them).
+fn hierarchies() -> Vec<String> {
+    let mut out: Vec<String> = fs::read_dir("/sys/fs/cgroup")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter(|e| e.file_name() != "unified")
+                .map(|e| e.path().display().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// Removes the top cgroup `top` and everything below it from every
+/// hierarchy: tasks out to the root, then `rmdir` bottom-up (retried while a
 /// dying task still holds a cgroup). Returns what could not be removed.
 fn remove_test_cgroups(top: &str) -> Vec<String> {
     // Never anything but a test's own top cgroup.
@@ -191,7 +210,8 @@ fn remove_test_cgroups(top: &str) -> Vec<String> {
         "refusing to remove cgroup {top:?}"
     );
     let mut left = Vec::new();
-    for root in [CPUSET, CPU] {
+    for root in hierarchies() {
+        let root = root.as_str();
         let base = Path::new(root).join(top);
         if !base.exists() {
             continue;
@@ -327,6 +347,8 @@ state_file = "{state}"
 socket = "{socket}"
 reserved_cpus = "{reserved}"
 reconcile_interval = "1h"
+watchdog_interval = "1s"
+repair_cooldown = "1s"
 log_level = "debug"
 managed = ["{top}/kubepods"]
 shared_cgroups = ["{top}/system.slice"]
@@ -872,4 +894,81 @@ fn restart_keeps_the_cpu_with_the_pinned_container_not_the_waiting_one() {
     rig.expect_cpus(&waiting.rel, &shared);
     rig.expect_allowed(pinned_pid, &exclusive);
     rig.expect_allowed(waiting_pid, &shared);
+}
+
+/// The watchdog makes the required kubepods paths in every hierarchy: the
+/// QoS parents missing at start-up, a path removed from the cpuset tree at
+/// once (inotify), one removed from the memory tree within its interval. A
+/// repaired v1 cpuset has its parent's cpus and mems, so a task can join.
+#[test]
+fn missing_kubepods_paths_are_repaired_in_every_hierarchy() {
+    let Some(mut rig) = Rig::new("missing_kubepods_paths_are_repaired_in_every_hierarchy") else {
+        return;
+    };
+    rig.start_daemon();
+    let all = hierarchies();
+    assert!(all.len() > 2, "hierarchies: {all:?}");
+    let required = ["kubepods", "kubepods/burstable", "kubepods/besteffort"];
+    wait_for(
+        "every required path in every hierarchy",
+        EVENT_TIMEOUT,
+        || {
+            for h in &all {
+                for rel in required {
+                    let dir = Path::new(h).join(&rig.top).join(rel);
+                    if !dir.is_dir() {
+                        return Err(format!("{} missing", dir.display()));
+                    }
+                }
+            }
+            Ok(())
+        },
+    );
+    let besteffort = rig.cs("kubepods/besteffort");
+    assert!(!read(&besteffort.join("cpuset.mems")).trim().is_empty());
+    assert!(!read_set(&besteffort.join("cpuset.cpus")).is_empty());
+
+    rig.note("rmdir kubepods/besteffort in cpuset");
+    fs::remove_dir(&besteffort).expect("rmdir besteffort");
+    wait_for("besteffort repaired in cpuset", EVENT_TIMEOUT, || {
+        if besteffort.join("cpuset.cpus").exists()
+            && !read_set(&besteffort.join("cpuset.cpus")).is_empty()
+            && !read(&besteffort.join("cpuset.mems")).trim().is_empty()
+        {
+            Ok(())
+        } else {
+            Err("not yet".into())
+        }
+    });
+    // A task can join the repaired cgroup (v1 refuses one with empty sets).
+    let mut sleep_child = Command::new("sleep").arg("30").spawn().expect("sleep");
+    let pid = sleep_child.id();
+    let joined = write(&besteffort.join("cgroup.procs"), &pid.to_string());
+    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    let _ = sleep_child.wait();
+    joined.expect("a task joins the repaired cpuset");
+
+    let memory = Path::new("/sys/fs/cgroup/memory")
+        .join(&rig.top)
+        .join("kubepods/burstable");
+    if memory.exists() {
+        rig.note("rmdir kubepods/burstable in memory");
+        fs::remove_dir(&memory).expect("rmdir memory burstable");
+        wait_for(
+            "burstable repaired in memory",
+            Duration::from_secs(5),
+            || {
+                if memory.is_dir() {
+                    Ok(())
+                } else {
+                    Err("not yet".into())
+                }
+            },
+        );
+    }
+    let log = fs::read_to_string(&rig.log).unwrap_or_default();
+    assert!(
+        log.contains("required cgroup path was missing; repaired"),
+        "{log}"
+    );
 }
