@@ -129,8 +129,12 @@ struct Watch {
     stuck_tasks: Vec<StuckTask>,
     frozen: Stuck<Rel>,
     frozen_cgroups: Vec<FrozenCgroup>,
-    /// A removal of a required path was seen: check the paths at once.
-    check_paths_now: bool,
+    /// A round of checks is running ([`Daemon::start_checks`]).
+    running: bool,
+    /// Another round was asked for meanwhile (`true`: paths only).
+    again: Option<bool>,
+    tx: tokio::sync::mpsc::Sender<Findings>,
+    rx: tokio::sync::mpsc::Receiver<Findings>,
 }
 
 /// How many repair events the daemon keeps.
@@ -245,6 +249,7 @@ impl Daemon {
                     Vec::new()
                 })
         };
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
         let dog = Watch {
             mounts,
             repairs: Repairs::new(cfg.repair, cfg.repair_cooldown),
@@ -253,7 +258,10 @@ impl Daemon {
             stuck_tasks: Vec::new(),
             frozen: Stuck::new(cfg.frozen_threshold),
             frozen_cgroups: Vec::new(),
-            check_paths_now: false,
+            running: false,
+            again: None,
+            tx,
+            rx,
         };
         Ok(Daemon {
             cfg,
@@ -293,7 +301,9 @@ impl Daemon {
         let mut usec = 0u64;
         self.ping_every =
             sd_notify::watchdog_enabled(false, &mut usec).then(|| Duration::from_micros(usec / 2));
-        self.check_paths().await;
+        // Required paths first: a repaired kubepods tree is then scanned too.
+        let found = gather(self.check_input(true)).await;
+        self.act(found).await;
         self.reconcile(false).await;
         self.engine.end_startup();
         self.ready = true;
@@ -316,9 +326,6 @@ impl Daemon {
         let mut hup = signal(SignalKind::hangup())?;
         loop {
             self.beat();
-            if std::mem::take(&mut self.dog.check_paths_now) {
-                self.check_paths().await;
-            }
             tokio::select! {
                 changes = self.watcher.next() => match changes {
                     Ok(changes) => self.handle(changes).await,
@@ -341,7 +348,14 @@ impl Daemon {
                 },
                 _ = tick.tick() => self.reconcile(true).await,
                 _ = ping.tick(), if self.ping_every.is_some() => self.beat(),
-                _ = dog.tick() => self.watchdog().await,
+                _ = dog.tick() => self.start_checks(false),
+                Some(found) = self.dog.rx.recv() => {
+                    self.dog.running = false;
+                    self.act(found).await;
+                    if let Some(paths_only) = self.dog.again.take() {
+                        self.start_checks(paths_only);
+                    }
+                }
                 _ = usr2.recv(), if self.wedge_on_usr2 => {
                     warn!("test hook: SIGUSR2 wedges the event loop");
                     loop {
@@ -758,83 +772,95 @@ impl Daemon {
     fn note_removed(&mut self, rel: &str) {
         let required = watchdog::required(&self.cfg.managed, &self.cfg.required_paths, |_| true);
         if required.iter().any(|r| cgroup::is_within(r, rel)) {
-            self.dog.check_paths_now = true;
+            self.start_checks(true);
         }
     }
 
-    /// The watchdog's periodic work: required paths, stuck tasks, frozen
-    /// cgroups; then the status.
-    async fn watchdog(&mut self) {
-        self.check_paths().await;
-        self.check_dstate().await;
-        self.check_frozen().await;
+    /// Starts a round of the watchdog's checks (required paths and, unless
+    /// `paths_only`, stuck tasks and frozen cgroups). Its reads run in a task
+    /// of their own, so events keep being handled meanwhile; the findings come
+    /// back to the event loop ([`Self::act`]). One round at a time: a request
+    /// while one runs is remembered and started after it.
+    fn start_checks(&mut self, paths_only: bool) {
+        if self.dog.running {
+            self.dog.again = Some(self.dog.again.unwrap_or(true) && paths_only);
+            return;
+        }
+        self.dog.running = true;
+        let input = self.check_input(paths_only);
+        let tx = self.dog.tx.clone();
+        tokio::spawn(async move {
+            let _ = tx.send(gather(input).await).await;
+        });
+    }
+
+    /// What a round of checks needs to know, copied off the daemon.
+    fn check_input(&self, paths_only: bool) -> CheckInput {
+        let has_freezer = self.hier.version == Version::V2
+            || self
+                .dog
+                .mounts
+                .iter()
+                .any(|m| m.kind == watchdog::MountKind::V1Freezer);
+        // Workloads are the cgroups without children: those a runtime freezes.
+        let freezer = (!paths_only && has_freezer).then(|| {
+            self.engine
+                .cgroups()
+                .iter()
+                .filter(|(_, e)| !e.structural)
+                .map(|(rel, _)| (watchdog::freezer_file(&self.hier, rel), rel.clone()))
+                .collect()
+        });
+        CheckInput {
+            pool: self.pool.clone(),
+            mounts: self.dog.mounts.clone(),
+            managed: self.cfg.managed.clone(),
+            required_paths: self.cfg.required_paths.clone(),
+            proc_root: (!paths_only).then(|| self.cfg.proc_root.clone()),
+            version: self.hier.version,
+            freezer,
+        }
+    }
+
+    /// Acts on a round's findings: repairs missing paths (or reports them),
+    /// reports tasks and cgroups stuck past their thresholds, thaws with
+    /// `thaw_frozen`; then the status.
+    async fn act(&mut self, found: Findings) {
+        self.act_on_paths(found.missing).await;
+        if let Some(sleepers) = found.sleepers {
+            self.act_on_sleepers(sleepers);
+        }
+        if let Some(frozen) = found.frozen {
+            self.act_on_frozen(frozen).await;
+        }
         self.notify_status(false);
     }
 
-    /// Checks that every required path exists in every hierarchy and repairs
-    /// what is missing (see [`watchdog::required`] and [`watchdog::repair`]).
-    async fn check_paths(&mut self) {
-        if self.dog.mounts.is_empty() {
-            return;
-        }
-        // Which managed kubepods roots exist anywhere: that tells the driver.
-        let mut probes = Vec::new();
-        for m in &self.dog.mounts {
-            for root in &self.cfg.managed {
-                let path = m.dir.join(root);
-                probes.push((path.clone(), (root.clone(), path)));
-            }
-        }
-        let found = self
-            .pool
-            .run_batch("stat", probes.clone(), |fs, (_, path)| fs.exists(path))
-            .await;
-        let present: Vec<&String> = probes
-            .iter()
-            .zip(&found)
-            .filter(|(_, r)| matches!(r, Ok(true)))
-            .map(|((_, (root, _)), _)| root)
-            .collect();
-        let required = watchdog::required(&self.cfg.managed, &self.cfg.required_paths, |r| {
-            present.iter().any(|p| p.as_str() == r)
-        });
-        let mut wanted = Vec::new();
-        for m in &self.dog.mounts {
-            for rel in &required {
-                let path = m.dir.join(rel);
-                wanted.push((path.clone(), path));
-            }
-        }
-        let exists = self
-            .pool
-            .run_batch("stat", wanted.clone(), |fs, path| fs.exists(path))
-            .await;
+    async fn act_on_paths(&mut self, missing_now: Vec<(PathBuf, Option<String>)>) {
         let now = Instant::now();
         let mut missing = Vec::new();
         let mut done: Vec<PathBuf> = Vec::new();
-        for ((path, _), result) in wanted.into_iter().zip(exists) {
-            match result {
-                Ok(true) => continue,
-                Ok(false) => {}
-                Err(e) => {
-                    missing.push(watchdog::PathState {
-                        path,
-                        problem: format!("cannot check: {e:#}"),
-                    });
-                    continue;
-                }
+        for (path, unreadable) in missing_now {
+            if let Some(e) = unreadable {
+                missing.push(watchdog::PathState {
+                    path,
+                    problem: format!("cannot check: {e}"),
+                });
+                continue;
             }
             // A repair of a parent made its children too.
             if done.iter().any(|d| path.starts_with(d)) {
                 continue;
             }
-            let mount = self
+            let Some(mount) = self
                 .dog
                 .mounts
                 .iter()
                 .find(|m| path.starts_with(&m.dir))
-                .cloned();
-            let Some(mount) = mount else { continue };
+                .cloned()
+            else {
+                continue;
+            };
             let rel = path
                 .strip_prefix(&mount.dir)
                 .unwrap_or(&path)
@@ -846,11 +872,11 @@ impl Daemon {
                     missing.push(watchdog::PathState { path, problem: why });
                 }
                 Decision::Repair => {
-                    let m = mount.clone();
-                    let r = rel.clone();
                     let result = self
                         .pool
-                        .run_op("repair", &path, move |fs| watchdog::repair(fs, &m, &r))
+                        .run_op("repair", &path, move |fs| {
+                            watchdog::repair(fs, &mount, &rel)
+                        })
                         .await;
                     self.dog.repairs.attempted(&path, now, result.is_ok());
                     match result {
@@ -877,42 +903,15 @@ impl Daemon {
         self.dog.repairs.missing = missing;
     }
 
-    /// Finds tasks of the managed cgroups stuck in D state longer than
-    /// `dstate_threshold`. Every `/proc` read is a timed I/O call of its own:
-    /// reading a stuck task's files can hang too.
-    async fn check_dstate(&mut self) {
-        let proc_root = self.cfg.proc_root.clone();
-        let root = proc_root.clone();
-        let pids = match self
-            .pool
-            .run_op("list", &proc_root, move |fs| watchdog::list_pids(fs, &root))
-            .await
-        {
-            Ok(p) => p,
-            Err(e) => {
-                warn!(error = %format!("{e:#}"), "cannot list processes");
-                return;
-            }
-        };
-        let items: Vec<(PathBuf, u32)> = pids
-            .into_iter()
-            .map(|pid| (proc_root.join(pid.to_string()), pid))
-            .collect();
-        let version = self.hier.version;
-        let root = proc_root.clone();
-        let results = self
-            .pool
-            .run_batch("read", items, move |fs, pid| {
-                watchdog::read_dstate(fs, &root, *pid, version)
-            })
-            .await;
+    /// Tasks of the managed cgroups in D state longer than `dstate_threshold`.
+    fn act_on_sleepers(&mut self, sleepers: Vec<watchdog::Sleeper>) {
         let mut seen = Vec::new();
         let mut info = BTreeMap::new();
         for watchdog::Sleeper {
             stat,
             cgroup,
             wchan,
-        } in results.into_iter().flatten().flatten()
+        } in sleepers
         {
             let Some(cgroup) = cgroup else { continue };
             if !self.within_roots(&cgroup) {
@@ -922,9 +921,8 @@ impl Daemon {
             seen.push(key);
             info.insert(key, (stat.comm, cgroup, wchan));
         }
-        let now = Instant::now();
         let mut stuck = Vec::new();
-        for (key, long) in self.dog.dstate.update(now, seen) {
+        for (key, long) in self.dog.dstate.update(Instant::now(), seen) {
             let Some((comm, cgroup, wchan)) = info.remove(&key) else {
                 continue;
             };
@@ -950,46 +948,10 @@ impl Daemon {
         self.dog.stuck_tasks = stuck;
     }
 
-    /// Finds workload cgroups (those without children) frozen longer than
-    /// `frozen_threshold`, and thaws them with `thaw_frozen`.
-    async fn check_frozen(&mut self) {
-        let has_freezer = self.hier.version == Version::V2
-            || self
-                .dog
-                .mounts
-                .iter()
-                .any(|m| m.kind == watchdog::MountKind::V1Freezer);
-        if !has_freezer {
-            return;
-        }
-        let files: Vec<(PathBuf, Rel)> = self
-            .engine
-            .cgroups()
-            .iter()
-            .filter(|(_, e)| !e.structural)
-            .map(|(rel, _)| (watchdog::freezer_file(&self.hier, rel), rel.clone()))
-            .collect();
-        let items = files
-            .iter()
-            .map(|(path, _)| (path.clone(), path.clone()))
-            .collect();
-        let results = self
-            .pool
-            .run_batch("read", items, |fs, path: &PathBuf| match fs.read(path) {
-                Ok(t) => Ok(watchdog::is_frozen(&t)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-                Err(e) => Err(e),
-            })
-            .await;
-        let frozen: Vec<Rel> = files
-            .into_iter()
-            .zip(results)
-            .filter(|(_, r)| matches!(r, Ok(true)))
-            .map(|((_, rel), _)| rel)
-            .collect();
-        let now = Instant::now();
+    /// Cgroups frozen longer than `frozen_threshold`; thawed with `thaw_frozen`.
+    async fn act_on_frozen(&mut self, frozen: Vec<Rel>) {
         let mut out = Vec::new();
-        for (rel, long) in self.dog.frozen.update(now, frozen) {
+        for (rel, long) in self.dog.frozen.update(Instant::now(), frozen) {
             let mut thawed = false;
             if self.cfg.thaw_frozen {
                 let path = watchdog::freezer_file(&self.hier, &rel);
@@ -1084,6 +1046,137 @@ impl Daemon {
         self.notifier.send(Note::Status(status.clone(), ready));
         info!(status = %status, ready = self.ready);
         self.last_status = status;
+    }
+}
+
+/// What a round of the watchdog's checks reads with.
+struct CheckInput {
+    pool: IoPool,
+    mounts: Vec<Mount>,
+    managed: Vec<String>,
+    required_paths: Vec<String>,
+    /// `None`: no stuck-task check this round.
+    proc_root: Option<PathBuf>,
+    version: Version,
+    /// Each workload's freezer file; `None`: no frozen check this round.
+    freezer: Option<Vec<(PathBuf, Rel)>>,
+}
+
+/// What a round of the watchdog's checks found.
+struct Findings {
+    /// Required paths missing, or (with the error) that could not be checked.
+    missing: Vec<(PathBuf, Option<String>)>,
+    /// Tasks in D state, if the round looked.
+    sleepers: Option<Vec<watchdog::Sleeper>>,
+    /// Frozen cgroups, if the round looked.
+    frozen: Option<Vec<Rel>>,
+}
+
+/// The reads of one round of checks, every one a timed I/O call of its own
+/// (batched): a `/proc` file of a stuck task can hang as well.
+async fn gather(input: CheckInput) -> Findings {
+    let CheckInput {
+        pool,
+        mounts,
+        managed,
+        required_paths,
+        proc_root,
+        version,
+        freezer,
+    } = input;
+    // Which managed kubepods roots exist anywhere: that tells the driver.
+    let probes: Vec<(PathBuf, String)> = mounts
+        .iter()
+        .flat_map(|m| managed.iter().map(|root| (m.dir.join(root), root.clone())))
+        .collect();
+    let items = probes.iter().map(|(p, _)| (p.clone(), p.clone())).collect();
+    let present = pool
+        .run_batch("stat", items, |fs, path: &PathBuf| fs.exists(path))
+        .await;
+    let present: Vec<&String> = probes
+        .iter()
+        .zip(&present)
+        .filter(|(_, r)| matches!(r, Ok(true)))
+        .map(|((_, root), _)| root)
+        .collect();
+    let required = watchdog::required(&managed, &required_paths, |r| {
+        present.iter().any(|p| p.as_str() == r)
+    });
+    let wanted: Vec<(PathBuf, PathBuf)> = mounts
+        .iter()
+        .flat_map(|m| {
+            required
+                .iter()
+                .map(|rel| (m.dir.join(rel), m.dir.join(rel)))
+        })
+        .collect();
+    let exists = pool
+        .run_batch("stat", wanted.clone(), |fs, path| fs.exists(path))
+        .await;
+    let missing = wanted
+        .into_iter()
+        .zip(exists)
+        .filter_map(|((path, _), r)| match r {
+            Ok(true) => None,
+            Ok(false) => Some((path, None)),
+            Err(e) => Some((path, Some(format!("{e:#}")))),
+        })
+        .collect();
+
+    let sleepers = match proc_root {
+        None => None,
+        Some(proc_root) => {
+            let root = proc_root.clone();
+            match pool
+                .run_op("list", &proc_root, move |fs| watchdog::list_pids(fs, &root))
+                .await
+            {
+                Ok(pids) => {
+                    let items: Vec<(PathBuf, u32)> = pids
+                        .into_iter()
+                        .map(|pid| (proc_root.join(pid.to_string()), pid))
+                        .collect();
+                    let root = proc_root.clone();
+                    let read = pool
+                        .run_batch("read", items, move |fs, pid| {
+                            watchdog::read_dstate(fs, &root, *pid, version)
+                        })
+                        .await;
+                    Some(read.into_iter().flatten().flatten().collect())
+                }
+                Err(e) => {
+                    warn!(error = %format!("{e:#}"), "cannot list processes");
+                    None
+                }
+            }
+        }
+    };
+
+    let frozen = match freezer {
+        None => None,
+        Some(files) => {
+            let items = files.iter().map(|(p, _)| (p.clone(), p.clone())).collect();
+            let read = pool
+                .run_batch("read", items, |fs, path: &PathBuf| match fs.read(path) {
+                    Ok(t) => Ok(watchdog::is_frozen(&t)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                    Err(e) => Err(e),
+                })
+                .await;
+            Some(
+                files
+                    .into_iter()
+                    .zip(read)
+                    .filter(|(_, r)| matches!(r, Ok(true)))
+                    .map(|((_, rel), _)| rel)
+                    .collect(),
+            )
+        }
+    };
+    Findings {
+        missing,
+        sleepers,
+        frozen,
     }
 }
 
