@@ -137,6 +137,9 @@ struct Watch {
     rx: tokio::sync::mpsc::Receiver<Findings>,
 }
 
+/// Freezer files read per batch by a round of checks.
+const FREEZER_CHUNK: usize = 512;
+
 /// How many repair events the daemon keeps.
 const REPAIRS_KEPT: usize = 64;
 
@@ -442,7 +445,7 @@ impl Daemon {
                 let (pool, hier, cfg) = (self.pool.clone(), self.hier.clone(), self.cfg.clone());
                 set.spawn(async move {
                     let results = pool
-                        .run_batch("read", items, move |fs, (rel, bundle)| {
+                        .run_batch("read", items, move |fs, _, (rel, bundle)| {
                             Ok(read_one(fs, &hier, &cfg, rel, bundle.clone()))
                         })
                         .await;
@@ -808,7 +811,7 @@ impl Daemon {
                 .cgroups()
                 .iter()
                 .filter(|(_, e)| !e.structural)
-                .map(|(rel, _)| (watchdog::freezer_file(&self.hier, rel), rel.clone()))
+                .map(|(rel, _)| rel.clone())
                 .collect()
         });
         CheckInput {
@@ -817,7 +820,7 @@ impl Daemon {
             managed: self.cfg.managed.clone(),
             required_paths: self.cfg.required_paths.clone(),
             proc_root: (!paths_only).then(|| self.cfg.proc_root.clone()),
-            version: self.hier.version,
+            hier: self.hier.clone(),
             freezer,
         }
     }
@@ -833,6 +836,8 @@ impl Daemon {
         if let Some(frozen) = found.frozen {
             self.act_on_frozen(frozen).await;
         }
+        // A round over every workload allocates about as much as a reconcile.
+        release_free_memory();
         self.notify_status(false);
     }
 
@@ -1057,9 +1062,9 @@ struct CheckInput {
     required_paths: Vec<String>,
     /// `None`: no stuck-task check this round.
     proc_root: Option<PathBuf>,
-    version: Version,
-    /// Each workload's freezer file; `None`: no frozen check this round.
-    freezer: Option<Vec<(PathBuf, Rel)>>,
+    hier: Arc<Hierarchy>,
+    /// The workloads whose freezer to read; `None`: no frozen check this round.
+    freezer: Option<Vec<Rel>>,
 }
 
 /// What a round of the watchdog's checks found.
@@ -1081,17 +1086,18 @@ async fn gather(input: CheckInput) -> Findings {
         managed,
         required_paths,
         proc_root,
-        version,
+        hier,
         freezer,
     } = input;
+    let version = hier.version;
     // Which managed kubepods roots exist anywhere: that tells the driver.
     let probes: Vec<(PathBuf, String)> = mounts
         .iter()
         .flat_map(|m| managed.iter().map(|root| (m.dir.join(root), root.clone())))
         .collect();
-    let items = probes.iter().map(|(p, _)| (p.clone(), p.clone())).collect();
+    let items = probes.iter().map(|(p, _)| (p.clone(), ())).collect();
     let present = pool
-        .run_batch("stat", items, |fs, path: &PathBuf| fs.exists(path))
+        .run_batch("stat", items, |fs, path, _| fs.exists(path))
         .await;
     let present: Vec<&String> = probes
         .iter()
@@ -1102,21 +1108,18 @@ async fn gather(input: CheckInput) -> Findings {
     let required = watchdog::required(&managed, &required_paths, |r| {
         present.iter().any(|p| p.as_str() == r)
     });
-    let wanted: Vec<(PathBuf, PathBuf)> = mounts
+    let wanted: Vec<PathBuf> = mounts
         .iter()
-        .flat_map(|m| {
-            required
-                .iter()
-                .map(|rel| (m.dir.join(rel), m.dir.join(rel)))
-        })
+        .flat_map(|m| required.iter().map(|rel| m.dir.join(rel)))
         .collect();
+    let items = wanted.iter().map(|p| (p.clone(), ())).collect();
     let exists = pool
-        .run_batch("stat", wanted.clone(), |fs, path| fs.exists(path))
+        .run_batch("stat", items, |fs, path, _| fs.exists(path))
         .await;
     let missing = wanted
         .into_iter()
         .zip(exists)
-        .filter_map(|((path, _), r)| match r {
+        .filter_map(|(path, r)| match r {
             Ok(true) => None,
             Ok(false) => Some((path, None)),
             Err(e) => Some((path, Some(format!("{e:#}")))),
@@ -1138,7 +1141,7 @@ async fn gather(input: CheckInput) -> Findings {
                         .collect();
                     let root = proc_root.clone();
                     let read = pool
-                        .run_batch("read", items, move |fs, pid| {
+                        .run_batch("read", items, move |fs, _, pid| {
                             watchdog::read_dstate(fs, &root, *pid, version)
                         })
                         .await;
@@ -1152,25 +1155,33 @@ async fn gather(input: CheckInput) -> Findings {
         }
     };
 
+    // In chunks: the paths of every workload's freezer at once would be the
+    // daemon's biggest allocation.
     let frozen = match freezer {
         None => None,
-        Some(files) => {
-            let items = files.iter().map(|(p, _)| (p.clone(), p.clone())).collect();
-            let read = pool
-                .run_batch("read", items, |fs, path: &PathBuf| match fs.read(path) {
-                    Ok(t) => Ok(watchdog::is_frozen(&t)),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-                    Err(e) => Err(e),
-                })
-                .await;
-            Some(
-                files
-                    .into_iter()
-                    .zip(read)
-                    .filter(|(_, r)| matches!(r, Ok(true)))
-                    .map(|((_, rel), _)| rel)
-                    .collect(),
-            )
+        Some(rels) => {
+            let mut frozen = Vec::new();
+            for chunk in rels.chunks(FREEZER_CHUNK) {
+                let items = chunk
+                    .iter()
+                    .map(|rel| (watchdog::freezer_file(&hier, rel), ()))
+                    .collect();
+                let read = pool
+                    .run_batch("read", items, |fs, path, _| match fs.read(path) {
+                        Ok(t) => Ok(watchdog::is_frozen(&t)),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                        Err(e) => Err(e),
+                    })
+                    .await;
+                frozen.extend(
+                    chunk
+                        .iter()
+                        .zip(read)
+                        .filter(|(_, r)| matches!(r, Ok(true)))
+                        .map(|(rel, _)| rel.clone()),
+                );
+            }
+            Some(frozen)
         }
     };
     Findings {
@@ -1180,11 +1191,11 @@ async fn gather(input: CheckInput) -> Findings {
     }
 }
 
-/// Gives the memory freed after a full reconcile back to the system. A
-/// reconcile of tens of thousands of cgroups allocates about as much again as
-/// the daemon keeps (readings, sets of paths, the plan); glibc keeps freed
-/// memory in its heap, so without this the daemon's resident size would stay
-/// at that peak.
+/// Gives the memory freed after a full reconcile (or a round of watchdog
+/// checks) back to the system. A reconcile of tens of thousands of cgroups
+/// allocates about as much again as the daemon keeps (readings, sets of
+/// paths, the plan); glibc keeps freed memory in its heap, so without this
+/// the daemon's resident size would stay at that peak.
 fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free heap pages to the kernel; it has

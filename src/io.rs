@@ -673,7 +673,8 @@ impl IoPool {
         }
     }
 
-    /// Runs `job` on each item in turn, on one I/O thread: one trip through
+    /// Runs `job` on each item in turn (given the item's path and the item),
+    /// on one I/O thread: one trip through
     /// the queue for many small calls (reading a whole subtree of cgroups),
     /// instead of one per call. Returns one result per item, in order.
     ///
@@ -693,7 +694,7 @@ impl IoPool {
     where
         I: Send + Sync + 'static,
         T: Send + 'static,
-        F: Fn(&dyn Fs, &I) -> io::Result<T> + Send + Sync + 'static,
+        F: Fn(&dyn Fs, &Path, &I) -> io::Result<T> + Send + Sync + 'static,
     {
         let n = items.len();
         let items = Arc::new(items);
@@ -709,7 +710,7 @@ impl IoPool {
                         Err(None) => return,
                         Err(Some(hung)) => Err(hung),
                         Ok(()) => {
-                            let r = panic::catch_unwind(AssertUnwindSafe(|| job_(fs, item)))
+                            let r = panic::catch_unwind(AssertUnwindSafe(|| job_(fs, key, item)))
                                 .unwrap_or_else(|payload| Err(panic_error(&*payload)));
                             r.map_err(|source| IoError::Os {
                                 op,

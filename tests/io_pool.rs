@@ -646,17 +646,14 @@ async fn a_batch_times_each_item_and_a_hung_item_costs_only_itself() {
     bounded(async {
         let fs = GateFs::new();
         let pool = IoPool::new(fs.clone(), config(2, 4, 200));
-        let slow = |fs: &dyn Fs, (path, ms): &(PathBuf, u64)| {
+        let slow = |fs: &dyn Fs, path: &Path, ms: &u64| {
             std::thread::sleep(Duration::from_millis(*ms));
             fs.read(path)
         };
 
         // Five items of 80 ms: 400 ms in all, twice the timeout, each within it.
-        let items: Vec<(PathBuf, (PathBuf, u64))> = (0..5)
-            .map(|i| {
-                let p = PathBuf::from(format!("/cg/{i}"));
-                (p.clone(), (p, 80))
-            })
+        let items: Vec<(PathBuf, u64)> = (0..5)
+            .map(|i| (PathBuf::from(format!("/cg/{i}")), 80))
             .collect();
         let results = pool.run_batch("read", items, slow).await;
         let texts: Vec<String> = results.into_iter().map(|r| r.unwrap()).collect();
@@ -668,10 +665,7 @@ async fn a_batch_times_each_item_and_a_hung_item_costs_only_itself() {
 
         // The third item hangs.
         let paths = ["/cg/a", "/cg/b", "/block/c", "/cg/d", "/cg/e"];
-        let items: Vec<(PathBuf, (PathBuf, u64))> = paths
-            .iter()
-            .map(|p| (PathBuf::from(p), (PathBuf::from(p), 0)))
-            .collect();
+        let items: Vec<(PathBuf, u64)> = paths.iter().map(|p| (PathBuf::from(p), 0)).collect();
         let started = Instant::now();
         let results = pool.run_batch("read", items, slow).await;
         let took = started.elapsed();
@@ -688,9 +682,9 @@ async fn a_batch_times_each_item_and_a_hung_item_costs_only_itself() {
         assert_eq!(hung_paths(&pool), [PathBuf::from("/block/c")]);
 
         // Below the hung path: refused at once, the others run.
-        let items: Vec<(PathBuf, (PathBuf, u64))> = ["/block/c/x", "/cg/f"]
+        let items: Vec<(PathBuf, u64)> = ["/block/c/x", "/cg/f"]
             .iter()
-            .map(|p| (PathBuf::from(p), (PathBuf::from(p), 0)))
+            .map(|p| (PathBuf::from(p), 0))
             .collect();
         let started = Instant::now();
         let results = pool.run_batch("read", items, slow).await;
@@ -705,13 +699,15 @@ async fn a_batch_times_each_item_and_a_hung_item_costs_only_itself() {
         fs.release();
         wait_until("the hung mark is cleared", || pool.hung().is_empty()).await;
         let results = pool
-            .run_batch("read", vec![(PathBuf::from("/block/c"), ())], |fs, _| {
-                fs.read(Path::new("/block/c"))
-            })
+            .run_batch(
+                "read",
+                vec![(PathBuf::from("/block/c"), ())],
+                |fs, path, _| fs.read(path),
+            )
             .await;
         assert_eq!(results[0].as_deref().unwrap(), "released /block/c");
         assert!(
-            pool.run_batch("read", Vec::<(PathBuf, ())>::new(), |_, _| Ok(()))
+            pool.run_batch("read", Vec::<(PathBuf, ())>::new(), |_, _, _| Ok(()))
                 .await
                 .is_empty()
         );
@@ -728,7 +724,7 @@ async fn a_batch_item_that_fails_or_panics_is_its_own_result() {
             .map(|i| (PathBuf::from(format!("/cg/{i}")), i))
             .collect();
         let results = pool
-            .run_batch("read", items, |_, i| match i {
+            .run_batch("read", items, |_, _, i| match i {
                 1 => Err(io::Error::from_raw_os_error(libc_enoent())),
                 2 => panic!("item two"),
                 n => Ok(*n),
