@@ -11,6 +11,7 @@
 //! - [`cli`]: the `pinctl` commands, as library functions.
 
 pub mod alloc;
+pub mod api;
 pub mod cgroup;
 pub mod cli;
 pub mod config;

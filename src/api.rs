@@ -1,0 +1,226 @@
+//! The socket API's documents: what `pinctld` serves under `/v1/` and what
+//! `pinctl` reads. One set of types, serialised by the daemon and parsed by the
+//! CLI, so the two cannot drift; `SCHEMA` is bumped on any incompatible change.
+//!
+//! Endpoints (HTTP/1.1 on the Unix socket of the `socket` key):
+//! - `GET /v1/status`: [`Status`], everything below in one document;
+//! - `GET /v1/workloads`: `[Workload]`;
+//! - `GET /v1/topology`: the topology file format ([`TopologyFile`]);
+//! - `GET /v1/health`: [`Health`] (HTTP 200 when healthy or degraded, 503
+//!   when failed);
+//! - `GET /v1/events?since=SEQ`: `[Event]`, oldest first, those after `SEQ`;
+//! - `GET /metrics`: Prometheus / OpenMetrics text.
+//!
+//! Sets of CPUs are strings in the kernel's list format (`"0-3,8"`); times are
+//! seconds or milliseconds since the Unix epoch, as each field says.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpuset::CpuSet;
+use crate::topology::TopologyFile;
+
+/// The version of these documents.
+pub const SCHEMA: u32 = 1;
+
+/// `GET /v1/status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// [`SCHEMA`].
+    pub schema: u32,
+    pub daemon: Daemon,
+    pub health: Health,
+    /// `"v1"` or `"v2"`.
+    pub hierarchy: String,
+    /// v1 with a v2 tree beside it.
+    pub hybrid: bool,
+    pub topology: TopologyFile,
+    /// Online CPUs.
+    pub online: CpuSet,
+    /// Never exclusive.
+    pub reserved: CpuSet,
+    /// What every non-exclusive cgroup gets: online minus all assignments.
+    pub shared_pool: CpuSet,
+    /// Every workload that asks for exclusive CPUs, pinned or pending.
+    pub workloads: Vec<Workload>,
+    /// Cgroups whose last write or verification failed.
+    pub failing: Vec<Failing>,
+    pub watchdog: Watchdog,
+    pub counters: Counters,
+}
+
+/// The daemon itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Daemon {
+    pub version: String,
+    pub pid: u32,
+    /// Start time, seconds since the Unix epoch.
+    pub started: u64,
+    /// Whether the first full reconcile is done (`READY=1` was sent).
+    pub ready: bool,
+    /// The one-line summary also sent as systemd's `STATUS=`.
+    pub summary: String,
+}
+
+/// The health state and its reasons.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// `"healthy"`, `"degraded"` or `"failed"`.
+    pub state: String,
+    /// One short phrase each (`"1 hung path"`); empty when healthy.
+    pub reasons: Vec<String>,
+}
+
+/// A workload that asks for exclusive CPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    /// `pod:<uid>/<container>` or `cgroup:<path>`.
+    pub key: String,
+    pub requested: usize,
+    /// Where the request came from.
+    pub source: Source,
+    /// NUMA nodes a rule restricts it to (empty: any).
+    pub numa: Vec<u32>,
+    /// Its cgroups, relative to the cgroup root.
+    pub cgroups: Vec<String>,
+    /// Its exclusive CPUs; `None` while pending.
+    pub cpus: Option<CpuSet>,
+    /// Why it waits, when it does.
+    pub pending: Option<Pending>,
+    /// Where its CPUs sit, when pinned.
+    pub alignment: Option<Alignment>,
+}
+
+/// Where a request came from, highest precedence first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    /// The `user.pinctl.cpus` xattr on the cgroup directory.
+    Xattr,
+    /// The `pinctl.io/cpus` OCI annotation in this bundle's `config.json`.
+    Annotation { bundle: PathBuf },
+    /// A `[[rule]]` of the configuration file.
+    Rule { pattern: String, line: usize },
+    /// The kubelet's rule: a Guaranteed pod's container with a whole-number
+    /// CPU limit.
+    Kubelet,
+}
+
+/// A request that waits in the shared pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    pub requested: usize,
+    pub available: usize,
+    pub reason: String,
+}
+
+/// How well a workload's CPUs sit on the topology.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alignment {
+    pub sockets: Vec<u32>,
+    pub numa_nodes: Vec<u32>,
+    /// L3 groups (cache ids) touched.
+    pub l3_groups: Vec<u32>,
+    /// Whether every core touched is used whole (all its threads).
+    pub whole_cores: bool,
+}
+
+/// A cgroup whose last write or verification failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failing {
+    pub cgroup: String,
+    pub error: String,
+    pub errno: Option<i32>,
+}
+
+/// The watchdog's findings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Watchdog {
+    /// Paths whose I/O timed out and has not returned.
+    pub hung_paths: Vec<HungPath>,
+    /// Tasks of managed cgroups in D state longer than `dstate_threshold`.
+    pub stuck_tasks: Vec<StuckTask>,
+    /// Workloads frozen longer than `frozen_threshold`.
+    pub frozen: Vec<Frozen>,
+    /// Required cgroup paths missing and not repaired.
+    pub missing_paths: Vec<MissingPath>,
+    /// Repairs made since start.
+    pub repairs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HungPath {
+    pub path: PathBuf,
+    /// The operation that hung (`"read"`, ...).
+    pub op: String,
+    /// How long ago it was marked, in seconds.
+    pub secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StuckTask {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub cgroup: String,
+    pub wchan: Option<String>,
+    pub secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frozen {
+    pub cgroup: String,
+    pub secs: u64,
+    pub thawed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissingPath {
+    pub path: PathBuf,
+    pub problem: String,
+}
+
+/// Counters since start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Counters {
+    pub reconciles: u64,
+    /// The last full reconcile's duration, in milliseconds.
+    pub last_reconcile_ms: u64,
+    pub writes: u64,
+    pub write_errors: u64,
+    pub repairs: u64,
+    /// Cgroups known.
+    pub cgroups: u64,
+}
+
+/// One entry of the audit trail: a cpuset write or a repair, with its reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Increasing from 1; `GET /v1/events?since=SEQ` returns those after it.
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// What happened.
+    pub what: EventKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    /// A write of `cpuset.cpus` or `cpuset.mems`.
+    Write {
+        cgroup: String,
+        /// `"cpuset.cpus"` or `"cpuset.mems"`.
+        file: String,
+        /// What the file held before, as last read (`None`: unknown).
+        old: Option<CpuSet>,
+        new: CpuSet,
+        /// Why: `"exclusive for <workload> (<source>)"`, `"shared pool"`, ...
+        reason: String,
+        /// `None` when it worked, else the error.
+        error: Option<String>,
+    },
+    /// A required path made again by the watchdog.
+    Repair { path: PathBuf, created: Vec<PathBuf> },
+}
