@@ -3,9 +3,8 @@
 //! This is the front end of the `pinctl` binary, kept in the library so that man
 //! pages and shell completions can be generated from the same definition
 //! ([`assets`]; `pinctld`'s arguments, [`DaemonCli`], live here for the same
-//! reason). It is
-//! the one place below `main` that knows default paths (`/sys`), and it passes
-//! them down as arguments. Commands write their output to the given writer and
+//! reason). It is the one place below `main` that knows default paths (`/sys`,
+//! [`CONFIG_FILE`]), and it passes them down as arguments. Commands write their output to the given writer and
 //! return errors; `main` prints them and picks the exit code.
 //!
 //! Exit codes: 0 success; 1 the command failed (the reason is on stderr);
@@ -42,6 +41,10 @@ pub enum Command {
     Plan(PlanArgs),
 }
 
+/// The daemon's configuration file, where the packages install it and the
+/// systemd unit points `pinctld --config`.
+pub const CONFIG_FILE: &str = "/etc/pinctl/pinctld.toml";
+
 /// The pinctl daemon: exclusive, topology-aware CPUs for workloads in a cgroup
 /// tree.
 ///
@@ -52,7 +55,7 @@ pub enum Command {
 #[command(name = "pinctld", version)]
 pub struct DaemonCli {
     /// The configuration file.
-    #[arg(long, value_name = "PATH", default_value = "/etc/pinctl/pinctld.toml")]
+    #[arg(long, value_name = "PATH", default_value = CONFIG_FILE)]
     pub config: PathBuf,
     /// Validate the configuration and exit.
     #[arg(long)]

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clap::CommandFactory;
-use pinctl::cli::assets::{self, SHELLS, completion_file_name};
-use pinctl::cli::{Cli, DaemonCli};
+use pinctl::cli::assets::{SHELLS, completion_file_name};
+use pinctl::cli::{CONFIG_FILE, Cli, DaemonCli};
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
@@ -89,7 +89,7 @@ fn every_subcommand_has_a_man_page_and_the_daemon_one_in_section_8() {
     for path in [
         defaults.state_file.display().to_string(),
         defaults.socket.display().to_string(),
-        assets::CONFIG_FILE.to_string(),
+        CONFIG_FILE.to_string(),
     ] {
         assert!(daemon.contains(&path), "pinctld.8 does not name {path}");
     }
@@ -183,7 +183,7 @@ fn the_unit_runs_the_packaged_daemon_under_systemd_supervision() {
     let unit = unit_settings();
     assert_eq!(
         setting(&unit, "ExecStart"),
-        format!("/usr/bin/pinctld --config {}", assets::CONFIG_FILE)
+        format!("/usr/bin/pinctld --config {}", CONFIG_FILE)
     );
     // The daemon sends READY=1 and WATCHDOG=1 (ARCHITECTURE.md, daemon).
     assert_eq!(setting(&unit, "Type"), "notify");
@@ -313,7 +313,7 @@ fn upgrades_keep_the_operators_configuration() {
     let rpm = metadata["generate-rpm"]["assets"].as_array().unwrap();
     let config = rpm
         .iter()
-        .find(|a| a["dest"].as_str() == Some(assets::CONFIG_FILE))
+        .find(|a| a["dest"].as_str() == Some(CONFIG_FILE))
         .expect("the .rpm installs the configuration");
     assert_eq!(config["config"].as_str(), Some("noreplace"));
 }

@@ -17,14 +17,11 @@ use clap_complete::Shell;
 use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, roman};
 
-use super::{Cli, DaemonCli};
+use super::{CONFIG_FILE, Cli, DaemonCli};
 use crate::config::Config;
 
 /// The shells completions are generated for.
 pub const SHELLS: [Shell; 3] = [Shell::Bash, Shell::Zsh, Shell::Fish];
-
-/// The configuration file the packages install and the unit passes to `pinctld`.
-pub const CONFIG_FILE: &str = "/etc/pinctl/pinctld.toml";
 
 /// The file name a shell's vendor completion directory expects for `bin`:
 /// bash-completion loads `completions/<command>`, zsh autoloads `_<command>`
