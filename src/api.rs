@@ -25,7 +25,7 @@ use crate::topology::TopologyFile;
 pub const SCHEMA: u32 = 1;
 
 /// `GET /v1/status`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Status {
     /// [`SCHEMA`].
     pub schema: u32,
@@ -222,5 +222,8 @@ pub enum EventKind {
         error: Option<String>,
     },
     /// A required path made again by the watchdog.
-    Repair { path: PathBuf, created: Vec<PathBuf> },
+    Repair {
+        path: PathBuf,
+        created: Vec<PathBuf>,
+    },
 }

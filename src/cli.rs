@@ -1,9 +1,10 @@
 //! The `pinctl` command line: argument definitions and the commands.
 //!
 //! This is the front end of the `pinctl` binary, kept in the library so that man
-//! pages and shell completions can be generated from the same definition. It is
-//! the one place below `main` that knows default paths (`/sys`), and it passes
-//! them down as arguments. Commands write their output to the given writer and
+//! pages and shell completions can be generated from the same definition
+//! ([`assets`]; `pinctld`'s arguments, [`DaemonCli`], live here for the same
+//! reason). It is the one place below `main` that knows default paths (`/sys`,
+//! [`CONFIG_FILE`]), and it passes them down as arguments. Commands write their output to the given writer and
 //! return errors; `main` prints them and picks the exit code.
 //!
 //! Exit codes: 0 success; 1 the command failed (the reason is on stderr);
@@ -22,6 +23,8 @@ use crate::cpuset::CpuSet;
 use crate::sysfs::Sysfs;
 use crate::topology::{CpuInfo, Topology, TopologyFile};
 
+pub mod assets;
+
 /// Exclusive, topology-aware CPUs for Linux workloads.
 #[derive(Debug, Parser)]
 #[command(name = "pinctl", version, propagate_version = true)]
@@ -36,6 +39,27 @@ pub enum Command {
     Topology(TopologyArgs),
     /// Show which CPUs a workload asking for N exclusive CPUs would get.
     Plan(PlanArgs),
+}
+
+/// The daemon's configuration file, where the packages install it and the
+/// systemd unit points `pinctld --config`.
+pub const CONFIG_FILE: &str = "/etc/pinctl/pinctld.toml";
+
+/// The pinctl daemon: exclusive, topology-aware CPUs for workloads in a cgroup
+/// tree.
+///
+/// pinctld runs in the foreground until SIGTERM or SIGINT; SIGHUP asks for a
+/// full reconcile. Under systemd (pinctld.service) it reports readiness after
+/// its first reconcile and pets the watchdog.
+#[derive(Debug, Parser)]
+#[command(name = "pinctld", version)]
+pub struct DaemonCli {
+    /// The configuration file.
+    #[arg(long, value_name = "PATH", default_value = CONFIG_FILE)]
+    pub config: PathBuf,
+    /// Validate the configuration and exit.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// Where the topology comes from.

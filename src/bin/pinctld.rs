@@ -6,28 +6,16 @@
 //! 2 a wrong command line.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use pinctl::cli::DaemonCli;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-
-/// The pinctl daemon: exclusive, topology-aware CPUs for workloads in a cgroup
-/// tree.
-#[derive(Debug, Parser)]
-#[command(name = "pinctld", version)]
-struct Args {
-    /// The configuration file.
-    #[arg(long, value_name = "PATH", default_value = "/etc/pinctl/pinctld.toml")]
-    config: PathBuf,
-    /// Validate the configuration and exit.
-    #[arg(long)]
-    check: bool,
-}
 
 /// Logs go to the journal when its socket exists, else to stderr. `RUST_LOG`
 /// overrides the configured level.
@@ -50,7 +38,7 @@ fn init_logging(level: &str) {
         .init();
 }
 
-fn run(args: Args) -> Result<()> {
+fn run(args: DaemonCli) -> Result<()> {
     let config = pinctl::config::load(&args.config)?;
     if args.check {
         println!(
@@ -78,7 +66,7 @@ fn run(args: Args) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = DaemonCli::parse();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
