@@ -851,9 +851,10 @@ fn removed_from_other_v1_hierarchies_is_made_again_within_the_interval() {
         env.wait_log(&format!("{REPAIRED} path={}", dir.display()), 1);
     }
     env.wait_status("with 4 repairs", |s| s.ends_with("; 4 repairs"));
-    // Nothing else was touched.
     for dir in env.everywhere(&root) {
-        assert!(dir.is_dir());
+        if !dir.is_dir() {
+            env.fail(&format!("{} went", dir.display()));
+        }
     }
 }
 
@@ -976,7 +977,9 @@ on_both_versions!(required_paths_from_the_config_are_made => required_paths(Driv
 
 /// `required_paths` are made in every hierarchy like the kubepods ones (v1:
 /// a slice and a scope below it; v2: a slice, with the controllers the root
-/// has enabled for it in the root's `cgroup.subtree_control`).
+/// has enabled for it in the root's `cgroup.subtree_control`). Only the
+/// directories are checked: on a fake tree the v1 cpuset copy and the v2
+/// `cgroup.controllers` read after the `mkdir` fail (no control files).
 fn required_paths(version: Version, driver: Driver) {
     let paths = match version {
         Version::V1 => vec!["machine.slice", "machine.slice/pinctl.scope"],
@@ -1077,7 +1080,6 @@ fn hung_read(version: Version, driver: Driver) {
     });
     // A reconcile while the path is hung does not wait on it again.
     let before = reconciles(&env);
-    let asked = Instant::now();
     env.d().signal(Signal::SIGHUP);
     env.wait_for("a reconcile past the hung path", || {
         if reconciles(&env) > before {
@@ -1089,7 +1091,6 @@ fn hung_read(version: Version, driver: Driver) {
     if env.log().matches(MARKED_HUNG).count() != 1 {
         env.fail("the hung path was read again (a second timeout)");
     }
-    eprintln!("reconcile with a hung path took {:?}", asked.elapsed());
 
     env.release(hang);
     env.wait_log(HUNG_RETURNED, 1);
