@@ -8,6 +8,12 @@
 //! the resulting tree. Cgroups appear atomically, as `mkdir` on cgroupfs makes
 //! a directory with all its files at once: each one is built in a staging
 //! directory outside the watched trees, then renamed into place.
+//!
+//! A v1 tree can also be laid out with every hierarchy a node mounts
+//! ([`FakeCgroup::mount_v1_hierarchies`]), for the watchdog. What no fake tree
+//! can do is what the kernel does on the daemon's own `mkdir`: a directory the
+//! daemon makes has no control files, and the daemon writes only existing
+//! files (no `O_CREAT`).
 
 #![allow(dead_code)]
 
@@ -382,6 +388,81 @@ impl FakeCgroup {
             );
         }
         s
+    }
+}
+
+/// The v1 hierarchies of a node as systemd mounts them, by their directory
+/// under the cgroup root: one per controller (or named hierarchy), `cpu` and
+/// `cpuacct` joined in `cpu,cpuacct` (with `cpu` and `cpuacct` links to it).
+/// [`FakeCgroup::mount_v1_hierarchies`] makes them.
+pub const V1_HIERARCHIES: [&str; 6] = [
+    "cpuset",
+    "cpu,cpuacct",
+    "memory",
+    "pids",
+    "freezer",
+    "systemd",
+];
+
+/// The v1 hierarchies [`FakeCgroup::create`] does not make cgroups in.
+pub const V1_OTHERS: [&str; 4] = ["memory", "pids", "freezer", "systemd"];
+
+impl FakeCgroup {
+    /// v1 only: lays the root out as systemd mounts v1 on a node, with every
+    /// hierarchy of [`V1_HIERARCHIES`]. Each hierarchy's root gets
+    /// `cgroup.procs`, which is how the daemon tells a mounted hierarchy from
+    /// any directory; the cpu controller's tree moves to `cpu,cpuacct`, and
+    /// `cpu` and `cpuacct` become links to it, so [`Self::cpu_dir`] still works
+    /// (through the link) and the cgroups already made stay. Without this a
+    /// fake v1 root has only `cpuset` and `cpu`, neither with `cgroup.procs`,
+    /// and the watchdog sees no hierarchy at all.
+    pub fn mount_v1_hierarchies(&self) {
+        assert_eq!(self.version, Version::V1, "v1 hierarchies on a v2 tree");
+        let cpu = self.root.join("cpu");
+        let joined = self.root.join("cpu,cpuacct");
+        if !joined.exists() {
+            fs::rename(&cpu, &joined).unwrap_or_else(|e| panic!("rename {}: {e}", cpu.display()));
+            std::os::unix::fs::symlink("cpu,cpuacct", &cpu).unwrap();
+            std::os::unix::fs::symlink("cpu,cpuacct", self.root.join("cpuacct")).unwrap();
+        }
+        for name in V1_HIERARCHIES {
+            let dir = self.root.join(name);
+            fs::create_dir_all(&dir).unwrap();
+            write(&dir.join("cgroup.procs"), "1\n");
+        }
+    }
+
+    /// v1: the directory of `rel` in hierarchy `name` (an entry of
+    /// [`V1_HIERARCHIES`]).
+    pub fn hier_dir(&self, name: &str, rel: &str) -> PathBuf {
+        join(&self.root.join(name), rel)
+    }
+
+    /// v1: makes cgroup `rel` in the hierarchies of [`V1_OTHERS`], as the
+    /// kubelet and runc do besides the cpuset and cpu ones ([`Self::create`]);
+    /// the freezer's copy has `freezer.state` `THAWED`, as the kernel gives it.
+    pub fn create_in_others(&self, rel: &str) {
+        for name in V1_OTHERS {
+            let dir = self.hier_dir(name, rel);
+            fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+            if name == "freezer" {
+                write(&dir.join("freezer.state"), "THAWED\n");
+            }
+        }
+    }
+
+    /// Writes any control file of cgroup `rel` in the cpuset hierarchy (the
+    /// one tree in v2), creating it if need be: the files [`Self::create`]
+    /// does not make (v2 `cgroup.controllers`, `cgroup.freeze`), or a new
+    /// value as another program would write it.
+    pub fn write_file(&self, rel: &str, file: &str, text: &str) {
+        write(&self.dir(rel).join(file), text);
+    }
+
+    /// The text of any control file of cgroup `rel` in the cpuset hierarchy.
+    pub fn read_file(&self, rel: &str, file: &str) -> String {
+        let path = self.dir(rel).join(file);
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
     }
 }
 
