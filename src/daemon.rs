@@ -21,13 +21,15 @@ use anyhow::{Context, Result};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{debug, info, warn};
 
+use crate::api;
 use crate::cgroup::layout::{self, Kind};
 use crate::cgroup::{self, Hierarchy, Rel, Version};
 use crate::config::Config;
 use crate::cpuset::CpuSet;
-use crate::engine::{Engine, Failure, File, Reading, SavedState, Settings};
+use crate::engine::{Engine, Failure, File, Reading, Role, SavedState, Settings};
 use crate::intent::{self, Bundle, Intent};
 use crate::io::{IoConfig, IoError, IoPool, RealFs};
+use crate::server;
 use crate::state::{Loaded, StateFile};
 use crate::sysfs::Sysfs;
 use crate::topology::Topology;
@@ -116,6 +118,22 @@ pub struct Daemon {
     last_ping: Instant,
     /// Test hook (`PINCTL_TEST_WEDGE`): SIGUSR2 wedges the event loop.
     wedge_on_usr2: bool,
+    /// What the status socket serves: the loop publishes, the server reads.
+    socket: Socket,
+}
+
+/// The loop's side of the status socket.
+struct Socket {
+    snapshot: tokio::sync::watch::Sender<Arc<server::Snapshot>>,
+    events: Arc<server::Events>,
+    metrics: Arc<server::Metrics>,
+    /// Something changed since the last snapshot.
+    dirty: bool,
+    /// The topology in the API's form, made again when it changes.
+    topology: Option<Arc<crate::topology::TopologyFile>>,
+    started: u64,
+    reconciles: u64,
+    last_reconcile_ms: u64,
 }
 
 /// What the watchdog knows between its checks.
@@ -136,6 +154,9 @@ struct Watch {
     tx: tokio::sync::mpsc::Sender<Findings>,
     rx: tokio::sync::mpsc::Receiver<Findings>,
 }
+
+/// How stale the status socket's snapshot may be.
+const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 
 /// Freezer files read per batch by a round of checks.
 const FREEZER_CHUNK: usize = 512;
@@ -252,6 +273,21 @@ impl Daemon {
                     Vec::new()
                 })
         };
+        let socket = Socket {
+            snapshot: tokio::sync::watch::Sender::new(Arc::new(server::Snapshot {
+                status: empty_status(),
+                facts: watchdog::Facts::default(),
+            })),
+            events: Arc::new(server::Events::default()),
+            metrics: Arc::new(server::Metrics::new()),
+            dirty: true,
+            topology: None,
+            started: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            reconciles: 0,
+            last_reconcile_ms: 0,
+        };
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         let dog = Watch {
             mounts,
@@ -282,6 +318,7 @@ impl Daemon {
             ping_every: None,
             last_ping: Instant::now(),
             wedge_on_usr2: false,
+            socket,
         })
     }
 
@@ -301,6 +338,15 @@ impl Daemon {
         if self.hier.version == Version::V2 {
             self.enable_cpuset_controller().await;
         }
+        let listener = server::bind(&self.cfg.socket).context("cannot set up the status socket")?;
+        info!(socket = %self.cfg.socket.display(), "serving the status socket");
+        let server = server::serve(
+            listener,
+            self.socket.snapshot.subscribe(),
+            self.socket.events.clone(),
+            self.socket.metrics.clone(),
+            self.pool.clone(),
+        );
         let mut usec = 0u64;
         self.ping_every =
             sd_notify::watchdog_enabled(false, &mut usec).then(|| Duration::from_micros(usec / 2));
@@ -315,6 +361,7 @@ impl Daemon {
             "first reconcile done"
         );
         self.notify_status(true);
+        self.publish();
 
         let mut tick = tokio::time::interval(self.cfg.reconcile_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -324,6 +371,9 @@ impl Daemon {
         dog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         dog.reset();
         let mut usr2 = signal(SignalKind::user_defined2())?;
+        // The status socket's snapshot follows at most this late.
+        let mut publish = tokio::time::interval(PUBLISH_EVERY);
+        publish.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
         let mut hup = signal(SignalKind::hangup())?;
@@ -351,6 +401,7 @@ impl Daemon {
                 },
                 _ = tick.tick() => self.reconcile(true).await,
                 _ = ping.tick(), if self.ping_every.is_some() => self.beat(),
+                _ = publish.tick(), if self.socket.dirty => self.publish(),
                 _ = dog.tick() => self.start_checks(false),
                 Some(found) = self.dog.rx.recv() => {
                     self.dog.running = false;
@@ -375,6 +426,8 @@ impl Daemon {
         }
         info!("stopping");
         self.notifier.send(Note::Stopping);
+        server.abort();
+        let _ = std::fs::remove_file(&self.cfg.socket);
         self.save_state().await;
         self.pool.shutdown();
         Ok(())
@@ -546,8 +599,16 @@ impl Daemon {
         self.watch_above_roots();
         self.apply().await;
         release_free_memory();
+        let took = started.elapsed();
+        self.socket.reconciles += 1;
+        self.socket.last_reconcile_ms = took.as_millis() as u64;
+        self.socket
+            .metrics
+            .reconcile_seconds
+            .observe(took.as_secs_f64());
+        self.publish();
         debug!(
-            elapsed_us = started.elapsed().as_micros() as u64,
+            elapsed_us = took.as_micros() as u64,
             scan_us,
             cgroups = self.engine.cgroups().len(),
             "reconcile done"
@@ -618,6 +679,8 @@ impl Daemon {
 
     /// Acts on a batch of inotify changes, then plans once.
     async fn handle(&mut self, changes: Vec<Change>) {
+        let arrived = Instant::now();
+        let mut created = false;
         let mut overflow = false;
         // Whether the batch changed what the engine knows; the echo of our own
         // writes does not, and then there is nothing to plan.
@@ -625,6 +688,7 @@ impl Daemon {
         for change in changes {
             match change {
                 Change::Created(rel) => {
+                    created = true;
                     let tops = if self.within_roots(&rel) {
                         vec![rel]
                     } else {
@@ -683,7 +747,14 @@ impl Daemon {
             warn!("inotify queue overflowed; full reconcile");
             self.reconcile(false).await;
         } else if changed {
+            let writes = self.socket.metrics.writes.get();
             self.apply().await;
+            if created && self.socket.metrics.writes.get() > writes {
+                self.socket
+                    .metrics
+                    .event_to_pin_seconds
+                    .observe(arrived.elapsed().as_secs_f64());
+            }
         }
     }
 
@@ -710,6 +781,9 @@ impl Daemon {
             };
             let data = w.set.to_string();
             let result = self.pool.write(&path, &data).await;
+            if !matches!(&result, Err(e) if e.is_not_found()) {
+                self.record_write(w, result.as_ref().err());
+            }
             match result {
                 Ok(()) => {
                     debug!(path = %path.display(), data = %data, "written");
@@ -756,6 +830,7 @@ impl Daemon {
             self.save_state().await;
         }
         self.notify_status(false);
+        self.socket.dirty = true;
     }
 
     /// Tells systemd "alive" when a ping is due. Called from the event loop
@@ -839,6 +914,7 @@ impl Daemon {
         // A round over every workload allocates about as much as a reconcile.
         release_free_memory();
         self.notify_status(false);
+        self.socket.dirty = true;
     }
 
     async fn act_on_paths(&mut self, missing_now: Vec<(PathBuf, Option<String>)>) {
@@ -890,6 +966,11 @@ impl Daemon {
                             if self.dog.repaired.len() >= REPAIRS_KEPT {
                                 self.dog.repaired.pop_front();
                             }
+                            self.socket.metrics.repairs.inc();
+                            self.socket.events.push(api::EventKind::Repair {
+                                path: path.clone(),
+                                created: repaired.created.clone(),
+                            });
                             self.dog.repaired.push_back(RepairEvent {
                                 path: path.clone(),
                                 created: repaired.created,
@@ -987,8 +1068,13 @@ impl Daemon {
 
     /// The daemon's health, judged on what it knows now.
     pub fn health(&self) -> Health {
+        watchdog::assess(&self.facts())
+    }
+
+    /// The facts health is judged on.
+    fn facts(&self) -> watchdog::Facts {
         let stats = self.pool.stats();
-        watchdog::assess(&watchdog::Facts {
+        watchdog::Facts {
             io_threads: stats.threads,
             hung_paths: self.pool.hung().len(),
             dstate_tasks: self.dog.stuck_tasks.len(),
@@ -1000,7 +1086,200 @@ impl Daemon {
                 .filter(|c| c.failure.is_some())
                 .count(),
             missing_paths: self.dog.repairs.missing.len(),
-        })
+        }
+    }
+
+    /// Adds a write to the audit trail and the counters, with its reason.
+    fn record_write(&mut self, w: &crate::engine::Write, error: Option<&IoError>) {
+        let metrics = &self.socket.metrics;
+        metrics.writes.inc();
+        if error.is_some() {
+            metrics.write_errors.inc();
+        }
+        let entry = self.engine.cgroups().get(&*w.rel);
+        let old = entry.and_then(|e| match w.file {
+            File::Cpus => e.cpus.as_deref().cloned(),
+            File::Mems => e.mems.as_deref().cloned(),
+        });
+        let reason = match entry {
+            Some(e) => match e.role {
+                Role::Exclusive | Role::Inside => {
+                    let w = self.engine.workloads().get(&*e.key);
+                    match w {
+                        Some(w) if w.cpus.is_some() => {
+                            format!("exclusive CPUs of {} ({})", w.key, w.source)
+                        }
+                        Some(w) => format!("shared pool while {} waits ({})", w.key, w.source),
+                        None => "exclusive workload".to_string(),
+                    }
+                }
+                Role::Structural => "kubepods structure: every online CPU".to_string(),
+                Role::Shared => "shared pool".to_string(),
+                Role::Unmanaged => "unmanaged: widened over an exclusive cgroup below".to_string(),
+            },
+            None => String::new(),
+        };
+        self.socket.events.push(api::EventKind::Write {
+            cgroup: w.rel.to_string(),
+            file: match w.file {
+                File::Cpus => "cpuset.cpus",
+                File::Mems => "cpuset.mems",
+            }
+            .to_string(),
+            old,
+            new: (*w.set).clone(),
+            reason,
+            error: error.map(|e| format!("{e:#}")),
+        });
+    }
+
+    /// Publishes a new snapshot for the status socket.
+    fn publish(&mut self) {
+        let status = self.status();
+        self.socket.metrics.set_from(&status);
+        let facts = self.facts();
+        self.socket
+            .snapshot
+            .send_replace(Arc::new(server::Snapshot { status, facts }));
+        self.socket.dirty = false;
+    }
+
+    /// The status document (health from what the loop knows now).
+    pub fn status(&mut self) -> api::Status {
+        let topo = self.engine.topology();
+        let topology = match &self.socket.topology {
+            Some(t)
+                if t.cpus.len() == topo.cpus().len()
+                    && topo.offline().iter().eq(t.offline.iter().flatten()) =>
+            {
+                t.clone()
+            }
+            _ => {
+                let t = Arc::new(topo.to_file());
+                self.socket.topology = Some(t.clone());
+                t
+            }
+        };
+        let workloads = self
+            .engine
+            .workloads()
+            .values()
+            .map(|w| api::Workload {
+                key: w.key.clone(),
+                requested: w.requested,
+                source: match &w.source {
+                    intent::Source::Xattr => api::Source::Xattr,
+                    intent::Source::Annotation { bundle } => api::Source::Annotation {
+                        bundle: bundle.clone(),
+                    },
+                    intent::Source::Rule { pattern, line } => api::Source::Rule {
+                        pattern: pattern.clone(),
+                        line: *line,
+                    },
+                    intent::Source::Kubelet => api::Source::Kubelet,
+                },
+                numa: w.numa.clone(),
+                cgroups: w.cgroups.iter().map(|c| c.to_string()).collect(),
+                cpus: w.cpus.clone(),
+                pending: w.pending.as_ref().map(|p| api::Pending {
+                    requested: p.requested,
+                    available: p.available,
+                    reason: p.reason.clone(),
+                }),
+                alignment: w.cpus.as_ref().map(|c| {
+                    let (_, partial) = topo.core_split(c);
+                    api::Alignment {
+                        sockets: topo.sockets_of(c),
+                        numa_nodes: topo.numa_of(c),
+                        l3_groups: topo.l3_of(c),
+                        whole_cores: partial == 0,
+                    }
+                }),
+            })
+            .collect();
+        let failing = self
+            .engine
+            .cgroups()
+            .iter()
+            .filter_map(|(rel, e)| {
+                let f = e.failure.as_deref()?;
+                Some(api::Failing {
+                    cgroup: rel.to_string(),
+                    error: f.message.clone(),
+                    errno: f.errno,
+                })
+            })
+            .collect();
+        let health = self.health();
+        let metrics = &self.socket.metrics;
+        api::Status {
+            schema: api::SCHEMA,
+            daemon: api::Daemon {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                pid: std::process::id(),
+                started: self.socket.started,
+                ready: self.ready,
+                summary: self.summary(),
+            },
+            health: server::health_doc(&health),
+            hierarchy: match self.hier.version {
+                Version::V1 => "v1",
+                Version::V2 => "v2",
+            }
+            .to_string(),
+            hybrid: self.hier.hybrid,
+            topology: (*topology).clone(),
+            online: topo.online().clone(),
+            reserved: self.engine.reserved().clone(),
+            shared_pool: self.engine.shared_pool(),
+            workloads,
+            failing,
+            watchdog: api::Watchdog {
+                hung_paths: Vec::new(),
+                stuck_tasks: self
+                    .dog
+                    .stuck_tasks
+                    .iter()
+                    .map(|t| api::StuckTask {
+                        pid: t.pid,
+                        tid: t.tid,
+                        comm: t.comm.clone(),
+                        cgroup: t.cgroup.clone(),
+                        wchan: t.wchan.clone(),
+                        secs: t.secs,
+                    })
+                    .collect(),
+                frozen: self
+                    .dog
+                    .frozen_cgroups
+                    .iter()
+                    .map(|f| api::Frozen {
+                        cgroup: f.cgroup.clone(),
+                        secs: f.secs,
+                        thawed: f.thawed,
+                    })
+                    .collect(),
+                missing_paths: self
+                    .dog
+                    .repairs
+                    .missing
+                    .iter()
+                    .map(|m| api::MissingPath {
+                        path: m.path.clone(),
+                        problem: m.problem.clone(),
+                    })
+                    .collect(),
+                repairs: self.dog.repairs.count,
+            },
+            counters: api::Counters {
+                reconciles: self.socket.reconciles,
+                last_reconcile_ms: self.socket.last_reconcile_ms,
+                writes: metrics.writes.get(),
+                write_errors: metrics.write_errors.get(),
+                repairs: self.dog.repairs.count,
+                cgroups: self.engine.cgroups().len() as u64,
+            },
+        }
     }
 
     async fn save_state(&self) {
@@ -1051,6 +1330,39 @@ impl Daemon {
         self.notifier.send(Note::Status(status.clone(), ready));
         info!(status = %status, ready = self.ready);
         self.last_status = status;
+    }
+}
+
+/// The status before the first snapshot (never served: the first one is
+/// published before the socket is read).
+fn empty_status() -> api::Status {
+    api::Status {
+        schema: api::SCHEMA,
+        daemon: api::Daemon {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            started: 0,
+            ready: false,
+            summary: "starting".into(),
+        },
+        health: api::Health {
+            state: "healthy".into(),
+            reasons: Vec::new(),
+        },
+        hierarchy: String::new(),
+        hybrid: false,
+        topology: crate::topology::TopologyFile {
+            cpus: Vec::new(),
+            isolated: None,
+            offline: None,
+        },
+        online: CpuSet::new(),
+        reserved: CpuSet::new(),
+        shared_pool: CpuSet::new(),
+        workloads: Vec::new(),
+        failing: Vec::new(),
+        watchdog: api::Watchdog::default(),
+        counters: api::Counters::default(),
     }
 }
 

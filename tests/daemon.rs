@@ -1347,3 +1347,277 @@ fn subtree_made_later(version: Version, driver: Driver) {
     well_placed(&env, "a job in a late subtree", &cpus, 2);
     env.invariants(&[&["late.slice/job-1.scope"]], &[SYSTEM]);
 }
+
+// ---------------------------------------------------------------------------
+// The status socket (issue #6): every endpoint, the audit trail, metrics,
+// permissions, a stale socket and a second daemon.
+// ---------------------------------------------------------------------------
+
+/// One HTTP/1.1 GET on the daemon's socket: (status code, body).
+fn get(socket: &Path, path: &str) -> (u16, String) {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket)
+        .unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: pinctl\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status code");
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        unchunk(body)
+    } else {
+        body.to_string()
+    };
+    (code, body)
+}
+
+/// Decodes a chunked body.
+fn unchunk(mut body: &str) -> String {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n").expect("a chunk size");
+        let size = usize::from_str_radix(size.trim(), 16).expect("a hex chunk size");
+        if size == 0 {
+            return out;
+        }
+        out.push_str(&rest[..size]);
+        body = &rest[size + 2..];
+    }
+}
+
+/// Checks the OpenMetrics text format: `# TYPE`/`# HELP`/`# UNIT` comments,
+/// samples `name{label="v",...} value`, and `# EOF` last.
+fn check_openmetrics(text: &str) -> Result<(), String> {
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.last() != Some(&"# EOF") {
+        return Err("does not end with # EOF".into());
+    }
+    for line in &lines[..lines.len() - 1] {
+        if let Some(rest) = line.strip_prefix("# ") {
+            let kind = rest.split_whitespace().next().unwrap_or("");
+            if !["TYPE", "HELP", "UNIT"].contains(&kind) {
+                return Err(format!("bad comment line {line:?}"));
+            }
+            continue;
+        }
+        let (name_labels, value) = line
+            .rsplit_once(' ')
+            .ok_or_else(|| format!("no value in {line:?}"))?;
+        value
+            .parse::<f64>()
+            .map_err(|_| format!("bad value in {line:?}"))?;
+        let name = name_labels.split('{').next().unwrap_or("");
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+        {
+            return Err(format!("bad metric name in {line:?}"));
+        }
+        let labels = &name_labels[name.len()..];
+        let braced = labels.starts_with('{') && labels.ends_with('}');
+        if !labels.is_empty() && !braced {
+            return Err(format!("bad labels in {line:?}"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn status_socket_serves_every_endpoint() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut env = Env::new(Version::V2, Driver::Systemd, Options::default());
+    let gpod = env.pod(Qos::Guaranteed, &uid(7));
+    let app = env.container(&gpod, 1, &Spec::limit(2));
+    env.start();
+    let cpus = env.wait_pinned(&app, 2);
+    let socket = env.tmp.path().join("pinctl.sock");
+
+    // Not world-accessible: 0600 without a `pinctl` group, 0660 with one.
+    let mode = fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & 0o007, 0, "socket mode {mode:o}");
+
+    // The snapshot follows within its publishing interval.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status: pinctl::api::Status = loop {
+        let (code, body) = get(&socket, "/v1/status");
+        assert_eq!(code, 200, "{body}");
+        let status: pinctl::api::Status = serde_json::from_str(&body).unwrap();
+        if status.workloads.iter().any(|w| w.cpus.is_some()) || Instant::now() > deadline {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.schema, pinctl::api::SCHEMA);
+    assert_eq!(status.hierarchy, "v2");
+    assert_eq!(status.health.state, "healthy", "{:?}", status.health);
+    assert!(status.daemon.ready);
+    let w = status
+        .workloads
+        .iter()
+        .find(|w| w.cgroups.contains(&app))
+        .unwrap_or_else(|| env.fail(&format!("no workload for {app}: {status:?}")));
+    assert_eq!(w.cpus.as_ref(), Some(&cpus));
+    assert_eq!(w.source, pinctl::api::Source::Kubelet);
+    let alignment = w.alignment.as_ref().unwrap();
+    assert_eq!(alignment.numa_nodes.len(), 1);
+    assert!(alignment.whole_cores);
+    assert_eq!(status.shared_pool, set(ONLINE).difference(&cpus));
+    assert_eq!(status.topology.cpus.len(), set(ONLINE).len());
+
+    let (code, body) = get(&socket, "/v1/workloads");
+    assert_eq!(code, 200);
+    let workloads: Vec<pinctl::api::Workload> = serde_json::from_str(&body).unwrap();
+    assert_eq!(workloads.len(), status.workloads.len());
+    let (code, body) = get(&socket, "/v1/topology");
+    assert_eq!(code, 200);
+    let topo: pinctl::topology::TopologyFile = serde_json::from_str(&body).unwrap();
+    assert_eq!(topo.cpus.len(), set(ONLINE).len());
+    let (code, body) = get(&socket, "/v1/health");
+    assert_eq!(code, 200);
+    let health: pinctl::api::Health = serde_json::from_str(&body).unwrap();
+    assert_eq!(health.state, "healthy");
+
+    // The audit trail names the pinned container's write and its reason.
+    let (code, body) = get(&socket, "/v1/events");
+    assert_eq!(code, 200);
+    let events: Vec<pinctl::api::Event> = serde_json::from_str(&body).unwrap();
+    let pinned = events.iter().find(|e| {
+        matches!(&e.what, pinctl::api::EventKind::Write { cgroup, file, new, .. }
+            if *cgroup == app && file == "cpuset.cpus" && *new == cpus)
+    });
+    let Some(pinned) = pinned else {
+        env.fail(&format!("no write of {app} in {events:?}"));
+    };
+    match &pinned.what {
+        pinctl::api::EventKind::Write { reason, error, .. } => {
+            assert!(reason.contains("exclusive CPUs of"), "{reason}");
+            assert!(reason.contains("kubelet"), "{reason}");
+            assert_eq!(error, &None);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(events.windows(2).all(|p| p[0].seq < p[1].seq));
+    let (_, later) = get(&socket, &format!("/v1/events?since={}", pinned.seq));
+    let later: Vec<pinctl::api::Event> = serde_json::from_str(&later).unwrap();
+    assert!(later.iter().all(|e| e.seq > pinned.seq));
+
+    let (code, metrics) = get(&socket, "/metrics");
+    assert_eq!(code, 200);
+    if let Err(e) = check_openmetrics(&metrics) {
+        panic!("/metrics is not OpenMetrics text: {e}\n{metrics}");
+    }
+    for name in [
+        "pinctl_workload_exclusive_cpus{",
+        "pinctl_shared_pool_cpus ",
+        "pinctl_cpu_pool{",
+        "pinctl_pending_workloads ",
+        "pinctl_reconcile_duration_seconds_bucket",
+        "pinctl_event_to_pin_seconds_count",
+        "pinctl_cgroup_writes_total ",
+        "pinctl_cgroup_write_errors_total ",
+        "pinctl_repairs_total ",
+        "pinctl_hung_paths ",
+        "pinctl_dstate_tasks ",
+        "pinctl_health{",
+    ] {
+        assert!(metrics.contains(name), "no {name} in\n{metrics}");
+    }
+    assert!(
+        metrics.contains(&format!(
+            "pinctl_shared_pool_cpus {}",
+            set(ONLINE).len() - 2
+        )),
+        "{metrics}"
+    );
+    let (code, _) = get(&socket, "/v1/nothing");
+    assert_eq!(code, 404);
+
+    // A second daemon on the same socket is refused, and the first keeps it.
+    let (code, _, err) = pinctld(&["--config", env.config.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("another pinctld is already serving"), "{err}");
+    assert_eq!(get(&socket, "/v1/health").0, 200);
+
+    // A crash leaves the socket file behind; the restart takes it over.
+    env.crash();
+    assert!(socket.exists());
+    env.start();
+    assert_eq!(get(&socket, "/v1/health").0, 200);
+    // A clean stop removes it.
+    env.stop();
+    assert!(!socket.exists());
+}
+
+/// Issue #5: while a read hangs (a FIFO with no writer in place of a
+/// container's `cpuset.cpus`), the socket answers at once, the health names
+/// the hung path, and it is healthy again once the read returns.
+#[test]
+fn status_answers_while_a_read_hangs() {
+    let mut env = Env::new(Version::V2, Driver::Systemd, Options::default());
+    let bpod = env.pod(Qos::Burstable, &uid(8));
+    let b = env.container(&bpod, 1, &Spec::default());
+    env.start();
+    env.wait_cpus(&[&b], &set(ONLINE));
+    let socket = env.tmp.path().join("pinctl.sock");
+    let file = env.tree.dir(&b).join("cpuset.cpus");
+    fs::remove_file(&file).unwrap();
+    nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // The periodic reconcile's read of the FIFO blocks (read_timeout 5 s).
+    env.daemon.as_ref().unwrap().signal(Signal::SIGHUP);
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    let (code, _) = get(&socket, "/v1/health");
+    assert_eq!(code, 200);
+    assert!(
+        asked.elapsed() < Duration::from_secs(1),
+        "the health query took {:?} while a read hung",
+        asked.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let health = loop {
+        let (_, body) = get(&socket, "/v1/health");
+        let health: pinctl::api::Health = serde_json::from_str(&body).unwrap();
+        if health.state != "healthy" || Instant::now() > deadline {
+            break health;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(health.state, "degraded", "{health:?}");
+    assert_eq!(health.reasons, ["1 hung path"]);
+    let (_, body) = get(&socket, "/v1/status");
+    let status: pinctl::api::Status = serde_json::from_str(&body).unwrap();
+    assert_eq!(status.watchdog.hung_paths.len(), 1, "{:?}", status.watchdog);
+    // The cgroup is the unit of I/O: its directory is marked.
+    assert_eq!(status.watchdog.hung_paths[0].path, env.tree.dir(&b));
+
+    // Release the reader: open the write end and close it.
+    drop(fs::OpenOptions::new().write(true).open(&file).unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = get(&socket, "/v1/health");
+        let health: pinctl::api::Health = serde_json::from_str(&body).unwrap();
+        if health.state == "healthy" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still {health:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    fs::remove_file(&file).unwrap();
+    fs::write(&file, "").unwrap();
+}

@@ -1,0 +1,488 @@
+//! The status socket: HTTP on a Unix socket, serving the [`crate::api`]
+//! documents and Prometheus metrics.
+//!
+//! It never waits on the event loop or on file I/O: the loop publishes a
+//! [`Snapshot`] (a `tokio::sync::watch` channel) after its work, the audit
+//! trail is a bounded ring behind a mutex held only to push or copy, and what
+//! can change while the loop itself waits on a hung read (the hung paths, the
+//! I/O threads left) is read live from the [`IoPool`] at each request. So a
+//! status query is answered at once even while the loop is stuck.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use serde::Deserialize;
+use tokio::net::UnixListener;
+use tokio::sync::watch;
+
+use crate::api;
+use crate::io::IoPool;
+use crate::watchdog;
+
+/// How many events the audit trail keeps.
+pub const EVENTS_KEPT: usize = 1024;
+
+/// What the loop publishes for the socket: the status document, and the
+/// facts its health was judged on (re-judged at each request with live I/O
+/// facts).
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub status: api::Status,
+    pub facts: watchdog::Facts,
+}
+
+/// The audit trail: every cpuset write and repair, newest last, bounded.
+#[derive(Debug, Default)]
+pub struct Events {
+    ring: Mutex<VecDeque<api::Event>>,
+}
+
+impl Events {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<api::Event>> {
+        self.ring.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Appends an event, dropping the oldest beyond [`EVENTS_KEPT`].
+    pub fn push(&self, what: api::EventKind) {
+        let mut ring = self.lock();
+        let seq = ring.back().map_or(1, |e| e.seq + 1);
+        if ring.len() >= EVENTS_KEPT {
+            ring.pop_front();
+        }
+        ring.push_back(api::Event {
+            seq,
+            at_ms: now_ms(),
+            what,
+        });
+    }
+
+    /// The events after `since`, oldest first.
+    pub fn since(&self, since: u64) -> Vec<api::Event> {
+        self.lock()
+            .iter()
+            .filter(|e| e.seq > since)
+            .cloned()
+            .collect()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Labels of the per-workload gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WorkloadLabel {
+    pub workload: String,
+}
+
+/// Labels of the per-CPU gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CpuLabel {
+    pub cpu: String,
+    /// `exclusive`, `shared`, `reserved` or `offline`.
+    pub pool: String,
+}
+
+/// Labels of the health gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    pub state: String,
+}
+
+/// The daemon's metrics. Counters and histograms are updated by the loop as
+/// things happen; gauges are set from each snapshot.
+pub struct Metrics {
+    registry: Registry,
+    pub exclusive_cpus: Family<WorkloadLabel, Gauge>,
+    pub shared_pool: Gauge,
+    pub cpu_pool: Family<CpuLabel, Gauge>,
+    pub pending: Gauge,
+    pub reconcile_seconds: Histogram,
+    pub event_to_pin_seconds: Histogram,
+    pub writes: Counter,
+    pub write_errors: Counter,
+    pub repairs: Counter,
+    pub hung_paths: Gauge,
+    pub dstate_tasks: Gauge,
+    pub frozen_cgroups: Gauge,
+    pub health: Family<StateLabel, Gauge>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("pinctl");
+        let m = Metrics {
+            registry: Registry::default(),
+            exclusive_cpus: Family::default(),
+            shared_pool: Gauge::default(),
+            cpu_pool: Family::default(),
+            pending: Gauge::default(),
+            // 1 ms to ~65 s.
+            reconcile_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
+            // 100 µs to ~3 s.
+            event_to_pin_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
+            writes: Counter::default(),
+            write_errors: Counter::default(),
+            repairs: Counter::default(),
+            hung_paths: Gauge::default(),
+            dstate_tasks: Gauge::default(),
+            frozen_cgroups: Gauge::default(),
+            health: Family::default(),
+        };
+        registry.register(
+            "workload_exclusive_cpus",
+            "Exclusive CPUs held by each workload",
+            m.exclusive_cpus.clone(),
+        );
+        registry.register(
+            "shared_pool_cpus",
+            "CPUs in the shared pool",
+            m.shared_pool.clone(),
+        );
+        registry.register(
+            "cpu_pool",
+            "Which pool each CPU is in (1 for its pool)",
+            m.cpu_pool.clone(),
+        );
+        registry.register(
+            "pending_workloads",
+            "Workloads waiting for exclusive CPUs",
+            m.pending.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Duration of full reconciles",
+            m.reconcile_seconds.clone(),
+        );
+        registry.register(
+            "event_to_pin_seconds",
+            "From an inotify event to its cpuset writes done",
+            m.event_to_pin_seconds.clone(),
+        );
+        registry.register("cgroup_writes", "Cgroup file writes", m.writes.clone());
+        registry.register(
+            "cgroup_write_errors",
+            "Cgroup file writes that failed",
+            m.write_errors.clone(),
+        );
+        registry.register(
+            "repairs",
+            "Required cgroup paths made again",
+            m.repairs.clone(),
+        );
+        registry.register(
+            "hung_paths",
+            "Paths whose I/O timed out and has not returned",
+            m.hung_paths.clone(),
+        );
+        registry.register(
+            "dstate_tasks",
+            "Tasks of managed cgroups in D state past the threshold",
+            m.dstate_tasks.clone(),
+        );
+        registry.register(
+            "frozen_cgroups",
+            "Workloads frozen past the threshold",
+            m.frozen_cgroups.clone(),
+        );
+        registry.register(
+            "health",
+            "The daemon's health (1 for the current state)",
+            m.health.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Sets the gauges from a status document.
+    pub fn set_from(&self, status: &api::Status) {
+        self.exclusive_cpus.clear();
+        for w in &status.workloads {
+            if let Some(cpus) = &w.cpus {
+                self.exclusive_cpus
+                    .get_or_create(&WorkloadLabel {
+                        workload: w.key.clone(),
+                    })
+                    .set(cpus.len() as i64);
+            }
+        }
+        self.shared_pool.set(status.shared_pool.len() as i64);
+        self.pending.set(
+            status
+                .workloads
+                .iter()
+                .filter(|w| w.pending.is_some())
+                .count() as i64,
+        );
+        self.cpu_pool.clear();
+        let exclusive: crate::cpuset::CpuSet = status
+            .workloads
+            .iter()
+            .filter_map(|w| w.cpus.as_ref())
+            .flat_map(|c| c.iter())
+            .collect();
+        for info in &status.topology.cpus {
+            let pool = if exclusive.contains(info.cpu) {
+                "exclusive"
+            } else if status.reserved.contains(info.cpu) {
+                "reserved"
+            } else {
+                "shared"
+            };
+            self.cpu_pool
+                .get_or_create(&CpuLabel {
+                    cpu: info.cpu.to_string(),
+                    pool: pool.into(),
+                })
+                .set(1);
+        }
+        if let Some(offline) = &status.topology.offline {
+            for cpu in offline {
+                self.cpu_pool
+                    .get_or_create(&CpuLabel {
+                        cpu: cpu.to_string(),
+                        pool: "offline".into(),
+                    })
+                    .set(1);
+            }
+        }
+        self.dstate_tasks
+            .set(status.watchdog.stuck_tasks.len() as i64);
+        self.frozen_cgroups
+            .set(status.watchdog.frozen.iter().filter(|f| !f.thawed).count() as i64);
+        for state in ["healthy", "degraded", "failed"] {
+            self.health
+                .get_or_create(&StateLabel {
+                    state: state.into(),
+                })
+                .set(i64::from(status.health.state == state));
+        }
+    }
+
+    /// The OpenMetrics text.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// What the handlers share.
+#[derive(Clone)]
+struct App {
+    snapshot: watch::Receiver<Arc<Snapshot>>,
+    events: Arc<Events>,
+    metrics: Arc<Metrics>,
+    pool: IoPool,
+}
+
+impl App {
+    /// The latest status with the I/O facts read now.
+    fn status(&self) -> api::Status {
+        let snap = self.snapshot.borrow().clone();
+        let mut status = snap.status.clone();
+        let stats = self.pool.stats();
+        let hung = self.pool.hung();
+        let facts = watchdog::Facts {
+            io_threads: stats.threads,
+            hung_paths: hung.len(),
+            ..snap.facts.clone()
+        };
+        let health = watchdog::assess(&facts);
+        status.health = health_doc(&health);
+        status.watchdog.hung_paths = hung
+            .into_iter()
+            .map(|h| api::HungPath {
+                path: h.path,
+                op: h.op.to_string(),
+                secs: h.since.elapsed().as_secs(),
+            })
+            .collect();
+        self.metrics.hung_paths.set(facts.hung_paths as i64);
+        status
+    }
+}
+
+/// The API form of a [`watchdog::Health`].
+pub fn health_doc(h: &watchdog::Health) -> api::Health {
+    let state = match h.state {
+        watchdog::HealthState::Healthy => "healthy",
+        watchdog::HealthState::Degraded => "degraded",
+        watchdog::HealthState::Failed => "failed",
+    };
+    api::Health {
+        state: state.into(),
+        reasons: h.reasons.clone(),
+    }
+}
+
+/// Why the socket could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("another pinctld is already serving {path}")]
+    InUse { path: PathBuf },
+    #[error("{path} exists and is not a socket; not removing it")]
+    NotASocket { path: PathBuf },
+    #[error("cannot {op} {path}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Binds the socket at `path`: a stale socket left by a crash (nobody
+/// answers on it) is removed first; a live one means another daemon runs.
+/// Mode 0660 with the group `pinctl` when that group exists, else 0600 (root
+/// only). Needs a tokio runtime.
+pub fn bind(path: &Path) -> Result<UnixListener, SocketError> {
+    let io_err = |op, source| SocketError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            match std::os::unix::net::UnixStream::connect(path) {
+                Ok(_) => {
+                    return Err(SocketError::InUse {
+                        path: path.to_path_buf(),
+                    });
+                }
+                Err(_) => {
+                    std::fs::remove_file(path).map_err(|e| io_err("remove the stale socket", e))?
+                }
+            }
+        }
+        Ok(_) => {
+            return Err(SocketError::NotASocket {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err("stat", e)),
+    }
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).map_err(|e| io_err("create the directory of", e))?;
+    }
+    let listener = UnixListener::bind(path).map_err(|e| io_err("bind", e))?;
+    let group = nix::unistd::Group::from_name("pinctl").ok().flatten();
+    let mode = match &group {
+        Some(g) => {
+            nix::unistd::chown(path, None, Some(g.gid))
+                .map_err(|e| io_err("give the group pinctl", io::Error::from(e)))?;
+            0o660
+        }
+        None => 0o600,
+    };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| io_err("set the mode of", e))?;
+    Ok(listener)
+}
+
+/// Serves the API on `listener` until the returned task is aborted.
+pub fn serve(
+    listener: UnixListener,
+    snapshot: watch::Receiver<Arc<Snapshot>>,
+    events: Arc<Events>,
+    metrics: Arc<Metrics>,
+    pool: IoPool,
+) -> tokio::task::JoinHandle<()> {
+    let app = App {
+        snapshot,
+        events,
+        metrics,
+        pool,
+    };
+    let router = Router::new()
+        .route("/v1/status", get(status))
+        .route("/v1/workloads", get(workloads))
+        .route("/v1/topology", get(topology))
+        .route("/v1/health", get(health))
+        .route("/v1/events", get(events_since))
+        .route("/metrics", get(metrics_text))
+        .with_state(app);
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            tracing::warn!(error = %e, "the status socket stopped");
+        }
+    })
+}
+
+async fn status(State(app): State<App>) -> Response {
+    axum::Json(app.status()).into_response()
+}
+
+async fn workloads(State(app): State<App>) -> Response {
+    axum::Json(app.snapshot.borrow().status.workloads.clone()).into_response()
+}
+
+async fn topology(State(app): State<App>) -> Response {
+    axum::Json(app.snapshot.borrow().status.topology.clone()).into_response()
+}
+
+async fn health(State(app): State<App>) -> Response {
+    let health = app.status().health;
+    let code = if health.state == "failed" {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    (code, axum::Json(health)).into_response()
+}
+
+#[derive(Deserialize)]
+struct Since {
+    since: Option<u64>,
+}
+
+async fn events_since(State(app): State<App>, Query(q): Query<Since>) -> Response {
+    axum::Json(app.events.since(q.since.unwrap_or(0))).into_response()
+}
+
+async fn metrics_text(State(app): State<App>) -> Response {
+    // Refreshes the live gauges (hung paths, health) first.
+    let status = app.status();
+    app.metrics.set_from(&status);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        app.metrics.encode(),
+    )
+        .into_response()
+}
