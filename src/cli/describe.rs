@@ -3,7 +3,8 @@
 //!
 //! TARGET is tried, in order, as: a workload key (`pod:<uid>/<name>`,
 //! `cgroup:<path>`, or `<uid>/<name>`); a cgroup path, relative to the cgroup
-//! root or absolute under it (a v1 path may name its controller,
+//! root (`kubepods/...`, or `/kubepods/...` as `/proc/PID/cgroup` shows it) or
+//! absolute under it (a v1 path may name its controller,
 //! `/sys/fs/cgroup/cpuset/kubepods/...`), matching the workload that has it or
 //! a cgroup above it, else the workloads below it; a pod UID, with dashes or
 //! the systemd driver's underscores; a container id, or any part of a cgroup's
@@ -40,24 +41,23 @@ fn found(mut v: Vec<&Workload>) -> Option<Found<'_>> {
     }
 }
 
-/// The relative cgroup paths TARGET may mean: itself without the slashes
-/// around it, or, when absolute under `cgroup_root`, the rest; in v1 also
-/// without a leading controller directory (`cpuset/kubepods/...`).
+/// The relative cgroup paths TARGET may mean: under `cgroup_root` when it
+/// starts with it, else as it is relative to the hierarchy's root (with a
+/// leading `/` as `/proc/PID/cgroup` prints it); in v1 also without a leading
+/// controller directory (`cpuset/kubepods/...`).
 fn paths(target: &str, cgroup_root: &Path, v1: bool) -> Vec<String> {
-    let mut out = Vec::new();
     let rel = match Path::new(target).strip_prefix(cgroup_root) {
         Ok(rest) if target.starts_with('/') => rest.to_string_lossy().into_owned(),
-        _ if target.starts_with('/') => return out,
         _ => target.to_string(),
     };
     let rel = rel.trim_matches('/').to_string();
     if rel.is_empty() {
-        return out;
+        return Vec::new();
     }
+    let mut out = vec![rel.clone()];
     if v1 && let Some((_, below)) = rel.split_once('/') {
         out.push(below.to_string());
     }
-    out.insert(0, rel);
     out
 }
 
@@ -245,7 +245,7 @@ pub fn render(
             ));
         }
         let cores = match topo.as_ref().map(|t| t.core_split(cpus)) {
-            Some((whole, 0)) => format!("whole cores ({whole})"),
+            Some((whole, 0)) => format!("{whole} whole cores"),
             Some((whole, split)) => {
                 style.yellow(&format!("{} whole, {split} shared with other CPUs", whole))
             }
@@ -328,12 +328,19 @@ pub fn render(
         .collect();
     let _ = writeln!(
         s,
-        "\n{} ({} in the daemon's recent events)",
-        style.bold("History:"),
-        mine.len()
+        "\n{} ({} in the daemon's recent events):",
+        style.bold("History"),
+        plural_writes(mine.len())
     );
     for e in mine {
         let _ = writeln!(s, "  {}", format_event(e, offset, style));
     }
     s
+}
+
+fn plural_writes(n: usize) -> String {
+    match n {
+        1 => "1 write".to_string(),
+        n => format!("{n} writes"),
+    }
 }

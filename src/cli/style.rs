@@ -49,15 +49,23 @@ impl Style {
     /// Colours off: text comes back unchanged.
     pub const OFF: Style = Style { enabled: false };
 
-    /// Decides for standard output.
+    /// Decides for standard output, from `NO_COLOR` and whether it is a
+    /// terminal.
     pub fn detect(choice: ColorChoice) -> Style {
+        Style::decide(
+            choice,
+            std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+            std::io::stdout().is_terminal(),
+        )
+    }
+
+    /// The decision itself: `auto` colours only a terminal, and not when
+    /// `NO_COLOR` is set (to anything but the empty string).
+    pub fn decide(choice: ColorChoice, no_color: bool, terminal: bool) -> Style {
         let enabled = match choice {
             ColorChoice::Always => true,
             ColorChoice::Never => false,
-            ColorChoice::Auto => {
-                std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-                    && std::io::stdout().is_terminal()
-            }
+            ColorChoice::Auto => terminal && !no_color,
         };
         Style { enabled }
     }
@@ -129,5 +137,15 @@ mod tests {
         assert_eq!(Style::ON.bold(""), "", "nothing to colour");
         assert_eq!(Style::detect(ColorChoice::Never), Style::OFF);
         assert_eq!(Style::detect(ColorChoice::Always), Style::ON);
+    }
+
+    #[test]
+    fn auto_colours_a_terminal_only_without_no_color() {
+        use ColorChoice::*;
+        assert_eq!(Style::decide(Auto, false, true), Style::ON);
+        assert_eq!(Style::decide(Auto, true, true), Style::OFF, "NO_COLOR");
+        assert_eq!(Style::decide(Auto, false, false), Style::OFF, "a pipe");
+        assert_eq!(Style::decide(Never, false, true), Style::OFF);
+        assert_eq!(Style::decide(Always, true, false), Style::ON, "asked for");
     }
 }
