@@ -245,6 +245,7 @@ pub fn render(
             ));
         }
         let cores = match topo.as_ref().map(|t| t.core_split(cpus)) {
+            Some((1, 0)) => "1 whole core".to_string(),
             Some((whole, 0)) => format!("{whole} whole cores"),
             Some((whole, split)) => {
                 style.yellow(&format!("{} whole, {split} shared with other CPUs", whole))

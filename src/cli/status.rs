@@ -296,20 +296,22 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     );
     if let Mode::Online = mode {
         let c = &status.counters;
+        let n = |v: u64, one: &str, many: &str| plural(v as usize, one, many);
+        let errors = n(c.write_errors, "write error", "write errors");
         let _ = writeln!(
             s,
-            "{}{} reconciles (last {} ms), {} writes, {} write errors, {} repairs, {} cgroups known",
+            "{}{} (last {} ms), {}, {}, {}, {} known",
             fieldw("Activity"),
-            c.reconciles,
+            n(c.reconciles, "reconcile", "reconciles"),
             c.last_reconcile_ms,
-            c.writes,
+            n(c.writes, "write", "writes"),
             if c.write_errors > 0 {
-                style.red(&c.write_errors.to_string())
+                style.red(&errors)
             } else {
-                c.write_errors.to_string()
+                errors
             },
-            c.repairs,
-            c.cgroups,
+            n(c.repairs, "repair", "repairs"),
+            n(c.cgroups, "cgroup", "cgroups"),
         );
     }
 

@@ -537,13 +537,14 @@ pub fn render(report: &Report, style: super::style::Style) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let c = &report.checked;
+    let n = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let _ = writeln!(
         s,
-        "Checked {} exclusive workloads ({} cgroups, {} tasks) and {} other cgroups in {} (cgroup {})",
-        c.workloads,
-        c.workload_cgroups,
-        c.tasks,
-        c.other_cgroups,
+        "Checked {} ({}, {}) and {} in {} (cgroup {})",
+        n(c.workloads, "exclusive workload", "exclusive workloads"),
+        n(c.workload_cgroups, "cgroup", "cgroups"),
+        n(c.tasks, "task", "tasks"),
+        n(c.other_cgroups, "other cgroup", "other cgroups"),
         report.cgroup_root.display(),
         report.hierarchy
     );
