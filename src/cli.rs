@@ -134,8 +134,9 @@ pub struct Connect {
 pub struct StatusArgs {
     #[command(flatten)]
     pub connect: Connect,
-    /// Print the status document as JSON (schema: the Status type of
-    /// src/api.rs, its version in the field "schema").
+    /// Print the status document as JSON, as pinctld serves it on
+    /// /v1/status (its fields are described in the README,
+    /// /usr/share/doc/pinctl/README.md; their version is the field schema).
     #[arg(long)]
     pub json: bool,
     /// Do not ask the daemon: build the status from its state file, the live
@@ -188,7 +189,7 @@ pub struct EventsArgs {
     /// Only events after sequence number N.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub since: u64,
-    /// One JSON object a line (the Event type of src/api.rs).
+    /// One JSON object a line, as pinctld serves them on /v1/events.
     #[arg(long)]
     pub json: bool,
 }
@@ -364,19 +365,18 @@ fn status_cmd(args: &StatusArgs, style: Style, out: &mut dyn Write) -> Result<()
 
 fn describe_cmd(args: &DescribeArgs, style: Style, out: &mut dyn Write) -> Result<()> {
     // The configuration names the socket and the cgroup root absolute
-    // targets may start with.
-    let config = match &args.connect.socket {
-        Some(_) if args.connect.config.is_none() => None,
-        _ => Some(load_config(args.connect.config.as_deref())?),
+    // targets may start with; with --socket alone, the default one is read
+    // only for the root, and not having it is no error.
+    let config = match (&args.connect.socket, &args.connect.config) {
+        (Some(_), None) => load_config(None).unwrap_or_default(),
+        (_, path) => load_config(path.as_deref())?,
     };
-    let socket = match (&args.connect.socket, &config) {
-        (Some(p), _) => p.clone(),
-        (None, Some(c)) => c.socket.clone(),
-        (None, None) => unreachable!("the configuration is read when no socket is given"),
-    };
-    let cgroup_root = config
-        .as_ref()
-        .map_or_else(|| Config::default().cgroup_root, |c| c.cgroup_root.clone());
+    let socket = args
+        .connect
+        .socket
+        .clone()
+        .unwrap_or_else(|| config.socket.clone());
+    let cgroup_root = config.cgroup_root;
     let client = Client::new(socket);
     let rt = runtime()?;
     let status = rt.block_on(client.status())?;

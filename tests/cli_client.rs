@@ -429,6 +429,23 @@ fn events_print_one_line_each_since_and_as_json() {
 }
 
 #[test]
+fn a_reader_that_stops_reading_is_not_an_error() {
+    // More than a pipe buffer of events, so pinctl is still writing when
+    // head exits.
+    let evs: Vec<api::Event> = (1..=5000)
+        .map(|n| write_event(n, "kubepods/burstable/pod1/abc", "1-3", "shared pool"))
+        .collect();
+    let fake = serve(&doc(), evs);
+    let script = format!(
+        "set -o pipefail; {PINCTL} events --socket {} | head -n 1 >/dev/null",
+        fake.socket.display()
+    );
+    let out = Command::new("bash").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "nothing to say about a closed pipe");
+}
+
+#[test]
 fn events_follow_prints_new_events_until_interrupted() {
     let fake = serve(&doc(), vec![write_event(1, "a", "1", "first")]);
     let mut child = Command::new(PINCTL)

@@ -385,6 +385,7 @@ fn every_command(version: Version, driver: Driver, end: Signal) {
         );
     }
     let page = w.ok(&["describe", &container_id(2)]);
+    println!("{page}");
     assert!(
         page.contains(&format!(
             "the OCI annotation pinctl.io/cpus in {}",
@@ -422,6 +423,7 @@ fn every_command(version: Version, driver: Driver, end: Signal) {
             "verify of a clean tree exited {code}:\n{out}{err}"
         ));
     }
+    println!("{out}");
     assert!(out.contains("OK: the kernel matches the intent"), "{out}");
     // The fixture isolates 2-3,18-19: a warning only if some of them are
     // in the shared pool.
@@ -451,6 +453,7 @@ fn every_command(version: Version, driver: Driver, end: Signal) {
 
     // --- events -----------------------------------------------------------------
     let events = w.ok(&["events"]);
+    println!("{events}");
     let first_seq: u64 = events.lines().next().unwrap()[1..]
         .split(' ')
         .next()

@@ -1,7 +1,8 @@
 //! `pinctl events`: the daemon's audit trail, one line per event.
 //!
 //! `#SEQ DATE TIME  write CGROUP FILE OLD -> NEW  REASON` for a cpuset write
-//! (`FAILED: ERROR` after it when the write failed), `#SEQ DATE TIME  repair
+//! (`FAILED: ERROR` after it when the write failed; an old set never read is
+//! `?`, an empty one `(empty)`), `#SEQ DATE TIME  repair
 //! PATH  created A, B` for a path the watchdog made again. Times are local (the
 //! `TZ` of the reader), to the millisecond. Formatting is pure; the polling
 //! loop of `--follow` lives in the command.
@@ -60,9 +61,17 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
             reason,
             error,
         } => {
-            let old = old
-                .as_ref()
-                .map_or_else(|| "?".to_string(), |o| o.to_string());
+            // An empty set is what a new cgroup holds (v2: "inherit the
+            // parent's"); say so rather than print nothing.
+            let show = |set: &crate::cpuset::CpuSet| {
+                if set.is_empty() {
+                    "(empty)".to_string()
+                } else {
+                    set.to_string()
+                }
+            };
+            let old = old.as_ref().map_or_else(|| "?".to_string(), show);
+            let new = show(new);
             let cgroup = if cgroup.is_empty() { "/" } else { cgroup };
             let _ = write!(s, "write {cgroup} {file} {old} -> {new}  {reason}");
             if let Some(err) = error {
@@ -98,6 +107,27 @@ pub fn concerns(e: &Event, rel: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_old_set_is_named() {
+        let e = Event {
+            seq: 1,
+            at_ms: 0,
+            what: EventKind::Write {
+                cgroup: "a".into(),
+                file: "cpuset.cpus".into(),
+                old: Some(crate::cpuset::CpuSet::new()),
+                new: "1".parse().unwrap(),
+                reason: "r".into(),
+                error: None,
+            },
+        };
+        assert!(
+            format_event(&e, 0, Style::OFF).ends_with("write a cpuset.cpus (empty) -> 1  r"),
+            "{}",
+            format_event(&e, 0, Style::OFF)
+        );
+    }
 
     #[test]
     fn times_are_local_to_the_millisecond() {

@@ -15,7 +15,7 @@ pub enum ColorChoice {
     /// Only when standard output is a terminal and NO_COLOR is unset.
     #[default]
     Auto,
-    /// Always (for `less -R`, `watch -c`), even with NO_COLOR set.
+    /// Always (for less -R or watch -c), even with NO_COLOR set.
     Always,
     /// Never.
     Never,
