@@ -810,3 +810,32 @@ mod verify {
         );
     }
 }
+
+/// Irregular machines from the sysfs fixtures: offline threads, hybrid
+/// cores, no L3 or NUMA, non-contiguous numbering, many NUMA nodes.
+#[test]
+fn status_maps_irregular_machines() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs");
+    for name in [
+        "offline-cpus",
+        "hybrid",
+        "no-l3-no-numa",
+        "epyc-2s-8n",
+        "amd-non-contiguous",
+        "single-socket-nosmt",
+        "intel-2s-smt",
+    ] {
+        let dir = fixtures.join(name);
+        let topo = pinctl::sysfs::Sysfs::new(&dir).topology().unwrap();
+        let first = topo.lowest_cores(1);
+        let doc = status_doc::status_on(&topo, &first.to_string(), &[pod(1, "app", 2), job(2, 1)]);
+        let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+        println!("--- {name} ---\n{text}");
+        check_map(&doc, &text);
+        check_layout(&text, 100);
+        if name == "offline-cpus" {
+            // CPUs 3 and 7 are a whole core: not on the map, named above it.
+            assert!(text.contains("offline CPUs 3,7"), "{text}");
+        }
+    }
+}

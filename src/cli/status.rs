@@ -274,6 +274,7 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
         plural(status.shared_pool.len(), "CPU", "CPUs"),
         match reserved_shared {
             0 => String::new(),
+            n if n == status.shared_pool.len() => ", all reserved".to_string(),
             n => format!(", {n} of them reserved"),
         }
     );
@@ -467,7 +468,10 @@ pub fn render_map(
     }
     let width = tagged.first().map_or(1, |(t, _)| t.len());
     let threads = topo.threads_per_core();
+    // A core with fewer threads than the most: its missing ones are offline
+    // when the kernel lists offline CPUs, else it simply has fewer (hybrid).
     let pad_mark = if topo.offline().is_empty() { " " } else { "-" };
+    let mut drew_offline = false;
     let cell_width = width * threads;
     let max_per_row = (64 / (cell_width + 1)).clamp(4, MAX_CORES_PER_ROW);
 
@@ -546,6 +550,7 @@ pub fn render_map(
                         }
                         for _ in core.cpus.len()..threads {
                             cell.push_str(&style.red(&pad_mark.repeat(width)));
+                            drew_offline |= pad_mark == "-";
                         }
                         cell
                     })
@@ -589,7 +594,7 @@ pub fn render_map(
         format!("{} shared pool", style.dim(".")),
         format!("{} reserved", style.bold("r")),
     ];
-    if !topo.offline().is_empty() {
+    if drew_offline {
         key.push(format!("{} offline thread", style.red("-")));
     }
     if !tagged.is_empty() {
