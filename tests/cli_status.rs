@@ -522,6 +522,15 @@ pub mod tree {
             fs::write(dir.join(procs), list).unwrap();
         }
 
+        /// A v2 cgroup whose parent does not enable `+cpuset`: no cpuset
+        /// files, only its processes.
+        pub fn bare(&self, rel: &str, tasks: &[u32]) {
+            let dir = self.base().join(rel);
+            fs::create_dir_all(&dir).unwrap();
+            let list: String = tasks.iter().map(|t| format!("{t}\n")).collect();
+            fs::write(dir.join("cgroup.procs"), list).unwrap();
+        }
+
         pub fn set_effective(&self, rel: &str, effective: &str) {
             let name = match self.v {
                 V::V1 => "cpuset.effective_cpus",
@@ -752,6 +761,33 @@ mod verify {
                 assert!(text.contains(&line), "{v:?}: missing {line:?} in:\n{text}");
             }
         }
+    }
+
+    /// On a real v2 machine `system.slice` rarely enables `+cpuset` for its
+    /// services: they have no cpuset files and run on `system.slice`'s set.
+    #[test]
+    fn v2_cgroups_without_cpuset_files_inherit_their_parents_set() {
+        let t = clean(V::V2);
+        t.bare("system.slice/cron.service", &[3]);
+        t.bare(&format!("{APP}/worker"), &[103]);
+        t.task(103, "worker", "0-15");
+        let r = check(&t, &intent(V::V2));
+        let text = render(&r, Style::OFF);
+        assert_eq!(r.problems.len(), 1, "{text}");
+        assert!(
+            matches!(&r.problems[0], Problem::TaskOutside { pid: 103, .. }),
+            "an inheriting sub-cgroup's tasks are still checked: {text}"
+        );
+        // The workload's own cgroup without cpuset files was never pinned.
+        let t = clean(V::V2);
+        std::fs::remove_file(t.cgroup_root().join(DB).join("cpuset.cpus.effective")).unwrap();
+        let r = check(&t, &intent(V::V2));
+        let text = render(&r, Style::OFF);
+        assert!(
+            text.contains("problem: pod:1/db: cannot read ")
+                && text.contains("the cpuset controller is not enabled for it"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -17,6 +17,12 @@
 //!   (not one, below one or above one, nor the kubepods structure, which
 //!   keeps every CPU) and whose effective set holds an exclusive CPU.
 //!
+//! A v2 cgroup without cpuset files (its parent enables no `+cpuset` for its
+//! children, as `system.slice` often does not for its services) runs on its
+//! nearest ancestor's set and is judged through that ancestor; its tasks are
+//! still checked. Only a workload's own cgroup without them is a problem: it
+//! was never pinned.
+//!
 //! Warnings (reported, exit 0): isolated CPUs (`isolcpus`, sysfs
 //! `devices/system/cpu/isolated`) in the shared pool, where the scheduler does
 //! not balance shared tasks onto them; a workload's cgroup that is gone (it
@@ -190,11 +196,21 @@ fn read(path: &Path) -> io::Result<Option<String>> {
     }
 }
 
-/// The effective CPUs of cgroup `rel`: `Ok(None)` when the cgroup is gone.
-/// Old v1 kernels have no `cpuset.effective_cpus`; there the kernel enforces
-/// `cpuset.cpus` itself (a write outside the parent fails), so it is the
-/// effective set.
-fn effective(h: &Hierarchy, rel: &str) -> Result<Option<(PathBuf, CpuSet)>, (PathBuf, String)> {
+/// What the kernel says a cgroup's CPUs are.
+enum Effective {
+    /// The cgroup no longer exists.
+    Gone,
+    /// It has no cpuset files: its parent does not enable `+cpuset` for its
+    /// children (v2), so it runs on the nearest ancestor's set.
+    Inherited,
+    /// Its effective set, and the file that said it.
+    Set(PathBuf, CpuSet),
+}
+
+/// The effective CPUs of cgroup `rel`. Old v1 kernels have no
+/// `cpuset.effective_cpus`; there the kernel enforces `cpuset.cpus` itself (a
+/// write outside the parent fails), so it is the effective set.
+fn effective(h: &Hierarchy, rel: &str) -> Result<Effective, (PathBuf, String)> {
     let mut file = h.effective_file(rel);
     let mut text = read(&file).map_err(|e| (file.clone(), e.to_string()))?;
     if text.is_none() && h.version == Version::V1 {
@@ -202,14 +218,12 @@ fn effective(h: &Hierarchy, rel: &str) -> Result<Option<(PathBuf, CpuSet)>, (Pat
         text = read(&file).map_err(|e| (file.clone(), e.to_string()))?;
     }
     match text {
-        None if !h.dir(rel).is_dir() => Ok(None),
-        None => Err((
-            file,
-            "no such file (is the cpuset controller enabled for it?)".into(),
-        )),
+        None if !h.dir(rel).is_dir() => Ok(Effective::Gone),
+        None if h.version == Version::V2 => Ok(Effective::Inherited),
+        None => Err((file, "no such file".into())),
         Some(t) => t
             .parse::<CpuSet>()
-            .map(|set| Some((file.clone(), set)))
+            .map(|set| Effective::Set(file.clone(), set))
             .map_err(|e| (file, e.to_string())),
     }
 }
@@ -378,7 +392,8 @@ pub fn verify(status: &api::Status, roots: &Roots, scope: &Scope) -> Result<Repo
             }
             for sub in walk(&h, rel) {
                 report.checked.workload_cgroups += 1;
-                check_cgroup(&h, roots, w, cpus, &sub, &mut report);
+                let is_root = sub == *rel;
+                check_cgroup(&h, roots, w, cpus, &sub, is_root, &mut report);
                 inside.insert(sub);
             }
         }
@@ -416,8 +431,9 @@ pub fn verify(status: &api::Status, roots: &Roots, scope: &Scope) -> Result<Repo
             }
             report.checked.other_cgroups += 1;
             match effective(&h, &rel) {
-                Ok(None) => {}
-                Ok(Some((_, set))) => {
+                // An inheriting cgroup is as its ancestor, checked itself.
+                Ok(Effective::Gone | Effective::Inherited) => {}
+                Ok(Effective::Set(_, set)) => {
                     let hit = set.intersection(&exclusive);
                     if !hit.is_empty() {
                         let workloads = pinned
@@ -466,19 +482,31 @@ pub fn verify(status: &api::Status, roots: &Roots, scope: &Scope) -> Result<Repo
     Ok(report)
 }
 
-/// The effective set and the tasks of `rel`, a cgroup of workload `w` or one
-/// below it.
+/// The effective set and the tasks of `rel`, a cgroup of workload `w`
+/// (`is_root`) or one below it.
 fn check_cgroup(
     h: &Hierarchy,
     roots: &Roots,
     w: &api::Workload,
     cpus: &CpuSet,
     rel: &str,
+    is_root: bool,
     report: &mut Report,
 ) {
     match effective(h, rel) {
-        Ok(None) => return,
-        Ok(Some((file, actual))) => {
+        Ok(Effective::Gone) => return,
+        // Below the workload's own cgroup, a cgroup without cpuset files runs
+        // on the workload's set (its tasks are checked below); the workload's
+        // cgroup itself without them was never pinned.
+        Ok(Effective::Inherited) if is_root => {
+            report.problems.push(Problem::Unreadable {
+                workload: Some(w.key.clone()),
+                path: h.effective_file(rel),
+                error: "no such file: the cpuset controller is not enabled for it".into(),
+            });
+        }
+        Ok(Effective::Inherited) => {}
+        Ok(Effective::Set(file, actual)) => {
             if &actual != cpus {
                 report.problems.push(Problem::Effective {
                     workload: w.key.clone(),
