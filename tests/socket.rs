@@ -622,3 +622,64 @@ fn every_command_over_the_socket_v2_systemd_then_a_crash() {
 fn every_command_over_the_socket_v1_cgroupfs_then_a_clean_stop() {
     every_command(Version::V1, Driver::Cgroupfs, Signal::SIGTERM);
 }
+
+/// `events --follow` waits for a daemon that went away and follows the new
+/// one from its first event (its numbers start again at 1).
+#[test]
+fn events_follow_survives_a_daemon_restart() {
+    let mut w = World::new(Version::V2, Driver::Systemd);
+    let cast = w.cast();
+    w.start();
+    w.wait_status("app pinned", |s| {
+        workload(s, &cast.app).is_some_and(|x| x.cpus.is_some())
+    });
+    let mut follow = Command::new(PINCTL)
+        .args(["events", "--follow", "--config"])
+        .arg(&w.config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let readers: Vec<_> = [
+        Box::new(follow.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(follow.stderr.take().unwrap()),
+    ]
+    .into_iter()
+    .map(|r| {
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(l);
+            }
+        })
+    })
+    .collect();
+    let wait_line = |w: &World, what: &str, f: &dyn Fn(&str) -> bool| {
+        let deadline = Instant::now() + WAIT;
+        while !lines.lock().unwrap().iter().any(|l| f(l)) {
+            if Instant::now() > deadline {
+                w.fail(&format!(
+                    "--follow never printed {what}: {:?}",
+                    lines.lock().unwrap()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_line(&w, "the first pinning", &|l| l.contains(&cast.app));
+    w.stop(Signal::SIGTERM);
+    wait_line(&w, "that the daemon went away", &|l| {
+        l.contains("pinctld is not running")
+    });
+    w.start();
+    w.wait_status("the restarted daemon ready", |_| true);
+    let late = w.container(Qos::Guaranteed, 5, "late", Spec::limit(2), None);
+    wait_line(&w, "the restart", &|l| l.contains("pinctld restarted"));
+    wait_line(&w, "the new daemon's write", &|l| l.contains(&late));
+    kill(Pid::from_raw(follow.id() as i32), Signal::SIGINT).unwrap();
+    assert!(follow.wait().unwrap().success());
+    for r in readers {
+        r.join().unwrap();
+    }
+}
