@@ -7,28 +7,51 @@
 //! [`CONFIG_FILE`]), and it passes them down as arguments. Commands write their output to the given writer and
 //! return errors; `main` prints them and picks the exit code.
 //!
-//! Exit codes: 0 success; 1 the command failed (the reason is on stderr);
-//! 2 the command line was wrong.
+//! `topology` and `plan` work on the topology alone. `status`, `describe`,
+//! `verify` and `events` ask the daemon over its socket ([`crate::client`], on
+//! a current-thread tokio runtime made for the command); `status` and `verify`
+//! also work without it (`--offline`, [`offline`]). Output is coloured only on
+//! a terminal and never with `NO_COLOR` set, unless `--color always` ([`style`]).
+//!
+//! Exit codes: 0 success; 1 the command failed (the reason is on stderr), and
+//! for `verify` also: problems were found (listed on stdout); 2 the command
+//! line was wrong.
 
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
 use crate::alloc::{self, Alignment, Options};
+use crate::api;
+use crate::client::{Client, ClientError};
+use crate::config::{self, Config, ConfigError};
 use crate::cpuset::CpuSet;
 use crate::sysfs::Sysfs;
 use crate::topology::{CpuInfo, Topology, TopologyFile};
 
 pub mod assets;
+pub mod describe;
+pub mod events;
+pub mod offline;
+pub mod status;
+pub mod style;
+pub mod verify;
+
+use style::{ColorChoice, Style};
 
 /// Exclusive, topology-aware CPUs for Linux workloads.
 #[derive(Debug, Parser)]
 #[command(name = "pinctl", version, propagate_version = true)]
 pub struct Cli {
+    /// When to colour the output: auto (only on a terminal, and not when
+    /// NO_COLOR is set), always or never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -39,6 +62,136 @@ pub enum Command {
     Topology(TopologyArgs),
     /// Show which CPUs a workload asking for N exclusive CPUs would get.
     Plan(PlanArgs),
+    /// Show what is pinned where: health, shared pool, workloads and a per-CPU map.
+    ///
+    /// Asks pinctld over its socket and prints a summary (daemon, health and its
+    /// reasons, cgroup hierarchy and kubelet driver, topology, reserved CPUs,
+    /// shared pool, counters), a map of every CPU grouped by socket, NUMA node
+    /// and L3 group (one cell per physical core, its threads side by side: the
+    /// tag of the workload that owns the thread, . for the shared pool, r for a
+    /// reserved CPU, - for an offline thread), the exclusive workloads with
+    /// their tags, the pending ones, failing cgroups and the watchdog's
+    /// findings.
+    ///
+    /// When pinctld is not running, --offline builds the same page from its
+    /// state file, the live cgroup tree and sysfs, as its configuration names
+    /// them; the daemon's health and counters are then unknown.
+    Status(StatusArgs),
+    /// Explain one workload: where its CPUs came from, their alignment, its history.
+    ///
+    /// TARGET is a workload key (pod:UID/NAME, cgroup:PATH), a cgroup path
+    /// (relative to the cgroup root, or absolute under it), a pod UID, or a
+    /// container id (any part of a cgroup's name). Prints the source of the
+    /// request (the xattr, the OCI annotation and its bundle, the rule and its
+    /// line, or the kubelet's rule), its CPUs or why it waits, their alignment
+    /// (sockets, NUMA nodes, L3 groups, whole cores), its cgroups and the
+    /// daemon's recent writes to them. A TARGET matching several workloads
+    /// lists them and fails.
+    Describe(DescribeArgs),
+    /// Check the live kernel against the daemon's intent; fail on any mismatch.
+    ///
+    /// Reads the cgroup tree and /proc directly and checks: each exclusive
+    /// workload's cgroups (and those below them) get exactly its CPUs
+    /// (cpuset.cpus.effective, v1 cpuset.effective_cpus); each of their tasks'
+    /// Cpus_allowed_list lies within them; no two workloads share a CPU and
+    /// none holds a reserved one; no other cgroup of the managed and shared
+    /// subtrees gets an exclusive CPU. Isolated CPUs (isolcpus) in the shared
+    /// pool are a warning. Each problem is printed on its own line; the command
+    /// exits 1 if there is any.
+    ///
+    /// The intent comes from pinctld, or with --offline from its state file.
+    /// The roots default to the configuration's (cgroup_root, proc_root,
+    /// sysfs_root), else /sys/fs/cgroup, /proc and /sys; the subtrees are its
+    /// managed and shared_cgroups. A read that hangs (a task in D state) hangs
+    /// this command, not the daemon: interrupt it.
+    Verify(VerifyArgs),
+    /// Print the daemon's audit trail: every cpuset write and repair, with its reason.
+    ///
+    /// One event a line: its sequence number, local time, and for a write the
+    /// cgroup, the file, the old and new sets and why (the workload and the
+    /// source of its request, or the shared pool), with the error if the write
+    /// failed; for a repair the path and what was created. The daemon keeps a
+    /// bounded number of recent events in memory.
+    Events(EventsArgs),
+}
+
+/// How to reach the daemon.
+#[derive(Debug, Args)]
+pub struct Connect {
+    /// The daemon's socket [default: the socket key of the configuration,
+    /// /run/pinctl/pinctl.sock].
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// The daemon's configuration file, read for the socket's path and, where
+    /// a command needs them, the cgroup tree, state file and subtrees
+    /// [default: /etc/pinctl/pinctld.toml, or the built-in defaults when it
+    /// does not exist].
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub connect: Connect,
+    /// Print the status document as JSON, as pinctld serves it on
+    /// /v1/status (its fields are described in the README,
+    /// /usr/share/doc/pinctl/README.md; their version is the field schema).
+    #[arg(long)]
+    pub json: bool,
+    /// Do not ask the daemon: build the status from its state file, the live
+    /// cgroup tree and sysfs.
+    #[arg(long)]
+    pub offline: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// A workload key, cgroup path, pod UID or container id.
+    #[arg(value_name = "TARGET")]
+    pub target: String,
+    #[command(flatten)]
+    pub connect: Connect,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub connect: Connect,
+    /// Take the intent from the daemon's state file instead of the daemon.
+    #[arg(long)]
+    pub offline: bool,
+    /// The cgroup filesystem to check [default: cgroup_root of the
+    /// configuration, /sys/fs/cgroup].
+    #[arg(long, value_name = "DIR")]
+    pub cgroup_root: Option<PathBuf>,
+    /// procfs, for the tasks' affinity [default: proc_root of the
+    /// configuration, /proc].
+    #[arg(long, value_name = "DIR")]
+    pub proc_root: Option<PathBuf>,
+    /// sysfs, for the isolated CPUs [default: sysfs_root of the
+    /// configuration, /sys].
+    #[arg(long, value_name = "DIR")]
+    pub sysfs_root: Option<PathBuf>,
+    /// Print the report (what was checked, problems, warnings) as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    #[command(flatten)]
+    pub connect: Connect,
+    /// Keep printing new events as they come (polls every 500 ms) until
+    /// interrupted.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Only events after sequence number N.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub since: u64,
+    /// One JSON object a line, as pinctld serves them on /v1/events.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The daemon's configuration file, where the packages install it and the
@@ -122,9 +275,261 @@ pub struct PlanArgs {
 
 /// Runs a parsed command, writing its output to `out`.
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
+    let style = Style::detect(cli.color);
     match cli.command {
         Command::Topology(args) => topology(&args, out),
         Command::Plan(args) => plan(&args, out),
+        Command::Status(args) => status_cmd(&args, style, out),
+        Command::Describe(args) => describe_cmd(&args, style, out),
+        Command::Verify(args) => verify_cmd(&args, style, out),
+        Command::Events(args) => events_cmd(&args, style, out),
+    }
+}
+
+/// The configuration: the file given, or the default one, or (when the
+/// default does not exist) the built-in defaults. An unreadable default file
+/// is a warning on stderr; an invalid one is an error, as for the daemon.
+pub fn load_config(path: Option<&Path>) -> Result<Config> {
+    match path {
+        Some(p) => Ok(config::load(p)?),
+        None => match config::load(Path::new(CONFIG_FILE)) {
+            Ok(c) => Ok(c),
+            Err(ConfigError::Read {
+                kind: std::io::ErrorKind::NotFound,
+                ..
+            }) => Ok(Config::default()),
+            Err(e @ ConfigError::Read { .. }) => {
+                eprintln!("pinctl: warning: {e}; using the built-in defaults");
+                Ok(Config::default())
+            }
+            Err(e) => Err(e.into()),
+        },
+    }
+}
+
+/// The socket to use: `--socket`, else the configuration's.
+fn socket_of(connect: &Connect) -> Result<PathBuf> {
+    match &connect.socket {
+        Some(p) => Ok(p.clone()),
+        None => Ok(load_config(connect.config.as_deref())?.socket),
+    }
+}
+
+/// A current-thread runtime for one command's requests.
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// `err`, with the way out when the daemon is simply not running.
+fn offer_offline(err: ClientError) -> anyhow::Error {
+    if err.is_not_running() {
+        anyhow!("{err}; run with --offline to read the state file and the cgroup tree directly")
+    } else {
+        err.into()
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn status_cmd(args: &StatusArgs, style: Style, out: &mut dyn Write) -> Result<()> {
+    let (status, notes) = if args.offline {
+        let config = load_config(args.connect.config.as_deref())?;
+        let o = offline::build(&config)?;
+        (o.status, Some(o.notes))
+    } else {
+        let client = Client::new(socket_of(&args.connect)?);
+        let status = runtime()?
+            .block_on(client.status())
+            .map_err(offer_offline)?;
+        (status, None)
+    };
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &status)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let mode = match &notes {
+        Some(notes) => status::Mode::Offline { notes },
+        None => status::Mode::Online,
+    };
+    out.write_all(status::render(&status, mode, style, now_secs()).as_bytes())?;
+    Ok(())
+}
+
+fn describe_cmd(args: &DescribeArgs, style: Style, out: &mut dyn Write) -> Result<()> {
+    // The configuration names the socket and the cgroup root absolute
+    // targets may start with; with --socket alone, the default one is read
+    // only for the root, and not having it is no error.
+    let config = match (&args.connect.socket, &args.connect.config) {
+        (Some(_), None) => load_config(None).unwrap_or_default(),
+        (_, path) => load_config(path.as_deref())?,
+    };
+    let socket = args
+        .connect
+        .socket
+        .clone()
+        .unwrap_or_else(|| config.socket.clone());
+    let cgroup_root = config.cgroup_root;
+    let client = Client::new(socket);
+    let rt = runtime()?;
+    let status = rt.block_on(client.status())?;
+    let workload = match describe::find(&status, &args.target, &cgroup_root) {
+        describe::Found::One(w) => w,
+        describe::Found::Ambiguous(candidates) => {
+            eprint!("{}", describe::render_candidates(&args.target, &candidates));
+            bail!("{:?} is ambiguous", args.target);
+        }
+        describe::Found::Nothing => bail!(
+            "no workload matches {:?}; cgroups that ask for no exclusive CPUs run on the shared pool ({})",
+            args.target,
+            status.shared_pool
+        ),
+    };
+    let events = rt.block_on(client.events(0))?;
+    let offset = events::local_offset(now_secs() as i64);
+    out.write_all(describe::render(&status, workload, &events, offset, style).as_bytes())?;
+    Ok(())
+}
+
+fn verify_cmd(args: &VerifyArgs, style: Style, out: &mut dyn Write) -> Result<()> {
+    let config = load_config(args.connect.config.as_deref())?;
+    let status = if args.offline {
+        offline::build(&config)?.status
+    } else {
+        let socket = args
+            .connect
+            .socket
+            .clone()
+            .unwrap_or_else(|| config.socket.clone());
+        runtime()?
+            .block_on(Client::new(socket).status())
+            .map_err(offer_offline)?
+    };
+    let roots = verify::Roots {
+        cgroup_root: args
+            .cgroup_root
+            .clone()
+            .unwrap_or_else(|| config.cgroup_root.clone()),
+        proc_root: args
+            .proc_root
+            .clone()
+            .unwrap_or_else(|| config.proc_root.clone()),
+        sysfs_root: args
+            .sysfs_root
+            .clone()
+            .unwrap_or_else(|| config.sysfs_root.clone()),
+    };
+    let scope = verify::Scope {
+        managed: config.managed.clone(),
+        shared: config.shared_cgroups.clone(),
+    };
+    let report = verify::verify(&status, &roots, &scope)?;
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        out.write_all(verify::render(&report, style).as_bytes())?;
+    }
+    out.flush()?;
+    match report.problems.len() {
+        0 => Ok(()),
+        1 => bail!("verify found 1 problem"),
+        n => bail!("verify found {n} problems"),
+    }
+}
+
+/// How often `events --follow` asks for new events.
+pub const FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
+
+fn events_cmd(args: &EventsArgs, style: Style, out: &mut dyn Write) -> Result<()> {
+    let client = Client::new(socket_of(&args.connect)?);
+    let rt = runtime()?;
+    rt.block_on(follow_events(&client, args, style, out))
+}
+
+/// Prints the events after `--since`, then with `--follow` polls for more
+/// until interrupted. A daemon that goes away is waited for; one that came
+/// back as a new process (its events numbered from 1 again) is followed from
+/// its first event.
+async fn follow_events(
+    client: &Client,
+    args: &EventsArgs,
+    style: Style,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let identity = |s: &api::Status| (s.daemon.pid, s.daemon.started);
+    let mut since = args.since;
+    let mut daemon = if args.follow {
+        Some(identity(&client.status().await?))
+    } else {
+        None
+    };
+    let mut down = false;
+    loop {
+        match client.events(since).await {
+            Ok(events) => {
+                if down {
+                    down = false;
+                    if let Ok(s) = client.status().await
+                        && daemon != Some(identity(&s))
+                    {
+                        eprintln!(
+                            "pinctl: pinctld restarted (pid {}); following it",
+                            s.daemon.pid
+                        );
+                        daemon = Some(identity(&s));
+                        since = 0;
+                        continue;
+                    }
+                    eprintln!("pinctl: pinctld answers again");
+                }
+                if let Some(first) = events.first()
+                    && since > 0
+                    && first.seq > since + 1
+                {
+                    eprintln!(
+                        "pinctl: events {}..{} are no longer kept by the daemon",
+                        since + 1,
+                        first.seq - 1
+                    );
+                }
+                let offset = events::local_offset(now_secs() as i64);
+                for e in &events {
+                    if args.json {
+                        serde_json::to_writer(&mut *out, e)?;
+                        writeln!(out)?;
+                    } else {
+                        writeln!(out, "{}", events::format_event(e, offset, style))?;
+                    }
+                    since = since.max(e.seq);
+                }
+                out.flush()?;
+            }
+            Err(e) if args.follow => {
+                if !down {
+                    eprintln!(
+                        "pinctl: {e}; retrying every {} ms",
+                        FOLLOW_INTERVAL.as_millis()
+                    );
+                    down = true;
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if !args.follow {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(FOLLOW_INTERVAL) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
     }
 }
 

@@ -9,11 +9,13 @@
 //! - [`sysfs`]: topology discovery from a sysfs root.
 //! - [`alloc`]: the pure, deterministic allocator.
 //! - [`cli`]: the `pinctl` commands, as library functions.
+//! - [`client`]: the CLI side of the socket API.
 
 pub mod alloc;
 pub mod api;
 pub mod cgroup;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod cpuset;
 pub mod daemon;

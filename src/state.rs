@@ -121,6 +121,18 @@ pub enum Loaded<T> {
     },
 }
 
+/// What [`StateFile::peek`] found; nothing was moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum Peeked<T> {
+    /// A valid state file with its body.
+    Fresh(T),
+    /// No state file.
+    Missing,
+    /// A file that is not a valid state; one line saying why.
+    Invalid { reason: String },
+}
+
 /// The daemon's state file at one path. Holds only the path; every call goes to
 /// the filesystem.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,6 +216,30 @@ impl StateFile {
                     moved_to,
                 })
             }
+        }
+    }
+
+    /// Reads and verifies the state file like [`load`](Self::load), but never
+    /// moves it: for readers other than the daemon (`pinctl status --offline`),
+    /// which must not change the daemon's files. An invalid file is
+    /// [`Peeked::Invalid`] with the reason and stays where it is.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Read`] when the file exists but cannot be read.
+    pub fn peek<T: DeserializeOwned>(&self) -> Result<Peeked<T>, StateError> {
+        match fs::read(&self.path) {
+            Ok(bytes) => Ok(match decode(&bytes) {
+                Ok(body) => Peeked::Fresh(body),
+                Err(reason) => Peeked::Invalid {
+                    reason: one_line(&reason),
+                },
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Peeked::Missing),
+            Err(source) => Err(StateError::Read {
+                path: self.path.clone(),
+                source,
+            }),
         }
     }
 

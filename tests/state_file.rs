@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use pinctl::state::{Loaded, MAX_QUARANTINED, STATE_VERSION, StateError, StateFile};
+use pinctl::state::{Loaded, MAX_QUARANTINED, Peeked, STATE_VERSION, StateError, StateFile};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use tempfile::TempDir;
@@ -602,4 +602,24 @@ proptest! {
             other => prop_assert!(false, "flip at {} gave {:?}", at, other),
         }
     }
+}
+
+/// `pinctl status --offline` reads the daemon's state file: it must never
+/// move it, even when it is corrupt (that is the daemon's call, at start-up).
+#[test]
+fn peek_reads_like_load_but_never_moves_a_corrupt_file() {
+    let (dir, state) = setup();
+    assert_eq!(state.peek::<Body>().unwrap(), Peeked::Missing);
+    state.save(&body()).unwrap();
+    assert_eq!(state.peek::<Body>().unwrap(), Peeked::Fresh(body()));
+    fs::write(
+        state.path(),
+        "{\"version\":1,\"checksum\":\"crc32:00000000\",\"state\":{}}\n",
+    )
+    .unwrap();
+    match state.peek::<Body>().unwrap() {
+        Peeked::Invalid { reason } => assert!(reason.contains("checksum"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(names(dir.path()), ["state.json"], "left where it was");
 }

@@ -38,11 +38,25 @@ fn run(matches: &ArgMatches, stdout: &mut dyn std::io::Write) -> anyhow::Result<
     pinctl::cli::run(cli, stdout)
 }
 
+/// Whether `e` is a write to standard output whose reader went away
+/// (`pinctl events | head`): the output was simply no longer wanted. Only the
+/// top of the chain counts: a broken pipe inside a request to the daemon is a
+/// real failure.
+fn is_closed_stdout(e: &anyhow::Error) -> bool {
+    let broken = |kind: Option<std::io::ErrorKind>| kind == Some(std::io::ErrorKind::BrokenPipe);
+    broken(e.downcast_ref::<std::io::Error>().map(std::io::Error::kind))
+        || broken(
+            e.downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind),
+        )
+}
+
 fn main() -> ExitCode {
     let matches = command().get_matches();
     let mut stdout = std::io::stdout().lock();
     match run(&matches, &mut stdout) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_closed_stdout(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pinctl: {e:#}");
             ExitCode::from(1)

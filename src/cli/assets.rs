@@ -183,13 +183,53 @@ fn pinctl_extras(pinctl: &Command, this: &str) -> Vec<Section> {
         .filter(|name| name != this)
         .map(|name| format!("{name}(1)"))
         .chain(["pinctld(8)".to_string()]);
-    vec![
-        exit_status(
-            "Success.",
-            "The command failed; the reason is on standard error.",
-        ),
-        see_also(others),
-    ]
+    let failure = match this {
+        "pinctl" | "pinctl-verify" => {
+            "The command failed (the reason is on standard error), or pinctl verify \
+             found problems (each on standard output, their count on standard error)."
+        }
+        _ => "The command failed; the reason is on standard error.",
+    };
+    let mut extras = vec![exit_status("Success.", failure)];
+    if matches!(
+        this,
+        "pinctl" | "pinctl-status" | "pinctl-describe" | "pinctl-verify" | "pinctl-events"
+    ) {
+        extras.push(Section {
+            heading: "ENVIRONMENT",
+            items: vec![
+                (
+                    Some("NO_COLOR".into()),
+                    "When set to a non-empty value, no colour unless --color always. \
+                     Without it, output is coloured only on a terminal."
+                        .into(),
+                ),
+                (
+                    Some("TZ".into()),
+                    "The time zone of the times pinctl events and pinctl describe print.".into(),
+                ),
+            ],
+        });
+        extras.push(Section {
+            heading: "FILES",
+            items: vec![
+                (
+                    Some(CONFIG_FILE.into()),
+                    "The daemon's configuration, read for its socket and, where a command \
+                     needs them, its cgroup tree, state file and subtrees."
+                        .into(),
+                ),
+                (
+                    Some(Config::default().socket.display().to_string()),
+                    "The daemon's socket (the socket key), for root and members of the \
+                     group pinctl."
+                        .into(),
+                ),
+            ],
+        });
+    }
+    extras.push(see_also(others));
+    extras
 }
 
 fn pinctld_extras() -> Vec<Section> {
@@ -245,7 +285,7 @@ pub fn build_date() -> String {
 
 /// YYYY-MM-DD (UTC) of a Unix time, by the days-to-civil algorithm of the
 /// proleptic Gregorian calendar (no calendar crate for one footer).
-fn civil_date(unix_secs: u64) -> String {
+pub(crate) fn civil_date(unix_secs: u64) -> String {
     let z = (unix_secs / 86_400) as i64 + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

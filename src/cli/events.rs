@@ -1,0 +1,140 @@
+//! `pinctl events`: the daemon's audit trail, one line per event.
+//!
+//! `#SEQ DATE TIME  write CGROUP FILE OLD -> NEW  REASON` for a cpuset write
+//! (`FAILED: ERROR` after it when the write failed; an old set never read is
+//! `?`, an empty one `(empty)`), `#SEQ DATE TIME  repair
+//! PATH  created A, B` for a path the watchdog made again. Times are local (the
+//! `TZ` of the reader), to the millisecond. Formatting is pure; the polling
+//! loop of `--follow` lives in the command.
+
+use std::fmt::Write as _;
+
+use crate::api::{Event, EventKind};
+
+use super::style::Style;
+
+/// The offset of local time from UTC, in seconds, at Unix time `secs`.
+pub fn local_offset(secs: i64) -> i64 {
+    let t: libc::time_t = secs as libc::time_t;
+    // SAFETY: `tm` is plain data that `localtime_r` fills; both pointers are
+    // valid for the call, and the reentrant variant keeps no shared state
+    // beyond the timezone it reads.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&t, &mut tm).is_null() {
+            0
+        } else {
+            tm.tm_gmtoff
+        }
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS.mmm` of `ms` (Unix milliseconds) at `offset` seconds
+/// from UTC.
+pub fn format_time(ms: u64, offset: i64) -> String {
+    let local_ms = ms as i64 + offset * 1000;
+    let secs = local_ms.div_euclid(1000);
+    let millis = local_ms.rem_euclid(1000);
+    let date = super::assets::civil_date(secs.max(0) as u64);
+    let day = secs.rem_euclid(86_400);
+    format!(
+        "{date} {:02}:{:02}:{:02}.{millis:03}",
+        day / 3600,
+        day / 60 % 60,
+        day % 60
+    )
+}
+
+/// One event as a line (no newline), times at `offset` seconds from UTC.
+pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
+    let mut s = format!(
+        "{} {}  ",
+        style.dim(&format!("#{}", e.seq)),
+        format_time(e.at_ms, offset)
+    );
+    match &e.what {
+        EventKind::Write {
+            cgroup,
+            file,
+            old,
+            new,
+            reason,
+            error,
+        } => {
+            // An empty set is what a new cgroup holds (v2: "inherit the
+            // parent's"); say so rather than print nothing.
+            let show = |set: &crate::cpuset::CpuSet| {
+                if set.is_empty() {
+                    "(empty)".to_string()
+                } else {
+                    set.to_string()
+                }
+            };
+            let old = old.as_ref().map_or_else(|| "?".to_string(), show);
+            let new = show(new);
+            let cgroup = if cgroup.is_empty() { "/" } else { cgroup };
+            let _ = write!(s, "write {cgroup} {file} {old} -> {new}  {reason}");
+            if let Some(err) = error {
+                let _ = write!(s, "  {}", style.red(&format!("FAILED: {err}")));
+            }
+        }
+        EventKind::Repair { path, created } => {
+            let made: Vec<String> = created.iter().map(|p| p.display().to_string()).collect();
+            let _ = write!(
+                s,
+                "{} {}  created {}",
+                style.yellow("repair"),
+                path.display(),
+                if made.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    made.join(", ")
+                }
+            );
+        }
+    }
+    s
+}
+
+/// Whether event `e` concerns cgroup `rel` or one below it (for `describe`).
+pub fn concerns(e: &Event, rel: &str) -> bool {
+    match &e.what {
+        EventKind::Write { cgroup, .. } => crate::cgroup::is_within(cgroup, rel),
+        EventKind::Repair { .. } => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_old_set_is_named() {
+        let e = Event {
+            seq: 1,
+            at_ms: 0,
+            what: EventKind::Write {
+                cgroup: "a".into(),
+                file: "cpuset.cpus".into(),
+                old: Some(crate::cpuset::CpuSet::new()),
+                new: "1".parse().unwrap(),
+                reason: "r".into(),
+                error: None,
+            },
+        };
+        assert!(
+            format_event(&e, 0, Style::OFF).ends_with("write a cpuset.cpus (empty) -> 1  r"),
+            "{}",
+            format_event(&e, 0, Style::OFF)
+        );
+    }
+
+    #[test]
+    fn times_are_local_to_the_millisecond() {
+        // 2025-11-21 23:59:59.123 UTC.
+        let ms = 1_763_769_599_123;
+        assert_eq!(format_time(ms, 0), "2025-11-21 23:59:59.123");
+        assert_eq!(format_time(ms, 3600), "2025-11-22 00:59:59.123");
+        assert_eq!(format_time(ms, -5 * 3600), "2025-11-21 18:59:59.123");
+    }
+}

@@ -1,0 +1,589 @@
+//! `pinctl verify`: the live kernel checked against the intent.
+//!
+//! The intent is an [`api::Status`] (served by the daemon, or built offline);
+//! the kernel is read directly, under roots passed in (`--cgroup-root`,
+//! `--proc-root`, `--sysfs-root`), so every check runs on fake trees in tests.
+//! Problems (each makes the command exit 1):
+//!
+//! - an exclusive workload's cgroup, or a cgroup below it, whose effective set
+//!   (`cpuset.cpus.effective`, v1 `cpuset.effective_cpus`) is not exactly the
+//!   workload's CPUs (v2 silently falls back to the parent's set: this is how
+//!   a pinned workload ends up on shared CPUs without any error);
+//! - a task of such a cgroup (`cgroup.procs` and each thread in
+//!   `/proc/PID/task` in v2; v1's `tasks` lists the threads) whose
+//!   `Cpus_allowed_list` reaches outside the workload's CPUs;
+//! - two workloads sharing a CPU, or a workload on a reserved CPU;
+//! - a cgroup of the managed or shared subtrees that belongs to no workload
+//!   (not one, below one or above one, nor the kubepods structure, which
+//!   keeps every CPU) and whose effective set holds an exclusive CPU.
+//!
+//! A v2 cgroup without cpuset files (its parent enables no `+cpuset` for its
+//! children, as `system.slice` often does not for its services) runs on its
+//! nearest ancestor's set and is judged through that ancestor; its tasks are
+//! still checked. Only a workload's own cgroup without them is a problem: it
+//! was never pinned.
+//!
+//! Warnings (reported, exit 0): isolated CPUs (`isolcpus`, sysfs
+//! `devices/system/cpu/isolated`) in the shared pool, where the scheduler does
+//! not balance shared tasks onto them; a workload's cgroup that is gone (it
+//! may just have ended between the intent and the check).
+//!
+//! The reads are blocking `std::fs` calls on the CLI's thread: unlike the
+//! daemon, which must never block on a kernel file, a read that hangs here
+//! (a task in D state) only hangs this command, which the operator can
+//! interrupt. Nothing is written.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use crate::api;
+use crate::cgroup::{self, Hierarchy, Version, layout};
+use crate::config::HierarchyMode;
+use crate::cpuset::CpuSet;
+use crate::io::RealFs;
+
+/// Where the live kernel's files are.
+#[derive(Debug, Clone)]
+pub struct Roots {
+    pub cgroup_root: PathBuf,
+    pub proc_root: PathBuf,
+    pub sysfs_root: PathBuf,
+}
+
+/// The subtrees, relative to the cgroup root, that must keep off exclusive
+/// CPUs: the configuration's `managed` and `shared_cgroups`.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    pub managed: Vec<String>,
+    pub shared: Vec<String>,
+}
+
+/// One mismatch between the intent and the kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Problem {
+    /// A workload's cgroup (or one below it) does not get exactly its CPUs.
+    Effective {
+        workload: String,
+        cgroup: String,
+        file: PathBuf,
+        expected: CpuSet,
+        actual: CpuSet,
+    },
+    /// A file that must be read could not be.
+    Unreadable {
+        workload: Option<String>,
+        path: PathBuf,
+        error: String,
+    },
+    /// A task may run outside its workload's CPUs.
+    TaskOutside {
+        workload: String,
+        cgroup: String,
+        pid: u32,
+        comm: String,
+        allowed: CpuSet,
+        expected: CpuSet,
+    },
+    /// Two workloads hold the same CPUs.
+    Overlap { a: String, b: String, cpus: CpuSet },
+    /// A workload holds reserved CPUs.
+    Reserved { workload: String, cpus: CpuSet },
+    /// A cgroup outside every workload may run on exclusive CPUs.
+    SharedOnExclusive {
+        cgroup: String,
+        effective: CpuSet,
+        exclusive: CpuSet,
+        workloads: Vec<String>,
+    },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Effective {
+                workload,
+                cgroup,
+                file,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "{workload}: {cgroup} gets CPUs {actual} ({}), expected {expected}",
+                file.file_name().unwrap_or_default().to_string_lossy()
+            ),
+            Problem::Unreadable {
+                workload,
+                path,
+                error,
+            } => match workload {
+                Some(w) => write!(f, "{w}: cannot read {}: {error}", path.display()),
+                None => write!(f, "cannot read {}: {error}", path.display()),
+            },
+            Problem::TaskOutside {
+                workload,
+                cgroup,
+                pid,
+                comm,
+                allowed,
+                expected,
+            } => write!(
+                f,
+                "{workload}: task {pid} ({comm}) in {cgroup} may run on CPUs {allowed} (Cpus_allowed_list), outside {expected}"
+            ),
+            Problem::Overlap { a, b, cpus } => {
+                write!(f, "workloads {a} and {b} both hold CPUs {cpus}")
+            }
+            Problem::Reserved { workload, cpus } => {
+                write!(f, "{workload} holds reserved CPUs {cpus}")
+            }
+            Problem::SharedOnExclusive {
+                cgroup,
+                effective,
+                exclusive,
+                workloads,
+            } => write!(
+                f,
+                "{cgroup} is not a workload but gets CPUs {effective}, including exclusive CPUs {exclusive} of {}",
+                workloads.join(", ")
+            ),
+        }
+    }
+}
+
+/// What was looked at.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Checked {
+    /// Exclusive workloads.
+    pub workloads: usize,
+    /// Their cgroups and those below them.
+    pub workload_cgroups: usize,
+    /// Their tasks (threads).
+    pub tasks: usize,
+    /// Other cgroups of the managed and shared subtrees.
+    pub other_cgroups: usize,
+}
+
+/// The outcome: problems make `pinctl verify` exit 1, warnings do not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// `"v1"` or `"v2"`: what was found at the cgroup root.
+    pub hierarchy: String,
+    pub cgroup_root: PathBuf,
+    pub checked: Checked,
+    pub problems: Vec<Problem>,
+    pub warnings: Vec<String>,
+}
+
+impl Report {
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Reads a kernel file; `Ok(None)` when it does not exist.
+fn read(path: &Path) -> io::Result<Option<String>> {
+    match fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// What the kernel says a cgroup's CPUs are.
+enum Effective {
+    /// The cgroup no longer exists.
+    Gone,
+    /// It has no cpuset files: its parent does not enable `+cpuset` for its
+    /// children (v2), so it runs on the nearest ancestor's set.
+    Inherited,
+    /// Its effective set, and the file that said it.
+    Set(PathBuf, CpuSet),
+}
+
+/// The effective CPUs of cgroup `rel`. Old v1 kernels have no
+/// `cpuset.effective_cpus`; there the kernel enforces `cpuset.cpus` itself (a
+/// write outside the parent fails), so it is the effective set.
+fn effective(h: &Hierarchy, rel: &str) -> Result<Effective, (PathBuf, String)> {
+    let mut file = h.effective_file(rel);
+    let mut text = read(&file).map_err(|e| (file.clone(), e.to_string()))?;
+    if text.is_none() && h.version == Version::V1 {
+        file = h.cpus_file(rel);
+        text = read(&file).map_err(|e| (file.clone(), e.to_string()))?;
+    }
+    match text {
+        None if !h.dir(rel).is_dir() => Ok(Effective::Gone),
+        None if h.version == Version::V2 => Ok(Effective::Inherited),
+        None => Err((file, "no such file".into())),
+        Some(t) => t
+            .parse::<CpuSet>()
+            .map(|set| Effective::Set(file.clone(), set))
+            .map_err(|e| (file, e.to_string())),
+    }
+}
+
+/// The threads of cgroup `rel`, as (pid, tid) pairs: v1 `tasks` lists every
+/// thread; v2 `cgroup.procs` lists processes, whose threads are in
+/// `/proc/PID/task` (a fake tree may have only `/proc/PID/status`: then the
+/// process counts as its one thread).
+fn threads(h: &Hierarchy, proc_root: &Path, rel: &str) -> io::Result<Vec<(u32, u32)>> {
+    let file = match h.version {
+        Version::V1 => "tasks",
+        Version::V2 => "cgroup.procs",
+    };
+    let Some(text) = read(&h.dir(rel).join(file))? else {
+        return Ok(Vec::new());
+    };
+    let ids = text
+        .split_whitespace()
+        .filter_map(|t| t.parse::<u32>().ok());
+    let mut out = Vec::new();
+    for id in ids {
+        match h.version {
+            Version::V1 => out.push((id, id)),
+            Version::V2 => {
+                let dir = proc_root.join(id.to_string()).join("task");
+                match fs::read_dir(&dir) {
+                    Ok(entries) => out.extend(
+                        entries
+                            .filter_map(Result::ok)
+                            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                            .map(|tid| (id, tid)),
+                    ),
+                    Err(_) => out.push((id, id)),
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `Name:` and `Cpus_allowed_list:` of a task's `status`; `None` when the
+/// task is gone.
+fn affinity(proc_root: &Path, pid: u32, tid: u32) -> Result<Option<(String, CpuSet)>, String> {
+    let status = if pid == tid {
+        proc_root.join(pid.to_string()).join("status")
+    } else {
+        proc_root
+            .join(pid.to_string())
+            .join("task")
+            .join(tid.to_string())
+            .join("status")
+    };
+    let Some(text) = read(&status).map_err(|e| format!("{}: {e}", status.display()))? else {
+        return Ok(None);
+    };
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+    };
+    let comm = field("Name:").unwrap_or_default();
+    let allowed = field("Cpus_allowed_list:")
+        .ok_or_else(|| format!("{}: no Cpus_allowed_list", status.display()))?
+        .parse::<CpuSet>()
+        .map_err(|e| format!("{}: {e}", status.display()))?;
+    Ok(Some((comm, allowed)))
+}
+
+/// The cgroups at and below `rel`, parents first; nothing when it is gone.
+fn walk(h: &Hierarchy, rel: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![rel.to_string()];
+    while let Some(rel) = stack.pop() {
+        let Ok(entries) = fs::read_dir(h.dir(&rel)) else {
+            continue;
+        };
+        let mut children: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        children.sort();
+        for c in children.iter().rev() {
+            stack.push(cgroup::child(&rel, c));
+        }
+        out.push(rel);
+    }
+    out
+}
+
+/// Checks the live kernel under `roots` against `status`; `scope` names the
+/// subtrees whose other cgroups must keep off exclusive CPUs.
+pub fn verify(status: &api::Status, roots: &Roots, scope: &Scope) -> Result<Report> {
+    let h =
+        Hierarchy::detect(&RealFs, &roots.cgroup_root, HierarchyMode::Auto).with_context(|| {
+            format!(
+                "cannot read the cgroup tree at {}",
+                roots.cgroup_root.display()
+            )
+        })?;
+    let found = match h.version {
+        Version::V1 => "v1",
+        Version::V2 => "v2",
+    };
+    if found != status.hierarchy {
+        bail!(
+            "pinctld drives cgroup {} but {} is cgroup {found}: is --cgroup-root right?",
+            status.hierarchy,
+            roots.cgroup_root.display()
+        );
+    }
+    let mut report = Report {
+        hierarchy: found.to_string(),
+        cgroup_root: roots.cgroup_root.clone(),
+        ..Report::default()
+    };
+    let pinned: Vec<(&api::Workload, &CpuSet)> = status
+        .workloads
+        .iter()
+        .filter_map(|w| Some((w, w.cpus.as_ref()?)))
+        .collect();
+    report.checked.workloads = pinned.len();
+
+    // Overlaps and reserved CPUs: the intent itself.
+    let mut owner: BTreeMap<u32, &str> = BTreeMap::new();
+    let mut overlaps: BTreeMap<(&str, &str), CpuSet> = BTreeMap::new();
+    for (w, cpus) in &pinned {
+        for cpu in cpus.iter() {
+            match owner.get(&cpu) {
+                Some(first) => {
+                    overlaps.entry((first, &w.key)).or_default().insert(cpu);
+                }
+                None => {
+                    owner.insert(cpu, &w.key);
+                }
+            }
+        }
+        let reserved = cpus.intersection(&status.reserved);
+        if !reserved.is_empty() {
+            report.problems.push(Problem::Reserved {
+                workload: w.key.clone(),
+                cpus: reserved,
+            });
+        }
+    }
+    for ((a, b), cpus) in overlaps {
+        report.problems.push(Problem::Overlap {
+            a: a.to_string(),
+            b: b.to_string(),
+            cpus,
+        });
+    }
+
+    // Each workload's cgroups, those below them and their tasks.
+    let mut inside: HashSet<String> = HashSet::new();
+    let mut workload_roots: Vec<&str> = Vec::new();
+    for (w, cpus) in &pinned {
+        for rel in &w.cgroups {
+            workload_roots.push(rel);
+            if !h.dir(rel).is_dir() {
+                report.warnings.push(format!(
+                    "{}: cgroup {rel} is gone (it may just have ended)",
+                    w.key
+                ));
+                continue;
+            }
+            for sub in walk(&h, rel) {
+                report.checked.workload_cgroups += 1;
+                let is_root = sub == *rel;
+                check_cgroup(&h, roots, w, cpus, &sub, is_root, &mut report);
+                inside.insert(sub);
+            }
+        }
+    }
+
+    // Everything else in the managed and shared subtrees.
+    let exclusive: CpuSet = pinned
+        .iter()
+        .fold(CpuSet::new(), |acc, (_, c)| acc.union(c));
+    let mut above: HashSet<&str> = HashSet::new();
+    for rel in &workload_roots {
+        let mut p = cgroup::parent(rel);
+        while let Some(up) = p {
+            above.insert(up);
+            p = cgroup::parent(up);
+        }
+    }
+    let mut subtrees: BTreeSet<&str> = scope.managed.iter().map(String::as_str).collect();
+    subtrees.extend(scope.shared.iter().map(String::as_str));
+    let mut seen: HashSet<String> = HashSet::new();
+    for root in subtrees {
+        for rel in walk(&h, root) {
+            if inside.contains(&rel) || above.contains(rel.as_str()) || !seen.insert(rel.clone()) {
+                continue;
+            }
+            // The kubepods root, QoS parents and pod cgroups keep every CPU by
+            // design: their children hold the workloads.
+            if matches!(
+                layout::classify(&rel),
+                layout::Kind::KubepodsRoot { .. }
+                    | layout::Kind::QosParent { .. }
+                    | layout::Kind::Pod(_)
+            ) {
+                continue;
+            }
+            report.checked.other_cgroups += 1;
+            match effective(&h, &rel) {
+                // An inheriting cgroup is as its ancestor, checked itself.
+                Ok(Effective::Gone | Effective::Inherited) => {}
+                Ok(Effective::Set(_, set)) => {
+                    let hit = set.intersection(&exclusive);
+                    if !hit.is_empty() {
+                        let workloads = pinned
+                            .iter()
+                            .filter(|(_, c)| !c.is_disjoint(&hit))
+                            .map(|(w, _)| w.key.clone())
+                            .collect();
+                        report.problems.push(Problem::SharedOnExclusive {
+                            cgroup: rel.clone(),
+                            effective: set,
+                            exclusive: hit,
+                            workloads,
+                        });
+                    }
+                }
+                Err((path, error)) => report.problems.push(Problem::Unreadable {
+                    workload: None,
+                    path,
+                    error,
+                }),
+            }
+        }
+    }
+
+    // Isolated CPUs in the shared pool.
+    let isolated_file = roots.sysfs_root.join("devices/system/cpu/isolated");
+    match read(&isolated_file) {
+        Ok(Some(text)) => match text.parse::<CpuSet>() {
+            Ok(isolated) => {
+                let shared = isolated.intersection(&status.shared_pool);
+                if !shared.is_empty() {
+                    report.warnings.push(format!(
+                        "isolated CPUs {shared} (isolcpus) are in the shared pool: the scheduler does not balance shared tasks onto them; they serve exclusive workloads best"
+                    ));
+                }
+            }
+            Err(e) => report
+                .warnings
+                .push(format!("{}: {e}", isolated_file.display())),
+        },
+        Ok(None) => {}
+        Err(e) => report
+            .warnings
+            .push(format!("cannot read {}: {e}", isolated_file.display())),
+    }
+    Ok(report)
+}
+
+/// The effective set and the tasks of `rel`, a cgroup of workload `w`
+/// (`is_root`) or one below it.
+fn check_cgroup(
+    h: &Hierarchy,
+    roots: &Roots,
+    w: &api::Workload,
+    cpus: &CpuSet,
+    rel: &str,
+    is_root: bool,
+    report: &mut Report,
+) {
+    match effective(h, rel) {
+        Ok(Effective::Gone) => return,
+        // Below the workload's own cgroup, a cgroup without cpuset files runs
+        // on the workload's set (its tasks are checked below); the workload's
+        // cgroup itself without them was never pinned.
+        Ok(Effective::Inherited) if is_root => {
+            report.problems.push(Problem::Unreadable {
+                workload: Some(w.key.clone()),
+                path: h.effective_file(rel),
+                error: "no such file: the cpuset controller is not enabled for it".into(),
+            });
+        }
+        Ok(Effective::Inherited) => {}
+        Ok(Effective::Set(file, actual)) => {
+            if &actual != cpus {
+                report.problems.push(Problem::Effective {
+                    workload: w.key.clone(),
+                    cgroup: rel.to_string(),
+                    file,
+                    expected: cpus.clone(),
+                    actual,
+                });
+            }
+        }
+        Err((path, error)) => report.problems.push(Problem::Unreadable {
+            workload: Some(w.key.clone()),
+            path,
+            error,
+        }),
+    }
+    let tasks = match threads(h, &roots.proc_root, rel) {
+        Ok(t) => t,
+        Err(e) => {
+            report.problems.push(Problem::Unreadable {
+                workload: Some(w.key.clone()),
+                path: h.dir(rel),
+                error: format!("its tasks: {e}"),
+            });
+            return;
+        }
+    };
+    for (pid, tid) in tasks {
+        match affinity(&roots.proc_root, pid, tid) {
+            // The task ended since the list was read.
+            Ok(None) => {}
+            Ok(Some((comm, allowed))) => {
+                report.checked.tasks += 1;
+                if !allowed.is_subset(cpus) {
+                    report.problems.push(Problem::TaskOutside {
+                        workload: w.key.clone(),
+                        cgroup: rel.to_string(),
+                        pid: tid,
+                        comm,
+                        allowed,
+                        expected: cpus.clone(),
+                    });
+                }
+            }
+            Err(error) => report.problems.push(Problem::Unreadable {
+                workload: Some(w.key.clone()),
+                path: roots.proc_root.join(tid.to_string()),
+                error,
+            }),
+        }
+    }
+}
+
+/// The report as `pinctl verify` prints it.
+pub fn render(report: &Report, style: super::style::Style) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let c = &report.checked;
+    let n = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let _ = writeln!(
+        s,
+        "Checked {} ({}, {}) and {} in {} (cgroup {})",
+        n(c.workloads, "exclusive workload", "exclusive workloads"),
+        n(c.workload_cgroups, "cgroup", "cgroups"),
+        n(c.tasks, "task", "tasks"),
+        n(c.other_cgroups, "other cgroup", "other cgroups"),
+        report.cgroup_root.display(),
+        report.hierarchy
+    );
+    for p in &report.problems {
+        let _ = writeln!(s, "{} {p}", style.red("problem:"));
+    }
+    for w in &report.warnings {
+        let _ = writeln!(s, "{} {w}", style.yellow("warning:"));
+    }
+    if report.ok() {
+        let _ = writeln!(s, "{}", style.green("OK: the kernel matches the intent"));
+    }
+    s
+}

@@ -1,0 +1,877 @@
+//! The operator's view without a daemon: `pinctl status` rendered from
+//! synthetic documents at 16 and 256 CPUs, `describe`'s matching, `verify` on
+//! fake cgroup trees (v1 and v2) with planted problems, and the formatting of
+//! events.
+
+#[path = "support/status_doc.rs"]
+mod status_doc;
+#[path = "support/status_map.rs"]
+mod status_map;
+
+use pinctl::api::{self, Source};
+use pinctl::cli::status::{self, Mode};
+use pinctl::cli::style::Style;
+use status_doc::{SHAPE_16, SHAPE_256, job, pod, set};
+use status_map::{check_map, map_rows};
+
+/// A fixed "now": 1 h 2 min after the synthetic daemon started.
+const NOW: u64 = 1_763_700_000 + 3_720;
+
+fn check_layout(text: &str, max_width: usize) {
+    for line in text.lines() {
+        assert!(!line.ends_with(' '), "trailing blank: {line:?}");
+        assert!(
+            line.chars().count() <= max_width,
+            "line wider than {max_width}: {line:?}"
+        );
+        assert!(!line.contains('\x1b'), "no colour when off: {line:?}");
+    }
+}
+
+#[test]
+fn status_at_16_cpus_maps_every_cpu_to_its_owner() {
+    let doc = status_doc::status(
+        SHAPE_16,
+        "0,8",
+        &[
+            pod(1, "app", 4),
+            job(2, 2),
+            pod(3, "db", 3),
+            pod(4, "big", 12),
+        ],
+    );
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    println!("{text}");
+    for want in [
+        "pinctld 0.1.0, pid 4242, up 1h 2m, ready",
+        "Health:      healthy",
+        "Hierarchy:   cgroup v2, kubelet cgroup driver systemd",
+        "Topology:    1 socket, 1 NUMA node, 1 L3 group, 8 cores x 2 threads: 16 CPUs online (0-15)",
+        "Reserved:    0,8 (2 CPUs)",
+        "Shared pool: 0,5-6,8,13-15 (7 CPUs, 2 of them reserved)",
+        "Exclusive:   9 CPUs for 3 workloads; 1 pending",
+        "Socket 0\n",
+        "Pending (in the shared pool):",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    let rows = map_rows(&text);
+    assert_eq!(rows.len(), 1, "one row: one L3 group of 8 cores");
+    assert_eq!(rows[0].1, set("0-15"));
+    check_map(&doc, &text);
+    check_layout(&text, 100);
+    // The first cell is core 0 = CPUs 0 and 8, both reserved.
+    assert_eq!(rows[0].2[0], "rr");
+}
+
+#[test]
+fn status_at_256_cpus_has_a_row_per_l3_group_under_each_socket() {
+    let mut asks = Vec::new();
+    for n in 0..40 {
+        asks.push(if n % 5 == 0 {
+            job(n, 3)
+        } else {
+            pod(n, "app", [2, 4, 6, 8][n as usize % 4])
+        });
+    }
+    let doc = status_doc::status(SHAPE_256, "0,128", &asks);
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    println!("{text}");
+    let rows = map_rows(&text);
+    assert_eq!(
+        rows.len(),
+        8,
+        "2 sockets x 2 nodes x 2 L3 groups, 16 cores each"
+    );
+    for (label, cpus, cells) in &rows {
+        assert_eq!(cells.len(), 16, "{label}");
+        assert_eq!(cpus.len(), 32, "{label}");
+    }
+    assert!(text.contains("Socket 0 (NUMA nodes 0,1)\n"), "{text}");
+    assert!(text.contains("Socket 1 (NUMA nodes 2,3)\n"), "{text}");
+    assert!(
+        text.contains("  node 3  L3 7  112-127,240-255  "),
+        "the last row names its CPUs:\n{text}"
+    );
+    check_map(&doc, &text);
+    check_layout(&text, 100);
+}
+
+#[test]
+fn status_with_more_workloads_than_letters_uses_two_character_tags() {
+    let asks: Vec<_> = (0..120).map(|n| pod(n, "app", 2)).collect();
+    let doc = status_doc::status(SHAPE_256, "0,128", &asks);
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    println!("{text}");
+    let tagged = status::tagged(&doc);
+    assert_eq!(tagged.len(), 120);
+    assert!(tagged.iter().all(|(t, _)| t.len() == 2));
+    let rows = map_rows(&text);
+    // Cells of 4 characters: at most 12 cores a row (64 / 5), so each L3
+    // group of 16 cores is two rows of 8.
+    assert_eq!(rows.len(), 16);
+    assert!(rows.iter().all(|(_, _, cells)| cells.len() == 8));
+    check_map(&doc, &text);
+    check_layout(&text, 100);
+}
+
+#[test]
+fn status_shows_trouble_and_says_when_it_is_offline() {
+    let mut doc = status_doc::status(SHAPE_16, "0,8", &[pod(1, "app", 4)]);
+    doc.health = api::Health {
+        state: "degraded".into(),
+        reasons: vec!["1 hung path".into(), "1 failing cgroup".into()],
+    };
+    doc.failing.push(api::Failing {
+        cgroup: "kubepods.slice/x".into(),
+        error: "write cpuset.cpus: Device or resource busy".into(),
+        errno: Some(16),
+    });
+    doc.watchdog.hung_paths.push(api::HungPath {
+        path: "/sys/fs/cgroup/kubepods.slice/y".into(),
+        op: "read".into(),
+        secs: 75,
+    });
+    doc.watchdog.stuck_tasks.push(api::StuckTask {
+        pid: 77,
+        tid: 78,
+        comm: "fio".into(),
+        cgroup: "kubepods.slice/z".into(),
+        wchan: Some("io_schedule".into()),
+        secs: 130,
+    });
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    for want in [
+        "Health:      degraded: 1 hung path, 1 failing cgroup",
+        "Failing cgroups:\n  kubepods.slice/x: write cpuset.cpus: Device or resource busy (errno 16)",
+        "hung path /sys/fs/cgroup/kubepods.slice/y (read hung 1m 15s ago)",
+        "task 78 (pid 77, fio) of kubepods.slice/z in D state for 2m 10s, in io_schedule",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    let notes = vec!["no state file at /x".to_string()];
+    let text = status::render(&doc, Mode::Offline { notes: &notes }, Style::OFF, NOW);
+    assert!(text.starts_with("OFFLINE: "), "{text}");
+    assert!(text.contains("  no state file at /x\n"), "{text}");
+    assert!(
+        !text.contains("pid 4242"),
+        "no daemon line offline:\n{text}"
+    );
+    // Colour on: the same text with escape codes.
+    let coloured = status::render(&doc, Mode::Online, Style::ON, NOW);
+    assert!(coloured.contains("\x1b["));
+    let plain = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    assert_eq!(strip_ansi(&coloured), plain);
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn sources_are_named() {
+    assert_eq!(status::source_short(&Source::Kubelet), "kubelet");
+    assert_eq!(
+        status::source_short(&Source::Rule {
+            pattern: "a/*".into(),
+            line: 3
+        }),
+        "rule line 3"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// describe: which workload a TARGET names
+// ---------------------------------------------------------------------------
+
+mod describe {
+    use super::*;
+    use pinctl::cli::describe::{Found, find, render, render_candidates};
+    use std::path::Path;
+
+    /// Two containers of pod 1 (systemd driver), one of pod 3 (cgroupfs
+    /// driver, a sub-cgroup inside it) and a rule's job.
+    fn doc() -> api::Status {
+        let mut app = pod(1, "app", 2);
+        let side = {
+            let mut s = pod(1, "sidecar", 2);
+            s.cgroup = app
+                .cgroup
+                .replace(&status_doc::container_id(1), &status_doc::container_id(2));
+            s
+        };
+        app.cgroup = app.cgroup.clone();
+        let db = status_doc::Ask {
+            key: format!("pod:{}/db", status_doc::uid(3)),
+            cgroup: format!(
+                "kubepods/burstable/pod{}/{}",
+                status_doc::uid(3),
+                status_doc::container_id(3)
+            ),
+            cpus: 4,
+            source: Source::Annotation {
+                bundle: "/run/containerd/x/config.json".into(),
+            },
+        };
+        status_doc::status(SHAPE_16, "0,8", &[app, side, db, job(7, 2)])
+    }
+
+    fn key_of(f: Found<'_>) -> String {
+        match f {
+            Found::One(w) => w.key.clone(),
+            Found::Ambiguous(ws) => format!(
+                "ambiguous: {}",
+                ws.iter()
+                    .map(|w| w.key.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            Found::Nothing => "nothing".into(),
+        }
+    }
+
+    #[test]
+    fn a_target_is_a_key_a_path_a_pod_uid_or_a_container_id() {
+        let doc = doc();
+        let root = Path::new("/sys/fs/cgroup");
+        let app = format!("pod:{}/app", status_doc::uid(1));
+        let db = format!("pod:{}/db", status_doc::uid(3));
+        let job = "cgroup:hpc.slice/job-7.scope".to_string();
+        let app_cgroup = doc.workloads[0].cgroups[0].clone();
+        let db_cgroup = doc.workloads[2].cgroups[0].clone();
+        let cases: Vec<(String, String)> = vec![
+            // Keys, with or without "pod:".
+            (app.clone(), app.clone()),
+            (app.trim_start_matches("pod:").to_string(), app.clone()),
+            (job.clone(), job.clone()),
+            // Paths: relative, absolute, v2 root, a sub-cgroup, slashes.
+            (app_cgroup.clone(), app.clone()),
+            (format!("/sys/fs/cgroup/{app_cgroup}"), app.clone()),
+            (format!("/{db_cgroup}/"), db.clone()),
+            (format!("{db_cgroup}/init.scope"), db.clone()),
+            ("hpc.slice/job-7.scope".into(), job.clone()),
+            // A pod's cgroup holds no workload itself: its containers.
+            (
+                format!("kubepods/burstable/pod{}", status_doc::uid(3)),
+                db.clone(),
+            ),
+            // Pod UIDs, with dashes or the systemd driver's underscores.
+            (status_doc::uid(3), db.clone()),
+            (status_doc::uid(3).replace('-', "_"), db.clone()),
+            // Container ids: whole, a prefix, upper case.
+            (status_doc::container_id(3), db.clone()),
+            (status_doc::container_id(1)[..12].to_string(), app.clone()),
+            (
+                status_doc::container_id(1)[..12].to_ascii_uppercase(),
+                app.clone(),
+            ),
+            ("job-7".into(), job.clone()),
+            // Nothing.
+            ("kubepods.slice/nope".into(), "nothing".into()),
+            ("/elsewhere/kubepods".into(), "nothing".into()),
+            ("".into(), "nothing".into()),
+        ];
+        for (target, want) in cases {
+            assert_eq!(key_of(find(&doc, &target, root)), want, "target {target:?}");
+        }
+    }
+
+    #[test]
+    fn an_ambiguous_target_lists_its_candidates() {
+        let doc = doc();
+        let root = Path::new("/sys/fs/cgroup");
+        let app = format!("pod:{}/app", status_doc::uid(1));
+        let side = format!("pod:{}/sidecar", status_doc::uid(1));
+        // A pod with two pinned containers, by UID and by its cgroup.
+        let pod_slice = format!(
+            "kubepods.slice/kubepods-pod{}.slice",
+            status_doc::uid(1).replace('-', "_")
+        );
+        for target in [status_doc::uid(1), pod_slice, "c0ffee".to_string()] {
+            let got = key_of(find(&doc, &target, root));
+            assert!(
+                got.starts_with("ambiguous: ") && got.contains(&app) && got.contains(&side),
+                "{target}: {got}"
+            );
+        }
+        let Found::Ambiguous(c) = find(&doc, &status_doc::uid(1), root) else {
+            panic!()
+        };
+        let text = render_candidates("x", &c);
+        assert!(text.starts_with("\"x\" matches 2 workloads"), "{text}");
+        assert!(text.contains(&format!("  {app}  (")), "{text}");
+    }
+
+    #[test]
+    fn a_v1_path_may_name_its_controller() {
+        let mut doc = doc();
+        doc.hierarchy = "v1".into();
+        let db = format!("pod:{}/db", status_doc::uid(3));
+        let target = format!("/sys/fs/cgroup/cpuset/{}", doc.workloads[2].cgroups[0]);
+        assert_eq!(key_of(find(&doc, &target, Path::new("/sys/fs/cgroup"))), db);
+    }
+
+    #[test]
+    fn the_page_says_source_alignment_cgroups_and_history() {
+        let doc = doc();
+        let w = &doc.workloads[2];
+        let cgroup = w.cgroups[0].clone();
+        let write = |seq, cg: &str, reason: &str, error: Option<&str>| api::Event {
+            seq,
+            at_ms: 1_763_769_599_123 + seq,
+            what: api::EventKind::Write {
+                cgroup: cg.into(),
+                file: "cpuset.cpus".into(),
+                old: Some(set("0-15")),
+                new: w.cpus.clone().unwrap(),
+                reason: reason.into(),
+                error: error.map(str::to_string),
+            },
+        };
+        let events = vec![
+            write(1, "system.slice", "shared pool", None),
+            write(2, &cgroup, "exclusive CPUs of x (annotation)", None),
+            write(
+                3,
+                &format!("{cgroup}/init.scope"),
+                "exclusive CPUs of x",
+                Some("EBUSY"),
+            ),
+        ];
+        let text = render(&doc, w, &events, 0, Style::OFF);
+        println!("{text}");
+        let cpus = w.cpus.as_ref().unwrap().to_string();
+        for want in [
+            format!("Workload:   {}", w.key),
+            "Source:     the OCI annotation pinctl.io/cpus in /run/containerd/x/config.json".into(),
+            "Requested:  4 exclusive CPUs".into(),
+            format!("CPUs:       {cpus}"),
+            "Alignment:  socket 0; NUMA node 0; L3 group 0; 2 whole cores".into(),
+            format!("Cgroups:    {cgroup}"),
+            "History (2 writes in the daemon's recent events):".into(),
+            format!(
+                "  #2 2025-11-21 23:59:59.125  write {cgroup} cpuset.cpus 0-15 -> {cpus}  exclusive CPUs of x (annotation)"
+            ),
+            "FAILED: EBUSY".into(),
+        ] {
+            assert!(text.contains(&want), "missing {want:?} in:\n{text}");
+        }
+        assert!(!text.contains("system.slice"), "{text}");
+        // A pending workload says why it waits.
+        let pending = &doc.workloads.iter().find(|w| w.cpus.is_none());
+        assert!(pending.is_none(), "all fit on 16 CPUs");
+        let mut doc2 = doc.clone();
+        doc2.workloads[3].cpus = None;
+        doc2.workloads[3].alignment = None;
+        doc2.workloads[3].pending = Some(api::Pending {
+            requested: 2,
+            available: 0,
+            reason: "not enough CPUs".into(),
+        });
+        let text = render(&doc2, &doc2.workloads[3], &[], 0, Style::OFF);
+        assert!(
+            text.contains("none yet, pending in the shared pool (")
+                && text.contains("wants 2, 0 available: not enough CPUs"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Source:     the [[rule]] matching \"hpc.slice/job-*.scope\" (line 42"),
+            "{text}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// events
+// ---------------------------------------------------------------------------
+
+#[test]
+fn events_are_one_line_each() {
+    use pinctl::cli::events::format_event;
+    let e = api::Event {
+        seq: 7,
+        at_ms: 1_763_769_599_123,
+        what: api::EventKind::Write {
+            cgroup: "kubepods/pod1/abc".into(),
+            file: "cpuset.cpus".into(),
+            old: None,
+            new: set("2-3"),
+            reason: "exclusive CPUs of pod:1/app (kubelet)".into(),
+            error: Some("Device or resource busy (os error 16)".into()),
+        },
+    };
+    assert_eq!(
+        format_event(&e, 0, Style::OFF),
+        "#7 2025-11-21 23:59:59.123  write kubepods/pod1/abc cpuset.cpus ? -> 2-3  exclusive CPUs of pod:1/app (kubelet)  FAILED: Device or resource busy (os error 16)"
+    );
+    let r = api::Event {
+        seq: 8,
+        at_ms: 1_763_769_600_000,
+        what: api::EventKind::Repair {
+            path: "/sys/fs/cgroup/cpuset/kubepods".into(),
+            created: vec![
+                "/sys/fs/cgroup/cpuset/kubepods".into(),
+                "/sys/fs/cgroup/cpuset/kubepods/burstable".into(),
+            ],
+        },
+    };
+    assert_eq!(
+        format_event(&r, 3600, Style::OFF),
+        "#8 2025-11-22 01:00:00.000  repair /sys/fs/cgroup/cpuset/kubepods  created /sys/fs/cgroup/cpuset/kubepods, /sys/fs/cgroup/cpuset/kubepods/burstable"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// verify: the live kernel against the intent, on fake trees
+// ---------------------------------------------------------------------------
+
+pub mod tree {
+    //! A fake kernel for `verify`: a cgroup tree (v1: `cpuset/` with
+    //! `cpuset.effective_cpus` and `tasks`; v2: `cpuset.cpus.effective` and
+    //! `cgroup.procs`), `/proc/PID/status` files and sysfs's isolated list.
+
+    use std::fs;
+    use std::path::{Path, PathBuf};
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum V {
+        V1,
+        V2,
+    }
+
+    pub struct Tree {
+        pub dir: tempfile::TempDir,
+        pub v: V,
+    }
+
+    impl Tree {
+        pub fn new(v: V) -> Tree {
+            let dir = tempfile::tempdir().unwrap();
+            let t = Tree { dir, v };
+            fs::create_dir_all(t.cgroup_root()).unwrap();
+            fs::create_dir_all(t.proc_root()).unwrap();
+            fs::create_dir_all(t.sysfs_root().join("devices/system/cpu")).unwrap();
+            match v {
+                V::V1 => {
+                    fs::create_dir_all(t.base()).unwrap();
+                    fs::write(t.base().join("cpuset.cpus"), "0-15\n").unwrap();
+                }
+                V::V2 => {
+                    fs::write(t.cgroup_root().join("cgroup.controllers"), "cpuset cpu\n").unwrap();
+                }
+            }
+            t
+        }
+
+        pub fn cgroup_root(&self) -> PathBuf {
+            self.dir.path().join("cgroup")
+        }
+
+        pub fn proc_root(&self) -> PathBuf {
+            self.dir.path().join("proc")
+        }
+
+        pub fn sysfs_root(&self) -> PathBuf {
+            self.dir.path().join("sys")
+        }
+
+        fn base(&self) -> PathBuf {
+            match self.v {
+                V::V1 => self.cgroup_root().join("cpuset"),
+                V::V2 => self.cgroup_root(),
+            }
+        }
+
+        /// Makes cgroup `rel` (and its parents, each with `effective`
+        /// unless they exist) with this effective set and these tasks.
+        pub fn cgroup(&self, rel: &str, effective: &str, tasks: &[u32]) {
+            let dir = self.base().join(rel);
+            fs::create_dir_all(&dir).unwrap();
+            let (eff, procs) = match self.v {
+                V::V1 => ("cpuset.effective_cpus", "tasks"),
+                V::V2 => ("cpuset.cpus.effective", "cgroup.procs"),
+            };
+            let mut p = Some(dir.as_path());
+            while let Some(d) = p {
+                if d == self.base() {
+                    break;
+                }
+                if !d.join(eff).exists() || d == dir {
+                    fs::write(d.join(eff), format!("{effective}\n")).unwrap();
+                    fs::write(d.join("cpuset.cpus"), format!("{effective}\n")).unwrap();
+                    if !d.join(procs).exists() {
+                        fs::write(d.join(procs), "").unwrap();
+                    }
+                }
+                p = d.parent();
+            }
+            let list: String = tasks.iter().map(|t| format!("{t}\n")).collect();
+            fs::write(dir.join(procs), list).unwrap();
+        }
+
+        /// A v2 cgroup whose parent does not enable `+cpuset`: no cpuset
+        /// files, only its processes.
+        pub fn bare(&self, rel: &str, tasks: &[u32]) {
+            let dir = self.base().join(rel);
+            fs::create_dir_all(&dir).unwrap();
+            let list: String = tasks.iter().map(|t| format!("{t}\n")).collect();
+            fs::write(dir.join("cgroup.procs"), list).unwrap();
+        }
+
+        pub fn set_effective(&self, rel: &str, effective: &str) {
+            let name = match self.v {
+                V::V1 => "cpuset.effective_cpus",
+                V::V2 => "cpuset.cpus.effective",
+            };
+            fs::write(self.base().join(rel).join(name), format!("{effective}\n")).unwrap();
+        }
+
+        /// A task with this command and affinity.
+        pub fn task(&self, pid: u32, comm: &str, allowed: &str) {
+            let dir = self.proc_root().join(pid.to_string());
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(
+                dir.join("status"),
+                format!("Name:\t{comm}\nState:\tS (sleeping)\nTgid:\t{pid}\nCpus_allowed:\tffff\nCpus_allowed_list:\t{allowed}\n"),
+            )
+            .unwrap();
+        }
+
+        /// A thread `tid` of process `pid` (v2 finds it in /proc/PID/task).
+        pub fn thread(&self, pid: u32, tid: u32, comm: &str, allowed: &str) {
+            for t in [pid, tid] {
+                let dir = self
+                    .proc_root()
+                    .join(pid.to_string())
+                    .join("task")
+                    .join(t.to_string());
+                fs::create_dir_all(&dir).unwrap();
+                let allowed = if t == pid { "1-2,9-10" } else { allowed };
+                fs::write(
+                    dir.join("status"),
+                    format!("Name:\t{comm}\nCpus_allowed_list:\t{allowed}\n"),
+                )
+                .unwrap();
+            }
+        }
+
+        pub fn isolated(&self, list: &str) {
+            fs::write(
+                self.sysfs_root().join("devices/system/cpu/isolated"),
+                format!("{list}\n"),
+            )
+            .unwrap();
+        }
+
+        pub fn remove(&self, rel: &str) {
+            fs::remove_dir_all(self.base().join(rel)).unwrap();
+        }
+
+        pub fn path(&self) -> &Path {
+            self.dir.path()
+        }
+    }
+}
+
+mod verify {
+    use super::tree::{Tree, V};
+    use super::*;
+    use pinctl::cli::verify::{Problem, Report, Roots, Scope, render, verify};
+
+    /// Pod slices with real UIDs, so they are recognised as structure.
+    pub const POD1: &str = "kubepods.slice/kubepods-pod00000001_1111_4222_8333_0123456789ab.slice";
+    pub const POD2: &str = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod00000002_1111_4222_8333_0123456789ab.slice";
+    pub const APP: &str = "kubepods.slice/kubepods-pod00000001_1111_4222_8333_0123456789ab.slice/cri-containerd-aaaa.scope";
+    pub const DB: &str = "kubepods.slice/kubepods-pod00000001_1111_4222_8333_0123456789ab.slice/cri-containerd-bbbb.scope";
+    pub const JOB: &str = "hpc.slice/job-2.scope";
+
+    fn workload(key: &str, cgroup: &str, cpus: &str) -> api::Workload {
+        api::Workload {
+            key: key.into(),
+            requested: set(cpus).len(),
+            source: Source::Kubelet,
+            numa: vec![],
+            cgroups: vec![cgroup.into()],
+            cpus: Some(set(cpus)),
+            pending: None,
+            alignment: None,
+        }
+    }
+
+    /// The intent: app on 1-2,9-10, db on 3,11, the job on 4,12, on 16 CPUs
+    /// with 0,8 reserved.
+    pub fn intent(v: V) -> api::Status {
+        let mut doc = status_doc::status(SHAPE_16, "0,8", &[]);
+        doc.hierarchy = match v {
+            V::V1 => "v1",
+            V::V2 => "v2",
+        }
+        .into();
+        doc.workloads = vec![
+            workload("pod:1/app", APP, "1-2,9-10"),
+            workload("pod:1/db", DB, "3,11"),
+            workload("cgroup:hpc.slice/job-2.scope", JOB, "4,12"),
+        ];
+        doc.shared_pool = set("0,5-8,13-15");
+        doc
+    }
+
+    /// A live tree that matches [`intent`]: the kubepods structure on every
+    /// CPU, the workloads on theirs with their tasks, the rest on the shared
+    /// pool.
+    pub fn clean(v: V) -> Tree {
+        let t = Tree::new(v);
+        t.cgroup("kubepods.slice", "0-15", &[]);
+        t.cgroup("kubepods.slice/kubepods-burstable.slice", "0-15", &[]);
+        t.cgroup(POD1, "0-15", &[]);
+        t.cgroup(POD2, "0-15", &[]);
+        t.cgroup(APP, "1-2,9-10", &[100, 101]);
+        t.cgroup(&format!("{APP}/init.scope"), "1-2,9-10", &[102]);
+        t.cgroup(DB, "3,11", &[200]);
+        t.cgroup(
+            &format!("{POD1}/cri-containerd-cccc.scope"),
+            "0,5-8,13-15",
+            &[300],
+        );
+        t.cgroup(
+            &format!("{POD2}/cri-containerd-dddd.scope"),
+            "0,5-8,13-15",
+            &[],
+        );
+        t.cgroup("hpc.slice", "0-15", &[]);
+        t.cgroup(JOB, "4,12", &[400]);
+        t.cgroup("system.slice", "0,5-8,13-15", &[1]);
+        t.cgroup("system.slice/sshd.service", "0,5-8,13-15", &[2]);
+        t.task(100, "app", "1-2,9-10");
+        t.task(101, "app-helper", "2");
+        t.task(102, "init", "1-2,9-10");
+        t.task(200, "db", "3,11");
+        t.task(400, "job", "4,12");
+        t.isolated("");
+        t
+    }
+
+    pub fn roots(t: &Tree) -> Roots {
+        Roots {
+            cgroup_root: t.cgroup_root(),
+            proc_root: t.proc_root(),
+            sysfs_root: t.sysfs_root(),
+        }
+    }
+
+    pub fn scope() -> Scope {
+        Scope {
+            managed: vec!["kubepods.slice".into(), "kubepods".into()],
+            shared: vec!["system.slice".into(), "user.slice".into()],
+        }
+    }
+
+    fn check(t: &Tree, doc: &api::Status) -> Report {
+        verify(doc, &roots(t), &scope()).unwrap()
+    }
+
+    #[test]
+    fn a_clean_tree_passes_in_v1_and_v2() {
+        for v in [V::V1, V::V2] {
+            let t = clean(v);
+            let r = check(&t, &intent(v));
+            assert!(r.ok(), "{v:?}: {}", render(&r, Style::OFF));
+            assert!(r.warnings.is_empty(), "{v:?}: {:?}", r.warnings);
+            assert_eq!(r.checked.workloads, 3);
+            assert_eq!(
+                r.checked.workload_cgroups, 4,
+                "init.scope inside app counts"
+            );
+            assert_eq!(r.checked.tasks, 5);
+            // The pause-like sibling, the burstable container, system.slice
+            // and sshd (structure is skipped, hpc.slice is not in the scope).
+            assert_eq!(r.checked.other_cgroups, 4, "{v:?}");
+            let text = render(&r, Style::OFF);
+            assert!(
+                text.ends_with("OK: the kernel matches the intent\n"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_planted_problem_is_reported() {
+        for v in [V::V1, V::V2] {
+            let t = clean(v);
+            // v2's silent fallback: the app's cgroup got its parent's set.
+            t.set_effective(APP, "0-15");
+            // A task of the job may run anywhere.
+            t.task(400, "job", "0-15");
+            // A service on an exclusive CPU.
+            t.set_effective("system.slice/sshd.service", "0-15");
+            // Two workloads that overlap.
+            let mut doc = intent(v);
+            doc.workloads[1].cpus = Some(set("2-3,11"));
+            t.set_effective(DB, "2-3,11");
+            let r = check(&t, &doc);
+            let text = render(&r, Style::OFF);
+            println!("{text}");
+            let has = |f: &dyn Fn(&Problem) -> bool| r.problems.iter().any(f);
+            assert!(
+                has(
+                    &|p| matches!(p, Problem::Effective { cgroup, actual, .. } if cgroup == APP && *actual == set("0-15"))
+                ),
+                "{v:?}: {text}"
+            );
+            assert!(
+                has(
+                    &|p| matches!(p, Problem::TaskOutside { pid: 400, allowed, .. } if *allowed == set("0-15"))
+                ),
+                "{v:?}: {text}"
+            );
+            assert!(
+                has(
+                    &|p| matches!(p, Problem::SharedOnExclusive { cgroup, exclusive, .. } if cgroup == "system.slice/sshd.service" && *exclusive == set("1-4,9-12"))
+                ),
+                "{v:?}: {text}"
+            );
+            assert!(
+                has(
+                    &|p| matches!(p, Problem::Overlap { a, b, cpus } if a == "pod:1/app" && b == "pod:1/db" && *cpus == set("2"))
+                ),
+                "{v:?}: {text}"
+            );
+            // The app's init.scope still has the right set; its parent's
+            // fallback is one problem, not two.
+            assert_eq!(r.problems.len(), 4, "{v:?}: {text}");
+            for line in [
+                format!("problem: pod:1/app: {APP} gets CPUs 0-15 ("),
+                "problem: cgroup:hpc.slice/job-2.scope: task 400 (job) in hpc.slice/job-2.scope may run on CPUs 0-15 (Cpus_allowed_list), outside 4,12".to_string(),
+                "problem: system.slice/sshd.service is not a workload but gets CPUs 0-15, including exclusive CPUs 1-4,9-12 of pod:1/app, pod:1/db, cgroup:hpc.slice/job-2.scope".to_string(),
+                "problem: workloads pod:1/app and pod:1/db both hold CPUs 2".to_string(),
+            ] {
+                assert!(text.contains(&line), "{v:?}: missing {line:?} in:\n{text}");
+            }
+        }
+    }
+
+    /// On a real v2 machine `system.slice` rarely enables `+cpuset` for its
+    /// services: they have no cpuset files and run on `system.slice`'s set.
+    #[test]
+    fn v2_cgroups_without_cpuset_files_inherit_their_parents_set() {
+        let t = clean(V::V2);
+        t.bare("system.slice/cron.service", &[3]);
+        t.bare(&format!("{APP}/worker"), &[103]);
+        t.task(103, "worker", "0-15");
+        let r = check(&t, &intent(V::V2));
+        let text = render(&r, Style::OFF);
+        assert_eq!(r.problems.len(), 1, "{text}");
+        assert!(
+            matches!(&r.problems[0], Problem::TaskOutside { pid: 103, .. }),
+            "an inheriting sub-cgroup's tasks are still checked: {text}"
+        );
+        // The workload's own cgroup without cpuset files was never pinned.
+        let t = clean(V::V2);
+        std::fs::remove_file(t.cgroup_root().join(DB).join("cpuset.cpus.effective")).unwrap();
+        let r = check(&t, &intent(V::V2));
+        let text = render(&r, Style::OFF);
+        assert!(
+            text.contains("problem: pod:1/db: cannot read ")
+                && text.contains("the cpuset controller is not enabled for it"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_workload_on_a_reserved_cpu_is_a_problem() {
+        let t = clean(V::V1);
+        let mut doc = intent(V::V1);
+        doc.workloads[2].cpus = Some(set("4,8,12"));
+        t.set_effective(JOB, "4,8,12");
+        let r = check(&t, &doc);
+        assert!(
+            r.problems.iter().any(|p| matches!(p, Problem::Reserved { workload, cpus } if workload.contains("job") && *cpus == set("8"))),
+            "{}",
+            render(&r, Style::OFF)
+        );
+    }
+
+    #[test]
+    fn a_v2_thread_outside_its_cpus_is_found_in_proc_task() {
+        let t = clean(V::V2);
+        t.thread(100, 105, "worker", "0-15");
+        let r = check(&t, &intent(V::V2));
+        assert!(
+            r.problems.iter().any(
+                |p| matches!(p, Problem::TaskOutside { pid: 105, comm, .. } if comm == "worker")
+            ),
+            "{}",
+            render(&r, Style::OFF)
+        );
+    }
+
+    #[test]
+    fn isolated_cpus_in_the_shared_pool_and_gone_cgroups_are_warnings() {
+        let t = clean(V::V2);
+        t.isolated("1-2,5-6");
+        t.remove(DB);
+        let r = check(&t, &intent(V::V2));
+        let text = render(&r, Style::OFF);
+        assert!(r.ok(), "{text}");
+        assert!(
+            text.contains("warning: isolated CPUs 5-6 (isolcpus) are in the shared pool"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("warning: pod:1/db: cgroup {DB} is gone")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_tree_of_the_other_hierarchy_is_refused() {
+        let t = clean(V::V1);
+        let err = verify(&intent(V::V2), &roots(&t), &scope()).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("pinctld drives cgroup v2 but"),
+            "{err:#}"
+        );
+    }
+}
+
+/// Irregular machines from the sysfs fixtures: offline threads, hybrid
+/// cores, no L3 or NUMA, non-contiguous numbering, many NUMA nodes.
+#[test]
+fn status_maps_irregular_machines() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs");
+    for name in [
+        "offline-cpus",
+        "hybrid",
+        "no-l3-no-numa",
+        "epyc-2s-8n",
+        "amd-non-contiguous",
+        "single-socket-nosmt",
+        "intel-2s-smt",
+    ] {
+        let dir = fixtures.join(name);
+        let topo = pinctl::sysfs::Sysfs::new(&dir).topology().unwrap();
+        let first = topo.lowest_cores(1);
+        let doc = status_doc::status_on(&topo, &first.to_string(), &[pod(1, "app", 2), job(2, 1)]);
+        let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+        println!("--- {name} ---\n{text}");
+        check_map(&doc, &text);
+        check_layout(&text, 100);
+        if name == "offline-cpus" {
+            // CPUs 3 and 7 are a whole core: not on the map, named above it.
+            assert!(text.contains("offline CPUs 3,7"), "{text}");
+        }
+    }
+}

@@ -1,0 +1,685 @@
+//! End to end over a real socket: the real `pinctld` on a fake cgroup tree
+//! (v2 with the systemd driver, v1 with cgroupfs) and the `intel-2s-smt`
+//! sysfs fixture (32 CPUs; core c = {c, c+16}; CPUs 2-3,18-19 isolated),
+//! and the `pinctl` binary run against its socket for every command:
+//! `status` (page and `--json`), `describe` (each way of naming a workload),
+//! `verify` (clean, then a task outside its CPUs), `events` (`--since`,
+//! `--json`, `--follow` seeing a new workload's writes), every endpoint
+//! through the CLI's client, the socket refused to another user, and once
+//! the daemon is gone: "not running" for a removed and for a stale socket,
+//! and `status`/`verify --offline` from the state file the daemon left.
+//!
+//! The fake tree has no kernel: for `verify`, the test writes what the
+//! kernel would show (v2 `cpuset.cpus.effective`, computed by
+//! `FakeCgroup::effective`; v1 has none and `verify` reads `cpuset.cpus`),
+//! a task list and a fake `/proc`.
+
+#[path = "support/fake_cgroup.rs"]
+mod fake_cgroup;
+#[path = "support/status_map.rs"]
+mod status_map;
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::BufRead as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fake_cgroup::{
+    Driver, FakeCgroup, Layout, MEMS, ONLINE, Qos, Spec, Version, container_id, set, uid,
+};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use pinctl::api;
+use pinctl::client::Client;
+
+const PINCTLD: &str = env!("CARGO_BIN_EXE_pinctld");
+const PINCTL: &str = env!("CARGO_BIN_EXE_pinctl");
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/sysfs/intel-2s-smt"
+);
+const WAIT: Duration = Duration::from_secs(10);
+/// The rule's glob and its line in the generated configuration.
+const RULE: &str = "hpc.slice/job-*.scope";
+
+/// One test's world: the fake tree, bundles, config, a fake /proc, the
+/// daemon.
+struct World {
+    daemon: Option<Child>,
+    tmp: tempfile::TempDir,
+    tree: FakeCgroup,
+    k: Layout,
+    config: PathBuf,
+    socket: PathBuf,
+    state: PathBuf,
+    proc_root: PathBuf,
+    log: PathBuf,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if let Some(mut d) = self.daemon.take() {
+            let _ = kill(Pid::from_raw(d.id() as i32), Signal::SIGKILL);
+            let _ = d.wait();
+        }
+    }
+}
+
+/// The workloads every world has.
+struct Cast {
+    /// Guaranteed pod 1, container "app", 2 CPUs by the kubelet's rule.
+    app: String,
+    /// Guaranteed pod 2, container "db", 4 CPUs by its annotation.
+    db: String,
+    /// `hpc.slice/job-1.scope`, 2 CPUs by the rule.
+    job: String,
+    /// Guaranteed pod 4 asking for 40 CPUs: pending.
+    big: String,
+    /// A burstable container: the shared pool.
+    web: String,
+}
+
+impl World {
+    fn new(version: Version, driver: Driver) -> World {
+        let tmp = tempfile::Builder::new()
+            .prefix("pinctl-socket")
+            .tempdir()
+            .unwrap();
+        let root = tmp.path().join("cgroup");
+        fs::create_dir(&root).unwrap();
+        let tree = FakeCgroup::new(&root, version);
+        let k = Layout::new(driver);
+        let w = World {
+            daemon: None,
+            config: tmp.path().join("pinctld.toml"),
+            socket: tmp.path().join("pinctl.sock"),
+            state: tmp.path().join("state/state.json"),
+            proc_root: tmp.path().join("proc"),
+            log: tmp.path().join("pinctld.log"),
+            tmp,
+            tree,
+            k,
+        };
+        fs::create_dir(w.tmp.path().join("bundles")).unwrap();
+        fs::create_dir(&w.proc_root).unwrap();
+        for rel in k
+            .skeleton()
+            .iter()
+            .map(String::as_str)
+            .chain(["system.slice", "hpc.slice"])
+        {
+            w.tree.create(rel, &w.existing());
+        }
+        let p = |p: &Path| format!("{:?}", p.display().to_string());
+        let mut toml = String::new();
+        let _ = writeln!(toml, "cgroup_root = {}", p(w.tree.root()));
+        let _ = writeln!(toml, "sysfs_root = {}", p(Path::new(FIXTURE)));
+        let _ = writeln!(toml, "state_file = {}", p(&w.state));
+        let _ = writeln!(toml, "socket = {}", p(&w.socket));
+        let _ = writeln!(toml, "reserved_cpus = \"0,16\"");
+        let _ = writeln!(toml, "reconcile_interval = \"1h\"");
+        let _ = writeln!(toml, "log_level = \"debug\"");
+        let _ = writeln!(toml, "shared_cgroups = [\"system.slice\"]");
+        let _ = writeln!(toml, "bundle_dirs = [{}]", p(&w.tmp.path().join("bundles")));
+        // Line 10: the rule's header.
+        let _ = writeln!(toml, "[[rule]]\nmatch = {RULE:?}\ncpus = 2");
+        fs::write(&w.config, toml).unwrap();
+        w
+    }
+
+    fn existing(&self) -> Spec {
+        match self.tree.version() {
+            Version::V1 => Spec::default().cpuset(ONLINE, MEMS),
+            Version::V2 => Spec::default(),
+        }
+    }
+
+    fn bundle(&self, n: u32, pod_uid: &str, name: &str, cpus: Option<&str>) -> PathBuf {
+        let dir = self.tmp.path().join("bundles").join(container_id(n));
+        fs::create_dir_all(&dir).unwrap();
+        let mut annotations = serde_json::json!({
+            "io.kubernetes.cri.container-name": name,
+            "io.kubernetes.cri.sandbox-uid": pod_uid,
+        });
+        if let Some(c) = cpus {
+            annotations["pinctl.io/cpus"] = c.into();
+        }
+        let file = dir.join("config.json");
+        fs::write(
+            &file,
+            serde_json::json!({"annotations": annotations}).to_string(),
+        )
+        .unwrap();
+        file
+    }
+
+    fn container(&self, qos: Qos, n: u32, name: &str, spec: Spec, cpus: Option<&str>) -> String {
+        let pod = self.k.pod(qos, &uid(n));
+        if !self.tree.exists(&pod) {
+            self.tree.create(&pod, &self.existing());
+        }
+        self.bundle(n, &uid(n), name, cpus);
+        let rel = self.k.container(&pod, &container_id(n));
+        self.tree.create(&rel, &spec);
+        rel
+    }
+
+    fn cast(&self) -> Cast {
+        let job = "hpc.slice/job-1.scope".to_string();
+        self.tree.create(&job, &Spec::default());
+        Cast {
+            app: self.container(Qos::Guaranteed, 1, "app", Spec::limit(2), None),
+            db: self.container(Qos::Guaranteed, 2, "db", Spec::default(), Some("4")),
+            job,
+            big: self.container(Qos::Guaranteed, 4, "big", Spec::limit(40), None),
+            web: self.container(Qos::Burstable, 3, "web", Spec::default(), None),
+        }
+    }
+
+    fn start(&mut self) {
+        let log = fs::File::create(&self.log).unwrap();
+        let child = Command::new(PINCTLD)
+            .arg("--config")
+            .arg(&self.config)
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.daemon = Some(child);
+    }
+
+    fn stop(&mut self, sig: Signal) {
+        let mut d = self.daemon.take().unwrap();
+        kill(Pid::from_raw(d.id() as i32), sig).unwrap();
+        let _ = d.wait();
+    }
+
+    fn fail(&self, msg: &str) -> ! {
+        panic!(
+            "{msg}\n--- tree ---\n{}--- pinctld log ---\n{}",
+            self.tree.dump(),
+            fs::read_to_string(&self.log).unwrap_or_default()
+        );
+    }
+
+    /// The status document, through the CLI's client.
+    fn status(&self) -> Result<api::Status, String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(Client::new(&self.socket).status())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Waits until the daemon is ready and `check` holds on its status.
+    fn wait_status(&self, what: &str, check: impl Fn(&api::Status) -> bool) -> api::Status {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let got = self.status();
+            if let Ok(s) = &got
+                && s.daemon.ready
+                && check(s)
+            {
+                return s.clone();
+            }
+            if Instant::now() > deadline {
+                self.fail(&format!("timed out waiting for {what}: {got:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Runs `pinctl ARGS --config CONFIG`: (exit code, stdout, stderr).
+    fn pinctl(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(PINCTL)
+            .args(args)
+            .arg("--config")
+            .arg(&self.config)
+            .env("TZ", "UTC")
+            .env_remove("NO_COLOR")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (code, out, err) = self.pinctl(args);
+        if code != 0 {
+            self.fail(&format!("pinctl {args:?} exited {code}:\n{out}{err}"));
+        }
+        out
+    }
+
+    /// Makes the tree look like the kernel's for `verify`: v2 effective sets
+    /// as the kernel computes them, `pid` in `rel` (its one task) with this
+    /// affinity in the fake /proc.
+    fn kernel_view(&self, rel: &str, pid: u32, allowed: &str) {
+        if self.tree.version() == Version::V2 {
+            for cg in self.tree.cgroups() {
+                let eff = self.tree.effective(&cg);
+                fs::write(
+                    self.tree.dir(&cg).join("cpuset.cpus.effective"),
+                    format!("{eff}\n"),
+                )
+                .unwrap();
+            }
+        }
+        let tasks = match self.tree.version() {
+            Version::V1 => "tasks",
+            Version::V2 => "cgroup.procs",
+        };
+        fs::write(self.tree.dir(rel).join(tasks), format!("{pid}\n")).unwrap();
+        let dir = self.proc_root.join(pid.to_string());
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("status"),
+            format!("Name:\tapp\nCpus_allowed_list:\t{allowed}\n"),
+        )
+        .unwrap();
+    }
+
+    /// Removes the effective sets [`World::kernel_view`] wrote (v2).
+    fn forget_kernel_view(&self) {
+        if self.tree.version() == Version::V2 {
+            for cg in self.tree.cgroups() {
+                let _ = fs::remove_file(self.tree.dir(&cg).join("cpuset.cpus.effective"));
+            }
+        }
+    }
+}
+
+fn workload<'a>(s: &'a api::Status, cgroup: &str) -> Option<&'a api::Workload> {
+    s.workloads
+        .iter()
+        .find(|w| w.cgroups.iter().any(|c| c == cgroup))
+}
+
+/// Every command against the real daemon, then without it.
+fn every_command(version: Version, driver: Driver, end: Signal) {
+    let mut w = World::new(version, driver);
+    let cast = w.cast();
+    w.start();
+    let status = w.wait_status("app, db and the job pinned, big pending", |s| {
+        [&cast.app, &cast.db, &cast.job]
+            .iter()
+            .all(|c| workload(s, c).is_some_and(|w| w.cpus.is_some()))
+            && workload(s, &cast.big).is_some_and(|w| w.pending.is_some())
+    });
+    let app = workload(&status, &cast.app).unwrap().clone();
+    let db = workload(&status, &cast.db).unwrap().clone();
+    let app_cpus = app.cpus.clone().unwrap();
+    assert_eq!(app.key, format!("pod:{}/app", uid(1)));
+    assert_eq!(
+        db.source,
+        api::Source::Annotation {
+            bundle: w
+                .tmp
+                .path()
+                .join("bundles")
+                .join(container_id(2))
+                .join("config.json"),
+        }
+    );
+
+    // --- status ----------------------------------------------------------
+    let page = w.ok(&["status"]);
+    println!("{page}");
+    for want in [
+        "Health:      healthy".to_string(),
+        format!("Hierarchy:   cgroup {}", status.hierarchy),
+        "Topology:    2 sockets, 2 NUMA nodes, 2 L3 groups, 16 cores x 2 threads: 32 CPUs online (0-31)".into(),
+        "            isolated CPUs 2-3,18-19".into(),
+        "Reserved:    0,16 (2 CPUs)".into(),
+        "Socket 0 (NUMA node 0)\n".into(),
+        "Socket 1 (NUMA node 1)\n".into(),
+        format!("{}  (kubelet)\n    wants 40, ", workload(&status, &cast.big).unwrap().key),
+    ] {
+        assert!(page.contains(&want), "missing {want:?} in:\n{page}");
+    }
+    // The map as the document says (the snapshot may have moved on only
+    // if something changed, and nothing does here).
+    status_map::check_map(&status, &page);
+    let json = w.ok(&["status", "--json"]);
+    let served: api::Status = serde_json::from_str(&json).unwrap();
+    assert_eq!(served.workloads, status.workloads);
+    assert_eq!(served.schema, api::SCHEMA);
+
+    // --- describe ---------------------------------------------------------
+    let abs = w.tree.dir(&cast.app);
+    for target in [
+        app.key.clone(),
+        cast.app.clone(),
+        abs.display().to_string(),
+        uid(1),
+        container_id(1)[..12].to_string(),
+    ] {
+        let page = w.ok(&["describe", &target]);
+        assert!(
+            page.starts_with(&format!("Workload:   {}\n", app.key)),
+            "{target}: {page}"
+        );
+        assert!(page.contains("Source:     the kubelet's rule"), "{page}");
+        assert!(
+            page.contains(&format!("CPUs:       {app_cpus}\n")),
+            "{page}"
+        );
+        assert!(page.contains("; 1 whole core\n"), "{page}");
+        assert!(
+            page.contains(&format!("write {} cpuset.cpus ", cast.app))
+                && page.contains(&format!("-> {app_cpus}  exclusive CPUs of {}", app.key)),
+            "the history has the pinning write:\n{page}"
+        );
+    }
+    let page = w.ok(&["describe", &container_id(2)]);
+    println!("{page}");
+    assert!(
+        page.contains(&format!(
+            "the OCI annotation pinctl.io/cpus in {}",
+            w.tmp
+                .path()
+                .join("bundles")
+                .join(container_id(2))
+                .join("config.json")
+                .display()
+        )),
+        "{page}"
+    );
+    let page = w.ok(&["describe", "job-1"]);
+    assert!(
+        page.contains(&format!(
+            "Source:     the [[rule]] matching {RULE:?} (line 10 of the configuration)"
+        )),
+        "{page}"
+    );
+    let page = w.ok(&["describe", &cast.big]);
+    assert!(
+        page.contains("none yet, pending in the shared pool"),
+        "{page}"
+    );
+    let (code, _, err) = w.pinctl(&["describe", &cast.web]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no workload matches"), "{err}");
+
+    // --- verify -------------------------------------------------------------
+    let pr = w.proc_root.to_str().unwrap().to_string();
+    w.kernel_view(&cast.app, 4242, &app_cpus.to_string());
+    let (code, out, err) = w.pinctl(&["verify", "--proc-root", &pr]);
+    if code != 0 {
+        w.fail(&format!(
+            "verify of a clean tree exited {code}:\n{out}{err}"
+        ));
+    }
+    println!("{out}");
+    assert!(out.contains("OK: the kernel matches the intent"), "{out}");
+    // The fixture isolates 2-3,18-19: a warning only if some of them are
+    // in the shared pool.
+    let isolated_shared = !set("2-3,18-19").is_disjoint(&status.shared_pool);
+    assert_eq!(
+        out.contains("warning: isolated CPUs"),
+        isolated_shared,
+        "{out}"
+    );
+    // A task that escaped its CPUs (nothing the daemon writes).
+    w.kernel_view(&cast.app, 4242, ONLINE);
+    let (code, out, err) = w.pinctl(&["verify", "--proc-root", &pr]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "problem: {}: task 4242 (app) in {} may run on CPUs 0-31",
+            app.key, cast.app
+        )),
+        "{out}"
+    );
+    assert_eq!(err, "pinctl: verify found 1 problem\n");
+    w.kernel_view(&cast.app, 4242, &app_cpus.to_string());
+    // The daemon reads effective sets back after its writes: gone stale
+    // when the next workload shrinks the shared pool, they would be
+    // reported as failed verifications. Back to a tree without them.
+    w.forget_kernel_view();
+
+    // --- events -----------------------------------------------------------------
+    let events = w.ok(&["events"]);
+    println!("{events}");
+    let first_seq: u64 = events.lines().next().unwrap()[1..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(events.lines().all(|l| l.starts_with('#')), "{events}");
+    assert!(
+        events.contains(&format!("write {} cpuset.cpus ", cast.app)),
+        "{events}"
+    );
+    let (code, later, _) = w.pinctl(&["events", "--since", &first_seq.to_string()]);
+    assert_eq!(code, 0);
+    assert_eq!(later.lines().count(), events.lines().count() - 1);
+    let json = w.ok(&["events", "--json"]);
+    let parsed: Vec<api::Event> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(parsed.len(), events.lines().count());
+
+    // --follow sees a new workload's writes as they happen.
+    let mut follow = Command::new(PINCTL)
+        .args([
+            "events",
+            "--follow",
+            "--since",
+            &parsed.last().unwrap().seq.to_string(),
+            "--config",
+        ])
+        .arg(&w.config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let lines = lines.clone();
+        let out = follow.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(l);
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let late = w.container(Qos::Guaranteed, 5, "late", Spec::limit(2), None);
+    let deadline = Instant::now() + WAIT;
+    while !lines.lock().unwrap().iter().any(|l| l.contains(&late)) {
+        if Instant::now() > deadline {
+            w.fail(&format!(
+                "--follow printed no write of {late}: {:?}",
+                lines.lock().unwrap()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill(Pid::from_raw(follow.id() as i32), Signal::SIGINT).unwrap();
+    assert!(follow.wait().unwrap().success());
+    reader.join().unwrap();
+
+    // --- every endpoint through the CLI's client ------------------------------
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = Client::new(&w.socket);
+    let workloads: Vec<api::Workload> = rt.block_on(client.get_json("/v1/workloads")).unwrap();
+    assert!(workloads.iter().any(|x| x.key == app.key));
+    let topo: pinctl::topology::TopologyFile =
+        rt.block_on(client.get_json("/v1/topology")).unwrap();
+    assert_eq!(topo.cpus.len(), 32);
+    let health = rt.block_on(client.health()).unwrap();
+    assert_eq!(health.state, "healthy", "{health:?}");
+    let metrics = rt.block_on(client.get("/metrics")).unwrap();
+    assert_eq!(metrics.status, 200);
+    let text = String::from_utf8(metrics.body.to_vec()).unwrap();
+    assert!(
+        text.ends_with("# EOF\n"),
+        "OpenMetrics ends with # EOF:\n{text}"
+    );
+    assert!(text.contains("pinctl_workload_exclusive_cpus{"), "{text}");
+
+    // --- the socket is not for everyone -------------------------------------------
+    fs::set_permissions(w.tmp.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    if nix::unistd::Uid::effective().is_root() {
+        let out = Command::new(PINCTL)
+            .args(["status", "--socket"])
+            .arg(&w.socket)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("permission denied") && err.contains("group pinctl"),
+            "another user reaches the socket: {err}"
+        );
+    }
+
+    // --- without the daemon -----------------------------------------------------------
+    w.stop(end);
+    let state_before = fs::read(&w.state).unwrap();
+    let sock = w.socket.display().to_string();
+    let (code, out, err) = w.pinctl(&["status"]);
+    assert_eq!(code, 1);
+    assert!(out.is_empty());
+    let why = if end == Signal::SIGKILL {
+        assert!(w.socket.exists(), "a crash leaves the socket behind");
+        format!("pinctld is not running (nothing listens on {sock}")
+    } else {
+        assert!(!w.socket.exists(), "a clean stop removes the socket");
+        format!("pinctld is not running (no socket at {sock})")
+    };
+    assert!(err.starts_with(&format!("pinctl: {why}")), "{err}");
+    assert!(
+        err.contains("; run with --offline to read the state file and the cgroup tree directly"),
+        "{err}"
+    );
+    let page = w.ok(&["status", "--offline"]);
+    println!("{page}");
+    assert!(page.starts_with("OFFLINE: "), "{page}");
+    for (cg, cpus) in [
+        (&cast.app, &app_cpus),
+        (&cast.db, db.cpus.as_ref().unwrap()),
+    ] {
+        let key = &workload(&status, cg).unwrap().key;
+        assert!(
+            page.lines()
+                .any(|l| l.contains(&cpus.to_string()) && l.ends_with(key.as_str())),
+            "{key} on {cpus} offline:\n{page}"
+        );
+    }
+    assert!(page.contains("Source") || page.contains("SOURCE"), "{page}");
+    let offline: api::Status =
+        serde_json::from_str(&w.ok(&["status", "--offline", "--json"])).unwrap();
+    assert_eq!(offline.health.state, "unknown");
+    for x in &status.workloads {
+        let y = offline.workloads.iter().find(|y| y.key == x.key);
+        let Some(y) = y else {
+            // The late container came after the snapshot.
+            continue;
+        };
+        assert_eq!(y.cpus, x.cpus, "{}", x.key);
+        assert_eq!(y.source, x.source, "{}", x.key);
+        assert_eq!(y.cgroups, x.cgroups, "{}", x.key);
+    }
+    w.kernel_view(&cast.app, 4242, &app_cpus.to_string());
+    let (code, out, err) = w.pinctl(&["verify", "--offline", "--proc-root", &pr]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("OK: the kernel matches the intent"), "{out}");
+    assert_eq!(
+        fs::read(&w.state).unwrap(),
+        state_before,
+        "offline reads never change the state file"
+    );
+}
+
+#[test]
+fn every_command_over_the_socket_v2_systemd_then_a_crash() {
+    every_command(Version::V2, Driver::Systemd, Signal::SIGKILL);
+}
+
+#[test]
+fn every_command_over_the_socket_v1_cgroupfs_then_a_clean_stop() {
+    every_command(Version::V1, Driver::Cgroupfs, Signal::SIGTERM);
+}
+
+/// `events --follow` waits for a daemon that went away and follows the new
+/// one from its first event (its numbers start again at 1).
+#[test]
+fn events_follow_survives_a_daemon_restart() {
+    let mut w = World::new(Version::V2, Driver::Systemd);
+    let cast = w.cast();
+    w.start();
+    w.wait_status("app pinned", |s| {
+        workload(s, &cast.app).is_some_and(|x| x.cpus.is_some())
+    });
+    let mut follow = Command::new(PINCTL)
+        .args(["events", "--follow", "--config"])
+        .arg(&w.config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let readers: Vec<_> = [
+        Box::new(follow.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(follow.stderr.take().unwrap()),
+    ]
+    .into_iter()
+    .map(|r| {
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(l);
+            }
+        })
+    })
+    .collect();
+    let wait_line = |w: &World, what: &str, f: &dyn Fn(&str) -> bool| {
+        let deadline = Instant::now() + WAIT;
+        while !lines.lock().unwrap().iter().any(|l| f(l)) {
+            if Instant::now() > deadline {
+                w.fail(&format!(
+                    "--follow never printed {what}: {:?}",
+                    lines.lock().unwrap()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_line(&w, "the first pinning", &|l| l.contains(&cast.app));
+    w.stop(Signal::SIGTERM);
+    wait_line(&w, "that the daemon went away", &|l| {
+        l.contains("pinctld is not running")
+    });
+    w.start();
+    w.wait_status("the restarted daemon ready", |_| true);
+    let late = w.container(Qos::Guaranteed, 5, "late", Spec::limit(2), None);
+    wait_line(&w, "the restart", &|l| l.contains("pinctld restarted"));
+    wait_line(&w, "the new daemon's write", &|l| l.contains(&late));
+    kill(Pid::from_raw(follow.id() as i32), Signal::SIGINT).unwrap();
+    assert!(follow.wait().unwrap().success());
+    for r in readers {
+        r.join().unwrap();
+    }
+}

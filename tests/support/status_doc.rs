@@ -1,0 +1,161 @@
+//! Synthetic `api::Status` documents, for the CLI's renderers and a fake
+//! server: a regular machine (`topology::synthetic::Shape`), reserved CPUs,
+//! and workloads whose CPUs the real allocator plans, as the daemon would.
+
+#![allow(dead_code)]
+
+use pinctl::alloc::{self, Options};
+use pinctl::api::{self, Source};
+use pinctl::cpuset::CpuSet;
+use pinctl::topology::Topology;
+use pinctl::topology::synthetic::Shape;
+
+/// 1 socket, 1 NUMA node, 8 cores, 2 threads: 16 CPUs (core c = {c, c+8}).
+pub const SHAPE_16: Shape = Shape {
+    sockets: 1,
+    numa_per_socket: 1,
+    l3_per_numa: 1,
+    cores_per_l3: 8,
+    threads_per_core: 2,
+};
+
+/// 2 sockets × 2 NUMA nodes × 2 L3 groups × 16 cores × 2 threads: 256 CPUs
+/// (core c = {c, c+128}).
+pub const SHAPE_256: Shape = Shape {
+    sockets: 2,
+    numa_per_socket: 2,
+    l3_per_numa: 2,
+    cores_per_l3: 16,
+    threads_per_core: 2,
+};
+
+pub fn set(text: &str) -> CpuSet {
+    text.parse().unwrap()
+}
+
+/// A workload to plan: key, cgroup, CPUs requested and source.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    pub key: String,
+    pub cgroup: String,
+    pub cpus: usize,
+    pub source: Source,
+}
+
+/// A Guaranteed pod's container under the systemd driver.
+pub fn pod(n: u32, name: &str, cpus: usize) -> Ask {
+    let uid = uid(n);
+    Ask {
+        key: format!("pod:{uid}/{name}"),
+        cgroup: format!(
+            "kubepods.slice/kubepods-pod{}.slice/cri-containerd-{}.scope",
+            uid.replace('-', "_"),
+            container_id(n)
+        ),
+        cpus,
+        source: Source::Kubelet,
+    }
+}
+
+/// A cgroup matched by a rule.
+pub fn job(n: u32, cpus: usize) -> Ask {
+    Ask {
+        key: format!("cgroup:hpc.slice/job-{n}.scope"),
+        cgroup: format!("hpc.slice/job-{n}.scope"),
+        cpus,
+        source: Source::Rule {
+            pattern: "hpc.slice/job-*.scope".into(),
+            line: 42,
+        },
+    }
+}
+
+pub fn uid(n: u32) -> String {
+    format!("{n:08x}-1111-4222-8333-0123456789ab")
+}
+
+pub fn container_id(n: u32) -> String {
+    format!("{n:08x}{}", "c0ffee00".repeat(7))
+}
+
+/// The status of a daemon on `shape` with `reserved` CPUs that planned
+/// `asks` in order; a request that does not fit is pending.
+pub fn status(shape: Shape, reserved: &str, asks: &[Ask]) -> api::Status {
+    let topo = shape.build();
+    status_on(&topo, reserved, asks)
+}
+
+pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
+    let reserved = set(reserved);
+    let opts = Options {
+        reserved: reserved.clone(),
+        ..Options::default()
+    };
+    let mut free = topo.online().clone();
+    let mut workloads = Vec::new();
+    for a in asks {
+        let planned = alloc::allocate(topo, &free, a.cpus, &opts);
+        let (cpus, pending, alignment) = match planned {
+            Ok(cpus) => {
+                free = free.difference(&cpus);
+                let alignment = api::Alignment {
+                    sockets: topo.sockets_of(&cpus),
+                    numa_nodes: topo.numa_of(&cpus),
+                    l3_groups: topo.l3_of(&cpus),
+                    whole_cores: topo.core_split(&cpus).1 == 0,
+                };
+                (Some(cpus), None, Some(alignment))
+            }
+            Err(e) => (
+                None,
+                Some(api::Pending {
+                    requested: a.cpus,
+                    available: free.difference(&reserved).len(),
+                    reason: e.to_string(),
+                }),
+                None,
+            ),
+        };
+        workloads.push(api::Workload {
+            key: a.key.clone(),
+            requested: a.cpus,
+            source: a.source.clone(),
+            numa: Vec::new(),
+            cgroups: vec![a.cgroup.clone()],
+            cpus,
+            pending,
+            alignment,
+        });
+    }
+    api::Status {
+        schema: api::SCHEMA,
+        daemon: api::Daemon {
+            version: "0.1.0".into(),
+            pid: 4242,
+            started: 1_763_700_000,
+            ready: true,
+            summary: "test".into(),
+        },
+        health: api::Health {
+            state: "healthy".into(),
+            reasons: Vec::new(),
+        },
+        hierarchy: "v2".into(),
+        hybrid: false,
+        topology: topo.to_file(),
+        online: topo.online().clone(),
+        reserved,
+        shared_pool: free,
+        workloads,
+        failing: Vec::new(),
+        watchdog: api::Watchdog::default(),
+        counters: api::Counters {
+            reconciles: 12,
+            last_reconcile_ms: 3,
+            writes: 40,
+            write_errors: 0,
+            repairs: 0,
+            cgroups: 57,
+        },
+    }
+}
