@@ -269,7 +269,7 @@ impl Daemon {
             pool.run(&cfg.cgroup_root, move |fs| watchdog::mounts(fs, &hier))
                 .await
                 .unwrap_or_else(|e| {
-                    warn!(error = %format!("{e:#}"), "cannot list the cgroup hierarchies; the watchdog checks only the cpuset tree");
+                    warn!(error = %chain(&e), "cannot list the cgroup hierarchies; the watchdog checks only the cpuset tree");
                     Vec::new()
                 })
         };
@@ -458,7 +458,7 @@ impl Daemon {
             match self.pool.write(&path, "+cpuset").await {
                 Ok(()) => info!(path = %path.display(), "enabled the cpuset controller"),
                 Err(e) => {
-                    warn!(path = %path.display(), error = %format!("{e:#}"), "cannot enable the cpuset controller")
+                    warn!(path = %path.display(), error = %chain(&e), "cannot enable the cpuset controller")
                 }
             }
         }
@@ -535,7 +535,7 @@ impl Daemon {
                     }
                     Ok(None) => self.forget(&rel),
                     // Unreadable (hung, say): keep what we knew.
-                    Err(e) => warn!(error = %format!("{e:#}"), "cannot read cgroup"),
+                    Err(e) => warn!(error = %chain(&e), "cannot read cgroup"),
                 }
             }
         }
@@ -707,12 +707,12 @@ impl Daemon {
                     if !self.engine.knows(&rel) {
                         continue;
                     }
-                    let cpus: Option<CpuSet> = self
-                        .pool
-                        .read(&self.hier.cpus_file(&rel))
-                        .await
-                        .ok()
-                        .and_then(|t| t.parse().ok());
+                    // An unreadable file (hung, say) tells nothing: keep what
+                    // is known rather than plan a rewrite.
+                    let Ok(text) = self.pool.read(&self.hier.cpus_file(&rel)).await else {
+                        continue;
+                    };
+                    let cpus: Option<CpuSet> = text.parse().ok();
                     if self.engine.cgroups().get(&rel).map(|e| e.cpus.as_deref())
                         != Some(cpus.as_ref())
                     {
@@ -737,7 +737,7 @@ impl Daemon {
                     match r {
                         Ok(Some(r)) => self.upsert(r),
                         Ok(None) => self.forget(&rel),
-                        Err(e) => warn!(error = %format!("{e:#}"), "cannot read cgroup"),
+                        Err(e) => warn!(error = %chain(&e), "cannot read cgroup"),
                     }
                 }
                 Change::Overflow => overflow = true,
@@ -797,11 +797,11 @@ impl Daemon {
                         // Removed under us: the delete event follows.
                         continue;
                     }
-                    warn!(path = %path.display(), data = %data, errno = e.raw_os_error(), error = %format!("{e:#}"), "cgroup write failed; will retry");
+                    warn!(path = %path.display(), data = %data, errno = e.raw_os_error(), error = %chain(&e), "cgroup write failed; will retry");
                     self.engine.written(
                         w,
                         Err(Failure {
-                            message: format!("{e:#}"),
+                            message: chain(&e),
                             errno: e.raw_os_error(),
                         }),
                     );
@@ -920,17 +920,12 @@ impl Daemon {
     async fn act_on_paths(&mut self, missing_now: Vec<(PathBuf, Option<String>)>) {
         let now = Instant::now();
         let mut missing = Vec::new();
-        let mut done: Vec<PathBuf> = Vec::new();
         for (path, unreadable) in missing_now {
             if let Some(e) = unreadable {
                 missing.push(watchdog::PathState {
                     path,
                     problem: format!("cannot check: {e}"),
                 });
-                continue;
-            }
-            // A repair of a parent made its children too.
-            if done.iter().any(|d| path.starts_with(d)) {
                 continue;
             }
             let Some(mount) = self
@@ -949,7 +944,10 @@ impl Daemon {
                 .into_owned();
             match self.dog.repairs.decide(&path, now) {
                 Decision::Leave(why) => {
-                    warn!(path = %path.display(), "required cgroup path missing: {why}");
+                    // Once per path, not at every check.
+                    if !self.dog.repairs.missing.iter().any(|m| m.path == path) {
+                        warn!(path = %path.display(), "required cgroup path missing: {why}");
+                    }
                     missing.push(watchdog::PathState { path, problem: why });
                 }
                 Decision::Repair => {
@@ -972,13 +970,12 @@ impl Daemon {
                                 created: repaired.created.clone(),
                             });
                             self.dog.repaired.push_back(RepairEvent {
-                                path: path.clone(),
+                                path,
                                 created: repaired.created,
                             });
-                            done.push(path);
                         }
                         Err(e) => {
-                            let why = format!("repair failed: {e:#}");
+                            let why = format!("repair failed: {}", chain(&e));
                             warn!(path = %path.display(), "required cgroup path missing: {why}");
                             missing.push(watchdog::PathState { path, problem: why });
                         }
@@ -1051,7 +1048,7 @@ impl Daemon {
                         thawed = true;
                     }
                     Err(e) => {
-                        warn!(cgroup = %rel, error = %format!("{e:#}"), "cannot thaw a cgroup frozen too long")
+                        warn!(cgroup = %rel, error = %chain(&e), "cannot thaw a cgroup frozen too long")
                     }
                 }
             } else if !self.dog.frozen_cgroups.iter().any(|f| *f.cgroup == *rel) {
@@ -1129,7 +1126,7 @@ impl Daemon {
             old,
             new: (*w.set).clone(),
             reason,
-            error: error.map(|e| format!("{e:#}")),
+            error: error.map(|e| chain(e)),
         });
     }
 
@@ -1434,7 +1431,7 @@ async fn gather(input: CheckInput) -> Findings {
         .filter_map(|(path, r)| match r {
             Ok(true) => None,
             Ok(false) => Some((path, None)),
-            Err(e) => Some((path, Some(format!("{e:#}")))),
+            Err(e) => Some((path, Some(chain(&e)))),
         })
         .collect();
 
@@ -1460,7 +1457,7 @@ async fn gather(input: CheckInput) -> Findings {
                     Some(read.into_iter().flatten().flatten().collect())
                 }
                 Err(e) => {
-                    warn!(error = %format!("{e:#}"), "cannot list processes");
+                    warn!(error = %chain(&e), "cannot list processes");
                     None
                 }
             }
@@ -1501,6 +1498,19 @@ async fn gather(input: CheckInput) -> Findings {
         sleepers,
         frozen,
     }
+}
+
+/// An error and its causes, `: `-separated (what anyhow's `{:#}` prints):
+/// the `IoError`s keep the errno and the file in their source.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
 }
 
 /// Gives the memory freed after a full reconcile (or a round of watchdog
