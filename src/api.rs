@@ -220,6 +220,10 @@ pub enum EventKind {
         reason: String,
         /// `None` when it worked, else the error.
         error: Option<String>,
+        /// The workload the cgroup belongs to, when it is one (its key): the
+        /// history of a workload follows it across container restarts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workload: Option<String>,
     },
     /// A required path made again by the watchdog.
     Repair {

@@ -1098,15 +1098,20 @@ impl Daemon {
             File::Cpus => e.cpus.as_deref().cloned(),
             File::Mems => e.mems.as_deref().cloned(),
         });
+        let workload = entry
+            .filter(|e| matches!(e.role, Role::Exclusive | Role::Inside) && !e.key.is_empty())
+            .map(|e| e.key.to_string());
         let reason = match entry {
             Some(e) => match e.role {
                 Role::Exclusive | Role::Inside => {
                     let w = self.engine.workloads().get(&*e.key);
                     match w {
                         Some(w) if w.cpus.is_some() => {
-                            format!("exclusive CPUs of {} ({})", w.key, w.source)
+                            format!("exclusive CPUs of {}, from the {}", w.key, w.source)
                         }
-                        Some(w) => format!("shared pool while {} waits ({})", w.key, w.source),
+                        Some(w) => {
+                            format!("shared pool while {} waits, from the {}", w.key, w.source)
+                        }
                         None => "exclusive workload".to_string(),
                     }
                 }
@@ -1127,6 +1132,7 @@ impl Daemon {
             new: (*w.set).clone(),
             reason,
             error: error.map(|e| chain(e)),
+            workload,
         });
     }
 

@@ -177,6 +177,7 @@ fn write_event(seq: u64, cgroup: &str, new: &str, reason: &str) -> api::Event {
             new: set(new),
             reason: reason.into(),
             error: None,
+            workload: None,
         },
     }
 }

@@ -339,6 +339,7 @@ mod describe {
                 new: w.cpus.clone().unwrap(),
                 reason: reason.into(),
                 error: error.map(str::to_string),
+                workload: None,
             },
         };
         let events = vec![
@@ -411,6 +412,7 @@ fn events_are_one_line_each() {
             new: set("2-3"),
             reason: "exclusive CPUs of pod:1/app (kubelet)".into(),
             error: Some("Device or resource busy (os error 16)".into()),
+            workload: Some("pod:1/app".into()),
         },
     };
     assert_eq!(

@@ -1505,7 +1505,13 @@ fn status_socket_serves_every_endpoint() {
         env.fail(&format!("no write of {app} in {events:?}"));
     };
     match &pinned.what {
-        pinctl::api::EventKind::Write { reason, error, .. } => {
+        pinctl::api::EventKind::Write {
+            reason,
+            error,
+            workload,
+            ..
+        } => {
+            assert_eq!(workload.as_deref(), Some(w.key.as_str()));
             assert!(reason.contains("exclusive CPUs of"), "{reason}");
             assert!(reason.contains("kubelet"), "{reason}");
             assert_eq!(error, &None);

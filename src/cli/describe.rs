@@ -14,7 +14,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::api::{self, Event, Workload};
+use crate::api::{self, Event, EventKind, Workload};
 use crate::cgroup::{self, layout};
 use crate::cpuset::CpuSet;
 use crate::topology::Topology;
@@ -325,7 +325,10 @@ pub fn render(
 
     let mine: Vec<&Event> = events
         .iter()
-        .filter(|e| w.cgroups.iter().any(|c| concerns(e, c)))
+        .filter(|e| {
+            w.cgroups.iter().any(|c| concerns(e, c))
+                || matches!(&e.what, EventKind::Write { workload: Some(k), .. } if *k == w.key)
+        })
         .collect();
     let _ = writeln!(
         s,

@@ -60,6 +60,7 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
             new,
             reason,
             error,
+            ..
         } => {
             // An empty set is what a new cgroup holds (v2: "inherit the
             // parent's"); say so rather than print nothing.
@@ -120,6 +121,7 @@ mod tests {
                 new: "1".parse().unwrap(),
                 reason: "r".into(),
                 error: None,
+                workload: None,
             },
         };
         assert!(
