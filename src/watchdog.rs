@@ -141,8 +141,9 @@ pub struct Repaired {
 /// up before the next is made: in v1 cpuset its `cpuset.mems` and then
 /// `cpuset.cpus` copied from its parent (so a task can join at once; the
 /// daemon narrows them as for any cgroup it manages), in v2 the controllers
-/// of [`V2_CONTROLLERS`] that the parent has enabled for it. Stops at the
-/// first error, which names the file and, for writes, the data.
+/// the kubelet uses (cpuset, cpu, io, memory, hugetlb, pids) that the parent
+/// has, enabled by the parent. Stops at the first error, which names the file
+/// and, for writes, the data.
 pub fn repair(fs: &dyn Fs, mount: &Mount, rel: &str) -> io::Result<Repaired> {
     let mut created = Vec::new();
     let mut at = String::new();
