@@ -35,7 +35,7 @@ use crate::io::IoPool;
 use crate::watchdog;
 
 /// How many events the audit trail keeps.
-pub const EVENTS_KEPT: usize = 1024;
+pub const EVENTS_KEPT: usize = 512;
 
 /// What the loop publishes for the socket: the status document, and the
 /// facts its health was judged on (re-judged at each request with live I/O
