@@ -19,7 +19,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::cpuset::CpuSet;
-use crate::topology::TopologyFile;
+use crate::intent;
+use crate::topology::{Topology, TopologyFile};
 
 /// The version of these documents.
 pub const SCHEMA: u32 = 1;
@@ -107,6 +108,22 @@ pub enum Source {
     Kubelet,
 }
 
+impl From<&intent::Source> for Source {
+    fn from(s: &intent::Source) -> Self {
+        match s {
+            intent::Source::Xattr => Source::Xattr,
+            intent::Source::Annotation { bundle } => Source::Annotation {
+                bundle: bundle.clone(),
+            },
+            intent::Source::Rule { pattern, line } => Source::Rule {
+                pattern: pattern.clone(),
+                line: *line,
+            },
+            intent::Source::Kubelet => Source::Kubelet,
+        }
+    }
+}
+
 /// A request that waits in the shared pool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pending {
@@ -124,6 +141,18 @@ pub struct Alignment {
     pub l3_groups: Vec<u32>,
     /// Whether every core touched is used whole (all its threads).
     pub whole_cores: bool,
+}
+
+impl Alignment {
+    /// Where `cpus` sit on `topo`.
+    pub fn of(topo: &Topology, cpus: &CpuSet) -> Self {
+        Alignment {
+            sockets: topo.sockets_of(cpus),
+            numa_nodes: topo.numa_of(cpus),
+            l3_groups: topo.l3_of(cpus),
+            whole_cores: topo.core_split(cpus).1 == 0,
+        }
+    }
 }
 
 /// A cgroup whose last write or verification failed.

@@ -1170,17 +1170,7 @@ impl Daemon {
             .map(|w| api::Workload {
                 key: w.key.clone(),
                 requested: w.requested,
-                source: match &w.source {
-                    intent::Source::Xattr => api::Source::Xattr,
-                    intent::Source::Annotation { bundle } => api::Source::Annotation {
-                        bundle: bundle.clone(),
-                    },
-                    intent::Source::Rule { pattern, line } => api::Source::Rule {
-                        pattern: pattern.clone(),
-                        line: *line,
-                    },
-                    intent::Source::Kubelet => api::Source::Kubelet,
-                },
+                source: (&w.source).into(),
                 numa: w.numa.clone(),
                 cgroups: w.cgroups.iter().map(|c| c.to_string()).collect(),
                 cpus: w.cpus.clone(),
@@ -1189,15 +1179,7 @@ impl Daemon {
                     available: p.available,
                     reason: p.reason.clone(),
                 }),
-                alignment: w.cpus.as_ref().map(|c| {
-                    let (_, partial) = topo.core_split(c);
-                    api::Alignment {
-                        sockets: topo.sockets_of(c),
-                        numa_nodes: topo.numa_of(c),
-                        l3_groups: topo.l3_of(c),
-                        whole_cores: partial == 0,
-                    }
-                }),
+                alignment: w.cpus.as_ref().map(|c| api::Alignment::of(topo, c)),
             })
             .collect();
         let failing = self

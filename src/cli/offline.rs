@@ -31,7 +31,6 @@ use crate::intent::{self, Intent};
 use crate::io::RealFs;
 use crate::state::{Peeked, StateFile};
 use crate::sysfs::Sysfs;
-use crate::topology::Topology;
 
 /// The health state of an offline document: nobody judged it.
 pub const UNKNOWN: &str = "unknown";
@@ -138,10 +137,10 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
         workloads.push(api::Workload {
             key: key.clone(),
             requested: first.intent.cpus,
-            source: api_source(&first.intent.source),
+            source: api::Source::from(&first.intent.source),
             numa: first.intent.numa.clone(),
             cgroups: cgroups.iter().map(|a| a.rel.clone()).collect(),
-            alignment: cpus.as_ref().map(|c| alignment(&topo, c)),
+            alignment: cpus.as_ref().map(|c| api::Alignment::of(&topo, c)),
             cpus,
             pending,
         });
@@ -191,30 +190,6 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
         counters: api::Counters::default(),
     };
     Ok(OfflineStatus { status, notes })
-}
-
-/// Where a workload's CPUs sit.
-pub fn alignment(topo: &Topology, cpus: &CpuSet) -> api::Alignment {
-    api::Alignment {
-        sockets: topo.sockets_of(cpus),
-        numa_nodes: topo.numa_of(cpus),
-        l3_groups: topo.l3_of(cpus),
-        whole_cores: topo.core_split(cpus).1 == 0,
-    }
-}
-
-fn api_source(s: &intent::Source) -> api::Source {
-    match s {
-        intent::Source::Xattr => api::Source::Xattr,
-        intent::Source::Annotation { bundle } => api::Source::Annotation {
-            bundle: bundle.clone(),
-        },
-        intent::Source::Rule { pattern, line } => api::Source::Rule {
-            pattern: pattern.clone(),
-            line: *line,
-        },
-        intent::Source::Kubelet => api::Source::Kubelet,
-    }
 }
 
 /// Reads every cgroup of the watched subtrees (`managed` and the rules'
