@@ -143,7 +143,7 @@ pub fn allocate(
     avail.difference_with(&opts.reserved);
     if opts.full_pcpus_only {
         let tpc = topo.threads_per_core();
-        if n % tpc != 0 {
+        if !n.is_multiple_of(tpc) {
             return Err(AllocError::SmtAlignment {
                 requested: n,
                 threads_per_core: tpc,

@@ -602,7 +602,7 @@ fn well_placed(env: &Env, what: &str, cpus: &CpuSet, n: usize) {
     if cpus.len() != n {
         problems.push(format!("{} CPUs, not {n}", cpus.len()));
     }
-    if n % 2 == 0 && !whole_cores(cpus) {
+    if n.is_multiple_of(2) && !whole_cores(cpus) {
         problems.push("not whole cores".to_string());
     }
     if n <= 14 && nodes_of(cpus).len() != 1 {
