@@ -35,7 +35,7 @@ use crate::sysfs::Sysfs;
 use crate::topology::Topology;
 use crate::watch::{Change, Watcher};
 use crate::watchdog::{
-    self, Decision, FrozenCgroup, Health, Mount, RepairEvent, Repairs, Stuck, StuckTask,
+    self, Decision, Health, Mount, Repairs, Stuck,
 };
 
 /// Cgroups read by one job on an I/O thread during a scan.
@@ -141,12 +141,10 @@ struct Watch {
     /// The mounted hierarchies, listed at start-up.
     mounts: Vec<Mount>,
     repairs: Repairs,
-    /// Repairs made, newest last (bounded).
-    repaired: VecDeque<RepairEvent>,
     dstate: Stuck<(u32, u32, u64)>,
-    stuck_tasks: Vec<StuckTask>,
+    stuck_tasks: Vec<api::StuckTask>,
     frozen: Stuck<Rel>,
-    frozen_cgroups: Vec<FrozenCgroup>,
+    frozen_cgroups: Vec<api::Frozen>,
     /// A round of checks is running ([`Daemon::start_checks`]).
     running: bool,
     /// Another round was asked for meanwhile (`true`: paths only).
@@ -161,8 +159,6 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 /// Freezer files read per batch by a round of checks.
 const FREEZER_CHUNK: usize = 512;
 
-/// How many repair events the daemon keeps.
-const REPAIRS_KEPT: usize = 64;
 
 /// Reads the CPU topology on an I/O thread.
 async fn read_topology(pool: &IoPool, sysfs_root: &Path) -> Result<Topology> {
@@ -292,7 +288,6 @@ impl Daemon {
         let dog = Watch {
             mounts,
             repairs: Repairs::new(cfg.repair, cfg.repair_cooldown),
-            repaired: VecDeque::new(),
             dstate: Stuck::new(cfg.dstate_threshold),
             stuck_tasks: Vec::new(),
             frozen: Stuck::new(cfg.frozen_threshold),
@@ -922,7 +917,7 @@ impl Daemon {
         let mut missing = Vec::new();
         for (path, unreadable) in missing_now {
             if let Some(e) = unreadable {
-                missing.push(watchdog::PathState {
+                missing.push(api::MissingPath {
                     path,
                     problem: format!("cannot check: {e}"),
                 });
@@ -948,7 +943,7 @@ impl Daemon {
                     if !self.dog.repairs.missing.iter().any(|m| m.path == path) {
                         warn!(path = %path.display(), "required cgroup path missing: {why}");
                     }
-                    missing.push(watchdog::PathState { path, problem: why });
+                    missing.push(api::MissingPath { path, problem: why });
                 }
                 Decision::Repair => {
                     let result = self
@@ -961,15 +956,8 @@ impl Daemon {
                     match result {
                         Ok(repaired) => {
                             warn!(path = %path.display(), created = ?repaired.created, repairs = self.dog.repairs.count, "required cgroup path was missing; repaired");
-                            if self.dog.repaired.len() >= REPAIRS_KEPT {
-                                self.dog.repaired.pop_front();
-                            }
                             self.socket.metrics.repairs.inc();
                             self.socket.events.push(api::EventKind::Repair {
-                                path: path.clone(),
-                                created: repaired.created.clone(),
-                            });
-                            self.dog.repaired.push_back(RepairEvent {
                                 path,
                                 created: repaired.created,
                             });
@@ -977,7 +965,7 @@ impl Daemon {
                         Err(e) => {
                             let why = format!("repair failed: {}", chain(&e));
                             warn!(path = %path.display(), "required cgroup path missing: {why}");
-                            missing.push(watchdog::PathState { path, problem: why });
+                            missing.push(api::MissingPath { path, problem: why });
                         }
                     }
                 }
@@ -1009,7 +997,7 @@ impl Daemon {
             let Some((comm, cgroup, wchan)) = info.remove(&key) else {
                 continue;
             };
-            stuck.push(StuckTask {
+            stuck.push(api::StuckTask {
                 pid: key.0,
                 tid: key.1,
                 comm,
@@ -1054,7 +1042,7 @@ impl Daemon {
             } else if !self.dog.frozen_cgroups.iter().any(|f| *f.cgroup == *rel) {
                 warn!(cgroup = %rel, secs = long.as_secs(), "cgroup frozen longer than frozen_threshold");
             }
-            out.push(FrozenCgroup {
+            out.push(api::Frozen {
                 cgroup: rel.to_string(),
                 secs: long.as_secs(),
                 thawed,
@@ -1221,39 +1209,9 @@ impl Daemon {
             failing,
             watchdog: api::Watchdog {
                 hung_paths: Vec::new(),
-                stuck_tasks: self
-                    .dog
-                    .stuck_tasks
-                    .iter()
-                    .map(|t| api::StuckTask {
-                        pid: t.pid,
-                        tid: t.tid,
-                        comm: t.comm.clone(),
-                        cgroup: t.cgroup.clone(),
-                        wchan: t.wchan.clone(),
-                        secs: t.secs,
-                    })
-                    .collect(),
-                frozen: self
-                    .dog
-                    .frozen_cgroups
-                    .iter()
-                    .map(|f| api::Frozen {
-                        cgroup: f.cgroup.clone(),
-                        secs: f.secs,
-                        thawed: f.thawed,
-                    })
-                    .collect(),
-                missing_paths: self
-                    .dog
-                    .repairs
-                    .missing
-                    .iter()
-                    .map(|m| api::MissingPath {
-                        path: m.path.clone(),
-                        problem: m.problem.clone(),
-                    })
-                    .collect(),
+                stuck_tasks: self.dog.stuck_tasks.clone(),
+                frozen: self.dog.frozen_cgroups.clone(),
+                missing_paths: self.dog.repairs.missing.clone(),
                 repairs: self.dog.repairs.count,
             },
             counters: api::Counters {

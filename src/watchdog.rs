@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::api;
 use crate::cgroup::layout::{Driver, Kind, classify};
 use crate::cgroup::{self, Hierarchy, Version};
 use crate::io::Fs;
@@ -211,24 +212,6 @@ fn with_path(e: io::Error, path: &Path, data: Option<&str>) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-/// One required path as the watchdog last saw it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PathState {
-    /// The absolute path.
-    pub path: PathBuf,
-    /// What is wrong: still missing (repair off, on cooldown, or failed).
-    pub problem: String,
-}
-
-/// A repair the watchdog made, for the log, status and the event trail.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RepairEvent {
-    /// The required path that was missing.
-    pub path: PathBuf,
-    /// The directories made.
-    pub created: Vec<PathBuf>,
-}
-
 /// Decides when a missing path is repaired: at once, but not again within
 /// the cooldown, and never with `repair = false`.
 #[derive(Debug)]
@@ -239,7 +222,7 @@ pub struct Repairs {
     /// Repairs made since start.
     pub count: u64,
     /// Required paths missing at the last check and not repaired.
-    pub missing: Vec<PathState>,
+    pub missing: Vec<api::MissingPath>,
 }
 
 /// What to do about one missing path.
@@ -403,31 +386,6 @@ pub fn list_pids(fs: &dyn Fs, proc_root: &Path) -> io::Result<Vec<u32>> {
         .collect();
     pids.sort_unstable();
     Ok(pids)
-}
-
-/// A task stuck in uninterruptible sleep longer than the threshold.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StuckTask {
-    pub pid: u32,
-    pub tid: u32,
-    pub comm: String,
-    /// Its cgroup, relative to the cgroup root.
-    pub cgroup: String,
-    /// The kernel function it sleeps in, when readable.
-    pub wchan: Option<String>,
-    /// How long it has been seen in D state, in whole seconds.
-    pub secs: u64,
-}
-
-/// A cgroup frozen longer than the threshold.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FrozenCgroup {
-    /// Relative to the cgroup root.
-    pub cgroup: String,
-    /// How long it has been seen frozen, in whole seconds.
-    pub secs: u64,
-    /// Whether the daemon thawed it (`thaw_frozen`).
-    pub thawed: bool,
 }
 
 /// Remembers since when each thing (a task, a cgroup) has been seen in a bad
