@@ -34,9 +34,7 @@ use crate::state::{Loaded, StateFile};
 use crate::sysfs::Sysfs;
 use crate::topology::Topology;
 use crate::watch::{Change, Watcher};
-use crate::watchdog::{
-    self, Decision, Health, Mount, Repairs, Stuck,
-};
+use crate::watchdog::{self, Decision, Health, Mount, Repairs, Stuck};
 
 /// Cgroups read by one job on an I/O thread during a scan.
 const SCAN_BATCH: usize = 128;
@@ -140,6 +138,9 @@ struct Socket {
 struct Watch {
     /// The mounted hierarchies, listed at start-up.
     mounts: Vec<Mount>,
+    /// Every path that can be required (each driver's, present or not): a
+    /// removal at or above one starts a check.
+    may_require: Vec<String>,
     repairs: Repairs,
     dstate: Stuck<(u32, u32, u64)>,
     stuck_tasks: Vec<api::StuckTask>,
@@ -158,7 +159,6 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 
 /// Freezer files read per batch by a round of checks.
 const FREEZER_CHUNK: usize = 512;
-
 
 /// Reads the CPU topology on an I/O thread.
 async fn read_topology(pool: &IoPool, sysfs_root: &Path) -> Result<Topology> {
@@ -287,6 +287,7 @@ impl Daemon {
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         let dog = Watch {
             mounts,
+            may_require: watchdog::required(&cfg.managed, &cfg.required_paths, |_| true),
             repairs: Repairs::new(cfg.repair, cfg.repair_cooldown),
             dstate: Stuck::new(cfg.dstate_threshold),
             stuck_tasks: Vec::new(),
@@ -843,8 +844,12 @@ impl Daemon {
     /// A cgroup directory `rel` was removed: if a required path was at or
     /// below it, the watchdog checks the paths before the next event.
     fn note_removed(&mut self, rel: &str) {
-        let required = watchdog::required(&self.cfg.managed, &self.cfg.required_paths, |_| true);
-        if required.iter().any(|r| cgroup::is_within(r, rel)) {
+        if self
+            .dog
+            .may_require
+            .iter()
+            .any(|r| cgroup::is_within(r, rel))
+        {
             self.start_checks(true);
         }
     }
@@ -1126,17 +1131,17 @@ impl Daemon {
 
     /// Publishes a new snapshot for the status socket.
     fn publish(&mut self) {
-        let status = self.status();
-        self.socket.metrics.set_from(&status);
         let facts = self.facts();
+        let status = self.status(&facts);
+        self.socket.metrics.set_from(&status);
         self.socket
             .snapshot
             .send_replace(Arc::new(server::Snapshot { status, facts }));
         self.socket.dirty = false;
     }
 
-    /// The status document (health from what the loop knows now).
-    pub fn status(&mut self) -> api::Status {
+    /// The status document, its health judged on `facts`.
+    pub fn status(&mut self, facts: &watchdog::Facts) -> api::Status {
         let topo = self.engine.topology();
         let topology = match &self.socket.topology {
             Some(t)
@@ -1183,7 +1188,7 @@ impl Daemon {
                 })
             })
             .collect();
-        let health = self.health();
+        let health = watchdog::assess(facts);
         let metrics = &self.socket.metrics;
         api::Status {
             schema: api::SCHEMA,
@@ -1192,7 +1197,7 @@ impl Daemon {
                 pid: std::process::id(),
                 started: self.socket.started,
                 ready: self.ready,
-                summary: self.summary(),
+                summary: self.summary(&health),
             },
             health: server::health_doc(&health),
             hierarchy: match self.hier.version {
@@ -1239,7 +1244,7 @@ impl Daemon {
     }
 
     /// One line for systemd's `STATUS=` and the log.
-    pub fn summary(&self) -> String {
+    pub fn summary(&self, health: &Health) -> String {
         let workloads = self.engine.workloads();
         let pinned: Vec<_> = workloads.values().filter(|w| w.cpus.is_some()).collect();
         let exclusive: usize = pinned
@@ -1255,7 +1260,6 @@ impl Daemon {
             pending,
             self.engine.shared_pool().len()
         );
-        let health = self.health();
         if health.state != watchdog::HealthState::Healthy {
             s.push_str(&format!("; {health}"));
         }
@@ -1266,7 +1270,7 @@ impl Daemon {
     }
 
     fn notify_status(&mut self, ready: bool) {
-        let status = self.summary();
+        let status = self.summary(&self.health());
         if status == self.last_status && !ready {
             return;
         }
