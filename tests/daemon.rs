@@ -616,23 +616,6 @@ fn well_placed(env: &Env, what: &str, cpus: &CpuSet, n: usize) {
     }
 }
 
-/// One `#[test]` per cgroup version for a scenario function.
-macro_rules! on_both_versions {
-    ($name:ident => $scenario:ident($($arg:expr),*)) => {
-        mod $name {
-            use super::*;
-            #[test]
-            fn v1() {
-                $scenario(Version::V1 $(, $arg)*);
-            }
-            #[test]
-            fn v2() {
-                $scenario(Version::V2 $(, $arg)*);
-            }
-        }
-    };
-}
-
 // ---------------------------------------------------------------------------
 // 1. Pin on create
 // ---------------------------------------------------------------------------

@@ -17,6 +17,27 @@
 
 #![allow(dead_code)]
 
+/// One `#[test]` per cgroup version for a scenario function:
+/// `on_both_versions!(name => scenario(args))` makes `name::v1` and
+/// `name::v2`, each calling `scenario(Version::V1 or V2, args)`. Exported so
+/// every test crate that includes this file can use it, or not, unwarned.
+#[macro_export]
+macro_rules! on_both_versions {
+    ($name:ident => $scenario:ident($($arg:expr),*)) => {
+        mod $name {
+            use super::*;
+            #[test]
+            fn v1() {
+                $scenario(Version::V1 $(, $arg)*);
+            }
+            #[test]
+            fn v2() {
+                $scenario(Version::V2 $(, $arg)*);
+            }
+        }
+    };
+}
+
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
