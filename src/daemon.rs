@@ -127,8 +127,8 @@ struct Socket {
     metrics: Arc<server::Metrics>,
     /// Something changed since the last snapshot.
     dirty: bool,
-    /// The topology in the API's form, made again when it changes.
-    topology: Option<Arc<crate::topology::TopologyFile>>,
+    /// The topology in the API's form; `None` after the topology changed.
+    topology: Option<crate::topology::TopologyFile>,
     started: u64,
     reconciles: u64,
     last_reconcile_ms: u64,
@@ -579,6 +579,7 @@ impl Daemon {
                 Ok(topo) if topo.cpus() != self.engine.topology().cpus() => {
                     info!(before = %self.engine.topology().online(), after = %topo.online(), "CPU topology changed; re-planning");
                     self.engine.set_topology(topo);
+                    self.socket.topology = None;
                 }
                 Ok(_) => {}
                 Err(e) => warn!(error = %format!("{e:#}"), "cannot re-read the topology"),
@@ -1143,19 +1144,11 @@ impl Daemon {
     /// The status document, its health judged on `facts`.
     pub fn status(&mut self, facts: &watchdog::Facts) -> api::Status {
         let topo = self.engine.topology();
-        let topology = match &self.socket.topology {
-            Some(t)
-                if t.cpus.len() == topo.cpus().len()
-                    && topo.offline().iter().eq(t.offline.iter().flatten()) =>
-            {
-                t.clone()
-            }
-            _ => {
-                let t = Arc::new(topo.to_file());
-                self.socket.topology = Some(t.clone());
-                t
-            }
-        };
+        let topology = self
+            .socket
+            .topology
+            .get_or_insert_with(|| topo.to_file())
+            .clone();
         let workloads = self
             .engine
             .workloads()
@@ -1206,7 +1199,7 @@ impl Daemon {
             }
             .to_string(),
             hybrid: self.hier.hybrid,
-            topology: (*topology).clone(),
+            topology,
             online: topo.online().clone(),
             reserved: self.engine.reserved().clone(),
             shared_pool: self.engine.shared_pool(),
