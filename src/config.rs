@@ -130,7 +130,7 @@ pub enum Reserved {
     /// Exactly these CPUs (never empty).
     List(CpuSet),
     /// This many CPUs (1 to [`MAX_CPUS`]), taken from the lowest-numbered whole
-    /// cores at start-up.
+    /// cores when the daemon starts or reloads its configuration.
     Count(usize),
 }
 
@@ -364,7 +364,118 @@ impl Default for Config {
     }
 }
 
+/// What a running daemon makes of a changed configuration file
+/// ([`Config::reload`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reload {
+    /// The configuration to run with from now on.
+    pub config: Config,
+    /// The keys whose new value is in force, in [`Config`]'s order.
+    pub applied: Vec<&'static str>,
+    /// The keys whose new value waits for a restart ([`Config::RESTART_KEYS`]),
+    /// in [`Config`]'s order; `config` keeps their running values.
+    pub deferred: Vec<&'static str>,
+}
+
 impl Config {
+    /// The keys a running daemon keeps until it restarts: where the kernel's
+    /// files, the state and the socket are and which hierarchy is driven (its
+    /// I/O threads, watchers and socket were set up for them), the I/O
+    /// timeout, and where bundles are found (a bundle once read is
+    /// remembered). In [`Config`]'s order.
+    pub const RESTART_KEYS: &[&str] = &[
+        "cgroup_root",
+        "sysfs_root",
+        "proc_root",
+        "state_file",
+        "socket",
+        "read_timeout",
+        "hierarchy",
+        "bundle_dirs",
+    ];
+
+    /// The running configuration `self` updated to `new`, a configuration
+    /// read again from the file (SIGHUP): every key takes its new value but
+    /// the [`Self::RESTART_KEYS`], which keep their running one.
+    pub fn reload(&self, new: Config) -> Reload {
+        let mut config = new;
+        let mut applied = Vec::new();
+        let mut deferred = Vec::new();
+        macro_rules! compare {
+            ($key:ident) => {
+                if config.$key != self.$key {
+                    let name = stringify!($key);
+                    if Self::RESTART_KEYS.contains(&name) {
+                        config.$key = self.$key.clone();
+                        deferred.push(name);
+                    } else {
+                        applied.push(name);
+                    }
+                }
+            };
+        }
+        // Exhaustive: a new key that is not compared fails to compile here.
+        let Config {
+            cgroup_root: _,
+            sysfs_root: _,
+            proc_root: _,
+            state_file: _,
+            socket: _,
+            reserved_cpus: _,
+            reconcile_interval: _,
+            read_timeout: _,
+            dstate_threshold: _,
+            frozen_threshold: _,
+            thaw_frozen: _,
+            watchdog_interval: _,
+            repair: _,
+            repair_cooldown: _,
+            required_paths: _,
+            shared_cgroups: _,
+            managed: _,
+            hierarchy: _,
+            kubelet_rule: _,
+            full_pcpus_only: _,
+            distribute_across_numa: _,
+            spread_cores: _,
+            align_memory: _,
+            bundle_dirs: _,
+            log_level: _,
+            rules: _,
+        } = self;
+        compare!(cgroup_root);
+        compare!(sysfs_root);
+        compare!(proc_root);
+        compare!(state_file);
+        compare!(socket);
+        compare!(reserved_cpus);
+        compare!(reconcile_interval);
+        compare!(read_timeout);
+        compare!(dstate_threshold);
+        compare!(frozen_threshold);
+        compare!(thaw_frozen);
+        compare!(watchdog_interval);
+        compare!(repair);
+        compare!(repair_cooldown);
+        compare!(required_paths);
+        compare!(shared_cgroups);
+        compare!(managed);
+        compare!(hierarchy);
+        compare!(kubelet_rule);
+        compare!(full_pcpus_only);
+        compare!(distribute_across_numa);
+        compare!(spread_cores);
+        compare!(align_memory);
+        compare!(bundle_dirs);
+        compare!(log_level);
+        compare!(rules);
+        Reload {
+            config,
+            applied,
+            deferred,
+        }
+    }
+
     /// The first rule, in file order, whose pattern matches `rel_path` (a cgroup
     /// path relative to the cgroup root, without a leading `/`).
     pub fn rule_for(&self, rel_path: &str) -> Option<&Rule> {

@@ -24,7 +24,7 @@ use tracing::{debug, info, warn};
 use crate::api;
 use crate::cgroup::layout::{self, Kind};
 use crate::cgroup::{self, Hierarchy, Rel, Version};
-use crate::config::Config;
+use crate::config::{self, Config, LogLevel};
 use crate::cpuset::CpuSet;
 use crate::engine::{Engine, Failure, File, Reading, Role, SavedState, Settings};
 use crate::intent::{self, Bundle, Intent};
@@ -118,6 +118,14 @@ pub struct Daemon {
     wedge_on_usr2: bool,
     /// What the status socket serves: the loop publishes, the server reads.
     socket: Socket,
+    /// Cgroups a reload took out of the subtrees. The next reconcile gives
+    /// back what the daemon pinned there (as for an opt-out), then they are
+    /// forgotten; what they have then stays as it is.
+    leaving: Vec<Rel>,
+    /// The configuration file read again on SIGHUP ([`Self::reload_from`]).
+    config_path: Option<PathBuf>,
+    /// Applies a reloaded `log_level` ([`Self::on_log_level`]).
+    log_level_hook: Option<Box<dyn Fn(LogLevel)>>,
 }
 
 /// The loop's side of the status socket.
@@ -154,11 +162,44 @@ struct Watch {
     rx: tokio::sync::mpsc::Receiver<Findings>,
 }
 
+/// A timer that first fires one `period` from now and, when the loop was
+/// busy, waits a whole period after the late tick.
+fn every(period: Duration) -> tokio::time::Interval {
+    let mut t = tokio::time::interval(period);
+    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    t.reset();
+    t
+}
+
 /// How stale the status socket's snapshot may be.
 const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 
 /// Freezer files read per batch by a round of checks.
 const FREEZER_CHUNK: usize = 512;
+
+/// What the engine needs of the configuration `cfg` on topology `topo`.
+fn settings(cfg: &Config, topo: &Topology, mems_all: CpuSet, empty_inherits: bool) -> Settings {
+    let reserved = cfg.reserved_cpus.resolve(topo);
+    Settings {
+        alloc: cfg.alloc_options(reserved.clone()),
+        reserved,
+        managed: cfg.managed.clone(),
+        shared: cfg.shared_cgroups.clone(),
+        align_memory: cfg.align_memory,
+        mems_all,
+        empty_inherits,
+    }
+}
+
+/// The subtrees scanned and watched: the managed ones, the directories of the
+/// rules' patterns, and the shared cgroups.
+fn roots(cfg: &Config) -> Vec<Rel> {
+    let mut roots = cfg.watch_roots();
+    roots.extend(cfg.shared_cgroups.iter().cloned());
+    roots.sort();
+    roots.dedup();
+    roots.into_iter().map(Rel::from).collect()
+}
 
 /// Reads the CPU topology on an I/O thread.
 async fn read_topology(pool: &IoPool, sysfs_root: &Path) -> Result<Topology> {
@@ -203,22 +244,13 @@ impl Daemon {
         let topo = read_topology(&pool, &cfg.sysfs_root)
             .await
             .context("cannot read the CPU topology")?;
-        let reserved = cfg.reserved_cpus.resolve(&topo);
         let mems_all = pool
             .read(&hier.mems_file(""))
             .await
             .ok()
             .and_then(|t| t.parse::<CpuSet>().ok())
             .unwrap_or_default();
-        let settings = Settings {
-            alloc: cfg.alloc_options(reserved.clone()),
-            reserved,
-            managed: cfg.managed.clone(),
-            shared: cfg.shared_cgroups.clone(),
-            align_memory: cfg.align_memory,
-            mems_all,
-            empty_inherits: hier.version == Version::V2,
-        };
+        let settings = settings(&cfg, &topo, mems_all, hier.version == Version::V2);
         let state = StateFile::new(&cfg.state_file);
         let saved = match state.load::<SavedState>() {
             Ok(Loaded::Fresh(s)) => {
@@ -255,11 +287,7 @@ impl Daemon {
             ),
             _ => None,
         };
-        let mut roots = cfg.watch_roots();
-        roots.extend(cfg.shared_cgroups.iter().cloned());
-        roots.sort();
-        roots.dedup();
-        let roots = roots.into_iter().map(Rel::from).collect();
+        let roots = roots(&cfg);
         let mounts = {
             let hier = hier.clone();
             pool.run(&cfg.cgroup_root, move |fs| watchdog::mounts(fs, &hier))
@@ -315,11 +343,25 @@ impl Daemon {
             last_ping: Instant::now(),
             wedge_on_usr2: false,
             socket,
+            leaving: Vec::new(),
+            config_path: None,
+            log_level_hook: None,
         })
     }
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// SIGHUP reads the configuration again from `path` and applies what
+    /// changed ([`Config::reload`]); without it, SIGHUP only reconciles.
+    pub fn reload_from(&mut self, path: PathBuf) {
+        self.config_path = Some(path);
+    }
+
+    /// `hook` changes the log level when a reload changes `log_level`.
+    pub fn on_log_level(&mut self, hook: impl Fn(LogLevel) + 'static) {
+        self.log_level_hook = Some(Box::new(hook));
     }
 
     /// Test hook: SIGUSR2 makes the event loop block its thread for good, as a
@@ -359,13 +401,9 @@ impl Daemon {
         self.notify_status(true);
         self.publish();
 
-        let mut tick = tokio::time::interval(self.cfg.reconcile_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.reset();
+        let mut tick = every(self.cfg.reconcile_interval);
         let mut ping = tokio::time::interval(self.ping_every.unwrap_or(Duration::from_secs(3600)));
-        let mut dog = tokio::time::interval(self.cfg.watchdog_interval);
-        dog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        dog.reset();
+        let mut dog = every(self.cfg.watchdog_interval);
         let mut usr2 = signal(SignalKind::user_defined2())?;
         // The status socket's snapshot follows at most this late.
         let mut publish = tokio::time::interval(PUBLISH_EVERY);
@@ -413,7 +451,15 @@ impl Daemon {
                     }
                 }
                 _ = hup.recv() => {
-                    info!("SIGHUP: full reconcile");
+                    info!("SIGHUP: reloading the configuration, then a full reconcile");
+                    let before = (self.cfg.reconcile_interval, self.cfg.watchdog_interval);
+                    self.reload().await;
+                    if before.0 != self.cfg.reconcile_interval {
+                        tick = every(self.cfg.reconcile_interval);
+                    }
+                    if before.1 != self.cfg.watchdog_interval {
+                        dog = every(self.cfg.watchdog_interval);
+                    }
                     self.reconcile(true).await;
                 }
                 _ = term.recv() => break,
@@ -427,6 +473,93 @@ impl Daemon {
         self.save_state().await;
         self.pool.shutdown();
         Ok(())
+    }
+
+    /// Reads the configuration file again and applies it. An invalid file
+    /// changes nothing: the error (file, line, key) is logged and the running
+    /// configuration stays. Keys only a restart can apply keep their running
+    /// value, with a warning each. The caller reconciles afterwards.
+    async fn reload(&mut self) {
+        let Some(path) = self.config_path.clone() else {
+            return;
+        };
+        let file = path.clone();
+        let read = self
+            .pool
+            .run(&path, move |_fs| Ok(config::load(&file)))
+            .await
+            .map_err(|e| chain(&e))
+            .and_then(|r| r.map_err(|e| e.to_string()));
+        let new = match read {
+            Ok(new) => new,
+            Err(error) => {
+                tracing::error!(path = %path.display(), %error,
+                    "configuration not reloaded; the running one stays");
+                self.count_reload("failed");
+                return;
+            }
+        };
+        let config::Reload {
+            config: new,
+            applied,
+            deferred,
+        } = self.cfg.reload(new);
+        for key in &deferred {
+            warn!(path = %path.display(), key, "changed in the configuration file; applied at the next restart");
+        }
+        self.count_reload("ok");
+        if applied.is_empty() {
+            info!(path = %path.display(), "configuration reloaded; nothing to apply");
+            return;
+        }
+        info!(path = %path.display(), changed = %applied.join(", "), "configuration reloaded");
+        let old = std::mem::replace(&mut self.cfg, Arc::new(new));
+        let cfg = self.cfg.clone();
+        if old.log_level != cfg.log_level
+            && let Some(hook) = &self.log_level_hook
+        {
+            hook(cfg.log_level);
+        }
+        let current = self.engine.settings();
+        let (mems_all, empty_inherits) = (current.mems_all.clone(), current.empty_inherits);
+        let settings = settings(&cfg, self.engine.topology(), mems_all, empty_inherits);
+        self.engine.set_settings(settings);
+        // The subtrees: what leaves them is no longer the daemon's (its
+        // cpusets stay as they are); what joins is found by the reconcile.
+        let roots = roots(&cfg);
+        if roots != self.roots {
+            let was_within: Vec<Rel> = self
+                .engine
+                .cgroups()
+                .keys()
+                .filter(|rel| self.within_roots(rel))
+                .cloned()
+                .collect();
+            self.roots = roots;
+            let leaving: Vec<Rel> = was_within
+                .into_iter()
+                .filter(|rel| !self.within_roots(rel))
+                .collect();
+            self.leaving.extend(leaving);
+            if self.hier.version == Version::V2 {
+                self.enable_cpuset_controller().await;
+            }
+        }
+        self.dog.may_require = watchdog::required(&cfg.managed, &cfg.required_paths, |_| true);
+        self.dog.repairs.configure(cfg.repair, cfg.repair_cooldown);
+        self.dog.dstate.set_threshold(cfg.dstate_threshold);
+        self.dog.frozen.set_threshold(cfg.frozen_threshold);
+        self.socket.dirty = true;
+    }
+
+    fn count_reload(&self, result: &str) {
+        self.socket
+            .metrics
+            .config_reloads
+            .get_or_create(&server::ResultLabel {
+                result: result.to_string(),
+            })
+            .inc();
     }
 
     /// In v2 the cpuset files of a cgroup exist only if every ancestor enables
@@ -595,6 +728,7 @@ impl Daemon {
         self.engine.replan_all();
         self.watch_above_roots();
         self.apply().await;
+        self.forget_leaving();
         release_free_memory();
         let took = started.elapsed();
         self.socket.reconciles += 1;
@@ -610,6 +744,23 @@ impl Daemon {
             cgroups = self.engine.cgroups().len(),
             "reconcile done"
         );
+    }
+
+    /// Forgets the cgroups a reload took out of the subtrees, once what the
+    /// daemon pinned there is given back (until then, a failed write is
+    /// retried by the next reconcile).
+    fn forget_leaving(&mut self) {
+        for rel in std::mem::take(&mut self.leaving) {
+            match self.engine.cgroups().get(&rel) {
+                Some(e) if e.ours => self.leaving.push(rel),
+                // Forgetting takes the subtree: not above a subtree still
+                // scanned.
+                Some(_) if !self.within_roots(&rel) && self.roots_below(&rel).is_empty() => {
+                    self.forget(&rel)
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Watches the existing ancestors of every subtree root, so that a root

@@ -415,6 +415,19 @@ impl Engine {
         self.full = true;
     }
 
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Replaces the settings (a reloaded configuration). As with a new
+    /// topology, assignments that are still valid (the same count, no CPU
+    /// now reserved) are kept by the next plan, which looks at every cgroup.
+    pub fn set_settings(&mut self, settings: Settings) {
+        self.settings = settings;
+        self.reserved = self.effective_reserved();
+        self.full = true;
+    }
+
     /// Makes the next plan look at every cgroup (a full reconcile).
     pub fn replan_all(&mut self) {
         self.full = true;

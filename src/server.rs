@@ -107,6 +107,13 @@ pub struct StateLabel {
     pub state: String,
 }
 
+/// Labels of the configuration reload counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// `ok` or `failed`.
+    pub result: String,
+}
+
 /// The daemon's metrics. Counters and histograms are updated by the loop as
 /// things happen; gauges are set from each snapshot.
 pub struct Metrics {
@@ -124,6 +131,7 @@ pub struct Metrics {
     pub dstate_tasks: Gauge,
     pub frozen_cgroups: Gauge,
     pub health: Family<StateLabel, Gauge>,
+    pub config_reloads: Family<ResultLabel, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -158,6 +166,7 @@ impl Metrics {
             dstate_tasks: Gauge::default(),
             frozen_cgroups: Gauge::default(),
             health: Family::default(),
+            config_reloads: Family::default(),
         };
         registry.register(
             "workload_exclusive_cpus",
@@ -194,6 +203,11 @@ impl Metrics {
             "cgroup_write_errors",
             "Cgroup file writes that failed",
             m.write_errors.clone(),
+        );
+        registry.register(
+            "config_reloads",
+            "Configuration reloads (SIGHUP), by result",
+            m.config_reloads.clone(),
         );
         registry.register(
             "repairs",

@@ -244,6 +244,13 @@ impl Repairs {
         }
     }
 
+    /// A reloaded configuration's switch and cooldown; the repairs already
+    /// made still count.
+    pub fn configure(&mut self, enabled: bool, cooldown: Duration) {
+        self.enabled = enabled;
+        self.cooldown = cooldown;
+    }
+
     /// What to do about `path`, found missing at `now`.
     pub fn decide(&self, path: &Path, now: Instant) -> Decision {
         if !self.enabled {
@@ -403,6 +410,12 @@ impl<K: Ord + Clone> Stuck<K> {
             threshold,
             since: BTreeMap::new(),
         }
+    }
+
+    /// A reloaded configuration's threshold; what is stuck stays stuck since
+    /// when it was first seen.
+    pub fn set_threshold(&mut self, threshold: Duration) {
+        self.threshold = threshold;
     }
 
     /// Takes the things in the bad state at `now`; returns those in it for

@@ -935,3 +935,54 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Reload (SIGHUP)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn reload_applies_what_a_running_daemon_can_and_defers_the_rest() {
+    let running = ok("reserved_cpus = \"0\"\nsocket = \"/run/a.sock\"\n");
+    let file = ok(concat!(
+        "reserved_cpus = \"0-1\"\n",
+        "socket = \"/run/b.sock\"\n",
+        "read_timeout = \"9s\"\n",
+        "log_level = \"debug\"\n",
+        "\n[[rule]]\nmatch = \"hpc.slice/job-*.scope\"\ncpus = 2\n",
+    ));
+    let r = running.reload(file.clone());
+    assert_eq!(r.applied, ["reserved_cpus", "log_level", "rules"]);
+    assert_eq!(r.deferred, ["socket", "read_timeout"]);
+    // The applied keys take the file's values, the deferred keep the running ones.
+    assert_eq!(r.config.reserved_cpus, Reserved::List(set("0-1")));
+    assert_eq!(r.config.rules, file.rules);
+    assert_eq!(r.config.log_level, LogLevel::Debug);
+    assert_eq!(r.config.socket, running.socket);
+    assert_eq!(r.config.read_timeout, running.read_timeout);
+}
+
+#[test]
+fn reload_of_an_unchanged_file_changes_nothing() {
+    let running = ok("reserved_cpus = \"2\"\n\n[[rule]]\nmatch = \"a/*\"\ncpus = 1\n");
+    let r = running.reload(running.clone());
+    assert!(r.applied.is_empty() && r.deferred.is_empty(), "{r:?}");
+    assert_eq!(r.config, running);
+}
+
+#[test]
+fn every_restart_key_is_a_key_and_none_is_applied() {
+    let defaults = Config::default();
+    let mut file = defaults.clone();
+    file.cgroup_root = "/x/cgroup".into();
+    file.sysfs_root = "/x/sys".into();
+    file.proc_root = "/x/proc".into();
+    file.state_file = "/x/state.json".into();
+    file.socket = "/x/s.sock".into();
+    file.hierarchy = HierarchyMode::V1;
+    file.read_timeout = Duration::from_secs(1);
+    file.bundle_dirs = vec!["/x/bundles".into()];
+    let r = defaults.reload(file);
+    assert!(r.applied.is_empty(), "{r:?}");
+    assert_eq!(r.deferred, Config::RESTART_KEYS);
+    assert_eq!(r.config, defaults);
+}

@@ -1167,6 +1167,97 @@ fn opt_out_after_the_rule(version: Version, driver: Driver) {
     env.wait_cpus(&[SYSTEM], &online);
 }
 
+on_both_versions!(reload_applies_a_rule_and_takes_it_back => reload_rule(Driver::Systemd));
+
+/// SIGHUP reads the configuration again. A rule added to the file pins a
+/// job that was already running; taken out again, the job gets back the CPUs
+/// it had before and the shared pool is whole. The reload comes with its full
+/// reconcile.
+fn reload_rule(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    let spec = env.existing();
+    env.tree.create("hpc.slice", &spec);
+    let job = "hpc.slice/job-1.scope";
+    env.tree.create(job, &spec);
+    env.start();
+    let online = set(ONLINE);
+    env.wait_effective(&[job], &online);
+
+    let with_rule = Options {
+        rules: vec![("hpc.slice/job-*.scope", 2)],
+        ..Options::default()
+    };
+    env.write_config(&with_rule);
+    env.reconcile();
+    let cpus = env.wait_pinned(job, 2);
+    env.wait_cpus(&[SYSTEM], &online.difference(&cpus));
+    assert!(
+        env.logs().contains("configuration reloaded") && env.logs().contains("rules"),
+        "the reload is logged with what changed:\n{}",
+        env.logs()
+    );
+
+    env.write_config(&Options::default());
+    env.reconcile();
+    env.wait_effective(&[job], &online);
+    env.wait_cpus(&[SYSTEM], &online);
+}
+
+/// A file that does not parse changes nothing: the daemon keeps running with
+/// the configuration it has, logs the error with its line, and counts the
+/// failure; a key only a restart applies is named and left as it runs.
+#[test]
+fn reload_keeps_the_running_configuration_on_a_bad_file() {
+    let opts = Options {
+        rules: vec![("hpc.slice/job-*.scope", 2)],
+        ..Options::default()
+    };
+    let mut env = Env::new(Version::V2, Driver::Systemd, opts.clone());
+    env.tree.create("hpc.slice", &Spec::default());
+    let job = "hpc.slice/job-1.scope";
+    env.tree.create(job, &Spec::default());
+    env.start();
+    let cpus = env.wait_pinned(job, 2);
+
+    // An unknown key on the last line: the whole file is refused.
+    let good = fs::read_to_string(&env.config).unwrap();
+    let lines = good.lines().count() + 1;
+    fs::write(&env.config, format!("{good}cpu_count = 4\n")).unwrap();
+    env.reconcile();
+    let logs = env.logs();
+    assert!(
+        logs.contains("configuration not reloaded")
+            && logs.contains(&format!(":{lines}:"))
+            && logs.contains("cpu_count"),
+        "the error names the line and the key:\n{logs}"
+    );
+    env.expect_cpus(&[job], &cpus)
+        .unwrap_or_else(|e| env.fail(&e));
+
+    // A restart key: named, not applied (the socket stays where it is).
+    let moved = good.replace("pinctl.sock", "elsewhere.sock");
+    assert_ne!(moved, good);
+    fs::write(&env.config, moved).unwrap();
+    env.reconcile();
+    assert!(
+        env.logs().contains("applied at the next restart") && env.logs().contains("key=\"socket\""),
+        "the deferred key is named:\n{}",
+        env.logs()
+    );
+    let socket = env.tmp.path().join("pinctl.sock");
+    let (code, metrics) = get(&socket, "/metrics");
+    assert_eq!(code, 200);
+    for want in [
+        "pinctl_config_reloads_total{result=\"failed\"} 1",
+        "pinctl_config_reloads_total{result=\"ok\"} 1",
+    ] {
+        assert!(metrics.contains(want), "{want} in\n{metrics}");
+    }
+    env.expect_cpus(&[job], &cpus)
+        .unwrap_or_else(|e| env.fail(&e));
+    env.stop();
+}
+
 on_both_versions!(identity_read_when_a_container_starts_wanting_cpus => identity_when_wanting_later(Driver::Systemd));
 
 /// A container that wants nothing at first: the daemon remembers only that

@@ -2,6 +2,7 @@
 //!
 //! `pinctld --config PATH` runs in the foreground until SIGTERM or SIGINT;
 //! `pinctld --config PATH --check` validates the configuration and exits.
+//! SIGHUP reads the configuration again (see [`pinctl::config::Config::reload`]).
 //! Exit codes: 0 success, 1 failure (the reason on stderr or in the journal),
 //! 2 a wrong command line.
 
@@ -13,29 +14,50 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Parser;
 use pinctl::cli::DaemonCli;
-use tracing_subscriber::EnvFilter;
+use pinctl::config::LogLevel;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, reload};
+
+/// The filter of `level`: our crates at that level, everything else at warn.
+fn level_filter(level: LogLevel) -> EnvFilter {
+    let level = level.as_str();
+    EnvFilter::new(format!("pinctl={level},pinctld={level},warn"))
+}
 
 /// Logs go to the journal when its socket exists, else to stderr. `RUST_LOG`
-/// overrides the configured level.
-fn init_logging(level: &str) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("pinctl={level},pinctld={level},warn")));
+/// overrides the configured level, then and at every reload. Returns what
+/// sets a reloaded level.
+fn init_logging(level: LogLevel) -> impl Fn(LogLevel) + 'static {
+    let from_env = EnvFilter::try_from_default_env().ok();
+    let overridden = from_env.is_some();
+    let (filter, handle) = reload::Layer::new(from_env.unwrap_or_else(|| level_filter(level)));
     let registry = tracing_subscriber::registry().with(filter);
     if Path::new("/run/systemd/journal/socket").exists()
         && let Ok(journald) = tracing_journald::layer()
     {
         registry.with(journald).init();
-        return;
+    } else {
+        registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(std::io::stderr().is_terminal()),
+            )
+            .init();
     }
-    registry
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(std::io::stderr().is_terminal()),
-        )
-        .init();
+    move |level| {
+        if overridden {
+            tracing::warn!(
+                level = level.as_str(),
+                "log_level not applied: RUST_LOG overrides it"
+            );
+        } else if let Err(e) = handle.reload(level_filter(level)) {
+            tracing::warn!(error = %e, "cannot change the log level");
+        } else {
+            tracing::info!(level = level.as_str(), "log level changed");
+        }
+    }
 }
 
 fn run(args: DaemonCli) -> Result<()> {
@@ -48,7 +70,7 @@ fn run(args: DaemonCli) -> Result<()> {
         );
         return Ok(());
     }
-    init_logging(config.log_level.as_str());
+    let set_log_level = init_logging(config.log_level);
     // One event loop on one thread; file I/O runs on the pool's own threads.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -56,6 +78,8 @@ fn run(args: DaemonCli) -> Result<()> {
         .context("cannot start the runtime")?;
     let result = runtime.block_on(async {
         let mut daemon = pinctl::daemon::Daemon::start(config).await?;
+        daemon.reload_from(args.config.clone());
+        daemon.on_log_level(set_log_level);
         // Test hook, for the watchdog tests only: SIGUSR2 wedges the loop.
         daemon.wedge_on_sigusr2(std::env::var_os("PINCTL_TEST_WEDGE").is_some_and(|v| v == "1"));
         daemon.run().await
