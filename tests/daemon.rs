@@ -12,28 +12,24 @@
 
 #[path = "support/fake_cgroup.rs"]
 mod fake_cgroup;
+#[path = "support/pinctld.rs"]
+mod pinctld;
 
 use std::fmt::Write as _;
 use std::fs;
-use std::io::ErrorKind;
-use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fake_cgroup::{
     Driver, FakeCgroup, Layout, MEMS, ONLINE, Qos, Spec, Version, container_id, set, uid,
 };
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use pinctl::CpuSet;
 use pinctl::engine::SavedState;
 use pinctl::state::{Loaded, StateFile};
+use pinctld::{Launch, PINCTLD, Pinctld};
 
-const PINCTLD: &str = env!("CARGO_BIN_EXE_pinctld");
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/sysfs/intel-2s-smt"
@@ -65,54 +61,6 @@ fn whole_cores(cpus: &CpuSet) -> bool {
 // The daemon under test
 // ---------------------------------------------------------------------------
 
-/// A running `pinctld` and the reader of its `NOTIFY_SOCKET`.
-struct Daemon {
-    child: Child,
-    notes: Arc<Mutex<Vec<String>>>,
-    stop: Arc<AtomicBool>,
-    reader: Option<JoinHandle<()>>,
-}
-
-impl Daemon {
-    fn signal(&self, sig: Signal) {
-        let _ = kill(Pid::from_raw(self.child.id() as i32), sig);
-    }
-
-    /// Waits for the process to exit, up to `limit`.
-    fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn notes(&self) -> Vec<String> {
-        self.notes.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            self.signal(Signal::SIGTERM);
-            if self.wait(Duration::from_secs(3)).is_none() {
-                self.signal(Signal::SIGKILL);
-                let _ = self.child.wait();
-            }
-        }
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(r) = self.reader.take() {
-            let _ = r.join();
-        }
-    }
-}
-
 /// What a test configures.
 #[derive(Debug, Clone)]
 struct Options {
@@ -140,7 +88,7 @@ impl Default for Options {
 /// state file, bundles, logs, and the daemon when it runs.
 struct Env {
     // Dropped first: the daemon stops before its files go.
-    daemon: Option<Daemon>,
+    daemon: Option<Pinctld>,
     tmp: tempfile::TempDir,
     tree: FakeCgroup,
     k: Layout,
@@ -244,59 +192,14 @@ impl Env {
         let n = self.logs.len() + 1;
         let log = self.tmp.path().join(format!("daemon-{n}.log"));
         let notify = self.tmp.path().join(format!("notify-{n}.sock"));
-        let sock = UnixDatagram::bind(&notify).unwrap();
-        sock.set_read_timeout(Some(Duration::from_millis(50)))
-            .unwrap();
-        let notes = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let reader = {
-            let notes = notes.clone();
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut buf = vec![0u8; 4096];
-                while !stop.load(Ordering::Relaxed) {
-                    match sock.recv(&mut buf) {
-                        Ok(len) => notes
-                            .lock()
-                            .unwrap()
-                            .push(String::from_utf8_lossy(&buf[..len]).into_owned()),
-                        Err(e)
-                            if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                        Err(_) => break,
-                    }
-                }
-            })
-        };
-        let file = fs::File::create(&log).unwrap();
-        let child = Command::new(PINCTLD)
-            .arg("--config")
-            .arg(&self.config)
-            .env_remove("RUST_LOG")
-            .env_remove("WATCHDOG_USEC")
-            .env_remove("WATCHDOG_PID")
-            .env("NOTIFY_SOCKET", &notify)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .expect("start pinctld");
+        let mut daemon = Pinctld::spawn(&self.config, &log, &notify, &Launch::default());
         self.logs.push(log);
-        let mut daemon = Daemon {
-            child,
-            notes,
-            stop,
-            reader: Some(reader),
-        };
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
-            if daemon
-                .notes()
-                .iter()
-                .any(|n| n.lines().any(|l| l == "READY=1"))
-            {
+            if daemon.ready() {
                 break;
             }
-            if let Ok(Some(status)) = daemon.child.try_wait() {
+            if let Some(status) = daemon.exited() {
                 self.daemon = Some(daemon);
                 self.fail(&format!("pinctld exited before READY=1: {status}"));
             }
@@ -327,13 +230,15 @@ impl Env {
     /// SIGKILL: a crash, no chance to save anything.
     fn crash(&mut self) {
         let mut d = self.daemon.take().expect("the daemon runs");
-        d.signal(Signal::SIGKILL);
-        let _ = d.child.wait();
+        d.kill();
     }
 
     /// Every `sd_notify` message of the running daemon.
     fn notes(&self) -> Vec<String> {
-        self.daemon.as_ref().map(Daemon::notes).unwrap_or_default()
+        self.daemon
+            .as_ref()
+            .map(|d| d.notes().into_iter().map(|(_, note)| note).collect())
+            .unwrap_or_default()
     }
 
     fn logs(&self) -> String {
@@ -407,8 +312,10 @@ impl Env {
                 .count()
         };
         let before = done();
-        let pid = self.daemon.as_ref().expect("the daemon runs").child.id();
-        kill(Pid::from_raw(pid as i32), Signal::SIGHUP).unwrap();
+        self.daemon
+            .as_ref()
+            .expect("the daemon runs")
+            .signal(Signal::SIGHUP);
         self.wait_for("a full reconcile", || {
             if done() > before {
                 Ok(())

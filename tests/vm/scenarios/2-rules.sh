@@ -48,3 +48,31 @@ expect hpc.slice-not-shrunk "$ALL" eff hpc.slice
 
 rmcg hpc.slice/job-1.scope hpc.slice/job-2.scope
 shared_ok jobs-gone "$X3" besteffort=$E_PID system=$SYS_PID
+
+# A reload (SIGHUP). A rule added to the file pins a task already running in
+# a slice the daemon did not watch; a file with an error changes nothing; the
+# rule taken out again gives the task back its parent's CPUs.
+mkcg batch.slice
+mkcg batch.slice/task-1.scope
+T_PID=$(spawn batch.slice/task-1.scope)
+expect reload-before "$ALL" allowed "$T_PID"
+write_config 1h '[[rule]]
+match = "batch.slice/task-*.scope"
+cpus = 1'
+kill -HUP "$DPID"
+pin reload-rule-pins batch.slice/task-1.scope 1; X4=$GOT
+expect reload-rule-process "$X4" allowed "$T_PID"
+echo 'no_such_key = 1' >> "$CONFIG"
+kill -HUP "$DPID"
+_logged() { grep -q "$1" "$LOG"; }
+if wait_for "$WAIT" _logged "configuration not reloaded"; then
+    pass reload-bad-file-refused "the error is logged"
+else
+    fail reload-bad-file-refused "no \"configuration not reloaded\" in the daemon's log"
+fi
+expect_stays reload-bad-file-changes-nothing "$X4" allowed "$T_PID" 1
+check reload-bad-file-daemon-runs "the daemon runs on" kill -0 "$DPID"
+write_config 1h
+kill -HUP "$DPID"
+expect reload-rule-removed "$ALL" allowed "$T_PID"
+shared_ok reload-shared "$X3" besteffort=$E_PID system=$SYS_PID
