@@ -685,9 +685,14 @@ impl Daemon {
         }
     }
 
-    fn upsert(&mut self, r: Reading) {
+    fn upsert(&mut self, mut r: Reading) {
         if let Some(p) = &r.problem {
             warn!(cgroup = %r.obs.rel, problem = %p);
+        }
+        // Only a reload leaves a known cgroup outside the subtrees: whatever
+        // its xattr or bundle asks, it is no longer the daemon's to pin.
+        if !self.within_roots(&r.obs.rel) {
+            r.intent = None;
         }
         self.engine.upsert(r);
     }

@@ -1077,18 +1077,23 @@ fn opt_out_after_the_rule(version: Version, driver: Driver) {
 on_both_versions!(reload_applies_a_rule_and_takes_it_back => reload_rule(Driver::Systemd));
 
 /// SIGHUP reads the configuration again. A rule added to the file pins a
-/// job that was already running; taken out again, the job gets back the CPUs
-/// it had before and the shared pool is whole. The reload comes with its full
-/// reconcile.
+/// job that was already running, and brings its slice into the watched
+/// subtrees (an xattr there now counts); taken out again, both jobs get back
+/// the CPUs they had before and the shared pool is whole. The reload comes
+/// with its full reconcile.
 fn reload_rule(version: Version, driver: Driver) {
     let mut env = Env::new(version, driver, Options::default());
     let spec = env.existing();
     env.tree.create("hpc.slice", &spec);
     let job = "hpc.slice/job-1.scope";
     env.tree.create(job, &spec);
+    // Asks by xattr, but hpc.slice is not watched until a rule names it.
+    let asking = "hpc.slice/job-2.scope";
+    env.tree.create(asking, &spec);
+    env.tree.set_xattr(asking, "3");
     env.start();
     let online = set(ONLINE);
-    env.wait_effective(&[job], &online);
+    env.wait_effective(&[job, asking], &online);
 
     let with_rule = Options {
         rules: vec![("hpc.slice/job-*.scope", 2)],
@@ -1097,16 +1102,18 @@ fn reload_rule(version: Version, driver: Driver) {
     env.write_config(&with_rule);
     env.reconcile();
     let cpus = env.wait_pinned(job, 2);
-    env.wait_cpus(&[SYSTEM], &online.difference(&cpus));
+    let asked = env.wait_pinned(asking, 3);
+    env.wait_cpus(&[SYSTEM], &online.difference(&cpus).difference(&asked));
     assert!(
         env.logs().contains("configuration reloaded") && env.logs().contains("rules"),
         "the reload is logged with what changed:\n{}",
         env.logs()
     );
 
+    // Out of the watched subtrees again: both get back what they had.
     env.write_config(&Options::default());
     env.reconcile();
-    env.wait_effective(&[job], &online);
+    env.wait_effective(&[job, asking], &online);
     env.wait_cpus(&[SYSTEM], &online);
 }
 
