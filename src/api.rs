@@ -49,6 +49,33 @@ pub struct Status {
     pub failing: Vec<Failing>,
     pub watchdog: Watchdog,
     pub counters: Counters,
+    /// The configuration in force (absent from a daemon older than this
+    /// field: then all defaults).
+    #[serde(default)]
+    pub config: RunningConfig,
+}
+
+/// The configuration the daemon runs with, which can differ from its file:
+/// keys waiting for a restart, or a file that failed to reload.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningConfig {
+    /// The file it was read from (absent: none, as in tests that build the
+    /// daemon directly).
+    pub file: Option<PathBuf>,
+    /// When it was last read, at start or by a reload (SIGHUP), seconds since
+    /// the Unix epoch.
+    pub loaded: u64,
+    pub cgroup_root: PathBuf,
+    pub proc_root: PathBuf,
+    pub sysfs_root: PathBuf,
+    /// The `managed` subtrees.
+    pub managed: Vec<String>,
+    pub shared_cgroups: Vec<String>,
+    /// Keys the file changes that wait for a restart.
+    pub restart_pending: Vec<String>,
+    /// Why the last reload failed (the file, line and key); absent once a
+    /// reload succeeds.
+    pub reload_error: Option<String>,
 }
 
 /// The daemon itself.

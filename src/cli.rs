@@ -378,10 +378,15 @@ fn describe_cmd(args: &DescribeArgs, style: Style, out: &mut dyn Write) -> Resul
         .socket
         .clone()
         .unwrap_or_else(|| config.socket.clone());
-    let cgroup_root = config.cgroup_root;
     let client = Client::new(socket);
     let rt = runtime()?;
     let status = rt.block_on(client.status())?;
+    // The daemon's own root when it says, else the file's.
+    let cgroup_root = if status.config.cgroup_root.as_os_str().is_empty() {
+        config.cgroup_root
+    } else {
+        status.config.cgroup_root.clone()
+    };
     let workload = match describe::find(&status, &args.target, &cgroup_root) {
         describe::Found::One(w) => w,
         describe::Found::Ambiguous(candidates) => {
@@ -414,23 +419,41 @@ fn verify_cmd(args: &VerifyArgs, style: Style, out: &mut dyn Write) -> Result<()
             .block_on(Client::new(socket).status())
             .map_err(offer_offline)?
     };
+    // What the daemon runs with when it says (its file may have changed
+    // since), else the file's.
+    let running = &status.config;
+    let (cgroup_root, proc_root, sysfs_root, managed, shared) =
+        if running.cgroup_root.as_os_str().is_empty() {
+            (
+                &config.cgroup_root,
+                &config.proc_root,
+                &config.sysfs_root,
+                &config.managed,
+                &config.shared_cgroups,
+            )
+        } else {
+            (
+                &running.cgroup_root,
+                &running.proc_root,
+                &running.sysfs_root,
+                &running.managed,
+                &running.shared_cgroups,
+            )
+        };
     let roots = verify::Roots {
         cgroup_root: args
             .cgroup_root
             .clone()
-            .unwrap_or_else(|| config.cgroup_root.clone()),
-        proc_root: args
-            .proc_root
-            .clone()
-            .unwrap_or_else(|| config.proc_root.clone()),
+            .unwrap_or_else(|| cgroup_root.clone()),
+        proc_root: args.proc_root.clone().unwrap_or_else(|| proc_root.clone()),
         sysfs_root: args
             .sysfs_root
             .clone()
-            .unwrap_or_else(|| config.sysfs_root.clone()),
+            .unwrap_or_else(|| sysfs_root.clone()),
     };
     let scope = verify::Scope {
-        managed: config.managed.clone(),
-        shared: config.shared_cgroups.clone(),
+        managed: managed.clone(),
+        shared: shared.clone(),
     };
     let report = verify::verify(&status, &roots, &scope)?;
     if args.json {

@@ -124,8 +124,21 @@ pub struct Daemon {
     leaving: Vec<Rel>,
     /// The configuration file read again on SIGHUP ([`Self::reload_from`]).
     config_path: Option<PathBuf>,
+    /// How the configuration was last read.
+    loaded: Loads,
     /// Applies a reloaded `log_level` ([`Self::on_log_level`]).
     log_level_hook: Option<Box<dyn Fn(LogLevel)>>,
+}
+
+/// How the configuration was last read (for the status).
+#[derive(Debug, Default)]
+struct Loads {
+    /// Seconds since the Unix epoch.
+    at: u64,
+    /// Keys the file changes that wait for a restart.
+    restart_pending: Vec<String>,
+    /// Why the last reload failed.
+    error: Option<String>,
 }
 
 /// The loop's side of the status socket.
@@ -160,6 +173,13 @@ struct Watch {
     again: Option<bool>,
     tx: tokio::sync::mpsc::Sender<Findings>,
     rx: tokio::sync::mpsc::Receiver<Findings>,
+}
+
+/// Seconds since the Unix epoch.
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// A timer that first fires one `period` from now and, when the loop was
@@ -306,9 +326,7 @@ impl Daemon {
             metrics: Arc::new(server::Metrics::new()),
             dirty: true,
             topology: None,
-            started: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
+            started: now_secs(),
             reconciles: 0,
             last_reconcile_ms: 0,
         };
@@ -345,6 +363,10 @@ impl Daemon {
             socket,
             leaving: Vec::new(),
             config_path: None,
+            loaded: Loads {
+                at: now_secs(),
+                ..Loads::default()
+            },
             log_level_hook: None,
         })
     }
@@ -496,6 +518,8 @@ impl Daemon {
                 tracing::error!(path = %path.display(), %error,
                     "configuration not reloaded; the running one stays");
                 self.count_reload("failed");
+                self.loaded.error = Some(error);
+                self.socket.dirty = true;
                 return;
             }
         };
@@ -508,6 +532,12 @@ impl Daemon {
             warn!(path = %path.display(), key, "changed in the configuration file; applied at the next restart");
         }
         self.count_reload("ok");
+        self.loaded = Loads {
+            at: now_secs(),
+            restart_pending: deferred.iter().map(|k| k.to_string()).collect(),
+            error: None,
+        };
+        self.socket.dirty = true;
         if applied.is_empty() {
             info!(path = %path.display(), "configuration reloaded; nothing to apply");
             return;
@@ -1376,6 +1406,17 @@ impl Daemon {
                 repairs: self.dog.repairs.count,
                 cgroups: self.engine.cgroups().len() as u64,
             },
+            config: api::RunningConfig {
+                file: self.config_path.clone(),
+                loaded: self.loaded.at,
+                cgroup_root: self.cfg.cgroup_root.clone(),
+                proc_root: self.cfg.proc_root.clone(),
+                sysfs_root: self.cfg.sysfs_root.clone(),
+                managed: self.cfg.managed.clone(),
+                shared_cgroups: self.cfg.shared_cgroups.clone(),
+                restart_pending: self.loaded.restart_pending.clone(),
+                reload_error: self.loaded.error.clone(),
+            },
         }
     }
 
@@ -1459,6 +1500,7 @@ fn empty_status() -> api::Status {
         failing: Vec::new(),
         watchdog: api::Watchdog::default(),
         counters: api::Counters::default(),
+        config: api::RunningConfig::default(),
     }
 }
 

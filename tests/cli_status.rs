@@ -140,9 +140,14 @@ fn status_shows_trouble_and_says_when_it_is_offline() {
         wchan: Some("io_schedule".into()),
         secs: 130,
     });
+    doc.config.file = Some("/etc/pinctl/pinctld.toml".into());
+    doc.config.restart_pending = vec!["socket".into(), "read_timeout".into()];
+    doc.config.reload_error = Some("/etc/pinctl/pinctld.toml:21:1: unknown key `cpu_count`".into());
     let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
     for want in [
         "Health:      degraded: 1 hung path, 1 failing cgroup",
+        "Config:      reload failed, running on the one before: /etc/pinctl/pinctld.toml:21:1: unknown key `cpu_count`",
+        "Config:      /etc/pinctl/pinctld.toml changes socket, read_timeout; applied at the next restart",
         "Failing cgroups:\n  kubepods.slice/x: write cpuset.cpus: Device or resource busy (errno 16)",
         "hung path /sys/fs/cgroup/kubepods.slice/y (read hung 1m 15s ago)",
         "task 78 (pid 77, fio) of kubepods.slice/z in D state for 2m 10s, in io_schedule",

@@ -1117,6 +1117,22 @@ fn reload_rule(version: Version, driver: Driver) {
     env.wait_cpus(&[SYSTEM], &online);
 }
 
+/// The `config` section of the daemon's status, once the snapshot has caught
+/// up with the last reload.
+fn running_config(env: &Env, socket: &Path) -> pinctl::api::RunningConfig {
+    env.wait_for("the status after the reload", || {
+        let (code, body) = get(socket, "/v1/status");
+        let status: pinctl::api::Status =
+            serde_json::from_str(&body).map_err(|e| format!("HTTP {code}: {e}: {body}"))?;
+        let c = status.config;
+        if c.reload_error.is_some() || !c.restart_pending.is_empty() {
+            Ok(c)
+        } else {
+            Err(format!("not yet: {c:?}"))
+        }
+    })
+}
+
 /// A file that does not parse changes nothing: the daemon keeps running with
 /// the configuration it has, logs the error with its line, and counts the
 /// failure; a key only a restart applies is named and left as it runs.
@@ -1147,6 +1163,14 @@ fn reload_keeps_the_running_configuration_on_a_bad_file() {
     );
     env.expect_cpus(&[job], &cpus)
         .unwrap_or_else(|e| env.fail(&e));
+    let socket = env.tmp.path().join("pinctl.sock");
+    let running = running_config(&env, &socket);
+    let error = running.reload_error.unwrap_or_default();
+    assert!(
+        error.contains("cpu_count"),
+        "the status says why: {error:?}"
+    );
+    assert_eq!(running.file.as_deref(), Some(env.config.as_path()));
 
     // A restart key: named, not applied (the socket stays where it is).
     let moved = good.replace("pinctl.sock", "elsewhere.sock");
@@ -1158,7 +1182,9 @@ fn reload_keeps_the_running_configuration_on_a_bad_file() {
         "the deferred key is named:\n{}",
         env.logs()
     );
-    let socket = env.tmp.path().join("pinctl.sock");
+    let running = running_config(&env, &socket);
+    assert_eq!(running.restart_pending, ["socket"]);
+    assert_eq!(running.reload_error, None, "a good reload clears the error");
     let (code, metrics) = get(&socket, "/metrics");
     assert_eq!(code, 200);
     for want in [

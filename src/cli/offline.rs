@@ -188,6 +188,14 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
         failing: Vec::new(),
         watchdog: api::Watchdog::default(),
         counters: api::Counters::default(),
+        config: api::RunningConfig {
+            cgroup_root: config.cgroup_root.clone(),
+            proc_root: config.proc_root.clone(),
+            sysfs_root: config.sysfs_root.clone(),
+            managed: config.managed.clone(),
+            shared_cgroups: config.shared_cgroups.clone(),
+            ..api::RunningConfig::default()
+        },
     };
     Ok(OfflineStatus { status, notes })
 }

@@ -211,6 +211,32 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
         fieldw("Health"),
         style.health(&health.state)
     );
+    let cfg = &status.config;
+    let file = cfg.file.as_ref().map_or_else(
+        || "the configuration".to_string(),
+        |f| f.display().to_string(),
+    );
+    if let Some(error) = &cfg.reload_error {
+        let _ = writeln!(
+            s,
+            "{}{}",
+            fieldw("Config"),
+            style.yellow(&format!(
+                "reload failed, running on the one before: {error}"
+            ))
+        );
+    }
+    if !cfg.restart_pending.is_empty() {
+        let _ = writeln!(
+            s,
+            "{}{}",
+            fieldw("Config"),
+            style.yellow(&format!(
+                "{file} changes {}; applied at the next restart",
+                cfg.restart_pending.join(", ")
+            ))
+        );
+    }
     let mut hier = format!("cgroup {}", status.hierarchy);
     if status.hybrid {
         hier.push_str(" (hybrid: a v2 tree beside it)");

@@ -157,5 +157,6 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
             repairs: 0,
             cgroups: 57,
         },
+        config: api::RunningConfig::default(),
     }
 }
