@@ -204,8 +204,9 @@ pub const CONFIG_FILE: &str = "/etc/pinctl/pinctld.toml";
 /// pinctld runs in the foreground until SIGTERM or SIGINT. SIGHUP reads the
 /// configuration file again, applies what changed (the file's paths, socket,
 /// hierarchy, read_timeout and bundle_dirs wait for a restart; a file with an
-/// error changes nothing) and reconciles every cgroup. Under systemd (pinctld.service) it reports readiness after
-/// its first reconcile and pets the watchdog.
+/// error changes nothing) and reconciles every cgroup. Under systemd
+/// (pinctld.service) it reports readiness after its first reconcile and pets
+/// the watchdog.
 #[derive(Debug, Parser)]
 #[command(name = "pinctld", version)]
 pub struct DaemonCli {

@@ -130,7 +130,7 @@ pub enum Reserved {
     /// Exactly these CPUs (never empty).
     List(CpuSet),
     /// This many CPUs (1 to [`MAX_CPUS`]), taken from the lowest-numbered whole
-    /// cores when the daemon starts or reloads its configuration.
+    /// cores when the daemon starts, and again by a reload that changes it.
     Count(usize),
 }
 

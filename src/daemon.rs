@@ -171,8 +171,11 @@ struct Watch {
     running: bool,
     /// Another round was asked for meanwhile (`true`: paths only).
     again: Option<bool>,
-    tx: tokio::sync::mpsc::Sender<Findings>,
-    rx: tokio::sync::mpsc::Receiver<Findings>,
+    /// Bumped by a reload: a round started before it checked what the old
+    /// configuration required, and its findings are dropped.
+    generation: u64,
+    tx: tokio::sync::mpsc::Sender<(u64, Findings)>,
+    rx: tokio::sync::mpsc::Receiver<(u64, Findings)>,
 }
 
 /// Seconds since the Unix epoch.
@@ -197,9 +200,9 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 /// Freezer files read per batch by a round of checks.
 const FREEZER_CHUNK: usize = 512;
 
-/// What the engine needs of the configuration `cfg` on topology `topo`.
-fn settings(cfg: &Config, topo: &Topology, mems_all: CpuSet, empty_inherits: bool) -> Settings {
-    let reserved = cfg.reserved_cpus.resolve(topo);
+/// What the engine needs of the configuration `cfg`, with its reserved CPUs
+/// resolved.
+fn settings(cfg: &Config, reserved: CpuSet, mems_all: CpuSet, empty_inherits: bool) -> Settings {
     Settings {
         alloc: cfg.alloc_options(reserved.clone()),
         reserved,
@@ -270,7 +273,8 @@ impl Daemon {
             .ok()
             .and_then(|t| t.parse::<CpuSet>().ok())
             .unwrap_or_default();
-        let settings = settings(&cfg, &topo, mems_all, hier.version == Version::V2);
+        let reserved = cfg.reserved_cpus.resolve(&topo);
+        let settings = settings(&cfg, reserved, mems_all, hier.version == Version::V2);
         let state = StateFile::new(&cfg.state_file);
         let saved = match state.load::<SavedState>() {
             Ok(Loaded::Fresh(s)) => {
@@ -341,6 +345,7 @@ impl Daemon {
             frozen_cgroups: Vec::new(),
             running: false,
             again: None,
+            generation: 0,
             tx,
             rx,
         };
@@ -395,6 +400,13 @@ impl Daemon {
     /// Runs until SIGTERM or SIGINT.
     pub async fn run(mut self) -> Result<()> {
         let started = Instant::now();
+        // Before anything else: until a handler exists, SIGHUP and SIGTERM
+        // would end the process (`systemctl start` then `reload` at once).
+        // A signal that comes during start-up waits for the loop.
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        let mut usr2 = signal(SignalKind::user_defined2())?;
         if self.hier.version == Version::V2 {
             self.enable_cpuset_controller().await;
         }
@@ -426,13 +438,9 @@ impl Daemon {
         let mut tick = every(self.cfg.reconcile_interval);
         let mut ping = tokio::time::interval(self.ping_every.unwrap_or(Duration::from_secs(3600)));
         let mut dog = every(self.cfg.watchdog_interval);
-        let mut usr2 = signal(SignalKind::user_defined2())?;
         // The status socket's snapshot follows at most this late.
         let mut publish = tokio::time::interval(PUBLISH_EVERY);
         publish.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut hup = signal(SignalKind::hangup())?;
         loop {
             self.beat();
             tokio::select! {
@@ -459,9 +467,11 @@ impl Daemon {
                 _ = ping.tick(), if self.ping_every.is_some() => self.beat(),
                 _ = publish.tick(), if self.socket.dirty => self.publish(),
                 _ = dog.tick() => self.start_checks(false),
-                Some(found) = self.dog.rx.recv() => {
+                Some((generation, found)) = self.dog.rx.recv() => {
                     self.dog.running = false;
-                    self.act(found).await;
+                    if generation == self.dog.generation {
+                        self.act(found).await;
+                    }
                     if let Some(paths_only) = self.dog.again.take() {
                         self.start_checks(paths_only);
                     }
@@ -551,8 +561,20 @@ impl Daemon {
             hook(cfg.log_level);
         }
         let current = self.engine.settings();
-        let (mems_all, empty_inherits) = (current.mems_all.clone(), current.empty_inherits);
-        let settings = settings(&cfg, self.engine.topology(), mems_all, empty_inherits);
+        // A count of reserved CPUs is chosen again only when it changed: the
+        // topology may have changed since (hot-plug), and a reload of other
+        // keys must not move workloads.
+        let reserved = if applied.contains(&"reserved_cpus") {
+            cfg.reserved_cpus.resolve(self.engine.topology())
+        } else {
+            current.reserved.clone()
+        };
+        let settings = settings(
+            &cfg,
+            reserved,
+            current.mems_all.clone(),
+            current.empty_inherits,
+        );
         self.engine.set_settings(settings);
         // The subtrees: what leaves them is no longer the daemon's (its
         // cpusets stay as they are); what joins is found by the reconcile.
@@ -579,6 +601,10 @@ impl Daemon {
         self.dog.repairs.configure(cfg.repair, cfg.repair_cooldown);
         self.dog.dstate.set_threshold(cfg.dstate_threshold);
         self.dog.frozen.set_threshold(cfg.frozen_threshold);
+        // The required paths under the new configuration, now (a round
+        // already running is dropped when it ends, and this one follows).
+        self.dog.generation += 1;
+        self.start_checks(true);
         self.socket.dirty = true;
     }
 
@@ -681,6 +707,11 @@ impl Daemon {
                         for name in &r.obs.children {
                             let child = cgroup::child(&rel, name);
                             if queued.contains(child.as_str()) {
+                                continue;
+                            }
+                            // Below a cgroup a reload took out of the
+                            // subtrees: only the way down to one.
+                            if !self.within_roots(&child) && self.roots_below(&child).is_empty() {
                                 continue;
                             }
                             let child: Rel = match self.engine.rel(&child) {
@@ -786,14 +817,26 @@ impl Daemon {
     /// retried by the next reconcile).
     fn forget_leaving(&mut self) {
         for rel in std::mem::take(&mut self.leaving) {
-            match self.engine.cgroups().get(&rel) {
-                Some(e) if e.ours => self.leaving.push(rel),
-                // Forgetting takes the subtree: not above a subtree still
-                // scanned.
-                Some(_) if !self.within_roots(&rel) && self.roots_below(&rel).is_empty() => {
-                    self.forget(&rel)
+            if !self.engine.knows(&rel) || self.within_roots(&rel) {
+                continue;
+            }
+            let holding = self.engine.subtree(&rel).iter().any(|r| {
+                self.engine
+                    .cgroups()
+                    .get(r)
+                    .is_some_and(|e| e.ours || e.mems_ours)
+            });
+            if holding {
+                self.leaving.push(rel);
+            } else if self.roots_below(&rel).is_empty() {
+                self.forget(&rel);
+            } else {
+                // Above a subtree still scanned: only itself.
+                self.engine.forget_one(&rel);
+                self.watcher.unwatch_one(&rel);
+                if let Some(cw) = self.cpu_watcher.as_mut() {
+                    cw.unwatch_one(&rel);
                 }
-                _ => {}
             }
         }
     }
@@ -1054,8 +1097,9 @@ impl Daemon {
         self.dog.running = true;
         let input = self.check_input(paths_only);
         let tx = self.dog.tx.clone();
+        let generation = self.dog.generation;
         tokio::spawn(async move {
-            let _ = tx.send(gather(input).await).await;
+            let _ = tx.send((generation, gather(input).await)).await;
         });
     }
 

@@ -115,6 +115,10 @@ pub struct CgroupEntry {
     /// pinned it), it is given its parent's CPUs back rather than left on
     /// CPUs that are no longer reserved for it.
     pub ours: bool,
+    /// Its `cpuset.mems` holds what the daemon wrote to align an exclusive
+    /// workload's memory (`align_memory`). When that ends (the workload
+    /// leaves, alignment is turned off) all memory nodes are written back.
+    pub mems_ours: bool,
 }
 
 /// Everything read about one cgroup, for [`Engine::upsert`].
@@ -343,6 +347,7 @@ impl Engine {
             target: None,
             bundle: None,
             ours: false,
+            mems_ours: false,
         });
         entry.structural = matches!(
             kind,
@@ -401,6 +406,16 @@ impl Engine {
         }
     }
 
+    /// Forgets cgroup `rel` alone, not what is below it.
+    pub fn forget_one(&mut self, rel: &str) {
+        if let Some(e) = self.cgroups.remove(rel)
+            && matches!(e.role, Role::Exclusive | Role::Inside)
+        {
+            self.full = true;
+        }
+        self.dirty.remove(rel);
+    }
+
     /// Whether `rel` is known.
     pub fn knows(&self, rel: &str) -> bool {
         self.cgroups.contains_key(rel)
@@ -435,17 +450,22 @@ impl Engine {
 
     /// Records the outcome of a write of the plan.
     pub fn written(&mut self, write: &Write, result: Result<(), Failure>) {
+        let align = self.settings.align_memory;
         let Some(e) = self.cgroups.get_mut(&*write.rel) else {
             return;
         };
         match result {
             Ok(()) => {
+                let exclusive = matches!(e.role, Role::Exclusive | Role::Inside);
                 match write.file {
                     File::Cpus => {
                         e.cpus = Some(write.set.clone());
-                        e.ours = matches!(e.role, Role::Exclusive | Role::Inside);
+                        e.ours = exclusive;
                     }
-                    File::Mems => e.mems = Some(write.set.clone()),
+                    File::Mems => {
+                        e.mems = Some(write.set.clone());
+                        e.mems_ours = align && exclusive;
+                    }
                 }
                 e.failure = None;
             }
@@ -526,6 +546,16 @@ impl Engine {
         let mut targets = targets.into_iter().peekable();
         for (rel, e) in self.cgroups.iter_mut() {
             e.target = targets.next_if(|(k, _)| k == rel).map(|(_, t)| t);
+            // Already back on what it is given back (no write needed): from
+            // now on it is left alone.
+            if e.ours
+                && !e.mems_ours
+                && e.role == Role::Unmanaged
+                && e.target.is_some()
+                && e.cpus == e.target
+            {
+                e.ours = false;
+            }
         }
         self.sets.purge();
         Plan {
@@ -936,15 +966,26 @@ impl Engine {
                 && e.mems.as_deref() != Some(&mems)
                 && !mems.is_empty()
             {
-                widen.push((
-                    depth,
-                    rel,
-                    Write {
-                        rel: rel.clone(),
-                        file: File::Mems,
-                        set: Arc::new(mems),
-                    },
-                ));
+                let write = |set: CpuSet| Write {
+                    rel: rel.clone(),
+                    file: File::Mems,
+                    set: Arc::new(set),
+                };
+                // As for CPUs: widen top-down, narrow bottom-up (v1 refuses a
+                // parent's mems without a child's nodes). Unknown or empty:
+                // set at once, before the CPUs.
+                match e.mems.as_deref().filter(|m| !m.is_empty()) {
+                    Some(current) => {
+                        let wide = current.union(&mems);
+                        if &wide != current {
+                            widen.push((depth, rel, write(wide.clone())));
+                        }
+                        if wide != mems {
+                            narrow.push((depth, e.role, rel, write(mems)));
+                        }
+                    }
+                    None => widen.push((depth, rel, write(mems))),
+                }
             }
             let current = e.cpus.as_deref().unwrap_or(&empty);
             if current == &**target {
@@ -1002,7 +1043,8 @@ impl Engine {
 
     /// The `cpuset.mems` a cgroup must have, if it must change: the NUMA nodes of
     /// its exclusive CPUs with `align_memory`, else all memory nodes for a cgroup
-    /// that has none (a new v1 cgroup; in v2 an empty set inherits).
+    /// that has none (a new v1 cgroup; in v2 an empty set inherits) or whose
+    /// nodes the daemon aligned before.
     fn target_mems(&self, e: &CgroupEntry, target: &CpuSet) -> Option<CpuSet> {
         let empty = e.mems.as_ref().is_some_and(|m| m.is_empty()) && !self.settings.empty_inherits;
         if self.settings.align_memory && matches!(e.role, Role::Exclusive | Role::Inside) {
@@ -1016,7 +1058,7 @@ impl Engine {
                 return Some(nodes);
             }
         }
-        if empty {
+        if empty || e.mems_ours {
             let all = if self.settings.mems_all.is_empty() {
                 self.topo.numa_nodes().keys().copied().collect()
             } else {
@@ -1390,6 +1432,118 @@ mod tests {
         // Shared cgroups keep all memory nodes.
         let shared = "kubepods/burstable/pod11111111-2222-3333-4444-555555555555/aaaa";
         assert_eq!(e.cgroups()[shared].mems.as_deref(), Some(&set("0-1")));
+    }
+
+    fn aligning_engine() -> Engine {
+        Engine::new(
+            topo(),
+            Settings {
+                reserved: set("0,8"),
+                managed: vec!["kubepods".into()],
+                align_memory: true,
+                mems_all: set("0-1"),
+                ..Settings::default()
+            },
+            None,
+        )
+    }
+
+    fn mems(e: &Engine, rel: &str) -> CpuSet {
+        e.cgroups()[rel]
+            .mems
+            .as_deref()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn aligned_mems_are_given_back_when_alignment_ends() {
+        let mut e = aligning_engine();
+        kube_tree(&mut e);
+        add(&mut e, "kubepods/pod1", "0-15", None);
+        add(&mut e, "kubepods/pod1/c", "0-15", want(4));
+        apply(&mut e);
+        let aligned = mems(&e, "kubepods/pod1/c");
+        assert_eq!(aligned.len(), 1, "one node");
+        // Alignment turned off (a reload): all nodes again, once.
+        let mut settings = e.settings().clone();
+        settings.align_memory = false;
+        e.set_settings(settings);
+        let c = e.cgroups()["kubepods/pod1/c"].clone();
+        let obs = Observed {
+            rel: "kubepods/pod1/c".into(),
+            cpus: c.cpus.as_deref().cloned(),
+            mems: Some(aligned.clone()),
+            ..Observed::default()
+        };
+        reading(&mut e, obs, want(4), "cgroup:kubepods/pod1/c");
+        let writes = apply(&mut e);
+        assert!(
+            writes
+                .iter()
+                .any(|w| w.file == File::Mems && *w.set == set("0-1")),
+            "{writes:?}"
+        );
+        assert_eq!(mems(&e, "kubepods/pod1/c"), set("0-1"));
+        assert!(!e.cgroups()["kubepods/pod1/c"].mems_ours);
+        assert!(apply(&mut e).is_empty(), "nothing more to write");
+
+        // On again, then the workload stops asking: all nodes back as well.
+        let mut settings = e.settings().clone();
+        settings.align_memory = true;
+        e.set_settings(settings);
+        apply(&mut e);
+        assert_eq!(mems(&e, "kubepods/pod1/c").len(), 1);
+        let cpus = e.cgroups()["kubepods/pod1/c"].cpus.as_deref().cloned();
+        let obs = Observed {
+            rel: "kubepods/pod1/c".into(),
+            cpus,
+            mems: Some(mems(&e, "kubepods/pod1/c")),
+            ..Observed::default()
+        };
+        reading(&mut e, obs, None, "");
+        apply(&mut e);
+        assert_eq!(mems(&e, "kubepods/pod1/c"), set("0-1"));
+    }
+
+    #[test]
+    fn mems_narrow_children_first() {
+        let mut e = aligning_engine();
+        kube_tree(&mut e);
+        add(&mut e, "kubepods/pod1", "0-15", None);
+        add(&mut e, "kubepods/pod1/c", "0-15", want(4));
+        add(&mut e, "kubepods/pod1/c/sub", "0-15", None);
+        let writes = apply(&mut e);
+        let pos = |rel: &str| {
+            writes
+                .iter()
+                .position(|w| &*w.rel == rel && w.file == File::Mems)
+                .unwrap_or_else(|| panic!("no mems write of {rel}: {writes:?}"))
+        };
+        // v1 refuses a parent's mems without its children's nodes.
+        assert!(
+            pos("kubepods/pod1/c/sub") < pos("kubepods/pod1/c"),
+            "{writes:?}"
+        );
+        assert_eq!(mems(&e, "kubepods/pod1/c"), mems(&e, "kubepods/pod1/c/sub"));
+    }
+
+    #[test]
+    fn a_cgroup_already_on_what_it_gets_back_is_left_alone() {
+        let mut e = engine();
+        add(&mut e, "hpc", "0-15", None);
+        add(&mut e, "hpc/job", "0-15", want(2));
+        // Not managed: the job is Exclusive only by its request.
+        apply(&mut e);
+        assert!(e.cgroups()["hpc/job"].ours);
+        // It stops asking, and someone already put it back on its parent's CPUs.
+        add(&mut e, "hpc/job", "0-15", None);
+        let writes = apply(&mut e);
+        assert!(writes.iter().all(|w| &*w.rel != "hpc/job"), "{writes:?}");
+        assert!(
+            !e.cgroups()["hpc/job"].ours,
+            "given back: left alone from now on"
+        );
     }
 
     #[test]

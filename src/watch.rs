@@ -105,6 +105,14 @@ impl Watcher {
         }
     }
 
+    /// Stops watching `rel` alone, not what is below it.
+    pub fn unwatch_one(&mut self, rel: &str) {
+        if let Some(wd) = self.by_rel.remove(rel) {
+            self.by_wd.remove(&wd);
+            let _ = self.fd.get_mut().watches().remove(wd);
+        }
+    }
+
     pub fn watched(&self) -> usize {
         self.by_rel.len()
     }

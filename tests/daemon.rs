@@ -1117,6 +1117,40 @@ fn reload_rule(version: Version, driver: Driver) {
     env.wait_cpus(&[SYSTEM], &online);
 }
 
+/// A rule at the top of the tree makes the whole tree a subtree; taking it
+/// out again by a reload leaves the daemon knowing what it knew before (not
+/// the whole tree, rescanned at every reconcile).
+#[test]
+fn reload_narrows_the_subtrees_back() {
+    let mut env = Env::new(Version::V2, Driver::Systemd, Options::default());
+    env.tree.create("other.slice", &Spec::default());
+    env.tree.create("other.slice/x.service", &Spec::default());
+    env.start();
+    let socket = env.tmp.path().join("pinctl.sock");
+    let known = || -> u64 {
+        let (_, body) = get(&socket, "/v1/status");
+        let status: pinctl::api::Status = serde_json::from_str(&body).unwrap();
+        status.counters.cgroups
+    };
+    env.reconcile();
+    let before = known();
+
+    env.write_config(&Options {
+        rules: vec![("job-*.scope", 1)],
+        ..Options::default()
+    });
+    env.tree.create("job-1.scope", &Spec::default());
+    env.reconcile();
+    env.wait_pinned("job-1.scope", 1);
+    assert!(known() > before + 2, "the whole tree is known");
+
+    env.write_config(&Options::default());
+    env.reconcile();
+    env.wait_effective(&["job-1.scope"], &set(ONLINE));
+    env.reconcile();
+    assert_eq!(known(), before, "what was known before the rule, no more");
+}
+
 /// The `config` section of the daemon's status, once the snapshot has caught
 /// up with the last reload.
 fn running_config(env: &Env, socket: &Path) -> pinctl::api::RunningConfig {

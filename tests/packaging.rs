@@ -185,6 +185,20 @@ fn the_unit_runs_the_packaged_daemon_under_systemd_supervision() {
         setting(&unit, "ExecStart"),
         format!("/usr/bin/pinctld --config {}", CONFIG_FILE)
     );
+    // systemctl reload checks the same file first (a bad one fails the
+    // reload with its error), then asks the daemon to read it (SIGHUP).
+    let reload: Vec<&str> = unit
+        .iter()
+        .filter(|(k, _)| k == "ExecReload")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(
+        reload,
+        [
+            format!("/usr/bin/pinctld --config {CONFIG_FILE} --check").as_str(),
+            "/bin/kill -HUP $MAINPID",
+        ]
+    );
     // The daemon sends READY=1 and WATCHDOG=1 (ARCHITECTURE.md, daemon).
     assert_eq!(setting(&unit, "Type"), "notify");
     assert!(!setting(&unit, "WatchdogSec").is_empty());
