@@ -29,3 +29,10 @@ expect shared-mems "$ALL_NODES" mems_allowed "$B_PID"
 expect system-mems "$ALL_NODES" mems_allowed "$SYS_PID"
 expect structure-mems "$ALL_NODES" mems kubepods
 shared_ok shared "$(cl union "$XG" "$XW")" burstable=$B_PID system=$SYS_PID
+
+# align_memory turned off by a reload: every node back, CPUs unchanged.
+write_config 1h
+kill -HUP "$DPID"
+expect unaligned-mems "$ALL_NODES" mems_allowed "$G_PID"
+expect unaligned-two-node "$ALL_NODES" mems_allowed "$W_PID"
+expect_stays unaligned-cpus-stay "$XG" allowed "$G_PID" 1
