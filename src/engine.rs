@@ -1403,17 +1403,7 @@ mod tests {
 
     #[test]
     fn align_memory_puts_mems_on_the_nodes_of_the_exclusive_cpus() {
-        let mut e = Engine::new(
-            topo(),
-            Settings {
-                reserved: set("0,8"),
-                managed: vec!["kubepods".into()],
-                align_memory: true,
-                mems_all: set("0-1"),
-                ..Settings::default()
-            },
-            None,
-        );
+        let mut e = aligning_engine();
         kube_tree(&mut e);
         add(&mut e, "kubepods/pod1", "0-15", None);
         add(&mut e, "kubepods/pod1/c", "0-15", want(4));
@@ -1448,6 +1438,24 @@ mod tests {
         )
     }
 
+    /// Reads cgroup `rel` again as the kernel has it (what was last written)
+    /// with `intent`.
+    fn reread(e: &mut Engine, rel: &str, intent: Option<Intent>) {
+        let c = e.cgroups()[rel].clone();
+        let obs = Observed {
+            rel: rel.into(),
+            cpus: c.cpus.as_deref().cloned(),
+            mems: c.mems.as_deref().cloned(),
+            ..Observed::default()
+        };
+        let key = if intent.is_some() {
+            format!("cgroup:{rel}")
+        } else {
+            String::new()
+        };
+        reading(e, obs, intent, &key);
+    }
+
     fn mems(e: &Engine, rel: &str) -> CpuSet {
         e.cgroups()[rel]
             .mems
@@ -1469,14 +1477,7 @@ mod tests {
         let mut settings = e.settings().clone();
         settings.align_memory = false;
         e.set_settings(settings);
-        let c = e.cgroups()["kubepods/pod1/c"].clone();
-        let obs = Observed {
-            rel: "kubepods/pod1/c".into(),
-            cpus: c.cpus.as_deref().cloned(),
-            mems: Some(aligned.clone()),
-            ..Observed::default()
-        };
-        reading(&mut e, obs, want(4), "cgroup:kubepods/pod1/c");
+        reread(&mut e, "kubepods/pod1/c", want(4));
         let writes = apply(&mut e);
         assert!(
             writes
@@ -1494,14 +1495,7 @@ mod tests {
         e.set_settings(settings);
         apply(&mut e);
         assert_eq!(mems(&e, "kubepods/pod1/c").len(), 1);
-        let cpus = e.cgroups()["kubepods/pod1/c"].cpus.as_deref().cloned();
-        let obs = Observed {
-            rel: "kubepods/pod1/c".into(),
-            cpus,
-            mems: Some(mems(&e, "kubepods/pod1/c")),
-            ..Observed::default()
-        };
-        reading(&mut e, obs, None, "");
+        reread(&mut e, "kubepods/pod1/c", None);
         apply(&mut e);
         assert_eq!(mems(&e, "kubepods/pod1/c"), set("0-1"));
     }
