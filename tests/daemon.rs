@@ -28,7 +28,7 @@ use nix::sys::signal::Signal;
 use pinctl::CpuSet;
 use pinctl::engine::SavedState;
 use pinctl::state::{Loaded, StateFile};
-use pinctld::{Launch, PINCTLD, Pinctld};
+use pinctld::{Launch, PINCTLD, Pinctld, logs_text, poll};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -194,22 +194,11 @@ impl Env {
         let notify = self.tmp.path().join(format!("notify-{n}.sock"));
         let mut daemon = Pinctld::spawn(&self.config, &log, &notify, &Launch::default());
         self.logs.push(log);
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if daemon.ready() {
-                break;
-            }
-            if let Some(status) = daemon.exited() {
-                self.daemon = Some(daemon);
-                self.fail(&format!("pinctld exited before READY=1: {status}"));
-            }
-            if Instant::now() > deadline {
-                self.daemon = Some(daemon);
-                self.fail("no READY=1 from pinctld within 10 s");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let ready = daemon.wait_ready(READY_TIMEOUT);
         self.daemon = Some(daemon);
+        if let Err(e) = ready {
+            self.fail(&e);
+        }
     }
 
     /// SIGTERM, and the daemon must exit 0 (it saves its state on the way).
@@ -242,17 +231,7 @@ impl Env {
     }
 
     fn logs(&self) -> String {
-        let mut s = String::new();
-        for (i, log) in self.logs.iter().enumerate() {
-            let text = fs::read_to_string(log).unwrap_or_default();
-            let _ = writeln!(
-                s,
-                "--- pinctld run {} ({}) ---\n{text}",
-                i + 1,
-                log.display()
-            );
-        }
-        s
+        logs_text(&self.logs)
     }
 
     /// The `cpuset.cpus` writes run `run` (1-based) of the daemon logged so
@@ -287,18 +266,13 @@ impl Env {
         &self,
         limit: Duration,
         what: &str,
-        mut check: impl FnMut() -> Result<T, String>,
+        check: impl FnMut() -> Result<T, String>,
     ) -> T {
-        let deadline = Instant::now() + limit;
-        loop {
-            match check() {
-                Ok(v) => return v,
-                Err(e) if Instant::now() > deadline => self.fail(&format!(
-                    "timed out after {limit:?} waiting for {what}: {e}"
-                )),
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
+        poll(limit, check).unwrap_or_else(|e| {
+            self.fail(&format!(
+                "timed out after {limit:?} waiting for {what}: {e}"
+            ))
+        })
     }
 
     /// Asks the daemon for a full reconcile (SIGHUP) and waits until it is

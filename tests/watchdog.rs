@@ -54,7 +54,7 @@ use nix::sys::signal::Signal;
 use nix::sys::stat::Mode;
 use pinctl::io::{Entry, Fs, RealFs};
 use pinctl::watchdog::{self, Mount, MountKind};
-use pinctld::{Launch, Pinctld};
+use pinctld::{Launch, Pinctld, logs_text, poll};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -223,19 +223,9 @@ impl Env {
 
     /// Waits for `READY=1`.
     fn wait_ready(&mut self) {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            let d = self.daemon.as_mut().expect("the daemon was started");
-            if d.ready() {
-                return;
-            }
-            if let Some(status) = d.exited() {
-                self.fail(&format!("pinctld exited before READY=1: {status}"));
-            }
-            if Instant::now() > deadline {
-                self.fail(&format!("no READY=1 from pinctld within {READY_TIMEOUT:?}"));
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        let d = self.daemon.as_mut().expect("the daemon was started");
+        if let Err(e) = d.wait_ready(READY_TIMEOUT) {
+            self.fail(&e);
         }
     }
 
@@ -290,16 +280,7 @@ impl Env {
                 let _ = writeln!(notes, "  +{ms}ms {}", n.replace('\n', " | "));
             }
         }
-        let mut logs = String::new();
-        for (i, log) in self.logs.iter().enumerate() {
-            let text = fs::read_to_string(log).unwrap_or_default();
-            let _ = writeln!(
-                logs,
-                "--- pinctld run {} ({}) ---\n{text}",
-                i + 1,
-                log.display()
-            );
-        }
+        let logs = logs_text(&self.logs);
         panic!(
             "{msg}\n--- cgroup trees ({:?}, {:?}) ---\n{}--- sd-notify messages ---\n{notes}{logs}",
             self.tree.version(),
@@ -311,43 +292,6 @@ impl Env {
     /// Every directory of every hierarchy, with its cpuset files when it has
     /// them.
     fn dump(&self) -> String {
-        fn walk(dir: &Path, rel: &str, out: &mut String) {
-            let Ok(entries) = fs::read_dir(dir) else {
-                return;
-            };
-            let mut names: Vec<String> = entries
-                .filter_map(Result::ok)
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| !n.starts_with('.'))
-                .collect();
-            names.sort();
-            for n in names {
-                let child = if rel.is_empty() {
-                    n.clone()
-                } else {
-                    format!("{rel}/{n}")
-                };
-                let sub = dir.join(&n);
-                // Only regular files: a FIFO put there by a test would block.
-                let file = |f: &str| {
-                    let path = sub.join(f);
-                    if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
-                        return None;
-                    }
-                    fs::read_to_string(path).ok().map(|t| t.trim().to_string())
-                };
-                let _ = write!(out, "    {child}");
-                if let Some(c) = file("cpuset.cpus") {
-                    let _ = write!(out, " cpus={c:?}");
-                }
-                if let Some(m) = file("cpuset.mems") {
-                    let _ = write!(out, " mems={m:?}");
-                }
-                let _ = writeln!(out);
-                walk(&sub, &child, out);
-            }
-        }
         let mut out = String::new();
         let bases: Vec<(String, PathBuf)> = if self.v1() {
             V1_HIERARCHIES
@@ -359,23 +303,34 @@ impl Env {
         };
         for (name, base) in bases {
             let _ = writeln!(out, "  {name}:");
-            walk(&base, "", &mut out);
+            for rel in fake_cgroup::cgroups_below(&base) {
+                let dir = base.join(&rel);
+                // Only regular files: a FIFO put there by a test would block.
+                let file = |f: &str| {
+                    let path = dir.join(f);
+                    if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                        return None;
+                    }
+                    fs::read_to_string(path).ok().map(|t| t.trim().to_string())
+                };
+                let _ = write!(out, "    {rel}");
+                if let Some(c) = file("cpuset.cpus") {
+                    let _ = write!(out, " cpus={c:?}");
+                }
+                if let Some(m) = file("cpuset.mems") {
+                    let _ = write!(out, " mems={m:?}");
+                }
+                let _ = writeln!(out);
+            }
         }
         out
     }
 
     /// Polls `check` until it returns `Ok`, for up to [`WAIT`].
-    fn wait_for<T>(&self, what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            match check() {
-                Ok(v) => return v,
-                Err(e) if Instant::now() > deadline => {
-                    self.fail(&format!("timed out after {WAIT:?} waiting for {what}: {e}"))
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
+    fn wait_for<T>(&self, what: &str, check: impl FnMut() -> Result<T, String>) -> T {
+        poll(WAIT, check).unwrap_or_else(|e| {
+            self.fail(&format!("timed out after {WAIT:?} waiting for {what}: {e}"))
+        })
     }
 
     /// Checks that `check` holds now and for `long`.

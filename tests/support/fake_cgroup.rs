@@ -363,30 +363,7 @@ impl FakeCgroup {
     /// Every cgroup of the cpuset hierarchy below the root (relative paths,
     /// parents before children).
     pub fn cgroups(&self) -> Vec<String> {
-        fn walk(base: &Path, rel: &str, out: &mut Vec<String>) {
-            let Ok(entries) = fs::read_dir(join(base, rel)) else {
-                return;
-            };
-            let mut names: Vec<String> = entries
-                .filter_map(Result::ok)
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| !n.starts_with('.'))
-                .collect();
-            names.sort();
-            for n in names {
-                let child = if rel.is_empty() {
-                    n
-                } else {
-                    format!("{rel}/{n}")
-                };
-                out.push(child.clone());
-                walk(base, &child, out);
-            }
-        }
-        let mut out = Vec::new();
-        walk(&self.cpuset_base(), "", &mut out);
-        out
+        cgroups_below(&self.cpuset_base())
     }
 
     /// One line per cgroup: its path, `cpuset.cpus` and `cpuset.mems`.
@@ -562,4 +539,33 @@ pub fn uid(n: u32) -> String {
 /// A 64-hex-digit container id, distinct for each `n`.
 pub fn container_id(n: u32) -> String {
     format!("{n:08x}{}", "c0ffee00".repeat(7))
+}
+
+/// Every cgroup below hierarchy root `base` (relative paths, parents before
+/// children).
+pub fn cgroups_below(base: &Path) -> Vec<String> {
+    fn walk(base: &Path, rel: &str, out: &mut Vec<String>) {
+        let Ok(entries) = fs::read_dir(join(base, rel)) else {
+            return;
+        };
+        let mut names: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        names.sort();
+        for n in names {
+            let child = if rel.is_empty() {
+                n
+            } else {
+                format!("{rel}/{n}")
+            };
+            out.push(child.clone());
+            walk(base, &child, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(base, "", &mut out);
+    out
 }

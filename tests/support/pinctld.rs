@@ -153,6 +153,23 @@ impl Pinctld {
         self.notes.lock().unwrap().clone()
     }
 
+    /// Waits up to `limit` for `READY=1`; else says why not (it exited, or
+    /// the time is up).
+    pub fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
+        // Ok(None): ready; Ok(Some(status)): exited first.
+        let exited = poll(limit, || {
+            if self.ready() {
+                return Ok(None);
+            }
+            self.exited().map(Some).ok_or_else(|| "not yet".to_string())
+        })
+        .map_err(|_| format!("no READY=1 from pinctld within {limit:?}"))?;
+        match exited {
+            None => Ok(()),
+            Some(status) => Err(format!("pinctld exited before READY=1: {status}")),
+        }
+    }
+
     /// Whether `READY=1` was sent.
     pub fn ready(&self) -> bool {
         self.notes()
@@ -206,4 +223,32 @@ impl Drop for Pinctld {
             let _ = r.join();
         }
     }
+}
+
+/// Polls `check` every 10 ms until it returns `Ok`, for up to `limit`; what
+/// it last returned when it never did.
+pub fn poll<T>(limit: Duration, mut check: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match check() {
+            Ok(v) => return Ok(v),
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+/// The logs of every run, each headed by its number and file: for the
+/// message of a failing test.
+pub fn logs_text(logs: &[PathBuf]) -> String {
+    let mut s = String::new();
+    for (i, log) in logs.iter().enumerate() {
+        let text = fs::read_to_string(log).unwrap_or_default();
+        s.push_str(&format!(
+            "--- pinctld run {} ({}) ---\n{text}\n",
+            i + 1,
+            log.display()
+        ));
+    }
+    s
 }
