@@ -22,6 +22,18 @@ use crate::cpuset::CpuSet;
 use crate::intent;
 use crate::topology::{Topology, TopologyFile};
 
+/// Now, in seconds since the Unix epoch (the documents' times).
+pub fn unix_secs() -> u64 {
+    unix_ms() / 1000
+}
+
+/// Now, in milliseconds since the Unix epoch.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// The version of these documents.
 pub const SCHEMA: u32 = 1;
 
@@ -76,6 +88,26 @@ pub struct RunningConfig {
     /// Why the last reload failed (the file, line and key); absent once a
     /// reload succeeds.
     pub reload_error: Option<String>,
+}
+
+impl RunningConfig {
+    /// The roots and subtrees of `config`; nothing known of its file or
+    /// reloads.
+    pub fn of(config: &crate::config::Config) -> Self {
+        RunningConfig {
+            cgroup_root: config.cgroup_root.clone(),
+            proc_root: config.proc_root.clone(),
+            sysfs_root: config.sysfs_root.clone(),
+            managed: config.managed.clone(),
+            shared_cgroups: config.shared_cgroups.clone(),
+            ..RunningConfig::default()
+        }
+    }
+
+    /// Whether a daemon said it (one older than this section did not).
+    pub fn is_known(&self) -> bool {
+        !self.cgroup_root.as_os_str().is_empty()
+    }
 }
 
 /// The daemon itself.

@@ -20,7 +20,7 @@
 use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
@@ -335,12 +335,6 @@ fn offer_offline(err: ClientError) -> anyhow::Error {
     }
 }
 
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 fn status_cmd(args: &StatusArgs, style: Style, out: &mut dyn Write) -> Result<()> {
     let (status, notes) = if args.offline {
         let config = load_config(args.connect.config.as_deref())?;
@@ -362,7 +356,7 @@ fn status_cmd(args: &StatusArgs, style: Style, out: &mut dyn Write) -> Result<()
         Some(notes) => status::Mode::Offline { notes },
         None => status::Mode::Online,
     };
-    out.write_all(status::render(&status, mode, style, now_secs()).as_bytes())?;
+    out.write_all(status::render(&status, mode, style, api::unix_secs()).as_bytes())?;
     Ok(())
 }
 
@@ -383,10 +377,10 @@ fn describe_cmd(args: &DescribeArgs, style: Style, out: &mut dyn Write) -> Resul
     let rt = runtime()?;
     let status = rt.block_on(client.status())?;
     // The daemon's own root when it says, else the file's.
-    let cgroup_root = if status.config.cgroup_root.as_os_str().is_empty() {
-        config.cgroup_root
-    } else {
+    let cgroup_root = if status.config.is_known() {
         status.config.cgroup_root.clone()
+    } else {
+        config.cgroup_root
     };
     let workload = match describe::find(&status, &args.target, &cgroup_root) {
         describe::Found::One(w) => w,
@@ -401,7 +395,7 @@ fn describe_cmd(args: &DescribeArgs, style: Style, out: &mut dyn Write) -> Resul
         ),
     };
     let events = rt.block_on(client.events(0))?;
-    let offset = events::local_offset(now_secs() as i64);
+    let offset = events::local_offset(api::unix_secs() as i64);
     out.write_all(describe::render(&status, workload, &events, offset, style).as_bytes())?;
     Ok(())
 }
@@ -422,39 +416,19 @@ fn verify_cmd(args: &VerifyArgs, style: Style, out: &mut dyn Write) -> Result<()
     };
     // What the daemon runs with when it says (its file may have changed
     // since), else the file's.
-    let running = &status.config;
-    let (cgroup_root, proc_root, sysfs_root, managed, shared) =
-        if running.cgroup_root.as_os_str().is_empty() {
-            (
-                &config.cgroup_root,
-                &config.proc_root,
-                &config.sysfs_root,
-                &config.managed,
-                &config.shared_cgroups,
-            )
-        } else {
-            (
-                &running.cgroup_root,
-                &running.proc_root,
-                &running.sysfs_root,
-                &running.managed,
-                &running.shared_cgroups,
-            )
-        };
+    let running = if status.config.is_known() {
+        status.config.clone()
+    } else {
+        api::RunningConfig::of(&config)
+    };
     let roots = verify::Roots {
-        cgroup_root: args
-            .cgroup_root
-            .clone()
-            .unwrap_or_else(|| cgroup_root.clone()),
-        proc_root: args.proc_root.clone().unwrap_or_else(|| proc_root.clone()),
-        sysfs_root: args
-            .sysfs_root
-            .clone()
-            .unwrap_or_else(|| sysfs_root.clone()),
+        cgroup_root: args.cgroup_root.clone().unwrap_or(running.cgroup_root),
+        proc_root: args.proc_root.clone().unwrap_or(running.proc_root),
+        sysfs_root: args.sysfs_root.clone().unwrap_or(running.sysfs_root),
     };
     let scope = verify::Scope {
-        managed: managed.clone(),
-        shared: shared.clone(),
+        managed: running.managed,
+        shared: running.shared_cgroups,
     };
     let report = verify::verify(&status, &roots, &scope)?;
     if args.json {
@@ -526,7 +500,7 @@ async fn follow_events(
                         first.seq - 1
                     );
                 }
-                let offset = events::local_offset(now_secs() as i64);
+                let offset = events::local_offset(api::unix_secs() as i64);
                 for e in &events {
                     if args.json {
                         serde_json::to_writer(&mut *out, e)?;

@@ -403,10 +403,10 @@ impl Config {
         let mut deferred = Vec::new();
         macro_rules! compare {
             ($key:ident) => {
-                if config.$key != self.$key {
+                if config.$key != *$key {
                     let name = stringify!($key);
                     if Self::RESTART_KEYS.contains(&name) {
-                        config.$key = self.$key.clone();
+                        config.$key = $key.clone();
                         deferred.push(name);
                     } else {
                         applied.push(name);
@@ -414,34 +414,36 @@ impl Config {
                 }
             };
         }
-        // Exhaustive: a new key that is not compared fails to compile here.
+        // Every key bound by name, and each binding used by `compare!`: a new
+        // key fails to compile here, and one not compared is an unused
+        // variable (denied by clippy in CI).
         let Config {
-            cgroup_root: _,
-            sysfs_root: _,
-            proc_root: _,
-            state_file: _,
-            socket: _,
-            reserved_cpus: _,
-            reconcile_interval: _,
-            read_timeout: _,
-            dstate_threshold: _,
-            frozen_threshold: _,
-            thaw_frozen: _,
-            watchdog_interval: _,
-            repair: _,
-            repair_cooldown: _,
-            required_paths: _,
-            shared_cgroups: _,
-            managed: _,
-            hierarchy: _,
-            kubelet_rule: _,
-            full_pcpus_only: _,
-            distribute_across_numa: _,
-            spread_cores: _,
-            align_memory: _,
-            bundle_dirs: _,
-            log_level: _,
-            rules: _,
+            cgroup_root,
+            sysfs_root,
+            proc_root,
+            state_file,
+            socket,
+            reserved_cpus,
+            reconcile_interval,
+            read_timeout,
+            dstate_threshold,
+            frozen_threshold,
+            thaw_frozen,
+            watchdog_interval,
+            repair,
+            repair_cooldown,
+            required_paths,
+            shared_cgroups,
+            managed,
+            hierarchy,
+            kubelet_rule,
+            full_pcpus_only,
+            distribute_across_numa,
+            spread_cores,
+            align_memory,
+            bundle_dirs,
+            log_level,
+            rules,
         } = self;
         compare!(cgroup_root);
         compare!(sysfs_root);

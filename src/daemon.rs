@@ -178,13 +178,6 @@ struct Watch {
     rx: tokio::sync::mpsc::Receiver<(u64, Findings)>,
 }
 
-/// Seconds since the Unix epoch.
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// A timer that first fires one `period` from now and, when the loop was
 /// busy, waits a whole period after the late tick.
 fn every(period: Duration) -> tokio::time::Interval {
@@ -330,7 +323,7 @@ impl Daemon {
             metrics: Arc::new(server::Metrics::new()),
             dirty: true,
             topology: None,
-            started: now_secs(),
+            started: api::unix_secs(),
             reconciles: 0,
             last_reconcile_ms: 0,
         };
@@ -369,7 +362,7 @@ impl Daemon {
             leaving: Vec::new(),
             config_path: None,
             loaded: Loads {
-                at: now_secs(),
+                at: api::unix_secs(),
                 ..Loads::default()
             },
             log_level_hook: None,
@@ -543,7 +536,7 @@ impl Daemon {
         }
         self.count_reload("ok");
         self.loaded = Loads {
-            at: now_secs(),
+            at: api::unix_secs(),
             restart_pending: deferred.iter().map(|k| k.to_string()).collect(),
             error: None,
         };
@@ -1453,13 +1446,9 @@ impl Daemon {
             config: api::RunningConfig {
                 file: self.config_path.clone(),
                 loaded: self.loaded.at,
-                cgroup_root: self.cfg.cgroup_root.clone(),
-                proc_root: self.cfg.proc_root.clone(),
-                sysfs_root: self.cfg.sysfs_root.clone(),
-                managed: self.cfg.managed.clone(),
-                shared_cgroups: self.cfg.shared_cgroups.clone(),
                 restart_pending: self.loaded.restart_pending.clone(),
                 reload_error: self.loaded.error.clone(),
+                ..api::RunningConfig::of(&self.cfg)
             },
         }
     }

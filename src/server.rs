@@ -13,7 +13,6 @@ use std::io;
 use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::extract::{Query, State};
@@ -66,7 +65,7 @@ impl Events {
         }
         ring.push_back(api::Event {
             seq,
-            at_ms: now_ms(),
+            at_ms: api::unix_ms(),
             what,
         });
     }
@@ -79,12 +78,6 @@ impl Events {
             .cloned()
             .collect()
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Labels of the per-workload gauge.

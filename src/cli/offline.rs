@@ -18,7 +18,6 @@
 //! ([`StateFile::peek`]).
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 
@@ -163,9 +162,7 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
             ready: false,
             summary: format!(
                 "offline: built by pinctl at {} from {} and {}",
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs()),
+                api::unix_secs(),
                 config.state_file.display(),
                 config.cgroup_root.display()
             ),
@@ -188,14 +185,7 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
         failing: Vec::new(),
         watchdog: api::Watchdog::default(),
         counters: api::Counters::default(),
-        config: api::RunningConfig {
-            cgroup_root: config.cgroup_root.clone(),
-            proc_root: config.proc_root.clone(),
-            sysfs_root: config.sysfs_root.clone(),
-            managed: config.managed.clone(),
-            shared_cgroups: config.shared_cgroups.clone(),
-            ..api::RunningConfig::default()
-        },
+        config: api::RunningConfig::of(config),
     };
     Ok(OfflineStatus { status, notes })
 }
