@@ -395,19 +395,13 @@ impl Engine {
     /// Forgets `rel` and every cgroup below it (they were removed).
     pub fn forget(&mut self, rel: &str) {
         for k in self.subtree(rel) {
-            if let Some(e) = self.cgroups.remove(&k) {
-                // Releasing an exclusive workload's cgroup changes the shared
-                // pool.
-                if matches!(e.role, Role::Exclusive | Role::Inside) {
-                    self.full = true;
-                }
-            }
-            self.dirty.remove(&k);
+            self.forget_one(&k);
         }
     }
 
     /// Forgets cgroup `rel` alone, not what is below it.
     pub fn forget_one(&mut self, rel: &str) {
+        // Releasing an exclusive workload's cgroup changes the shared pool.
         if let Some(e) = self.cgroups.remove(rel)
             && matches!(e.role, Role::Exclusive | Role::Inside)
         {

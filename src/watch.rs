@@ -96,12 +96,7 @@ impl Watcher {
     pub fn unwatch(&mut self, rel: &str) {
         let gone: Vec<Rel> = crate::cgroup::subtree(&self.by_rel, rel).cloned().collect();
         for k in gone {
-            if let Some(wd) = self.by_rel.remove(&k) {
-                self.by_wd.remove(&wd);
-                // The kernel already dropped the watch of a removed directory;
-                // EINVAL then is expected.
-                let _ = self.fd.get_mut().watches().remove(wd);
-            }
+            self.unwatch_one(&k);
         }
     }
 
@@ -109,6 +104,8 @@ impl Watcher {
     pub fn unwatch_one(&mut self, rel: &str) {
         if let Some(wd) = self.by_rel.remove(rel) {
             self.by_wd.remove(&wd);
+            // The kernel already dropped the watch of a removed directory;
+            // EINVAL then is expected.
             let _ = self.fd.get_mut().watches().remove(wd);
         }
     }
