@@ -598,7 +598,6 @@ impl Daemon {
         // already running is dropped when it ends, and this one follows).
         self.dog.generation += 1;
         self.start_checks(true);
-        self.socket.dirty = true;
     }
 
     fn count_reload(&self, result: &str) {
