@@ -739,8 +739,13 @@ impl Daemon {
     }
 
     fn upsert(&mut self, mut r: Reading) {
+        // A problem is logged when it appears or changes, not at every read:
+        // a bad xattr would otherwise be logged again at every reconcile.
         if let Some(p) = &r.problem {
-            warn!(cgroup = %r.obs.rel, problem = %p);
+            let known = self.engine.cgroups().get(&r.obs.rel);
+            if known.and_then(|e| e.problem.as_deref()) != Some(p.as_str()) {
+                warn!(cgroup = %r.obs.rel, problem = %p);
+            }
         }
         // Only a reload leaves a known cgroup outside the subtrees: whatever
         // its xattr or bundle asks, it is no longer the daemon's to pin.

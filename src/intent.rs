@@ -8,6 +8,10 @@
 //! 4. the kubelet's rule: a container of a Guaranteed pod whose CPU limit is a
 //!    whole number of CPUs (switch: `kubelet_rule`).
 //!
+//! Whatever the source, only a cgroup that root owns and alone may write to
+//! asks for anything ([`trusted`]): the others belong to users systemd or a
+//! runtime delegated them to, who may not give CPUs away.
+//!
 //! Also the workload identity: pod UID + container name when the runtime's
 //! annotations say them, so that a restarted container (a new cgroup) keeps its
 //! CPUs, and two cgroups of one container share one assignment.
@@ -24,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::cgroup::Observed;
 use crate::cgroup::layout::{Kind, Qos};
 use crate::config::Config;
-use crate::io::Fs;
+use crate::io::{Fs, Owner};
 
 /// The OCI annotation that asks for exclusive CPUs.
 pub const ANNOTATION_CPUS: &str = "pinctl.io/cpus";
@@ -161,8 +165,48 @@ pub fn can_be_workload(kind: &Kind) -> bool {
 }
 
 /// Decides the intent of one cgroup. Returns the intent (if any) and a problem to
-/// report (a malformed xattr or annotation, which is then ignored).
+/// report (a malformed xattr or annotation, or a request from a cgroup that
+/// is not [`trusted`], which is then ignored).
 pub fn decide(
+    kind: &Kind,
+    obs: &Observed,
+    bundle: Option<&Bundle>,
+    config: &Config,
+) -> (Option<Intent>, Option<String>) {
+    match requested(kind, obs, bundle, config) {
+        (Some(intent), _) if intent.wants() && !trusted(obs.owner) => {
+            let whose = match obs.owner {
+                Some(o) => format!(
+                    "its directory is owned by uid {} with mode {:04o}",
+                    o.uid, o.mode
+                ),
+                None => "the owner of its directory could not be read".to_string(),
+            };
+            let problem = format!(
+                "ignoring the request for {} exclusive CPUs from the {}: {whose}, and only root may give CPUs away",
+                intent.cpus, intent.source
+            );
+            (None, Some(problem))
+        }
+        other => other,
+    }
+}
+
+/// Who may ask for exclusive CPUs: only someone who may give them away,
+/// root. A cgroup's request counts only when its directory belongs to root
+/// (or to the user pinctld itself runs as, for tests) and no group or other
+/// user may write to it, so that only root can have set its xattr, made it
+/// (and so chosen the name a bundle or a rule is found by) or written its
+/// CPU limit. systemd delegates `user@UID.service` subtrees to their users,
+/// and a runtime may hand a container's cgroup to the container's root in a
+/// user namespace: whatever such a cgroup carries, it asks for nothing.
+pub fn trusted(owner: Option<Owner>) -> bool {
+    static EUID: LazyLock<u32> = LazyLock::new(|| nix::unistd::geteuid().as_raw());
+    owner.is_some_and(|o| (o.uid == 0 || o.uid == *EUID) && o.mode & 0o022 == 0)
+}
+
+/// What a cgroup's xattr, bundle, rules and limit ask, before [`trusted`].
+fn requested(
     kind: &Kind,
     obs: &Observed,
     bundle: Option<&Bundle>,
@@ -186,8 +230,9 @@ pub fn decide(
             }
             None => {
                 problem = Some(format!(
-                    "ignoring xattr {} = {raw:?}: not a CPU count",
-                    crate::cgroup::XATTR_CPUS
+                    "ignoring xattr {} = {}: not a CPU count",
+                    crate::cgroup::XATTR_CPUS,
+                    quote(raw)
                 ));
             }
         }
@@ -210,7 +255,8 @@ pub fn decide(
             }
             None => {
                 problem.get_or_insert(format!(
-                    "ignoring annotation {ANNOTATION_CPUS} = {raw:?} in {}: not a CPU count",
+                    "ignoring annotation {ANNOTATION_CPUS} = {} in {}: not a CPU count",
+                    quote(raw),
                     b.path.display()
                 ));
             }
@@ -252,6 +298,16 @@ pub fn needs_limit(kind: &Kind, config: &Config) -> bool {
     config.kubelet_rule
         && matches!(kind, Kind::Container { pod, .. } if pod.qos == Qos::Guaranteed)
         && can_be_workload(kind)
+}
+
+/// A value someone else wrote, quoted for a message: escaped, and cut short,
+/// so that a 128 KiB xattr does not become 128 KiB of log at every read.
+pub fn quote(raw: &str) -> String {
+    const SHOWN: usize = 64;
+    match raw.char_indices().nth(SHOWN) {
+        None => format!("{raw:?}"),
+        Some((cut, _)) => format!("{:?}… ({} bytes in all)", &raw[..cut], raw.len()),
+    }
 }
 
 /// A CPU count as written in an xattr or annotation: a plain decimal number.
@@ -303,6 +359,78 @@ mod tests {
         assert_eq!(b.cpus, None);
         assert!(parse_bundle(Path::new("/d"), "{not json").is_none());
         assert!(parse_bundle(Path::new("/e"), "{}").is_some());
+    }
+
+    fn owned(uid: u32, mode: u32) -> Option<Owner> {
+        Some(Owner { uid, mode })
+    }
+
+    #[test]
+    fn only_a_cgroup_root_owns_and_alone_may_write_can_ask() {
+        assert!(trusted(owned(0, 0o755)));
+        assert!(trusted(owned(0, 0o555)));
+        let me = nix::unistd::geteuid().as_raw();
+        assert!(trusted(owned(me, 0o755)), "the daemon's own user (tests)");
+        if me != 65534 {
+            assert!(!trusted(owned(65534, 0o755)), "a delegated subtree");
+        }
+        assert!(!trusted(owned(0, 0o775)), "a group may set its xattr");
+        assert!(!trusted(owned(0, 0o757)), "anyone may set its xattr");
+        assert!(!trusted(None), "an owner that could not be read");
+    }
+
+    /// The audit: uid 65534 set `user.pinctl.cpus` on its own delegated
+    /// cgroup and took 26 of 30 CPUs. Its xattr, a rule naming it and a
+    /// bundle found by its name now ask for nothing, and say why.
+    #[test]
+    fn a_cgroup_owned_by_another_user_asks_for_nothing_whatever_it_carries() {
+        let text = "[[rule]]\nmatch = \"hpc.slice/**\"\ncpus = 2\n";
+        let config = crate::config::parse(text, Path::new("/etc/pinctl/pinctld.toml")).unwrap();
+        let rel = "hpc.slice/made-by-uid-65534";
+        let mut obs = Observed {
+            rel: rel.into(),
+            xattr: Some("26".into()),
+            owner: owned(65534, 0o755),
+            ..Observed::default()
+        };
+        let kind = Kind::Other;
+        let (intent, problem) = decide(&kind, &obs, None, &config);
+        assert_eq!(intent, None);
+        let problem = problem.unwrap();
+        assert!(problem.contains("26 exclusive CPUs"), "{problem}");
+        assert!(problem.contains("uid 65534"), "{problem}");
+        assert!(problem.contains("xattr user.pinctl.cpus"), "{problem}");
+        obs.xattr = None;
+        let (intent, problem) = decide(&kind, &obs, None, &config);
+        assert_eq!(intent, None, "the rule names it, but a user made it");
+        assert!(problem.unwrap().contains("rule"));
+        // Asking for nothing is not a problem, trusted or not.
+        obs.xattr = Some("0".into());
+        assert_eq!(decide(&kind, &obs, None, &config).1, None);
+        // The same cgroup owned by root asks as before.
+        obs.owner = owned(0, 0o755);
+        obs.xattr = Some("26".into());
+        let (intent, problem) = decide(&kind, &obs, None, &config);
+        assert_eq!(
+            intent.map(|i| (i.cpus, i.source)),
+            Some((26, Source::Xattr))
+        );
+        assert_eq!(problem, None);
+    }
+
+    #[test]
+    fn a_long_bad_value_is_quoted_short() {
+        assert_eq!(quote("four"), "\"four\"");
+        assert_eq!(quote("a\u{1b}[2J"), "\"a\\u{1b}[2J\"");
+        let long = "x".repeat(200_000);
+        let q = quote(&long);
+        assert!(q.len() < 100, "{q}");
+        assert!(q.ends_with("(200000 bytes in all)"), "{q}");
+        let wide = "é".repeat(100);
+        assert!(
+            quote(&wide).contains("(200 bytes in all)"),
+            "cut on a char boundary"
+        );
     }
 
     #[test]

@@ -76,6 +76,15 @@ pub trait Fs: Send + Sync + 'static {
     /// Whether the path exists (following symbolic links); errors other than
     /// "not found" are returned.
     fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// Who owns the path (following symbolic links) and its permission bits.
+    fn owner(&self, path: &Path) -> io::Result<Owner> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = std::fs::metadata(path)?;
+        Ok(Owner {
+            uid: meta.uid(),
+            mode: meta.mode() & 0o7777,
+        })
+    }
 
     /// Reads one directory at once: its subdirectories, the named files in it
     /// and one extended attribute. An error opening the directory itself
@@ -93,6 +102,7 @@ pub trait Fs: Send + Sync + 'static {
                 .collect(),
             files: files.iter().map(|f| self.read(&dir.join(f))).collect(),
             xattr: self.get_xattr(dir, xattr),
+            owner: self.owner(dir),
         })
     }
 }
@@ -132,6 +142,18 @@ pub struct DirScan {
     pub files: Vec<io::Result<String>>,
     /// The requested extended attribute, as [`Fs::get_xattr`] returns it.
     pub xattr: io::Result<Option<Vec<u8>>>,
+    /// Who owns the directory, as [`Fs::owner`] returns it.
+    pub owner: io::Result<Owner>,
+}
+
+/// The owner and permission bits of a file: who could have made it and who
+/// may change it (a user who owns a cgroup directory, or may write to it, can
+/// set its extended attributes and make cgroups below it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    /// The permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
 }
 
 /// The real filesystem: `std::fs` and the `xattr` crate.
@@ -221,6 +243,12 @@ impl Fs for RealFs {
             Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(None),
             other => other,
         };
+        let owner = nix::sys::stat::fstat(&handle)
+            .map(|st| Owner {
+                uid: st.st_uid,
+                mode: st.st_mode & 0o7777,
+            })
+            .map_err(io::Error::from);
         let read_at = |name: &str| -> io::Result<String> {
             let fd = openat(
                 &handle,
@@ -261,7 +289,12 @@ impl Fs for RealFs {
                 dirs.push(name);
             }
         }
-        Ok(DirScan { dirs, files, xattr })
+        Ok(DirScan {
+            dirs,
+            files,
+            xattr,
+            owner,
+        })
     }
 }
 
@@ -1295,7 +1328,11 @@ mod tests {
                     Ok(v) => format!("{v:?}"),
                     Err(e) => format!("{:?}", e.kind()),
                 };
-                format!("dirs {:?} files {files:?} xattr {xattr}", s.dirs)
+                let owner = s.owner.map_err(|e| e.kind());
+                format!(
+                    "dirs {:?} files {files:?} xattr {xattr} owner {owner:?}",
+                    s.dirs
+                )
             }
         }
     }

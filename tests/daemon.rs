@@ -1649,3 +1649,79 @@ fn status_answers_while_a_read_hangs() {
     fs::remove_file(&file).unwrap();
     fs::write(&file, "").unwrap();
 }
+
+on_both_versions!(untrusted_cgroups_ask_for_nothing => untrusted_cgroups(Driver::Systemd));
+
+/// Makes cgroup `rel` one that someone other than root may mark: owned by
+/// uid 65534 when the test runs as root (a subtree systemd delegated to a
+/// user), else writable by everyone.
+fn hand_to_a_user(env: &Env, rel: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = env.tree.dir(rel);
+    if nix::unistd::geteuid().is_root() {
+        std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+    } else {
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+    }
+}
+
+/// The audit: as uid 65534, one `setxattr user.pinctl.cpus` on its own
+/// delegated cgroup took 26 of 30 CPUs and health stayed "healthy". A
+/// cgroup that is not root's asks for nothing, whatever it carries (xattr,
+/// a rule's name, a bundle's container id); the problem is logged once, not
+/// at every reconcile; and a pinned cgroup handed to others loses its CPUs.
+fn untrusted_cgroups(version: Version, driver: Driver) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let opts = Options {
+        rules: vec![("hpc.slice/job-*.scope", 2)],
+        ..Options::default()
+    };
+    let mut env = Env::new(version, driver, opts);
+    let spec = env.existing();
+    env.tree.create("hpc.slice", &spec);
+    let user = "system.slice/user@65534.service";
+    env.tree.create(user, &spec);
+    hand_to_a_user(&env, user);
+    let greedy = "system.slice/user@65534.service/greedy";
+    env.tree.create(greedy, &spec.clone().xattr("26"));
+    hand_to_a_user(&env, greedy);
+    // Root-owned, but anyone may write to it, and so mark it.
+    let open = "hpc.slice/job-9.scope";
+    env.tree.create(open, &spec);
+    fs::set_permissions(env.tree.dir(open), fs::Permissions::from_mode(0o777)).unwrap();
+    env.start();
+
+    let online = set(ONLINE);
+    let gpod = env.pod(Qos::Guaranteed, &uid(1));
+    let guaranteed = env.container(&gpod, 1, &Spec::limit(4));
+    let job = "hpc.slice/job-1.scope";
+    env.tree.create(job, &spec);
+    let g = env.wait_pinned(&guaranteed, 4);
+    let j = env.wait_pinned(job, 2);
+    let pool = online.difference(&g).difference(&j);
+    env.wait_effective(&[SYSTEM, greedy], &pool);
+    // Outside the managed trees and not pinned: left as it was.
+    env.wait_effective(&[open], &online);
+    env.reconcile();
+    env.reconcile();
+    let logs = env.logs();
+    for (rel, asked) in [(greedy, "26 exclusive CPUs"), (open, "2 exclusive CPUs")] {
+        let said = logs
+            .lines()
+            .filter(|l| l.contains(rel) && l.contains("only root may give CPUs away"))
+            .collect::<Vec<_>>();
+        if said.len() != 1 || !said[0].contains(asked) {
+            env.fail(&format!(
+                "{rel}: expected its request for {asked} refused in one log line, found {said:#?}"
+            ));
+        }
+    }
+
+    // A pinned job whose directory anyone may now write to is no longer
+    // trusted (chmod raises IN_ATTRIB): it gets its parent's CPUs back, and
+    // its CPUs go back to the pool.
+    fs::set_permissions(env.tree.dir(job), fs::Permissions::from_mode(0o757)).unwrap();
+    env.wait_effective(&[job], &online);
+    env.wait_effective(&[SYSTEM, greedy], &online.difference(&g));
+    env.invariants(&[&[&guaranteed]], &[greedy]);
+}

@@ -972,3 +972,92 @@ fn missing_kubepods_paths_are_repaired_in_every_hierarchy() {
         "{log}"
     );
 }
+
+/// As uid and gid 65534 (nobody), the way a user with a subtree systemd
+/// delegated to it would: makes cgroup directory `dir` and sets its
+/// `user.pinctl.cpus` to `value`. A forked child that calls only
+/// async-signal-safe functions between `fork` and `_exit`; its exit code
+/// names the step that failed.
+fn as_nobody_mkdir_and_mark(dir: &Path, value: &str) -> Result<(), String> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt as _;
+
+    use nix::sys::wait::{WaitStatus, waitpid};
+    use nix::unistd::ForkResult;
+
+    let path = CString::new(dir.as_os_str().as_bytes()).expect("no NUL in the path");
+    let name = c"user.pinctl.cpus";
+    let value = value.as_bytes();
+    // SAFETY: the child only makes raw system calls on memory prepared
+    // before the fork, then `_exit`s; it never returns into Rust code.
+    match unsafe { nix::unistd::fork() }.expect("fork") {
+        ForkResult::Child => unsafe {
+            let code = if libc::setgroups(0, std::ptr::null()) != 0 {
+                10
+            } else if libc::setgid(65534) != 0 {
+                11
+            } else if libc::setuid(65534) != 0 {
+                12
+            } else if libc::mkdir(path.as_ptr(), 0o755) != 0 {
+                13
+            } else if libc::setxattr(
+                path.as_ptr(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                0,
+            ) != 0
+            {
+                14
+            } else {
+                0
+            };
+            libc::_exit(code)
+        },
+        ForkResult::Parent { child } => match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, 0)) => Ok(()),
+            Ok(WaitStatus::Exited(_, code)) => Err(format!(
+                "as uid 65534, {} failed (step {code}: 10 setgroups, 11 setgid, 12 setuid, \
+                 13 mkdir, 14 setxattr)",
+                dir.display()
+            )),
+            other => Err(format!("the uid-65534 child ended with {other:?}")),
+        },
+    }
+}
+
+/// The audit, on the real kernel: uid 65534 made a cgroup in a subtree
+/// delegated to it and asked for exclusive CPUs with one `setxattr`; it
+/// took 26 of 30 CPUs and left the next Guaranteed pod pending. Now the
+/// request is refused and logged, the cgroup stays in the shared pool, and
+/// the Guaranteed container gets the CPU.
+#[test]
+fn an_unprivileged_user_cannot_take_exclusive_cpus() {
+    let Some(mut rig) = Rig::new("an_unprivileged_user_cannot_take_exclusive_cpus") else {
+        return;
+    };
+    let (all, exclusive, shared) = (rig.all.clone(), rig.exclusive.clone(), rig.shared.clone());
+    let delegated = "system.slice/user@65534.service";
+    mkdir(&rig.cs(delegated));
+    std::os::unix::fs::chown(rig.cs(delegated), Some(65534), Some(65534)).expect("chown");
+    rig.start_daemon();
+    rig.expect_cpus(delegated, &all);
+
+    let greedy = format!("{delegated}/greedy");
+    rig.note("uid 65534 makes greedy and sets user.pinctl.cpus = 1");
+    as_nobody_mkdir_and_mark(&rig.cs(&greedy), "1").unwrap();
+    // v1 gives a new cgroup empty sets: the daemon fills them with the
+    // shared pool, which is still every CPU.
+    rig.expect_cpus(&greedy, &all);
+    rig.expect_cpus_stay(&greedy, &all, Duration::from_millis(300));
+
+    let guaranteed = rig.add_container(Qos::Guaranteed, Some(100_000));
+    rig.expect_cpus(&guaranteed.rel, &exclusive);
+    rig.expect_cpus(&greedy, &shared);
+    let log = fs::read_to_string(&rig.log).unwrap_or_default();
+    let refused = log
+        .lines()
+        .filter(|l| l.contains("greedy") && l.contains("only root may give CPUs away"))
+        .count();
+    assert_eq!(refused, 1, "one line refusing greedy's request:\n{log}");
+}

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::config::HierarchyMode;
 use crate::cpuset::CpuSet;
-use crate::io::Fs;
+use crate::io::{Fs, Owner};
 
 /// The extended attribute that asks for exclusive CPUs (`"4"`; `"0"` keeps a
 /// cgroup in the shared pool).
@@ -243,6 +243,9 @@ pub struct Observed {
     pub limit: Option<CpuLimit>,
     /// The names of its child cgroups, sorted.
     pub children: Vec<String>,
+    /// Who owns its directory: whether its requests can be trusted
+    /// ([`crate::intent::trusted`]).
+    pub owner: Option<Owner>,
     pub error: Option<String>,
 }
 
@@ -348,6 +351,13 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
         Ok(v) => v.map(|v| String::from_utf8_lossy(&v).trim().to_string()),
         Err(e) => {
             error.get_or_insert_with(|| format!("{}: xattr {XATTR_CPUS}: {e}", dir.display()));
+            None
+        }
+    };
+    obs.owner = match scan.owner {
+        Ok(owner) => Some(owner),
+        Err(e) => {
+            error.get_or_insert_with(|| format!("{}: owner: {e}", dir.display()));
             None
         }
     };
