@@ -30,7 +30,7 @@ use crate::engine::{Engine, Failure, File, Reading, Role, SavedState, Settings};
 use crate::intent::{self, Bundle, Intent};
 use crate::io::{IoConfig, IoError, IoPool, RealFs};
 use crate::server;
-use crate::state::{Loaded, StateFile};
+use crate::state::{Loaded, StateFile, StateLock};
 use crate::sysfs::Sysfs;
 use crate::topology::Topology;
 use crate::watch::{Change, Watcher};
@@ -94,6 +94,8 @@ impl Notifier {
 
 /// The running daemon.
 pub struct Daemon {
+    /// Held while the daemon lives: one daemon per state file.
+    _lock: StateLock,
     cfg: Arc<Config>,
     pool: IoPool,
     hier: Arc<Hierarchy>,
@@ -235,6 +237,12 @@ impl Daemon {
     /// Errors here are fatal.
     pub async fn start(cfg: Config) -> Result<Self> {
         let cfg = Arc::new(cfg);
+        // First of all: a second daemon must change nothing, neither the
+        // state file nor the cgroups, before it finds out it is the second.
+        let state = StateFile::new(&cfg.state_file);
+        let lock = state
+            .lock()
+            .context("cannot take the single-instance lock")?;
         let pool = IoPool::new(
             Arc::new(RealFs),
             IoConfig {
@@ -268,7 +276,6 @@ impl Daemon {
             .unwrap_or_default();
         let reserved = cfg.reserved_cpus.resolve(&topo);
         let settings = settings(&cfg, reserved, mems_all, hier.version == Version::V2);
-        let state = StateFile::new(&cfg.state_file);
         let saved = match state.load::<SavedState>() {
             Ok(Loaded::Fresh(s)) => {
                 info!(path = %state.path().display(), assignments = s.assignments.len(), "state loaded as a hint");
@@ -343,6 +350,7 @@ impl Daemon {
             rx,
         };
         Ok(Daemon {
+            _lock: lock,
             cfg,
             pool,
             hier: Arc::new(hier),

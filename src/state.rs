@@ -94,6 +94,18 @@ pub enum StateError {
         #[source]
         source: io::Error,
     },
+    /// The single-instance lock could not be taken: the lock file cannot be
+    /// opened, or `flock` failed for another reason than another holder.
+    #[error("failed to lock {path}")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// Another process holds the single-instance lock: another pinctld runs
+    /// with this state file.
+    #[error("another pinctld already runs with this state file: {path} is locked{}", holder.map(|p| format!(" by pid {p}")).unwrap_or_default())]
+    Locked { path: PathBuf, holder: Option<u32> },
     /// An invalid state file could not be moved aside.
     #[error("failed to move corrupt state file {path} to {to}")]
     Quarantine {
@@ -243,10 +255,62 @@ impl StateFile {
         }
     }
 
+    /// Takes the single-instance lock: `flock` on `<path>.lock` (made if
+    /// missing, with the directory), held until the returned [`StateLock`] is
+    /// dropped or the process ends, crash included, so it never goes stale.
+    /// The holder's pid is written into the file for the message of the next
+    /// one who tries. The daemon takes it before anything else, so a second
+    /// daemon changes nothing (it used to move the state file aside and write
+    /// `cgroup.subtree_control` before it found the socket in use).
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Locked`] when another process holds it, with that
+    /// process's pid when the file says it; [`StateError::Lock`] or
+    /// [`StateError::CreateDir`] when it cannot be taken at all.
+    pub fn lock(&self) -> Result<StateLock, StateError> {
+        use nix::fcntl::{Flock, FlockArg};
+        let mut name = self.file_name()?.to_os_string();
+        name.push(".lock");
+        let path = self.dir().join(name);
+        self.create_dir()?;
+        let lock_err = |source| StateError::Lock {
+            path: path.clone(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o640)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(lock_err)?;
+        let locked = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(locked) => locked,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                let holder = fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|t| t.trim().parse().ok());
+                return Err(StateError::Locked { path, holder });
+            }
+            Err((_, errno)) => return Err(lock_err(errno.into())),
+        };
+        locked
+            .set_len(0)
+            .and_then(|()| writeln!(&*locked, "{}", std::process::id()))
+            .map_err(lock_err)?;
+        Ok(StateLock {
+            _file: locked,
+            path,
+        })
+    }
+
     /// Atomically replaces the state file with `body`.
     ///
-    /// Creates the parent directory (mode 0700) if missing, writes the envelope
-    /// to `.<name>.tmp-<pid>` in the same directory (mode 0600), `fsync`s it,
+    /// Creates the parent directory (mode 0750) if missing, writes the envelope
+    /// to `.<name>.tmp-<pid>` in the same directory (mode 0640), `fsync`s it,
     /// renames it over the state file and `fsync`s the directory. After a crash
     /// at any point the file holds either the old or the new complete state.
     /// Temporary files left by dead processes are removed afterwards.
@@ -260,17 +324,7 @@ impl StateFile {
     pub fn save<T: Serialize>(&self, body: &T) -> Result<(), StateError> {
         let name = self.file_name()?;
         let dir = self.dir();
-
-        if !dir.as_os_str().is_empty() {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|source| StateError::CreateDir {
-                    path: dir.to_path_buf(),
-                    source,
-                })?;
-        }
+        self.create_dir()?;
 
         let contents = encode(body).map_err(|source| StateError::Serialize {
             path: self.path.clone(),
@@ -307,7 +361,7 @@ impl StateFile {
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(0o640)
             .open(tmp)
             .map_err(write_err)?;
         file.write_all(contents).map_err(write_err)?;
@@ -404,6 +458,24 @@ impl StateFile {
             .collect()
     }
 
+    /// Creates the parent directory if missing. Mode 0750: the group of the
+    /// daemon (`pinctl` under the shipped unit, whose `StateDirectory=` makes
+    /// it) may read the state, for `pinctl status --offline`.
+    fn create_dir(&self) -> Result<(), StateError> {
+        let dir = self.dir();
+        if dir.as_os_str().is_empty() {
+            return Ok(());
+        }
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o750)
+            .create(dir)
+            .map_err(|source| StateError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })
+    }
+
     fn file_name(&self) -> Result<&OsStr, StateError> {
         self.path.file_name().ok_or_else(|| StateError::NoFileName {
             path: self.path.clone(),
@@ -421,6 +493,21 @@ impl StateFile {
             d if d.as_os_str().is_empty() => Path::new("."),
             d => d,
         }
+    }
+}
+
+/// The single-instance lock of a state file ([`StateFile::lock`]); released
+/// when dropped.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: nix::fcntl::Flock<File>,
+    path: PathBuf,
+}
+
+impl StateLock {
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }
 

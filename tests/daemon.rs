@@ -1725,3 +1725,52 @@ fn untrusted_cgroups(version: Version, driver: Driver) {
     env.wait_effective(&[SYSTEM, greedy], &online.difference(&g));
     env.invariants(&[&[&guaranteed]], &[greedy]);
 }
+
+on_both_versions!(a_second_daemon_changes_nothing => second_daemon(Driver::Systemd));
+
+/// The audit: a second pinctld moved the state file aside (and on v2 wrote
+/// `cgroup.subtree_control`) before it found the socket in use. It now
+/// takes the single-instance lock first, and stops there, naming the
+/// first daemon's pid.
+fn second_daemon(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    env.start();
+    let first = env.daemon.as_ref().expect("running").pid();
+    // A state file the second daemon would quarantine, and a controller
+    // file it would write, were it to go on.
+    fs::write(&env.state, "not a state\n").unwrap();
+    let subtree = env.tree.root().join("cgroup.subtree_control");
+    if version == Version::V2 {
+        fs::write(&subtree, "").unwrap();
+    }
+    let config = env.config.display().to_string();
+    let (code, _, stderr) = pinctld(&["--config", &config]);
+    let mut problems = Vec::new();
+    if code != 1 || !stderr.contains("already runs with this state file") {
+        problems.push(format!("exit {code}, stderr {stderr:?}"));
+    }
+    if !stderr.contains(&format!("by pid {first}")) {
+        problems.push(format!(
+            "the first daemon (pid {first}) is not named: {stderr:?}"
+        ));
+    }
+    let state = fs::read_to_string(&env.state).unwrap_or_else(|e| format!("({e})"));
+    if state != "not a state\n" {
+        problems.push(format!("the state file was changed: {state:?}"));
+    }
+    let dir = env.state.parent().unwrap();
+    for entry in fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.contains("corrupt") {
+            problems.push(format!("the state file was moved aside: {name}"));
+        }
+    }
+    if version == Version::V2 && fs::read_to_string(&subtree).unwrap() != "" {
+        problems.push(format!("{} was written", subtree.display()));
+    }
+    if !problems.is_empty() {
+        env.fail(&problems.join("\n"));
+    }
+    // The first one is unharmed.
+    assert!(env.daemon.as_mut().unwrap().exited().is_none());
+}

@@ -96,17 +96,45 @@ fn on_disk_format_is_exactly_the_documented_envelope() {
     assert_eq!(STATE_VERSION, 1);
 }
 
+/// The daemon's group (`pinctl` under the shipped unit, whose
+/// `StateDirectory=` makes the directory) may read the state, for
+/// `pinctl status --offline`; nobody else may. It was 0600: the group could
+/// not use `--offline`.
 #[test]
-fn file_is_0600_and_created_directories_are_0700() {
+fn file_is_0640_and_created_directories_are_0750() {
     let dir = tempfile::tempdir().unwrap();
     let state = StateFile::new(dir.path().join("var/lib/pinctl/state.json"));
     state.save(&body()).unwrap();
 
     assert_eq!(load(&state), Loaded::Fresh(body()));
     let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode(state.path()), 0o600);
-    assert_eq!(mode(&dir.path().join("var/lib/pinctl")), 0o700);
-    assert_eq!(mode(&dir.path().join("var")), 0o700);
+    assert_eq!(mode(state.path()), 0o640);
+    assert_eq!(mode(&dir.path().join("var/lib/pinctl")), 0o750);
+    assert_eq!(mode(&dir.path().join("var")), 0o750);
+}
+
+/// One daemon per state file: the lock is exclusive while held, names its
+/// holder, and is free again once dropped.
+#[test]
+fn the_single_instance_lock_is_held_once() {
+    let (_dir, state) = setup();
+    let first = state.lock().unwrap();
+    assert!(first.path().ends_with("state.json.lock"));
+    match state.lock() {
+        Err(StateError::Locked { holder, .. }) => {
+            assert_eq!(holder, Some(std::process::id()));
+        }
+        other => panic!("a second lock: {other:?}"),
+    }
+    let message = state.lock().unwrap_err().to_string();
+    assert!(
+        message.contains("another pinctld already runs") && message.contains("state.json.lock"),
+        "{message}"
+    );
+    drop(first);
+    state.lock().expect("free again once dropped");
+    // Taking the lock never touches the state itself.
+    assert_eq!(load(&state), Loaded::Missing);
 }
 
 #[test]
