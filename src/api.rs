@@ -253,12 +253,18 @@ pub struct StuckTask {
     pub comm: String,
     pub cgroup: String,
     pub wchan: Option<String>,
+    /// Whose task it is (the owner of `/proc/PID/task/TID`).
+    #[serde(default)]
+    pub uid: Option<u32>,
     pub secs: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Frozen {
     pub cgroup: String,
+    /// Whose cgroup it is (the owner of its directory).
+    #[serde(default)]
+    pub owner: Option<u32>,
     pub secs: u64,
     pub thawed: bool,
 }

@@ -866,6 +866,20 @@ impl Daemon {
     }
 
     /// Whether `rel` is a subtree root or below one.
+    /// Whether the watchdog holds what happens in cgroup `rel` (tasks in D
+    /// state, a freeze) against the node's health: the managed subtrees and
+    /// the exclusive workloads, which the operator asked to be watched. Not
+    /// the shared cgroups: in `user.slice` anyone can put a task of their own
+    /// in D state (a `vfork` parent) or freeze a cgroup delegated to them.
+    fn watched(&self, rel: &str) -> bool {
+        self.cfg.managed.iter().any(|m| cgroup::is_within(rel, m))
+            || self
+                .engine
+                .cgroups()
+                .get(rel)
+                .is_some_and(|e| matches!(e.role, Role::Exclusive | Role::Inside))
+    }
+
     fn within_roots(&self, rel: &str) -> bool {
         self.roots.iter().any(|r| cgroup::is_within(rel, r))
     }
@@ -1121,7 +1135,7 @@ impl Daemon {
             self.engine
                 .cgroups()
                 .iter()
-                .filter(|(_, e)| !e.structural)
+                .filter(|(rel, e)| !e.structural && self.watched(rel))
                 .map(|(rel, _)| rel.clone())
                 .collect()
         });
@@ -1223,19 +1237,20 @@ impl Daemon {
             stat,
             cgroup,
             wchan,
+            uid,
         } in sleepers
         {
             let Some(cgroup) = cgroup else { continue };
-            if !self.within_roots(&cgroup) {
+            if !self.watched(&cgroup) {
                 continue;
             }
             let key = (stat.pid, stat.tid, stat.start);
             seen.push(key);
-            info.insert(key, (stat.comm, cgroup, wchan));
+            info.insert(key, (stat.comm, cgroup, wchan, uid));
         }
         let mut stuck = Vec::new();
         for (key, long) in self.dog.dstate.update(Instant::now(), seen) {
-            let Some((comm, cgroup, wchan)) = info.remove(&key) else {
+            let Some((comm, cgroup, wchan, uid)) = info.remove(&key) else {
                 continue;
             };
             stuck.push(api::StuckTask {
@@ -1244,6 +1259,7 @@ impl Daemon {
                 comm,
                 cgroup,
                 wchan,
+                uid,
                 secs: long.as_secs(),
             });
         }
@@ -1254,16 +1270,19 @@ impl Daemon {
                 .iter()
                 .any(|o| (o.pid, o.tid) == (t.pid, t.tid))
             {
-                warn!(pid = t.pid, tid = t.tid, comm = %t.comm, cgroup = %t.cgroup, wchan = ?t.wchan, secs = t.secs, "task stuck in uninterruptible sleep (D state)");
+                warn!(pid = t.pid, tid = t.tid, uid = ?t.uid, comm = %t.comm, cgroup = %t.cgroup, wchan = ?t.wchan, secs = t.secs, "task stuck in uninterruptible sleep (D state)");
             }
         }
         self.dog.stuck_tasks = stuck;
     }
 
     /// Cgroups frozen longer than `frozen_threshold`; thawed with `thaw_frozen`.
-    async fn act_on_frozen(&mut self, frozen: Vec<Rel>) {
+    async fn act_on_frozen(&mut self, frozen: Vec<(Rel, Option<u32>)>) {
         let mut out = Vec::new();
+        let owners: BTreeMap<Rel, Option<u32>> = frozen.iter().cloned().collect();
+        let frozen: Vec<Rel> = frozen.into_iter().map(|(rel, _)| rel).collect();
         for (rel, long) in self.dog.frozen.update(Instant::now(), frozen) {
+            let owner = owners.get(&rel).copied().flatten();
             let mut thawed = false;
             if self.cfg.thaw_frozen {
                 let path = watchdog::freezer_file(&self.hier, &rel);
@@ -1281,10 +1300,11 @@ impl Daemon {
                     }
                 }
             } else if !self.dog.frozen_cgroups.iter().any(|f| *f.cgroup == *rel) {
-                warn!(cgroup = %rel, secs = long.as_secs(), "cgroup frozen longer than frozen_threshold");
+                warn!(cgroup = %rel, owner = ?owner, secs = long.as_secs(), "cgroup frozen longer than frozen_threshold");
             }
             out.push(api::Frozen {
                 cgroup: rel.to_string(),
+                owner,
                 secs: long.as_secs(),
                 thawed,
             });
@@ -1569,7 +1589,7 @@ struct Findings {
     /// Tasks in D state, if the round looked.
     sleepers: Option<Vec<watchdog::Sleeper>>,
     /// Frozen cgroups, if the round looked.
-    frozen: Option<Vec<Rel>>,
+    frozen: Option<Vec<(Rel, Option<u32>)>>,
 }
 
 /// The reads of one round of checks, every one a timed I/O call of its own
@@ -1661,20 +1681,22 @@ async fn gather(input: CheckInput) -> Findings {
                     .iter()
                     .map(|rel| (watchdog::freezer_file(&hier, rel), ()))
                     .collect();
+                // A frozen one with its owner: whose it is, for the report.
                 let read = pool
                     .run_batch("read", items, |fs, path, _| match fs.read(path) {
-                        Ok(t) => Ok(watchdog::is_frozen(&t)),
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                        Ok(t) if watchdog::is_frozen(&t) => {
+                            let dir = path.parent().unwrap_or(path);
+                            Ok(Some(fs.owner(dir).ok().map(|o| o.uid)))
+                        }
+                        Ok(_) => Ok(None),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
                         Err(e) => Err(e),
                     })
                     .await;
-                frozen.extend(
-                    chunk
-                        .iter()
-                        .zip(read)
-                        .filter(|(_, r)| matches!(r, Ok(true)))
-                        .map(|(rel, _)| rel.clone()),
-                );
+                frozen.extend(chunk.iter().zip(read).filter_map(|(rel, r)| match r {
+                    Ok(Some(owner)) => Some((rel.clone(), owner)),
+                    _ => None,
+                }));
             }
             Some(frozen)
         }
@@ -1734,8 +1756,9 @@ fn read_one(
         Kind::Container { id, .. } => intent::find_bundle(fs, &cfg.bundle_dirs, id).map(Arc::new),
         _ => None,
     };
-    // Only containers have bundles, so only they have one remembered.
-    let mut bundle = bundle.or_else(read_bundle);
+    // Only containers have bundles, so only they have one remembered; one
+    // that could not be used is read again once its file changed.
+    let mut bundle = bundle.filter(|b| !b.stale(fs)).or_else(read_bundle);
     let (intent, problem) = intent::decide(&kind, &obs, bundle.as_deref(), cfg);
     // The identity matters only for a workload that wants CPUs; it may come
     // from the bundle.
@@ -1750,7 +1773,7 @@ fn read_one(
     };
     // Keep the whole bundle only while it matters.
     let bundle = bundle.map(|b| {
-        if wants || b.cpus.is_some() {
+        if wants || b.cpus.is_some() || b.unusable.is_some() {
             b
         } else {
             Bundle::summary()

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::cgroup::Observed;
 use crate::cgroup::layout::{Kind, Qos};
 use crate::config::Config;
-use crate::io::{Fs, Owner};
+use crate::io::{FileId, Fs, Owner};
 
 /// The OCI annotation that asks for exclusive CPUs.
 pub const ANNOTATION_CPUS: &str = "pinctl.io/cpus";
@@ -77,6 +77,11 @@ impl Intent {
     }
 }
 
+/// The largest bundle `config.json` read. Real ones are tens of KiB (a
+/// few hundred with thousands of environment variables); anything larger is
+/// refused, not read into the daemon's memory.
+pub const MAX_BUNDLE_BYTES: u64 = 4 << 20;
+
 /// What a container's OCI bundle says about it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Bundle {
@@ -85,6 +90,17 @@ pub struct Bundle {
     pub cpus: Option<String>,
     pub pod_uid: Option<String>,
     pub container_name: Option<String>,
+    /// Why the file at `path` could not be used, if it could not.
+    pub unusable: Option<Unusable>,
+}
+
+/// A bundle file that could not be used, and the file as it was then: it
+/// is read again only once that changes ([`Bundle::stale`]), so a bad file
+/// costs one read and one log line, not one of each at every reconcile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unusable {
+    pub reason: String,
+    pub file: Option<FileId>,
 }
 
 impl Bundle {
@@ -101,6 +117,15 @@ impl Bundle {
     pub fn is_summary(&self) -> bool {
         self.path.as_os_str().is_empty()
     }
+
+    /// Whether what is known of this bundle must be read again: it could not
+    /// be used, and its file has changed since (a bundle that was read never
+    /// changes for a container id).
+    pub fn stale(&self, fs: &dyn Fs) -> bool {
+        self.unusable
+            .as_ref()
+            .is_some_and(|u| fs.identity(&self.path).ok() != u.file)
+    }
 }
 
 #[derive(Deserialize)]
@@ -109,18 +134,19 @@ struct OciConfig {
     annotations: BTreeMap<String, String>,
 }
 
-/// Reads the annotations pinctl uses from an OCI `config.json`. `None` when it
-/// is not valid JSON.
-pub fn parse_bundle(path: &Path, config_json: &str) -> Option<Bundle> {
-    let config: OciConfig = serde_json::from_str(config_json).ok()?;
+/// Reads the annotations pinctl uses from an OCI `config.json`. An error
+/// when it is not a JSON object whose `annotations` map strings to strings.
+pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json::Error> {
+    let config: OciConfig = serde_json::from_str(config_json)?;
     let get = |keys: &[&str]| {
         keys.iter()
             .find_map(|k| config.annotations.get(*k))
             .filter(|v| !v.is_empty())
             .cloned()
     };
-    Some(Bundle {
+    Ok(Bundle {
         path: path.to_path_buf(),
+        unusable: None,
         cpus: get(&[ANNOTATION_CPUS]),
         // containerd (CRI) and CRI-O name these differently.
         pod_uid: get(&["io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"]),
@@ -132,19 +158,41 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Option<Bundle> {
 }
 
 /// Finds and reads the bundle of container `id`: `<dir>/<id>/config.json` or
-/// (CRI-O, Podman) `<dir>/<id>/userdata/config.json`, first hit wins.
+/// (CRI-O, Podman) `<dir>/<id>/userdata/config.json`, first found wins.
+/// `None` when there is none. A file that is there but cannot be used (a
+/// link below the bundle directory, not a regular file, larger than
+/// [`MAX_BUNDLE_BYTES`], not an OCI config) is a [`Bundle`] with its
+/// reason in `unusable`: it counts as asking for nothing, and is read again
+/// only when it changes.
 pub fn find_bundle(fs: &dyn Fs, dirs: &[PathBuf], id: &str) -> Option<Bundle> {
     if id.is_empty() || id.contains('/') || id.starts_with('.') {
         return None;
     }
     for dir in dirs {
-        for candidate in [
-            dir.join(id).join("config.json"),
-            dir.join(id).join("userdata/config.json"),
+        for rel in [
+            format!("{id}/config.json"),
+            format!("{id}/userdata/config.json"),
         ] {
-            if let Ok(text) = fs.read(&candidate) {
-                return parse_bundle(&candidate, &text);
-            }
+            let path = dir.join(&rel);
+            let reason = match fs.read_beneath(dir, Path::new(&rel), MAX_BUNDLE_BYTES) {
+                Ok(text) => match parse_bundle(&path, &text) {
+                    Ok(bundle) => return Some(bundle),
+                    Err(e) => format!("not an OCI config: {e}"),
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                    "a symbolic link below the bundle directory".to_string()
+                }
+                Err(e) => e.to_string(),
+            };
+            return Some(Bundle {
+                unusable: Some(Unusable {
+                    reason,
+                    file: fs.identity(&path).ok(),
+                }),
+                path,
+                ..Bundle::default()
+            });
         }
     }
     None
@@ -236,6 +284,14 @@ fn requested(
                 ));
             }
         }
+    }
+    if let Some(Bundle {
+        path,
+        unusable: Some(u),
+        ..
+    }) = bundle
+    {
+        problem.get_or_insert(format!("ignoring bundle {}: {}", path.display(), u.reason));
     }
     if let Some(b) = bundle
         && let Some(raw) = &b.cpus
@@ -350,6 +406,7 @@ mod tests {
             "io.kubernetes.cri.sandbox-uid":"0f5c1b8e-1111-2222-3333-444455556666",
             "pinctl.io/cpus":"4"}}"#;
         let b = parse_bundle(Path::new("/b/config.json"), containerd).unwrap();
+        assert_eq!(b.unusable, None);
         assert_eq!(b.cpus.as_deref(), Some("4"));
         assert_eq!(b.container_name.as_deref(), Some("app"));
         let crio =
@@ -357,8 +414,8 @@ mod tests {
         let b = parse_bundle(Path::new("/c"), crio).unwrap();
         assert_eq!(b.pod_uid.as_deref(), Some("u1"));
         assert_eq!(b.cpus, None);
-        assert!(parse_bundle(Path::new("/d"), "{not json").is_none());
-        assert!(parse_bundle(Path::new("/e"), "{}").is_some());
+        assert!(parse_bundle(Path::new("/d"), "{not json").is_err());
+        assert!(parse_bundle(Path::new("/e"), "{}").is_ok());
     }
 
     fn owned(uid: u32, mode: u32) -> Option<Owner> {
@@ -430,6 +487,96 @@ mod tests {
         assert!(
             quote(&wide).contains("(200 bytes in all)"),
             "cut on a char boundary"
+        );
+    }
+
+    /// The audit: `config.json` was read with no size or type limit,
+    /// following links; nine FIFO bundles left the daemon "failed" for good
+    /// (every I/O thread stuck in `open`), and a link to `/dev/zero` cost
+    /// about 1 GB per reconcile. Each is now refused at once, with why.
+    #[test]
+    fn a_bundle_that_is_no_plain_small_file_is_refused_without_blocking() {
+        use crate::io::RealFs;
+        use std::os::unix::fs::symlink;
+        let tmp = tempfile::tempdir().unwrap();
+        let dirs = vec![tmp.path().to_path_buf()];
+        let make = |id: &str| {
+            let d = tmp.path().join(id);
+            std::fs::create_dir(&d).unwrap();
+            d.join("config.json")
+        };
+        let good = r#"{"annotations":{"pinctl.io/cpus":"2"}}"#;
+        std::fs::write(make("good"), good).unwrap();
+        nix::unistd::mkfifo(
+            &make("fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        symlink("/dev/zero", make("zero")).unwrap();
+        std::fs::File::create(make("huge"))
+            .unwrap()
+            .set_len(MAX_BUNDLE_BYTES + 1)
+            .unwrap();
+        std::fs::write(make("garbage"), "\u{1b}[2J not json").unwrap();
+        std::fs::create_dir(make("dir")).unwrap();
+        // The container's directory itself a link elsewhere.
+        std::fs::create_dir(tmp.path().join("elsewhere")).unwrap();
+        std::fs::write(tmp.path().join("elsewhere/config.json"), good).unwrap();
+        symlink(tmp.path().join("elsewhere"), tmp.path().join("linked")).unwrap();
+
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dirs_ = dirs.clone();
+        std::thread::spawn(move || {
+            let found: Vec<(&str, Option<Bundle>)> = [
+                "good", "fifo", "zero", "huge", "garbage", "dir", "linked", "none",
+            ]
+            .into_iter()
+            .map(|id| (id, find_bundle(&RealFs, &dirs_, id)))
+            .collect();
+            let _ = tx.send(found);
+        });
+        let found = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("find_bundle returns at once, whatever the file is");
+        let reason = |b: &Option<Bundle>| {
+            b.as_ref()
+                .and_then(|b| b.unusable.as_ref())
+                .map(|u| u.reason.clone())
+        };
+        for (id, bundle) in &found {
+            let why = reason(bundle);
+            let expected = match *id {
+                "good" => {
+                    assert_eq!(bundle.as_ref().unwrap().cpus.as_deref(), Some("2"));
+                    None
+                }
+                "none" => {
+                    assert_eq!(bundle, &None);
+                    None
+                }
+                "fifo" => Some("not a regular file (a FIFO)"),
+                "zero" | "linked" => Some("a symbolic link below the bundle directory"),
+                "huge" => Some("larger than"),
+                "garbage" => Some("not an OCI config"),
+                "dir" => Some("not a regular file (a directory)"),
+                _ => unreachable!(),
+            };
+            match (expected, &why) {
+                (None, None) => {}
+                (Some(e), Some(w)) if w.contains(e) => {}
+                _ => panic!("{id}: expected {expected:?}, found {why:?}"),
+            }
+        }
+        // Remembered until the file changes, then read again.
+        let (_, fifo) = &found[1];
+        let fifo = fifo.as_ref().unwrap();
+        assert!(!fifo.stale(&RealFs));
+        std::fs::remove_file(&fifo.path).unwrap();
+        std::fs::write(&fifo.path, good).unwrap();
+        assert!(fifo.stale(&RealFs));
+        assert_eq!(
+            find_bundle(&RealFs, &dirs, "fifo").and_then(|b| b.cpus),
+            Some("2".to_string())
         );
     }
 

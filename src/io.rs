@@ -76,6 +76,64 @@ pub trait Fs: Send + Sync + 'static {
     /// Whether the path exists (following symbolic links); errors other than
     /// "not found" are returned.
     fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// Reads `rel` below directory `dir` the way a file someone else wrote
+    /// must be read: no symbolic link followed below `dir` (`ELOOP`), no open
+    /// that waits (a FIFO is opened non-blocking), only a regular file
+    /// (`InvalidInput` otherwise) of at most `max` bytes (`FileTooLarge`).
+    fn read_beneath(&self, dir: &Path, rel: &Path, max: u64) -> io::Result<String> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags, openat2};
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(dir)?;
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+        let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH;
+        let fd = match openat2(&dir, rel, flags, Mode::empty(), resolve) {
+            // Before Linux 5.6: the last component at least is not followed.
+            Err(rustix::io::Errno::NOSYS) => {
+                rustix::fs::openat(&dir, rel, flags | OFlags::NOFOLLOW, Mode::empty())?
+            }
+            other => other?,
+        };
+        let file = std::fs::File::from(fd);
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("not a regular file ({})", file_kind(&meta.file_type())),
+            ));
+        }
+        let too_large = || {
+            io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!("larger than {max} bytes"),
+            )
+        };
+        if meta.len() > max {
+            return Err(too_large());
+        }
+        // The size could grow after the fstat: never read more than `max`.
+        let mut text = String::new();
+        io::Read::read_to_string(&mut io::Read::take(file, max + 1), &mut text)?;
+        if text.len() as u64 > max {
+            return Err(too_large());
+        }
+        Ok(text)
+    }
+    /// What identifies a file's contents without reading it (`lstat`: a link
+    /// is not followed, a FIFO not opened): its device, inode, size and
+    /// modification time. A file that failed to be used is read again only
+    /// once this changes.
+    fn identity(&self, path: &Path) -> io::Result<FileId> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = std::fs::symlink_metadata(path)?;
+        Ok(FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        })
+    }
     /// Who owns the path (following symbolic links) and its permission bits.
     fn owner(&self, path: &Path) -> io::Result<Owner> {
         use std::os::unix::fs::MetadataExt as _;
@@ -144,6 +202,35 @@ pub struct DirScan {
     pub xattr: io::Result<Option<Vec<u8>>>,
     /// Who owns the directory, as [`Fs::owner`] returns it.
     pub owner: io::Result<Owner>,
+}
+
+/// What [`Fs::identity`] says of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i128,
+}
+
+/// A file type in words, for messages.
+fn file_kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a file"
+    }
 }
 
 /// The owner and permission bits of a file: who could have made it and who

@@ -337,6 +337,8 @@ pub struct Sleeper {
     pub cgroup: Option<String>,
     /// The kernel function it sleeps in, when readable.
     pub wchan: Option<String>,
+    /// Whose task it is: the owner of its `/proc` directory.
+    pub uid: Option<u32>,
 }
 
 /// Reads the tasks of process `pid` under `proc_root` and returns those in
@@ -375,10 +377,12 @@ pub fn read_dstate(
             .ok()
             .map(|w| w.trim().to_string())
             .filter(|w| !w.is_empty() && w != "0");
+        let uid = fs.owner(&tdir).ok().map(|o| o.uid);
         out.push(Sleeper {
             stat,
             cgroup,
             wchan,
+            uid,
         });
     }
     Ok(out)

@@ -138,6 +138,7 @@ fn status_shows_trouble_and_says_when_it_is_offline() {
         comm: "fio".into(),
         cgroup: "kubepods.slice/z".into(),
         wchan: Some("io_schedule".into()),
+        uid: Some(1000),
         secs: 130,
     });
     doc.config.file = Some("/etc/pinctl/pinctld.toml".into());

@@ -1576,8 +1576,22 @@ fn status_socket_serves_every_endpoint() {
     let (code, _) = get(&socket, "/v1/nothing");
     assert_eq!(code, 404);
 
-    // A second daemon on the same socket is refused, and the first keeps it.
-    let (code, _, err) = pinctld(&["--config", env.config.to_str().unwrap()]);
+    // A second daemon on the same socket (with a state file of its own, so
+    // that the single-instance lock lets it that far) is refused, and the
+    // first keeps the socket.
+    let other = env.tmp.path().join("other.toml");
+    let text = fs::read_to_string(&env.config).unwrap();
+    let state = format!("{:?}", env.state.display().to_string());
+    let moved = format!(
+        "{:?}",
+        env.tmp
+            .path()
+            .join("other/state.json")
+            .display()
+            .to_string()
+    );
+    fs::write(&other, text.replace(&state, &moved)).unwrap();
+    let (code, _, err) = pinctld(&["--config", other.to_str().unwrap()]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("another pinctld is already serving"), "{err}");
     assert_eq!(get(&socket, "/v1/health").0, 200);
@@ -1773,4 +1787,67 @@ fn second_daemon(version: Version, driver: Driver) {
     }
     // The first one is unharmed.
     assert!(env.daemon.as_mut().unwrap().exited().is_none());
+}
+
+on_both_versions!(hostile_bundles_cost_one_look => hostile_bundles(Driver::Cgroupfs));
+
+/// The audit: nine FIFO bundles left the daemon "failed" for good (every I/O
+/// thread stuck in `open`), a link to `/dev/zero` cost about 1 GB per
+/// reconcile, and failures were silent and retried at every reconcile. Now
+/// each bad bundle is refused at once, logged once while it stays as it is,
+/// health stays healthy, pins go on, and a mended file is read again.
+fn hostile_bundles(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    let bpod = env.pod(Qos::Burstable, &uid(1));
+    let bundles = env.tmp.path().join("bundles");
+    let mut hostile = Vec::new();
+    for n in 1..=9 {
+        let dir = bundles.join(container_id(n));
+        fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("config.json");
+        nix::unistd::mkfifo(&config, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        hostile.push((env.container(&bpod, n, &Spec::default()), config));
+    }
+    let zero = bundles.join(container_id(10));
+    fs::create_dir_all(&zero).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", zero.join("config.json")).unwrap();
+    let zeroed = env.container(&bpod, 10, &Spec::default());
+    env.start();
+
+    let gpod = env.pod(Qos::Guaranteed, &uid(2));
+    let guaranteed = env.container(&gpod, 11, &Spec::limit(2));
+    env.wait_pinned(&guaranteed, 2);
+    env.reconcile();
+    env.reconcile();
+    let socket = env.tmp.path().join("pinctl.sock");
+    let (code, health) = get(&socket, "/v1/health");
+    if code != 200 || !health.contains("\"healthy\"") {
+        env.fail(&format!("health after hostile bundles: {code} {health}"));
+    }
+    let logs = env.logs();
+    for (rel, why) in hostile
+        .iter()
+        .map(|(rel, _)| (rel.as_str(), "a FIFO"))
+        .chain([(
+            zeroed.as_str(),
+            "a symbolic link below the bundle directory",
+        )])
+    {
+        let said = logs
+            .lines()
+            .filter(|l| l.contains(rel) && l.contains("ignoring bundle"))
+            .collect::<Vec<_>>();
+        if said.len() != 1 || !said[0].contains(why) {
+            env.fail(&format!(
+                "{rel}: expected one line saying {why:?}, found {said:#?}"
+            ));
+        }
+    }
+
+    // Mended: the file changed, so it is read again, and its annotation pins.
+    let (rel, config) = &hostile[0];
+    fs::remove_file(config).unwrap();
+    fs::write(config, r#"{"annotations":{"pinctl.io/cpus":"1"}}"#).unwrap();
+    env.reconcile();
+    env.wait_pinned(rel, 1);
 }

@@ -1091,6 +1091,18 @@ fn dstate(version: Version, driver: Driver) {
     env.proc
         .task(4242, 4243, "stuck-app", 'D', &ctr, "io_schedule");
     env.proc.task(5000, 5000, "other-d", 'D', user, "nfs_wait");
+    // The audit: anyone can put a task of their own in D state (a `vfork`
+    // parent) in a shared cgroup such as a user's delegated subtree; that
+    // is not the node's health.
+    let shared = "system.slice/user@1000.service/app.scope";
+    env.proc.task(
+        5001,
+        5001,
+        "vfork-parent",
+        'D',
+        shared,
+        "wait_for_vfork_done",
+    );
     env.proc.task(6000, 6000, "runner", 'R', &ctr, "0");
     env.start();
 
@@ -1106,6 +1118,7 @@ fn dstate(version: Version, driver: Driver) {
         "comm=stuck-app ",
         &format!("cgroup={ctr} "),
         "wchan=Some(\"io_schedule\")",
+        "uid=Some(",
     ] {
         if !line.contains(want) {
             env.fail(&format!("the D-state line lacks {want:?}: {line}"));
@@ -1117,8 +1130,11 @@ fn dstate(version: Version, driver: Driver) {
         if !s.contains("degraded: 1 D-state task") {
             return Err(format!("STATUS={s}"));
         }
-        if log.matches(STUCK_TASK).count() != 1 || log.contains("pid=5000") {
-            return Err("logged again, or the unmanaged task logged".into());
+        if log.matches(STUCK_TASK).count() != 1
+            || log.contains("pid=5000")
+            || log.contains("pid=5001")
+        {
+            return Err("logged again, or an unmanaged or shared task logged".into());
         }
         Ok(())
     });
@@ -1153,6 +1169,14 @@ fn frozen_reported(version: Version, driver: Driver) {
     let mut env = Env::new(version, driver, Options::default());
     let ctr = env.burstable(1);
     let (file, frozen, thawed) = freezer(&env, &ctr);
+    // The audit: a user who freezes a cgroup of their own delegated subtree
+    // does not make the node "degraded"; only what the operator asked to be
+    // watched counts.
+    let users = "system.slice/user@1000.service";
+    env.make(users, &env.existing());
+    let (users_file, _, _) = freezer(&env, users);
+    fs::create_dir_all(users_file.parent().unwrap()).unwrap();
+    fs::write(&users_file, frozen).unwrap();
     if version == Version::V2 {
         fs::write(&file, "0\n").unwrap();
     }
@@ -1162,9 +1186,19 @@ fn frozen_reported(version: Version, driver: Driver) {
         s.contains("degraded: 1 frozen cgroup")
     });
     env.wait_log(
-        &format!("cgroup frozen longer than frozen_threshold cgroup={ctr}"),
+        &format!("cgroup frozen longer than frozen_threshold cgroup={ctr} owner=Some("),
         1,
     );
+    let log = env.log();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("frozen longer") && l.contains(users))
+        .collect();
+    if !said.is_empty() {
+        env.fail(&format!(
+            "a user's own frozen cgroup was reported: {said:?}"
+        ));
+    }
     env.hold("left frozen without thaw_frozen", HOLD, || {
         let now = fs::read_to_string(&file).unwrap();
         if now == frozen {
