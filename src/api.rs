@@ -235,7 +235,18 @@ pub struct Watchdog {
     pub missing_paths: Vec<MissingPath>,
     /// Repairs made since start.
     pub repairs: u64,
+    /// Cgroups the daemon could not watch (inotify's `max_user_watches`
+    /// reached): it reconciles every [`UNWATCHED_RECONCILE_SECS`] seconds
+    /// until they are watched again.
+    #[serde(default)]
+    pub unwatched_cgroups: u64,
+    /// Why the last save of the state file failed, when it did.
+    #[serde(default)]
+    pub state_error: Option<String>,
 }
+
+/// How often the daemon reconciles while some cgroups are unwatched.
+pub const UNWATCHED_RECONCILE_SECS: u64 = 10;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HungPath {

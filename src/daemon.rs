@@ -96,6 +96,13 @@ impl Notifier {
 pub struct Daemon {
     /// Held while the daemon lives: one daemon per state file.
     _lock: StateLock,
+    /// Why the last save of the state file failed, while it does.
+    state_error: Option<String>,
+    /// Cgroups whose inotify watch could not be added (`max_user_watches`
+    /// reached): while there are any, the daemon reconciles every
+    /// [`api::UNWATCHED_RECONCILE_SECS`] seconds, and each reconcile tries
+    /// to watch them again.
+    unwatched: BTreeSet<Rel>,
     cfg: Arc<Config>,
     pool: IoPool,
     hier: Arc<Hierarchy>,
@@ -351,6 +358,8 @@ impl Daemon {
         };
         Ok(Daemon {
             _lock: lock,
+            state_error: None,
+            unwatched: BTreeSet::new(),
             cfg,
             pool,
             hier: Arc::new(hier),
@@ -439,6 +448,7 @@ impl Daemon {
         let mut tick = every(self.cfg.reconcile_interval);
         let mut ping = tokio::time::interval(self.ping_every.unwrap_or(Duration::from_secs(3600)));
         let mut dog = every(self.cfg.watchdog_interval);
+        let mut blind = every(Duration::from_secs(api::UNWATCHED_RECONCILE_SECS));
         // The status socket's snapshot follows at most this late.
         let mut publish = tokio::time::interval(PUBLISH_EVERY);
         publish.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -465,6 +475,7 @@ impl Daemon {
                     }
                 },
                 _ = tick.tick() => self.reconcile(true).await,
+                _ = blind.tick(), if !self.unwatched.is_empty() => self.reconcile(false).await,
                 _ = ping.tick(), if self.ping_every.is_some() => self.beat(),
                 _ = publish.tick(), if self.socket.dirty => self.publish(),
                 _ = dog.tick() => self.start_checks(false),
@@ -666,12 +677,26 @@ impl Daemon {
                 while rels.len() < SCAN_BATCH
                     && let Some(rel) = pending.pop_front()
                 {
-                    if let Err(e) = self.watcher.watch(&rel) {
-                        if e.kind() == std::io::ErrorKind::NotFound {
+                    match self.watcher.watch(&rel) {
+                        Ok(()) => {
+                            if self.unwatched.remove(&rel) && self.unwatched.is_empty() {
+                                info!("every cgroup is watched again");
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                             self.forget(&rel);
                             continue;
                         }
-                        warn!(path = %self.hier.dir(&rel).display(), error = %e, "cannot watch; relying on the periodic reconcile");
+                        Err(e) => {
+                            // Said once per spell, not per cgroup: at the
+                            // limit, every new cgroup fails the same way.
+                            if self.unwatched.is_empty() {
+                                warn!(path = %self.hier.dir(&rel).display(), error = %e,
+                                    every_secs = api::UNWATCHED_RECONCILE_SECS,
+                                    "cannot watch a cgroup (is fs.inotify.max_user_watches reached?); reconciling often until every cgroup is watched");
+                            }
+                            self.unwatched.insert(rel.clone());
+                        }
                     }
                     if let Some(cw) = self.cpu_watcher.as_mut() {
                         // The cpu side may appear later; its parent's watch reports it.
@@ -739,6 +764,9 @@ impl Daemon {
     /// Forgets cgroup `rel` and everything below it (they are gone): the
     /// engine's entries and the watches of both trees.
     fn forget(&mut self, rel: &str) {
+        if !self.unwatched.is_empty() {
+            self.unwatched.retain(|r| !cgroup::is_within(r, rel));
+        }
         self.engine.forget(rel);
         self.watcher.unwatch(rel);
         if let Some(cw) = self.cpu_watcher.as_mut() {
@@ -1060,7 +1088,8 @@ impl Daemon {
                 self.engine.verified(&rel, eff);
             }
         }
-        if plan.assignments_changed {
+        // A save that failed is tried again with each plan.
+        if plan.assignments_changed || self.state_error.is_some() {
             for w in self.engine.workloads().values() {
                 match (&w.cpus, &w.pending) {
                     (Some(cpus), _) => {
@@ -1332,6 +1361,8 @@ impl Daemon {
                 .filter(|c| c.failure.is_some())
                 .count(),
             missing_paths: self.dog.repairs.missing.len(),
+            unwatched_cgroups: self.unwatched.len(),
+            state_unsaved: self.state_error.is_some(),
         }
     }
 
@@ -1466,6 +1497,8 @@ impl Daemon {
                 frozen: self.dog.frozen_cgroups.clone(),
                 missing_paths: self.dog.repairs.missing.clone(),
                 repairs: self.dog.repairs.count,
+                unwatched_cgroups: self.unwatched.len() as u64,
+                state_error: self.state_error.clone(),
             },
             counters: api::Counters {
                 reconciles: self.socket.reconciles,
@@ -1485,17 +1518,31 @@ impl Daemon {
         }
     }
 
-    async fn save_state(&self) {
+    /// Saves the state file. A failure (a read-only or full disk) degrades
+    /// health until a save works again: the next plan's apply tries again.
+    async fn save_state(&mut self) {
         let body = self.engine.saved_state();
         let state = StateFile::new(self.state.path());
         let result = tokio::task::spawn_blocking(move || state.save(&body)).await;
-        match result {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                warn!(error = %format!("{:#}", anyhow::Error::from(e)), "cannot save the state file")
+        let error = match result {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(format!("{:#}", anyhow::Error::from(e))),
+            Err(e) => Some(format!("the save task failed: {e}")),
+        };
+        match (&self.state_error, &error) {
+            (None, Some(e)) => {
+                warn!(error = %e, "cannot save the state file; trying again at each change")
             }
-            Err(e) => warn!(error = %e, "state save task failed"),
+            (Some(_), None) => info!(path = %self.state.path().display(), "state file saved again"),
+            _ => {}
         }
+        if error.is_some() {
+            self.socket.metrics.state_save_failures.inc();
+        }
+        if error != self.state_error {
+            self.socket.dirty = true;
+        }
+        self.state_error = error;
     }
 
     /// One line for systemd's `STATUS=` and the log.

@@ -125,6 +125,8 @@ pub struct Metrics {
     pub frozen_cgroups: Gauge,
     pub health: Family<StateLabel, Gauge>,
     pub config_reloads: Family<ResultLabel, Counter>,
+    pub state_save_failures: Counter,
+    pub unwatched_cgroups: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -160,7 +162,19 @@ impl Metrics {
             frozen_cgroups: Gauge::default(),
             health: Family::default(),
             config_reloads: Family::default(),
+            state_save_failures: Counter::default(),
+            unwatched_cgroups: Gauge::default(),
         };
+        registry.register(
+            "state_save_failures",
+            "Saves of the state file that failed",
+            m.state_save_failures.clone(),
+        );
+        registry.register(
+            "unwatched_cgroups",
+            "Cgroups without an inotify watch (max_user_watches reached)",
+            m.unwatched_cgroups.clone(),
+        );
         registry.register(
             "workload_exclusive_cpus",
             "Exclusive CPUs held by each workload",
@@ -243,6 +257,8 @@ impl Metrics {
             }
         }
         self.shared_pool.set(status.shared_pool.len() as i64);
+        self.unwatched_cgroups
+            .set(status.watchdog.unwatched_cgroups as i64);
         self.pending.set(
             status
                 .workloads

@@ -497,6 +497,11 @@ pub struct Facts {
     pub failing_cgroups: usize,
     /// Required paths missing and not repaired.
     pub missing_paths: usize,
+    /// Cgroups without an inotify watch (`max_user_watches` reached): their
+    /// changes wait for a reconcile.
+    pub unwatched_cgroups: usize,
+    /// The last save of the state file failed (a read-only or full disk).
+    pub state_unsaved: bool,
 }
 
 /// Judges `facts`: failed when no I/O thread is left, degraded when anything
@@ -520,6 +525,14 @@ pub fn assess(facts: &Facts) -> Health {
             count(facts.frozen_cgroups, "frozen cgroup", "frozen cgroups"),
             count(facts.failing_cgroups, "cgroup failing", "cgroups failing"),
             count(facts.missing_paths, "missing path", "missing paths"),
+            count(
+                facts.unwatched_cgroups,
+                "cgroup unwatched",
+                "cgroups unwatched",
+            ),
+            facts
+                .state_unsaved
+                .then(|| "state file not saved".to_string()),
         ]
         .into_iter()
         .flatten(),
@@ -659,6 +672,15 @@ mod tests {
         assert_eq!(
             assess(&bad).to_string(),
             "degraded: 1 hung path, 2 D-state tasks"
+        );
+        let blind = Facts {
+            unwatched_cgroups: 3,
+            state_unsaved: true,
+            ..ok.clone()
+        };
+        assert_eq!(
+            assess(&blind).to_string(),
+            "degraded: 3 cgroups unwatched, state file not saved"
         );
         let dead = Facts {
             io_threads: 0,

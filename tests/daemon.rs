@@ -1851,3 +1851,50 @@ fn hostile_bundles(version: Version, driver: Driver) {
     env.reconcile();
     env.wait_pinned(rel, 1);
 }
+
+/// The audit: a state file that could not be saved (read-only or full disk)
+/// only logged a warning and health stayed "healthy". Now health says so,
+/// the failures are counted, each later plan tries again, and health comes
+/// back once a save works. (A directory where the file should be makes the
+/// save fail even for root.)
+#[test]
+fn a_state_file_that_cannot_be_saved_degrades_health_until_it_can() {
+    let mut env = Env::new(Version::V2, Driver::Systemd, Options::default());
+    fs::create_dir_all(&env.state).unwrap();
+    env.start();
+    let gpod = env.pod(Qos::Guaranteed, &uid(1));
+    let first = env.container(&gpod, 1, &Spec::limit(2));
+    env.wait_pinned(&first, 2);
+    let daemon = env.daemon.as_ref().unwrap();
+    env.wait_for("STATUS= saying the state is not saved", || {
+        let s = daemon.status();
+        if s.contains("degraded: state file not saved") {
+            Ok(())
+        } else {
+            Err(format!("STATUS={s}"))
+        }
+    });
+    let socket = env.tmp.path().join("pinctl.sock");
+    let (_, metrics) = get(&socket, "/metrics");
+    if metrics.contains("pinctl_state_save_failures_total 0") {
+        env.fail(&format!("no save failure counted:\n{metrics}"));
+    }
+    let (_, status) = get(&socket, "/v1/status");
+    if !status.contains("\"state_error\":\"failed to rename") {
+        env.fail(&format!("the status does not say why: {status}"));
+    }
+
+    fs::remove_dir(&env.state).unwrap();
+    let second = env.container(&gpod, 2, &Spec::limit(2));
+    env.wait_pinned(&second, 2);
+    env.wait_for("healthy once saved", || {
+        let s = daemon.status();
+        if !s.contains("degraded") {
+            Ok(())
+        } else {
+            Err(format!("STATUS={s}"))
+        }
+    });
+    let saved = env.saved_state().unwrap_or_else(|e| env.fail(&e));
+    assert_eq!(saved.assignments.len(), 2, "{saved:?}");
+}
