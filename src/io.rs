@@ -33,6 +33,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::io::{self, Write as _};
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -63,7 +64,8 @@ pub trait Fs: Send + Sync + 'static {
     /// call (cgroupfs takes a value only as a single write); a short write is
     /// an error.
     fn write(&self, path: &Path, data: &str) -> io::Result<()>;
-    /// Lists a directory, skipping `.`, `..` and names that are not UTF-8.
+    /// Lists a directory, skipping `.` and `..`; a name that is not UTF-8 is
+    /// kept encoded ([`crate::cgroup::name::encode`]).
     fn read_dir(&self, path: &Path) -> io::Result<Vec<Entry>>;
     /// Reads an extended attribute: `Ok(None)` when it is absent (`ENODATA`)
     /// or the filesystem has no xattr support (`EOPNOTSUPP`, kernels before 5.7
@@ -283,9 +285,7 @@ impl Fs for RealFs {
         let mut entries = Vec::new();
         for entry in std::fs::read_dir(path)? {
             let entry = entry?;
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
-            };
+            let name = crate::cgroup::name::encode(&entry.file_name()).into_owned();
             let file_type = entry.file_type()?;
             let is_dir = if file_type.is_symlink() {
                 // A dangling link is not a directory, and not an error either.
@@ -356,24 +356,22 @@ impl Fs for RealFs {
         let mut unsure = Vec::new();
         while let Some(entry) = listing.next() {
             let entry = entry?;
-            let Ok(name) = entry.file_name().to_str() else {
-                continue;
-            };
-            if name == "." || name == ".." {
+            let raw = std::ffi::OsStr::from_bytes(entry.file_name().to_bytes());
+            if raw == "." || raw == ".." {
                 continue;
             }
             match entry.file_type() {
-                FileType::Directory => dirs.push(name.to_string()),
-                FileType::Symlink | FileType::Unknown => unsure.push(name.to_string()),
+                FileType::Directory => dirs.push(crate::cgroup::name::encode(raw).into_owned()),
+                FileType::Symlink | FileType::Unknown => unsure.push(raw.to_os_string()),
                 _ => {}
             }
         }
-        for name in unsure {
+        for raw in unsure {
             // Follows links: a dangling one is not a directory, nor an error.
-            if fstatat(&handle, name.as_str(), AtFlags::empty()).is_ok_and(|st| {
+            if fstatat(&handle, raw.as_os_str(), AtFlags::empty()).is_ok_and(|st| {
                 SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
             }) {
-                dirs.push(name);
+                dirs.push(crate::cgroup::name::encode(&raw).into_owned());
             }
         }
         Ok(DirScan {

@@ -81,11 +81,7 @@ impl Watcher {
         if self.by_rel.contains_key(rel) {
             return Ok(());
         }
-        let path = if rel.is_empty() {
-            self.base.clone()
-        } else {
-            self.base.join(&**rel)
-        };
+        let path = crate::cgroup::name::path(&self.base, rel);
         let wd = self.fd.get_mut().watches().add(&path, mask())?;
         self.by_wd.insert(wd.clone(), rel.clone());
         self.by_rel.insert(rel.clone(), wd);
@@ -148,7 +144,7 @@ impl Watcher {
             let Some(dir) = self.by_wd.get(&wd) else {
                 continue;
             };
-            let name = name.and_then(|n| n.into_string().ok());
+            let name = name.map(|n| crate::cgroup::name::encode(&n).into_owned());
             let child = |n: &str| -> Rel { crate::cgroup::child(dir, n).into() };
             let is_dir = mask.contains(EventMask::ISDIR);
             match name.as_deref() {

@@ -447,7 +447,9 @@ impl<K: Ord + Clone> Stuck<K> {
 pub fn freezer_file(hier: &Hierarchy, rel: &str) -> PathBuf {
     match hier.version {
         Version::V2 => hier.dir(rel).join("cgroup.freeze"),
-        Version::V1 => hier.root.join("freezer").join(rel).join("freezer.state"),
+        Version::V1 => {
+            crate::cgroup::name::path(&hier.root.join("freezer"), rel).join("freezer.state")
+        }
     }
 }
 

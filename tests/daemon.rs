@@ -1898,3 +1898,53 @@ fn a_state_file_that_cannot_be_saved_degrades_health_until_it_can() {
     let saved = env.saved_state().unwrap_or_else(|e| env.fail(&e));
     assert_eq!(saved.assignments.len(), 2, "{saved:?}");
 }
+
+on_both_versions!(a_cgroup_whose_name_is_not_utf8_is_seen => not_utf8(Driver::Cgroupfs));
+
+/// The audit: a cgroup whose name is not UTF-8 was invisible; on real v1 one
+/// such child kept its parent from narrowing (EBUSY for ever) and its task
+/// ran on an "exclusive" CPU. Such a cgroup is now kept like any other: in
+/// the shared pool when a workload is pinned, and pinned by a rule that
+/// names it, on the kernel's bytes.
+fn not_utf8(version: Version, driver: Driver) {
+    use std::os::unix::ffi::OsStrExt as _;
+    let opts = Options {
+        rules: vec![("hpc.slice/*", 2)],
+        ..Options::default()
+    };
+    let mut env = Env::new(version, driver, opts);
+    let spec = env.existing();
+    env.tree.create("system.slice/odd", &spec);
+    env.tree.create("hpc.slice", &spec);
+    env.tree.create("hpc.slice/job", &spec);
+    let odd = env
+        .tree
+        .dir(SYSTEM)
+        .join(std::ffi::OsStr::from_bytes(b"odd-\xff\xfe"));
+    fs::rename(env.tree.dir("system.slice/odd"), &odd).unwrap();
+    let job = env
+        .tree
+        .dir("hpc.slice")
+        .join(std::ffi::OsStr::from_bytes(b"job-\xff"));
+    fs::rename(env.tree.dir("hpc.slice/job"), &job).unwrap();
+    env.start();
+    let gpod = env.pod(Qos::Guaranteed, &uid(1));
+    let guaranteed = env.container(&gpod, 1, &Spec::limit(4));
+    let g = env.wait_pinned(&guaranteed, 4);
+    let read = |dir: &Path| {
+        fs::read_to_string(dir.join("cpuset.cpus"))
+            .ok()
+            .and_then(|t| t.parse::<CpuSet>().ok())
+    };
+    let pinned = env.wait_for("the rule's job-\\xff pinned on 2 CPUs", || {
+        match read(&job) {
+            Some(c) if c.len() == 2 => Ok(c),
+            other => Err(format!("it has {other:?}")),
+        }
+    });
+    let pool = set(ONLINE).difference(&g).difference(&pinned);
+    env.wait_for("odd-\\xff\\xfe in the shared pool", || match read(&odd) {
+        Some(c) if c == pool => Ok(()),
+        other => Err(format!("it has {other:?}, not {pool}")),
+    });
+}

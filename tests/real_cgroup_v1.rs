@@ -1061,3 +1061,48 @@ fn an_unprivileged_user_cannot_take_exclusive_cpus() {
         .count();
     assert_eq!(refused, 1, "one line refusing greedy's request:\n{log}");
 }
+
+/// The audit, on the real kernel: a cgroup whose name is not UTF-8 was
+/// invisible to the daemon. Below `system.slice`, holding every CPU and a
+/// task, it kept `system.slice` from narrowing (v1 refuses a parent write
+/// that drops a child's CPU with EBUSY) and its task ran on the exclusive
+/// CPU. Now it is narrowed first, like any shared cgroup.
+#[test]
+fn a_cgroup_whose_name_is_not_utf8_keeps_off_the_exclusive_cpu() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Some(mut rig) = Rig::new("a_cgroup_whose_name_is_not_utf8_keeps_off_the_exclusive_cpu")
+    else {
+        return;
+    };
+    let (exclusive, shared, all) = (rig.exclusive.clone(), rig.shared.clone(), rig.all.clone());
+    // system.slice exists before the daemon, as on a node: set it up.
+    must_write(
+        &rig.cs("system.slice").join("cpuset.cpus"),
+        &all.to_string(),
+    );
+    must_write(
+        &rig.cs("system.slice").join("cpuset.mems"),
+        &rig.mems.to_string(),
+    );
+    let odd = rig
+        .cs("system.slice")
+        .join(std::ffi::OsStr::from_bytes(b"odd-\xff\xfe"));
+    fs::create_dir(&odd).expect("mkdir the odd cgroup");
+    must_write(&odd.join("cpuset.cpus"), &all.to_string());
+    must_write(&odd.join("cpuset.mems"), &rig.mems.to_string());
+    let sleeper = Command::new("sleep")
+        .arg("600")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn sleep");
+    let pid = sleeper.id();
+    rig.sleeps.push(sleeper);
+    must_write(&odd.join("tasks"), &pid.to_string());
+    rig.start_daemon();
+
+    let guaranteed = rig.add_container(Qos::Guaranteed, Some(100_000));
+    rig.expect_cpus(&guaranteed.rel, &exclusive);
+    rig.expect_cpus("system.slice", &shared);
+    rig.expect_allowed(pid, &shared);
+    assert_eq!(read_set(&odd.join("cpuset.cpus")), shared);
+}

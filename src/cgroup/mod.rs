@@ -11,6 +11,7 @@
 //! controllers of cgroup v1 and in the one tree of v2.
 
 pub mod layout;
+pub mod name;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -177,11 +178,7 @@ impl Hierarchy {
 }
 
 fn join(base: &Path, rel: &str) -> PathBuf {
-    if rel.is_empty() {
-        base.to_path_buf()
-    } else {
-        base.join(rel)
-    }
+    name::path(base, rel)
 }
 
 /// A CPU limit as the kernel states it.

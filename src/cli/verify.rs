@@ -303,7 +303,7 @@ fn walk(h: &Hierarchy, rel: &str) -> Vec<String> {
         let mut children: Vec<String> = entries
             .filter_map(Result::ok)
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .filter_map(|e| e.file_name().into_string().ok())
+            .map(|e| cgroup::name::encode(&e.file_name()).into_owned())
             .collect();
         children.sort();
         for c in children.iter().rev() {
