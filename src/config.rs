@@ -17,7 +17,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use globset::{GlobBuilder, GlobMatcher};
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use toml::Spanned;
@@ -36,6 +36,27 @@ pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
 /// The most CPUs a `[[rule]]` may ask for, and the largest `reserved_cpus`
 /// count: one more than the highest CPU number [`CpuSet`] accepts.
 pub const MAX_CPUS: usize = MAX_CPU as usize + 1;
+
+/// The largest config file accepted, in bytes (1 MiB). The shipped file is
+/// about 9 KiB; the bound is checked before anything is parsed, and `load`
+/// reads no further, so neither a huge file nor a device that never ends costs
+/// more than this.
+pub const MAX_FILE_SIZE: usize = 1 << 20;
+
+/// The most entries any array may hold, the `[[rule]]` tables included. The
+/// work of validating (and the daemon's of matching every cgroup against every
+/// rule) grows with it; a node needs a handful.
+pub const MAX_ITEMS: usize = 1024;
+
+/// The longest string value or key, in bytes: `PATH_MAX` (4096), the most a
+/// path, a cgroup path or a glob on one can usefully be, and the page a sysfs
+/// CPU list is printed into.
+pub const MAX_STRING: usize = 4096;
+
+/// How deep `{a,{b,c}}` alternations may nest in a rule's glob. Each level is
+/// two levels of groups in the regex globset builds, and past about 125 levels
+/// regex's nesting limit makes globset fail; a real glob nests one or two.
+pub const MAX_GLOB_NESTING: usize = 32;
 
 /// The longest socket path a Unix socket address holds (`sun_path` is 108 bytes,
 /// one of them the terminating NUL).
@@ -170,7 +191,9 @@ pub struct Rule {
     pub cpus: usize,
     /// NUMA nodes to prefer, ascending; empty for no preference.
     pub numa: Vec<u32>,
-    matcher: GlobMatcher,
+    /// A set of the one glob: unlike `GlobMatcher`, whose construction
+    /// panics when the regex cannot be built, a set reports it.
+    matcher: GlobSet,
     /// The line of the file the rule starts on (its `[[rule]]` header).
     pub line: usize,
 }
@@ -190,6 +213,15 @@ pub enum ConfigError {
         kind: std::io::ErrorKind,
         /// The operating system's description, without the error number.
         reason: String,
+    },
+    /// The file is larger than [`MAX_FILE_SIZE`]; none of it was parsed.
+    #[error("{}: {}larger than the {MAX_FILE_SIZE} bytes a config file may hold", .path.display(), size_of(.size))]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size in bytes, when known (`load` of something other than a
+        /// regular file stops reading past the bound).
+        size: Option<u64>,
     },
     /// The file is not well-formed TOML.
     #[error("{}:{line}:{column}: invalid TOML: {message}", .path.display())]
@@ -233,6 +265,10 @@ pub enum ConfigError {
     },
 }
 
+fn size_of(size: &Option<u64>) -> String {
+    size.map(|n| format!("{n} bytes, ")).unwrap_or_default()
+}
+
 fn in_table(table: &Option<String>) -> String {
     match table {
         Some(t) => format!(" in [[{t}]]"),
@@ -250,12 +286,37 @@ pub struct ParseDurationError {
     pub reason: String,
 }
 
-/// Reads and validates the config file at `path`.
+/// Reads and validates the config file at `path`, reading no more than
+/// [`MAX_FILE_SIZE`] bytes and one.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+    use std::io::Read;
+    let read_error = |e: std::io::Error| ConfigError::Read {
         path: path.to_path_buf(),
         kind: e.kind(),
         reason: io_reason(&e),
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut bytes = Vec::new();
+    (&file)
+        .take(MAX_FILE_SIZE as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() > MAX_FILE_SIZE {
+        let size = file
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
+        return Err(ConfigError::TooLarge {
+            path: path.to_path_buf(),
+            size,
+        });
+    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        read_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ))
     })?;
     parse(&text, path)
 }
@@ -274,9 +335,24 @@ fn io_reason(e: &std::io::Error) -> String {
 
 /// Validates the configuration in `text`. `path` is used only in error
 /// messages. An empty text gives [`Config::default`].
+///
+/// The work is bounded by the input: a text over [`MAX_FILE_SIZE`] is refused
+/// before it is parsed, and a document with an array over [`MAX_ITEMS`] or a
+/// string or key over [`MAX_STRING`] before any value is validated (globs
+/// compiled, CPU lists parsed).
 pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-    let raw: RawConfig = toml::from_str(text).map_err(|e| toml_error(text, path, &e))?;
-    Validator { text, path }.config(raw)
+    if text.len() > MAX_FILE_SIZE {
+        return Err(ConfigError::TooLarge {
+            path: path.to_path_buf(),
+            size: Some(text.len() as u64),
+        });
+    }
+    let validator = Validator { text, path };
+    let doc = DeTable::parse(text).map_err(|e| toml_error(text, path, &e))?;
+    validator.check_bounds(doc.get_ref())?;
+    let raw = RawConfig::deserialize(toml::de::Deserializer::from(doc))
+        .map_err(|e| toml_error(text, path, &e))?;
+    validator.config(raw)
 }
 
 /// Parses a duration written as `<integer><unit>` with unit `ms`, `s`, `m` or
@@ -596,6 +672,40 @@ impl Rule {
     }
 }
 
+/// How deep `{..}` alternations nest in `pattern`, read as globset reads it:
+/// a `\` escapes the next character, and braces inside a `[..]` class are
+/// literal. A class left unclosed hides the rest, but globset refuses that
+/// pattern before it builds anything.
+fn alternation_depth(pattern: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '[' => {
+                // One `!` or `^` negates; a `]` first after that is a member,
+                // not the end of the class.
+                chars.next_if(|&c| c == '!' || c == '^');
+                chars.next();
+                for c in chars.by_ref() {
+                    if c == ']' {
+                        break;
+                    }
+                }
+            }
+            '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// The leading components of `pattern` that hold no glob metacharacter.
 fn literal_components(pattern: &str) -> Vec<&str> {
     pattern
@@ -910,7 +1020,7 @@ impl Errors {
             ConfigError::Invalid { line, column, .. }
             | ConfigError::UnknownKey { line, column, .. }
             | ConfigError::Syntax { line, column, .. } => (*line, *column),
-            ConfigError::Read { .. } => (0, 0),
+            ConfigError::Read { .. } | ConfigError::TooLarge { .. } => (0, 0),
         };
         match self.0.into_iter().min_by_key(position) {
             Some(e) => Err(e),
@@ -933,6 +1043,70 @@ impl Validator<'_> {
 
     fn line(&self, span: &Range<usize>) -> usize {
         line_col(self.text, span.start).0
+    }
+
+    /// Refuses a document that holds more than any legitimate configuration:
+    /// an array over [`MAX_ITEMS`] entries, a string or key over
+    /// [`MAX_STRING`] bytes. One walk over the whole document, for every key
+    /// (including unknown ones, which would otherwise be quoted whole), so no
+    /// key can forget it.
+    fn check_bounds(&self, doc: &DeTable<'_>) -> Result<(), ConfigError> {
+        let mut errors = Errors::default();
+        self.bound_table(doc, &mut Vec::new(), &mut errors);
+        errors.first_in_file()
+    }
+
+    fn bound_table(&self, table: &DeTable<'_>, keys: &mut Vec<String>, errors: &mut Errors) {
+        for (key, value) in table.iter() {
+            let name = key.get_ref();
+            if name.len() > MAX_STRING {
+                let shown: String = name.chars().take(32).collect();
+                errors.0.push(self.error(
+                    &key.span(),
+                    &format!("{shown}…"),
+                    format!(
+                        "a key of {} bytes; at most {MAX_STRING} are allowed",
+                        name.len()
+                    ),
+                ));
+                continue;
+            }
+            keys.push(name.to_string());
+            self.bound_value(value, keys, errors);
+            keys.pop();
+        }
+    }
+
+    fn bound_value(
+        &self,
+        value: &Spanned<DeValue<'_>>,
+        keys: &mut Vec<String>,
+        errors: &mut Errors,
+    ) {
+        match value.get_ref() {
+            DeValue::String(s) if s.len() > MAX_STRING => errors.0.push(self.error(
+                &value.span(),
+                &keys.join("."),
+                format!(
+                    "a string of {} bytes; at most {MAX_STRING} are allowed",
+                    s.len()
+                ),
+            )),
+            DeValue::Table(table) => self.bound_table(table, keys, errors),
+            DeValue::Array(items) => {
+                if let Some(first_too_many) = items.get(MAX_ITEMS) {
+                    errors.0.push(self.error(
+                        &first_too_many.span(),
+                        &keys.join("."),
+                        format!("{} entries; at most {MAX_ITEMS} are allowed", items.len()),
+                    ));
+                }
+                for item in items.iter() {
+                    self.bound_value(item, keys, errors);
+                }
+            }
+            _ => {}
+        }
     }
 
     fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
@@ -1194,13 +1368,26 @@ impl Validator<'_> {
         if let Some(reason) = relative_path_problem(&pattern) {
             return Err(invalid_glob(&reason));
         }
+        // Checked before globset parses the pattern: globset and regex
+        // recurse into each nested alternation.
+        let depth = alternation_depth(&pattern);
+        if depth > MAX_GLOB_NESTING {
+            return Err(invalid_glob(&format!(
+                "alternations nest {depth} deep; at most {MAX_GLOB_NESTING} are allowed"
+            )));
+        }
         // `literal_separator` keeps `*` and `?` within one path component, so
         // `hpc.slice/*` does not match `hpc.slice/job-1.scope/child`.
-        let matcher = GlobBuilder::new(&pattern)
+        let glob = GlobBuilder::new(&pattern)
             .literal_separator(true)
             .build()
-            .map_err(|e| invalid_glob(e.kind()))?
-            .compile_matcher();
+            .map_err(|e| invalid_glob(e.kind()))?;
+        // Whatever else the regex build refuses (its size limit) is an error
+        // of the rule too.
+        let matcher = GlobSetBuilder::new()
+            .add(glob)
+            .build()
+            .map_err(|e| invalid_glob(e.kind()))?;
 
         let cpus = match usize::try_from(raw.cpus.get_ref().0) {
             Ok(n) if (1..=MAX_CPUS).contains(&n) => n,

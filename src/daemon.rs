@@ -196,6 +196,18 @@ fn every(period: Duration) -> tokio::time::Interval {
     t
 }
 
+/// The shortest `WATCHDOG=1` period: tokio's timers tick in whole
+/// milliseconds (and a zero period panics), so systemd's watchdog cannot be
+/// served below 2 ms.
+const MIN_PING: Duration = Duration::from_millis(1);
+
+/// How often to send `WATCHDOG=1` under systemd's `WATCHDOG_USEC`: at half the
+/// period (sd_watchdog_enabled(3)), so one late ping is not fatal, but never
+/// more often than [`MIN_PING`].
+fn ping_period(watchdog_usec: u64) -> Duration {
+    Duration::from_micros(watchdog_usec / 2).max(MIN_PING)
+}
+
 /// How stale the status socket's snapshot may be.
 const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 
@@ -430,8 +442,17 @@ impl Daemon {
             self.pool.clone(),
         );
         let mut usec = 0u64;
-        self.ping_every =
-            sd_notify::watchdog_enabled(false, &mut usec).then(|| Duration::from_micros(usec / 2));
+        self.ping_every = sd_notify::watchdog_enabled(false, &mut usec).then(|| {
+            let every = ping_period(usec);
+            if every > Duration::from_micros(usec / 2) {
+                tracing::error!(
+                    watchdog_usec = usec,
+                    ping_ms = every.as_millis() as u64,
+                    "WATCHDOG_USEC is shorter than the 2 ms the event loop can serve; pinging every 1 ms, raise WatchdogSec="
+                );
+            }
+            every
+        });
         // Required paths first: a repaired kubepods tree is then scanned too.
         let found = gather(self.check_input(true)).await;
         self.act(found).await;
@@ -1850,4 +1871,23 @@ async fn read_cgroup(
         .run(&dir, move |fs| Ok(read_one(fs, &hier, &cfg, &r, bundle)))
         .await;
     (rel, result)
+}
+
+#[cfg(test)]
+mod ping_period_tests {
+    use super::*;
+
+    #[test]
+    fn a_watchdog_period_too_short_to_serve_pings_every_millisecond_not_zero() {
+        assert_eq!(ping_period(200_000), Duration::from_millis(100));
+        assert_eq!(ping_period(2_000), MIN_PING);
+        for usec in [0, 1, 2, 1_999] {
+            assert_eq!(ping_period(usec), MIN_PING, "WATCHDOG_USEC={usec}");
+        }
+        assert_eq!(
+            ping_period(u64::MAX),
+            Duration::from_micros(u64::MAX / 2),
+            "no overflow"
+        );
+    }
 }

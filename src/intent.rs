@@ -334,7 +334,13 @@ fn requested(
     if config.kubelet_rule
         && let Kind::Container { pod, .. } = kind
         && pod.qos == Qos::Guaranteed
-        && let Some(cpus) = obs.limit.and_then(|l| l.whole_cpus())
+        && let Some(cpus) = obs.limit.and_then(|l| {
+            // A limit no machine can serve is reported, not requested.
+            l.whole_cpus()
+                .map_err(|e| problem.get_or_insert(format!("ignoring {e}")))
+                .ok()
+                .flatten()
+        })
     {
         return (
             Some(Intent {

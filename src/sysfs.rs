@@ -18,12 +18,19 @@
 //!   `shared_cpu_list` (falling back to `id`); no L3 at all is allowed;
 //! - no `devices/system/node` directory means one NUMA node, 0;
 //! - hybrid parts have cores with different thread counts.
+//!
+//! Every number read is checked before it is used, never cast: a `cpuN` or
+//! `nodeN` directory above [`MAX_CPU`] is refused as soon as its name is read
+//! (before any set is built for it, so `cpu4294967295` cannot allocate half a
+//! gigabyte), and an id file (package, die, core, cache level and id) must hold
+//! `-1` (the kernel's "unknown") or a number that fits 32 bits; anything else
+//! is an error naming the file and its content.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::cpuset::{CpuSet, ParseCpuSetError};
+use crate::cpuset::{CpuSet, MAX_CPU, ParseCpuSetError};
 use crate::topology::{CpuInfo, Topology, TopologyError};
 
 /// Why the topology could not be read.
@@ -46,6 +53,14 @@ pub enum SysfsError {
         path: PathBuf,
         #[source]
         source: ParseCpuSetError,
+    },
+    #[error("{path}: {what} {number} is above the supported maximum {max}")]
+    OutOfRange {
+        path: PathBuf,
+        what: &'static str,
+        /// The number as written, which may not fit any integer type.
+        number: String,
+        max: u32,
     },
     #[error("CPU {cpu} is online but {path} is missing")]
     NoTopology { cpu: u32, path: PathBuf },
@@ -125,7 +140,7 @@ impl Sysfs {
             return Ok(online);
         }
         let mut cpus = CpuSet::new();
-        for (n, path) in numbered_entries(&cpu_dir, "cpu")? {
+        for (n, path) in numbered_entries(&cpu_dir, "cpu", "CPU", MAX_CPU)? {
             if path.join("topology").is_dir() {
                 cpus.insert(n);
             }
@@ -141,7 +156,8 @@ impl Sysfs {
         if !node_dir.is_dir() {
             return Ok(map);
         }
-        let nodes = numbered_entries(&node_dir, "node")?;
+        // Node numbers share the CPU numbers' bound, as `[[rule]] numa` does.
+        let nodes = numbered_entries(&node_dir, "node", "NUMA node", MAX_CPU)?;
         if nodes.is_empty() {
             return Ok(map);
         }
@@ -170,10 +186,10 @@ impl Sysfs {
             return Err(SysfsError::NoTopology { cpu, path: topo });
         }
         // Some hypervisors report -1 for an unknown package: treat it as one package.
-        let package = u32::try_from(read_int(&topo.join("physical_package_id"))?).unwrap_or(0);
+        let package = read_id(&topo.join("physical_package_id"))?.unwrap_or(0);
         // Architectures without dies (arm64) report -1: no die.
-        let die = read_optional_int(&topo.join("die_id"))?.and_then(|d| u32::try_from(d).ok());
-        let core_id = read_optional_int(&topo.join("core_id"))?;
+        let die = read_optional_id(&topo.join("die_id"))?;
+        let core_id = read_optional_id(&topo.join("core_id"))?;
         // `core_cpus_list` (5.x) replaced `thread_siblings_list`; both are read.
         let siblings = match read_optional_list(&topo.join("core_cpus_list"))? {
             Some(s) => Some(s),
@@ -196,8 +212,8 @@ impl Sysfs {
         if !cache.is_dir() {
             return Ok(None);
         }
-        for (_, index) in numbered_entries(&cache, "index")? {
-            if read_optional_int(&index.join("level"))? != Some(3) {
+        for (_, index) in numbered_entries(&cache, "index", "cache index", u32::MAX)? {
+            if read_optional_id(&index.join("level"))? != Some(3) {
                 continue;
             }
             let kind = read_optional_string(&index.join("type"))?;
@@ -207,7 +223,7 @@ impl Sysfs {
             if let Some(shared) = read_optional_list(&index.join("shared_cpu_list"))? {
                 return Ok(Some(format!("cpus:{shared}")));
             }
-            if let Some(id) = read_optional_int(&index.join("id"))? {
+            if let Some(id) = read_optional_id(&index.join("id"))? {
                 return Ok(Some(format!("id:{id}")));
             }
         }
@@ -219,7 +235,7 @@ struct RawCpu {
     cpu: u32,
     package: u32,
     die: Option<u32>,
-    core_id: Option<i64>,
+    core_id: Option<u32>,
     siblings: Option<CpuSet>,
     l3: Option<String>,
 }
@@ -252,8 +268,15 @@ fn assign_group_ids(keys: impl Iterator<Item = Option<String>>) -> Vec<Option<u3
     .collect()
 }
 
-/// Entries `PREFIXN` of `dir`, sorted by N.
-fn numbered_entries(dir: &Path, prefix: &str) -> Result<Vec<(u32, PathBuf)>, SysfsError> {
+/// Entries `PREFIXN` of `dir`, sorted by N. Other names (`cpufreq`, `online`)
+/// are skipped; an N above `max` (or too long for any integer) is an error
+/// naming the entry, refused before anything is built for it.
+fn numbered_entries(
+    dir: &Path,
+    prefix: &str,
+    what: &'static str,
+    max: u32,
+) -> Result<Vec<(u32, PathBuf)>, SysfsError> {
     let read = |source| SysfsError::Read {
         path: dir.to_path_buf(),
         source,
@@ -262,14 +285,24 @@ fn numbered_entries(dir: &Path, prefix: &str) -> Result<Vec<(u32, PathBuf)>, Sys
     for entry in std::fs::read_dir(dir).map_err(read)? {
         let entry = entry.map_err(read)?;
         let name = entry.file_name();
-        let Some(n) = name
+        let Some(digits) = name
             .to_str()
             .and_then(|n| n.strip_prefix(prefix))
-            .and_then(|n| n.parse::<u32>().ok())
+            .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
         else {
             continue;
         };
-        out.push((n, entry.path()));
+        match digits.parse::<u32>() {
+            Ok(n) if n <= max => out.push((n, entry.path())),
+            _ => {
+                return Err(SysfsError::OutOfRange {
+                    path: entry.path(),
+                    what,
+                    number: digits.to_string(),
+                    max,
+                });
+            }
+        }
     }
     out.sort();
     Ok(out)
@@ -297,21 +330,37 @@ fn read_optional_list(path: &Path) -> Result<Option<CpuSet>, SysfsError> {
         .transpose()
 }
 
-fn read_optional_int(path: &Path) -> Result<Option<i64>, SysfsError> {
-    read_optional_string(path)?
-        .map(|s| {
-            s.parse().map_err(|_| SysfsError::Parse {
-                path: path.to_path_buf(),
-                content: s,
-                expected: "an integer",
-            })
-        })
-        .transpose()
+/// An id as the kernel prints it (a C `int` or `unsigned`): `-1` is
+/// "unknown" (`None`), otherwise a number that fits 32 bits. Anything else,
+/// 4294967296 included, is an error naming the file and the content, where a
+/// cast would have made it another id.
+fn parse_id(path: &Path, content: String) -> Result<Option<u32>, SysfsError> {
+    if content == "-1" {
+        return Ok(None);
+    }
+    match content.parse::<u32>() {
+        Ok(id) => Ok(Some(id)),
+        Err(_) => Err(SysfsError::Parse {
+            path: path.to_path_buf(),
+            content,
+            expected: "an integer from -1 to 4294967295",
+        }),
+    }
 }
 
-fn read_int(path: &Path) -> Result<i64, SysfsError> {
-    read_optional_int(path)?.ok_or_else(|| SysfsError::Read {
+/// The id in `path`; `None` when the file is missing or says `-1`.
+fn read_optional_id(path: &Path) -> Result<Option<u32>, SysfsError> {
+    match read_optional_string(path)? {
+        Some(content) => parse_id(path, content),
+        None => Ok(None),
+    }
+}
+
+/// The id in `path`, which must exist; `None` when it says `-1`.
+fn read_id(path: &Path) -> Result<Option<u32>, SysfsError> {
+    let content = read_optional_string(path)?.ok_or_else(|| SysfsError::Read {
         path: path.to_path_buf(),
         source: io::Error::from(io::ErrorKind::NotFound),
-    })
+    })?;
+    parse_id(path, content)
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use pinctl::CpuSet;
 use pinctl::config::{
-    self, Config, ConfigError, HierarchyMode, LogLevel, MAX_DURATION, Reserved, parse,
-    parse_duration,
+    self, Config, ConfigError, HierarchyMode, LogLevel, MAX_DURATION, MAX_FILE_SIZE,
+    MAX_GLOB_NESTING, MAX_ITEMS, MAX_STRING, Reserved, parse, parse_duration,
 };
 use proptest::prelude::*;
 
@@ -931,6 +931,7 @@ proptest! {
                     prop_assert!(column >= 1);
                 }
                 ConfigError::Read { .. } => prop_assert!(false, "parse does no I/O"),
+                ConfigError::TooLarge { .. } => prop_assert!(false, "{} bytes is not too large", text.len()),
             }
         }
     }
@@ -985,4 +986,229 @@ fn every_restart_key_is_a_key_and_none_is_applied() {
     assert!(r.applied.is_empty(), "{r:?}");
     assert_eq!(r.deferred, Config::RESTART_KEYS);
     assert_eq!(r.config, defaults);
+}
+
+// ---------------------------------------------------------------------------
+// Bounds (hostile or careless input)
+// ---------------------------------------------------------------------------
+
+/// The position and key of an `Invalid` error, with its message.
+fn invalid(text: &str) -> (usize, usize, String, String) {
+    match parse(text, Path::new(PATH)) {
+        Err(ConfigError::Invalid {
+            line,
+            column,
+            key,
+            message,
+            ..
+        }) => (line, column, key, message),
+        other => panic!("expected an invalid value, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_200_kb_glob_is_a_config_error_not_a_panic_in_globset() {
+    let text = format!(
+        "[[rule]]\nmatch = \"a/{}\"\ncpus = 1\n",
+        "x".repeat(200 * 1024)
+    );
+    let (line, column, key, message) = invalid(&text);
+    assert_eq!((line, column, key.as_str()), (2, 9, "rule.match"));
+    assert_eq!(
+        message,
+        format!(
+            "a string of {} bytes; at most {MAX_STRING} are allowed",
+            200 * 1024 + 2
+        )
+    );
+}
+
+#[test]
+fn deeply_nested_alternations_are_a_config_error_not_a_panic_in_globset() {
+    // Well below the length bound, deep enough for regex-syntax's nesting
+    // limit (250), which globset's `compile_matcher` turns into a panic.
+    let depth = 300;
+    let pattern = format!("a/{}x{}", "{x,".repeat(depth), "}".repeat(depth));
+    assert!(pattern.len() < MAX_STRING);
+    let text = format!("[[rule]]\nmatch = \"{pattern}\"\ncpus = 1\n");
+    let (line, column, key, message) = invalid(&text);
+    assert_eq!((line, column, key.as_str()), (2, 9, "rule.match"));
+    assert!(
+        message.ends_with(&format!(
+            "alternations nest {depth} deep; at most {MAX_GLOB_NESTING} are allowed"
+        )),
+        "{message}"
+    );
+    // Nesting up to the bound is fine, and so are braces that are not
+    // alternations (escaped, or inside a class).
+    let deep = format!(
+        "a/{}x{}",
+        "{x,".repeat(MAX_GLOB_NESTING),
+        "}".repeat(MAX_GLOB_NESTING)
+    );
+    let config = ok(&format!("[[rule]]\nmatch = \"{deep}\"\ncpus = 1\n"));
+    assert!(config.rules[0].matches("a/x"));
+    let literal = format!("a/{}", "[{]".repeat(100));
+    ok(&format!("[[rule]]\nmatch = \"{literal}\"\ncpus = 1\n"));
+}
+
+#[test]
+fn every_glob_globset_refuses_is_a_config_error() {
+    // Whatever globset cannot build below the bounds (here an unclosed class)
+    // is reported with the rule's position, never a panic.
+    let (line, column, key, message) = invalid("[[rule]]\nmatch = \"a/[x\"\ncpus = 1\n");
+    assert_eq!((line, column, key.as_str()), (2, 9, "rule.match"));
+    assert!(message.starts_with("invalid glob \"a/[x\": "), "{message}");
+}
+
+#[test]
+fn a_file_over_1_mib_is_refused_before_it_is_parsed() {
+    let text = format!("# {}\n", "x".repeat(MAX_FILE_SIZE));
+    let too_large = |path: &str, size: String| {
+        format!("{path}: {size}larger than the {MAX_FILE_SIZE} bytes a config file may hold")
+    };
+    match parse(&text, Path::new(PATH)) {
+        Err(e @ ConfigError::TooLarge { .. }) => assert_eq!(
+            e.to_string(),
+            too_large(PATH, format!("{} bytes, ", text.len()))
+        ),
+        other => panic!("expected too large, got {other:?}"),
+    }
+    // `load` reads no more than the bound and one byte, so a huge file, or a
+    // device that never ends, costs no more memory than that.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pinctld.toml");
+    std::fs::write(&path, &text).unwrap();
+    assert_eq!(
+        config::load(&path).unwrap_err().to_string(),
+        too_large(
+            &path.display().to_string(),
+            format!("{} bytes, ", text.len())
+        )
+    );
+    assert_eq!(
+        config::load(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string(),
+        too_large("/dev/zero", String::new())
+    );
+    // Exactly at the bound is fine.
+    let text = format!("# {}\n", "x".repeat(MAX_FILE_SIZE - 3));
+    assert_eq!(text.len(), MAX_FILE_SIZE);
+    assert_eq!(ok(&text), Config::default());
+}
+
+#[test]
+fn a_config_file_that_is_not_utf8_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pinctld.toml");
+    std::fs::write(&path, b"log_level = \"\xff\"\n").unwrap();
+    assert_eq!(
+        config::load(&path).unwrap_err().to_string(),
+        format!(
+            "cannot read config file {}: stream did not contain valid UTF-8",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn more_than_1024_rules_are_refused_at_the_first_one_too_many() {
+    let rule = "[[rule]]\nmatch = \"hpc.slice/job-*.scope\"\ncpus = 1\n";
+    ok(&rule.repeat(MAX_ITEMS));
+    let text = rule.repeat(MAX_ITEMS + 5);
+    let (line, column, key, message) = invalid(&text);
+    assert_eq!((line, column, key.as_str()), (3 * MAX_ITEMS + 1, 1, "rule"));
+    assert_eq!(
+        message,
+        format!("{} entries; at most {MAX_ITEMS} are allowed", MAX_ITEMS + 5)
+    );
+}
+
+#[test]
+fn lists_longer_than_1024_entries_are_refused_with_their_key() {
+    for (key, item) in [
+        ("managed", "\"k.slice\""),
+        ("shared_cgroups", "\"s.slice\""),
+        ("required_paths", "\"r.slice\""),
+        ("bundle_dirs", "\"/run/b\""),
+    ] {
+        let items = vec![item; MAX_ITEMS + 1].join(",\n");
+        let text = format!("{key} = [\n{items},\n]\n");
+        let (line, column, got_key, message) = invalid(&text);
+        assert_eq!(
+            (line, column, got_key.as_str()),
+            (MAX_ITEMS + 2, 1, key),
+            "{key}"
+        );
+        assert_eq!(
+            message,
+            format!("{} entries; at most {MAX_ITEMS} are allowed", MAX_ITEMS + 1)
+        );
+    }
+}
+
+#[test]
+fn strings_longer_than_4096_bytes_are_refused_with_their_key() {
+    let long = "x".repeat(MAX_STRING + 1);
+    let values = [
+        ("cgroup_root", format!("\"/{long}\"")),
+        ("socket", format!("\"/{long}\"")),
+        ("reserved_cpus", format!("\"{long}\"")),
+        ("read_timeout", format!("\"{long}\"")),
+        ("hierarchy", format!("\"{long}\"")),
+        ("log_level", format!("\"{long}\"")),
+        ("managed", format!("[\"{long}\"]")),
+        ("bundle_dirs", format!("[\"ok\", \"/{long}\"]")),
+    ];
+    for (key, value) in values {
+        let text = format!("# long\n{key} = {value}\n");
+        let (line, _, got_key, message) = invalid(&text);
+        assert_eq!((line, got_key.as_str()), (2, key), "{key}");
+        assert!(
+            message.starts_with("a string of ")
+                && message.ends_with(&format!("bytes; at most {MAX_STRING} are allowed")),
+            "{key}: {message}"
+        );
+    }
+    let (line, _, key, _) = invalid(&format!(
+        "[[rule]]\nmatch = \"a\"\ncpus = 1\nnuma = \"{long}\"\n"
+    ));
+    assert_eq!((line, key.as_str()), (4, "rule.numa"));
+    // An unknown key is refused without quoting all of it.
+    let e = err(&format!("{long} = 1\n"));
+    assert!(e.len() < 200, "{e}");
+}
+
+#[test]
+fn the_largest_config_the_bounds_allow_is_checked_quickly() {
+    // 1,024 rules with patterns of the most globset work per byte that fits
+    // in 1 MiB: what the bounds promise is a check in well under a second
+    // (release), a few seconds here (debug, a shared machine).
+    let per_rule = MAX_FILE_SIZE / MAX_ITEMS - 40;
+    let pattern: String = "a/".to_string() + &"*?[a-z]{b,c}".repeat(per_rule / 12);
+    let text = format!("[[rule]]\nmatch = \"{pattern}\"\ncpus = 1\n").repeat(MAX_ITEMS);
+    assert!(text.len() <= MAX_FILE_SIZE, "{}", text.len());
+    let started = std::time::Instant::now();
+    let config = ok(&text);
+    assert_eq!(config.rules.len(), MAX_ITEMS);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(30), "{took:?}");
+}
+
+#[test]
+fn globs_at_the_length_bound_of_every_metacharacter_build_or_are_refused() {
+    // The regex globset builds grows with each metacharacter; at the bound,
+    // none may reach a panic (an over-large regex is a config error).
+    for unit in ["?", "*", "[!a]", "[a-z]", "**/", "{a,b}", "\\*", "é"] {
+        let pattern: String = "a/".to_string() + &unit.repeat((MAX_STRING - 2) / unit.len());
+        let text = format!("[[rule]]\nmatch = {pattern:?}\ncpus = 1\n");
+        match parse(&text, Path::new(PATH)) {
+            Ok(config) => assert_eq!(config.rules.len(), 1),
+            Err(ConfigError::Invalid { key, line, .. }) => {
+                assert_eq!((key.as_str(), line), ("rule.match", 2), "{unit}")
+            }
+            Err(e) => panic!("{unit}: {e}"),
+        }
+    }
 }

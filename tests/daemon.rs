@@ -1321,6 +1321,28 @@ fn a_missing_config_file_is_an_error() {
     assert!(stderr.contains("/nonexistent"), "{stderr}");
 }
 
+/// A glob globset cannot compile (alternations nested 300 deep) once made
+/// `pinctld --check` panic inside globset (exit 101, a backtrace); it is a
+/// configuration error with its position like any other.
+#[test]
+fn check_rejects_a_pathological_glob_without_panicking() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pinctld.toml");
+    let pattern = format!("a/{}x{}", "{x,".repeat(300), "}".repeat(300));
+    fs::write(
+        &path,
+        format!("[[rule]]\nmatch = \"{pattern}\"\ncpus = 1\n"),
+    )
+    .unwrap();
+    let config = path.to_str().unwrap();
+    let (code, stdout, stderr) = pinctld(&["--config", config, "--check"]);
+    assert_eq!(code, 1, "stdout: {stdout}\nstderr: {stderr}");
+    let want = format!("{config}:2:9: rule.match: invalid glob");
+    assert!(stderr.contains(&want), "no {want} in: {stderr}");
+    assert!(stderr.contains("alternations nest 300 deep"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 // ---------------------------------------------------------------------------
 // Late arrivals: a CPU limit written after the cgroup, a subtree made after
 // start-up

@@ -765,3 +765,132 @@ fn minimal_tree() {
     };
     assert_eq!(path, &cpu_root.join("cpu0/topology/physical_package_id"));
 }
+
+// ---------------------------------------------------------------------------
+// Hostile numbers: refused with the file named, before anything is built.
+// ---------------------------------------------------------------------------
+
+/// A minimal tree of one CPU without `cpu/online`, so the `cpuN` directories
+/// are what is scanned.
+fn scanned_tree() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let cpu_root = dir.path().join("devices/system/cpu");
+    write(&cpu_root.join("cpu0/topology/physical_package_id"), "0\n");
+    let root = dir.path().to_path_buf();
+    (dir, root)
+}
+
+/// `cpu4294967295` once made discovery allocate 512 MiB for one bit before
+/// the CPU bound was checked, and then name no file.
+#[test]
+fn a_cpu_directory_numbered_past_the_maximum_is_refused_by_name_before_any_set_is_built() {
+    for name in [
+        "cpu16384",
+        "cpu99999999",
+        "cpu4294967295",
+        "cpu99999999999999999999",
+    ] {
+        let (_guard, root) = scanned_tree();
+        let dir = root.join("devices/system/cpu").join(name);
+        write(&dir.join("topology/physical_package_id"), "0\n");
+        let e = discover_err(&root);
+        let SysfsError::OutOfRange {
+            path, number, max, ..
+        } = &e
+        else {
+            panic!("{name}: want OutOfRange, got {e:?}");
+        };
+        assert_eq!(path, &dir);
+        assert_eq!(number, &name["cpu".len()..]);
+        assert_eq!(*max, pinctl::cpuset::MAX_CPU);
+        assert_eq!(
+            message(e),
+            format!(
+                "{}: CPU {} is above the supported maximum 16383",
+                dir.display(),
+                &name["cpu".len()..]
+            )
+        );
+    }
+    // The highest supported number is a CPU like any other.
+    let (_guard, root) = scanned_tree();
+    write(
+        &root.join("devices/system/cpu/cpu16383/topology/physical_package_id"),
+        "1\n",
+    );
+    assert_eq!(discover(&root).online(), &set("0,16383"));
+}
+
+#[test]
+fn a_numa_node_or_cache_index_numbered_past_the_maximum_is_refused_by_name() {
+    let (_guard, root) = copy_fixture(fixture!("intel-2s-smt"));
+    let node = root.join("devices/system/node/node4294967296");
+    write(&node.join("cpulist"), "\n");
+    let e = discover_err(&root);
+    assert!(
+        matches!(&e, SysfsError::OutOfRange { path, what: "NUMA node", .. } if path == &node),
+        "{e:?}"
+    );
+    assert!(message(e).starts_with(&node.display().to_string()));
+
+    let (_guard, root) = copy_fixture(fixture!("intel-2s-smt"));
+    let index = cpu_dir(&root, 0).join("cache/index99999999999");
+    write(&index.join("level"), "3\n");
+    let e = discover_err(&root);
+    assert!(
+        matches!(&e, SysfsError::OutOfRange { path, what: "cache index", .. } if path == &index),
+        "{e:?}"
+    );
+}
+
+/// An id above 32 bits once became another id (`physical_package_id`
+/// 4294967296 was package 0, a `die_id` no die) through a cast; every id
+/// file is checked, and the error names the file and what it held.
+#[test]
+fn ids_that_do_not_fit_32_bits_are_refused_naming_the_file_and_content() {
+    // One copy, each file damaged and restored in turn: copying a tree is
+    // the slow part.
+    let (_guard, root) = copy_fixture(fixture!("single-socket-nosmt"));
+    let cpu = cpu_dir(&root, 5);
+    // The cache id is read only without a shared_cpu_list.
+    fs::remove_file(cpu.join("cache/index3/shared_cpu_list")).unwrap();
+    discover(&root);
+    for rel in [
+        "topology/physical_package_id",
+        "topology/die_id",
+        "topology/core_id",
+        "cache/index3/level",
+        "cache/index3/id",
+    ] {
+        let file = cpu.join(rel);
+        let good = fs::read(&file).unwrap();
+        for bad in ["4294967296", "18446744073709551616", "-2", "1e3"] {
+            write(&file, &format!("{bad}\n"));
+            let e = discover_err(&root);
+            let SysfsError::Parse { path, content, .. } = &e else {
+                panic!("{rel} = {bad}: want Parse, got {e:?}");
+            };
+            assert_eq!((path, content.as_str()), (&file, bad), "{rel}");
+            let msg = message(e);
+            assert!(
+                msg.contains(&format!("{bad:?} is not an integer from -1 to 4294967295")),
+                "{msg}"
+            );
+        }
+        fs::write(&file, good).unwrap();
+    }
+    // The largest 32-bit id is an id.
+    let (_guard, root) = copy_fixture(fixture!("single-socket-nosmt"));
+    let t = discover(&root);
+    for_each_online(&root, &t, "topology/physical_package_id", |_, p| {
+        write(&p, "4294967295\n")
+    });
+    assert_eq!(
+        discover(&root)
+            .sockets()
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        [u32::MAX]
+    );
+}

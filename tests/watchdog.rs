@@ -1520,3 +1520,24 @@ fn repair_on_a_kernel_like_v2_tree_enables_the_parents_controllers() {
         ]
     );
 }
+
+/// `WATCHDOG_USEC=1` (a period no event loop can serve) once made the daemon
+/// panic at start-up on a zero-period timer. It starts, says why it cannot
+/// honour the period, and pings at the floor of 1 ms.
+#[test]
+fn a_watchdog_period_too_short_to_serve_is_logged_not_a_panic() {
+    let mut env = Env::new(Version::V2, Driver::Systemd, Options::default());
+    env.spawn(&Launch {
+        watchdog_usec: Some(1),
+        env: Vec::new(),
+    });
+    env.wait_ready();
+    env.wait_log("WATCHDOG_USEC is shorter than the 2 ms", 1);
+    let n = pings_during(&env, Duration::from_millis(300));
+    if n < 10 {
+        env.fail(&format!("{n} WATCHDOG=1 in 300 ms, expected one per ms"));
+    }
+    if let Some(status) = env.daemon.as_mut().unwrap().exited() {
+        env.fail(&format!("the daemon exited: {status}"));
+    }
+}

@@ -189,14 +189,48 @@ pub struct CpuLimit {
     pub period: u64,
 }
 
+/// Why a CPU limit that looks whole cannot be a request for CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum UnusableLimit {
+    /// A period of 0 (the kernel never shows one): no number of CPUs.
+    #[error("CPU limit of {quota} µs per period of 0 µs: no number of CPUs")]
+    ZeroPeriod { quota: u64 },
+    /// A whole number of CPUs beyond any machine pinctl supports.
+    #[error(
+        "CPU limit of {quota} µs per {period} µs period: {cpus} CPUs, more than the {max} supported",
+        max = MAX_CPUS
+    )]
+    TooManyCpus { quota: u64, period: u64, cpus: u64 },
+}
+
+/// The most CPUs a limit can ask for: one more than the highest CPU number.
+const MAX_CPUS: u64 = crate::cpuset::MAX_CPU as u64 + 1;
+
 impl CpuLimit {
-    /// The limit as a whole number of CPUs, when it is one (400000/100000 → 4).
-    pub fn whole_cpus(&self) -> Option<usize> {
-        let quota = self.quota?;
-        if self.period == 0 || quota == 0 || quota % self.period != 0 {
-            return None;
+    /// The limit as a whole number of CPUs (400000/100000 → 4): `Ok(None)`
+    /// when it is unlimited or not a whole number (the kubelet leaves those in
+    /// the shared pool), an error when it is no request a machine can serve
+    /// (a period of 0, more than [`crate::cpuset::MAX_CPU`] + 1 CPUs). Only a
+    /// division and a remainder, on a non-zero period: no overflow.
+    pub fn whole_cpus(&self) -> Result<Option<usize>, UnusableLimit> {
+        let Some(quota) = self.quota else {
+            return Ok(None);
+        };
+        if self.period == 0 {
+            return Err(UnusableLimit::ZeroPeriod { quota });
         }
-        usize::try_from(quota / self.period).ok()
+        if quota == 0 || quota % self.period != 0 {
+            return Ok(None);
+        }
+        let cpus = quota / self.period;
+        match usize::try_from(cpus) {
+            Ok(n) if cpus <= MAX_CPUS => Ok(Some(n)),
+            _ => Err(UnusableLimit::TooManyCpus {
+                quota,
+                period: self.period,
+                cpus,
+            }),
+        }
     }
 
     /// Parses v2 `cpu.max`: `"400000 100000"` or `"max 100000"`.
@@ -414,6 +448,68 @@ pub fn depth(rel: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn limit(quota: Option<u64>, period: u64) -> Result<Option<usize>, UnusableLimit> {
+        CpuLimit { quota, period }.whole_cpus()
+    }
+
+    #[test]
+    fn whole_cpus_of_ordinary_limits() {
+        assert_eq!(limit(Some(400_000), 100_000), Ok(Some(4)));
+        assert_eq!(limit(Some(150_000), 100_000), Ok(None), "1.5 CPUs");
+        assert_eq!(limit(Some(0), 100_000), Ok(None));
+        assert_eq!(limit(None, 100_000), Ok(None), "unlimited");
+        assert_eq!(limit(Some(16_384 * 1_000), 1_000), Ok(Some(16_384)));
+    }
+
+    /// A pending request for 18446744073709551615 CPUs once came from a
+    /// `cpu.max` of `18446744073709551615 1`: a count no machine has is
+    /// refused with the numbers, never requested.
+    #[test]
+    fn a_limit_of_more_cpus_than_supported_is_refused_not_requested() {
+        assert_eq!(
+            limit(Some(16_385 * 1_000), 1_000),
+            Err(UnusableLimit::TooManyCpus {
+                quota: 16_385_000,
+                period: 1_000,
+                cpus: 16_385
+            })
+        );
+        let huge = CpuLimit::parse_v2("18446744073709551615 1").unwrap();
+        let e = huge.whole_cpus().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "CPU limit of 18446744073709551615 µs per 1 µs period: 18446744073709551615 CPUs, more than the 16384 supported"
+        );
+        let v1 = CpuLimit::parse_v1("9223372036854775807", "1").unwrap();
+        assert!(matches!(
+            v1.whole_cpus(),
+            Err(UnusableLimit::TooManyCpus { .. })
+        ));
+    }
+
+    #[test]
+    fn extreme_quotas_and_periods_neither_overflow_nor_divide_by_zero() {
+        assert_eq!(limit(Some(u64::MAX), u64::MAX), Ok(Some(1)));
+        assert_eq!(limit(Some(u64::MAX - 1), u64::MAX), Ok(None));
+        assert_eq!(
+            limit(Some(u64::MAX), 0),
+            Err(UnusableLimit::ZeroPeriod { quota: u64::MAX })
+        );
+        assert_eq!(limit(None, 0), Ok(None), "unlimited, whatever the period");
+        let zero = CpuLimit::parse_v2("400000 0").unwrap();
+        assert!(matches!(
+            zero.whole_cpus(),
+            Err(UnusableLimit::ZeroPeriod { .. })
+        ));
+        // Beyond u64 the text is not a limit at all.
+        assert_eq!(CpuLimit::parse_v2("18446744073709551616 100000"), None);
+        assert_eq!(CpuLimit::parse_v2("400000 18446744073709551616"), None);
+        assert_eq!(
+            CpuLimit::parse_v1("-1", "0").map(|l| l.whole_cpus()),
+            Some(Ok(None))
+        );
+    }
 
     #[test]
     fn within_means_the_root_itself_or_below_it() {
