@@ -19,7 +19,7 @@ use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -80,31 +80,85 @@ impl Events {
     }
 }
 
+/// A label value, escaped as the OpenMetrics and Prometheus text formats
+/// require when encoded. prometheus-client writes `String` label values raw,
+/// and ours carry text other people choose (a workload key is a cgroup's
+/// path or a pod's container name): a cgroup named `a",evil="1` would forge a
+/// label, and one ending in `\` would break the whole scrape. Every label
+/// struct holds its values as this type, so none can be written raw.
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LabelValue(String);
+
+impl LabelValue {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for LabelValue {
+    fn from(s: String) -> Self {
+        LabelValue(s)
+    }
+}
+
+impl From<&str> for LabelValue {
+    fn from(s: &str) -> Self {
+        LabelValue(s.to_string())
+    }
+}
+
+impl EncodeLabelValue for LabelValue {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        // Only the text encoder is compiled in (prometheus-client's
+        // `protobuf` feature is off), so this is the text format's escaping.
+        escape_label_value(&self.0, encoder)
+    }
+}
+
+/// Writes `value` with the three escapes of the text formats' label values
+/// (`\\`, `\"`, `\n`). Nothing else is escaped: the formats define no
+/// other escape, and any other character, control characters included, is
+/// legal as it is.
+fn escape_label_value(value: &str, out: &mut impl std::fmt::Write) -> std::fmt::Result {
+    let mut rest = value;
+    while let Some(at) = rest.find(['\\', '"', '\n']) {
+        out.write_str(&rest[..at])?;
+        // The three are ASCII: one byte each.
+        out.write_str(match rest.as_bytes()[at] {
+            b'\\' => "\\\\",
+            b'"' => "\\\"",
+            _ => "\\n",
+        })?;
+        rest = &rest[at + 1..];
+    }
+    out.write_str(rest)
+}
+
 /// Labels of the per-workload gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WorkloadLabel {
-    pub workload: String,
+    pub workload: LabelValue,
 }
 
 /// Labels of the per-CPU gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CpuLabel {
-    pub cpu: String,
+    pub cpu: LabelValue,
     /// `exclusive`, `shared`, `reserved` or `offline`.
-    pub pool: String,
+    pub pool: LabelValue,
 }
 
 /// Labels of the health gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabel {
-    pub state: String,
+    pub state: LabelValue,
 }
 
 /// Labels of the configuration reload counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     /// `ok` or `failed`.
-    pub result: String,
+    pub result: LabelValue,
 }
 
 /// The daemon's metrics. Counters and histograms are updated by the loop as
@@ -237,7 +291,7 @@ impl Metrics {
             if let Some(cpus) = &w.cpus {
                 self.exclusive_cpus
                     .get_or_create(&WorkloadLabel {
-                        workload: w.key.clone(),
+                        workload: w.key.as_str().into(),
                     })
                     .set(cpus.len() as i64);
             }
@@ -267,7 +321,7 @@ impl Metrics {
             };
             self.cpu_pool
                 .get_or_create(&CpuLabel {
-                    cpu: info.cpu.to_string(),
+                    cpu: info.cpu.to_string().into(),
                     pool: pool.into(),
                 })
                 .set(1);
@@ -276,7 +330,7 @@ impl Metrics {
             for cpu in offline {
                 self.cpu_pool
                     .get_or_create(&CpuLabel {
-                        cpu: cpu.to_string(),
+                        cpu: cpu.to_string().into(),
                         pool: "offline".into(),
                     })
                     .set(1);
@@ -492,4 +546,123 @@ async fn metrics_text(State(app): State<App>) -> Response {
         app.metrics.encode(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sample: its metric name, labels and value.
+    type Sample = (String, Vec<(String, String)>, f64);
+
+    /// A strict parser of one OpenMetrics sample line,
+    /// `name{key="value",...} number`: label values may hold only the three
+    /// escapes the format defines, and a raw `"` ends them. `None` for
+    /// anything else.
+    fn parse_sample(line: &str) -> Option<Sample> {
+        let name_end = line.find(['{', ' '])?;
+        let (name, mut rest) = line.split_at(name_end);
+        let mut labels = Vec::new();
+        if let Some(body) = rest.strip_prefix('{') {
+            let mut chars = body.char_indices().peekable();
+            loop {
+                // A key: [a-zA-Z_][a-zA-Z0-9_]*, then `="`.
+                let start = chars.peek()?.0;
+                let mut end = start;
+                while let Some(&(i, c)) = chars.peek() {
+                    if c.is_ascii_alphanumeric() || c == '_' {
+                        end = i + 1;
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                let key = &body[start..end];
+                if key.is_empty() || key.starts_with(|c: char| c.is_ascii_digit()) {
+                    return None;
+                }
+                if chars.next()?.1 != '=' || chars.next()?.1 != '"' {
+                    return None;
+                }
+                let mut value = String::new();
+                loop {
+                    match chars.next()?.1 {
+                        '"' => break,
+                        '\\' => value.push(match chars.next()?.1 {
+                            '\\' => '\\',
+                            '"' => '"',
+                            'n' => '\n',
+                            _ => return None,
+                        }),
+                        '\n' => return None,
+                        c => value.push(c),
+                    }
+                }
+                labels.push((key.to_string(), value));
+                match chars.next()?.1 {
+                    ',' => continue,
+                    '}' => {
+                        rest = &body[chars.peek().map_or(body.len(), |&(i, _)| i)..];
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        let value = rest.strip_prefix(' ')?.parse().ok()?;
+        Some((name.to_string(), labels, value))
+    }
+
+    #[test]
+    fn hostile_workload_keys_neither_forge_labels_nor_break_the_scrape() {
+        let hostile = [
+            "cgroup:a\",evil=\"1",
+            "cgroup:ends\\",
+            "cgroup:line\nbreak",
+            "cgroup:\\\"",
+            "cgroup:\x1b[2J\r\x07\x00\u{9b}\x7f\t",
+            "pod:\u{e9}t\u{e9}/\u{1F600}\u{202e}",
+            "cgroup:\\n is not a newline",
+            "cgroup:} 1\npinctl_health{state=\"failed\"} 1",
+        ];
+        let metrics = Metrics::new();
+        for (i, key) in hostile.iter().enumerate() {
+            metrics
+                .exclusive_cpus
+                .get_or_create(&WorkloadLabel {
+                    workload: (*key).into(),
+                })
+                .set(i as i64 + 1);
+        }
+        let text = metrics.encode();
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let mut seen = Vec::new();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let Some((name, labels, value)) = parse_sample(line) else {
+                panic!("unparsable sample line {line:?} in:\n{text}");
+            };
+            if name == "pinctl_workload_exclusive_cpus" {
+                let [(key, workload)] = labels.as_slice() else {
+                    panic!("not exactly one label: {labels:?} in {line:?}");
+                };
+                assert_eq!(key, "workload", "{line:?}");
+                let i = hostile.iter().position(|h| h == workload);
+                assert_eq!(i.map(|i| i as f64 + 1.0), Some(value), "{line:?}");
+                seen.push(workload.clone());
+            } else {
+                // Nothing was set but the workloads: only the histograms'
+                // buckets carry a label, and the forged health line is not
+                // there.
+                assert_ne!(name, "pinctl_health", "{line:?}");
+                assert!(
+                    labels.iter().all(|(k, _)| k == "le"),
+                    "a label on {name}: {line:?}"
+                );
+            }
+        }
+        seen.sort();
+        let mut want: Vec<String> = hostile.iter().map(|h| h.to_string()).collect();
+        want.sort();
+        assert_eq!(seen, want, "each key once, exactly as it was:\n{text}");
+    }
 }
