@@ -7,18 +7,31 @@
 //! can change while the loop itself waits on a hung read (the hung paths, the
 //! I/O threads left) is read live from the [`IoPool`] at each request. So a
 //! status query is answered at once even while the loop is stuck.
+//!
+//! Its clients are other people's processes, so what a connection may take is
+//! bounded ([`Limits`]): at most [`Limits::max_connections`] at once, a number
+//! well below the process's file descriptor limit, so idle connections can
+//! never take the descriptors the daemon needs for the cgroup files (they
+//! once did: every write then failed with EMFILE and no new workload was
+//! pinned). A connection beyond the cap is closed as soon as it is accepted,
+//! and counted. A request's header must arrive within
+//! [`Limits::header_timeout`] (which also ends idle keep-alive connections),
+//! and no connection lives longer than [`Limits::connection_timeout`].
 
 use std::collections::VecDeque;
 use std::io;
 use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -27,7 +40,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use tokio::net::UnixListener;
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
 
 use crate::api;
 use crate::io::IoPool;
@@ -179,6 +193,11 @@ pub struct Metrics {
     pub frozen_cgroups: Gauge,
     pub health: Family<StateLabel, Gauge>,
     pub config_reloads: Family<ResultLabel, Counter>,
+    /// Connections to the socket open now.
+    pub socket_connections: Gauge,
+    /// Connections closed at once because [`Limits::max_connections`] were
+    /// open.
+    pub socket_connections_refused: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -214,6 +233,8 @@ impl Metrics {
             frozen_cgroups: Gauge::default(),
             health: Family::default(),
             config_reloads: Family::default(),
+            socket_connections: Gauge::default(),
+            socket_connections_refused: Counter::default(),
         };
         registry.register(
             "workload_exclusive_cpus",
@@ -280,6 +301,16 @@ impl Metrics {
             "health",
             "The daemon's health (1 for the current state)",
             m.health.clone(),
+        );
+        registry.register(
+            "socket_connections",
+            "Connections to the status socket open now",
+            m.socket_connections.clone(),
+        );
+        registry.register(
+            "socket_connections_refused",
+            "Connections to the status socket closed at once: the cap was reached",
+            m.socket_connections_refused.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -474,7 +505,76 @@ pub fn bind(path: &Path) -> Result<UnixListener, SocketError> {
     Ok(listener)
 }
 
-/// Serves the API on `listener` until the returned task is aborted.
+/// The most connections the socket serves at once. The CLI opens one at a
+/// time and a scraper one more; 64 leaves room for many operators at once
+/// and is far below any file descriptor limit a daemon runs with.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// How long a client may take to send a request's header, counted from the
+/// moment the connection waits for one: right after connecting, and after
+/// each answer on a keep-alive connection (so this is also the idle
+/// timeout). `pinctl` sends its request at once; a client that says nothing
+/// for this long only holds a descriptor.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest a connection lives, whatever it does. Every answer is built in
+/// memory at once, so only a client that reads slowly or keeps sending
+/// requests reaches it; `pinctl` uses one connection per request, each
+/// bounded by its own 10 s timeout (`client::DEFAULT_TIMEOUT`), and
+/// `events --follow` polls with new connections, so it never does.
+pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the socket's connections may take (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; more are closed as soon as accepted.
+    pub max_connections: usize,
+    /// For a request's header, and for the next one on an idle connection.
+    pub header_timeout: Duration,
+    /// For the whole connection.
+    pub connection_timeout: Duration,
+}
+
+impl Limits {
+    /// The limits for this process: [`HEADER_TIMEOUT`], [`CONNECTION_TIMEOUT`]
+    /// and at most [`MAX_CONNECTIONS`] connections, fewer when the soft limit
+    /// of open files is low, so that the socket never takes more than a
+    /// quarter of the daemon's descriptors.
+    pub fn for_this_process() -> Limits {
+        let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_or(1024, |(soft, _)| soft);
+        Limits {
+            max_connections: connection_cap(soft),
+            header_timeout: HEADER_TIMEOUT,
+            connection_timeout: CONNECTION_TIMEOUT,
+        }
+    }
+}
+
+/// [`MAX_CONNECTIONS`], or a quarter of `nofile` descriptors when that is
+/// fewer (at least one).
+pub fn connection_cap(nofile: u64) -> usize {
+    usize::try_from(nofile / 4)
+        .unwrap_or(usize::MAX)
+        .clamp(1, MAX_CONNECTIONS)
+}
+
+/// Raises the soft limit of open files to the hard limit, so the daemon's own
+/// work (cgroup files on many I/O threads, the socket's connections) has the
+/// room the administrator allows; systemd starts services with a soft limit
+/// of 1024 for the sake of programs that use `select(2)`, which pinctld does
+/// not. Returns the soft limit in force afterwards.
+pub fn raise_fd_limit() -> nix::Result<u64> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    }
+    Ok(hard.max(soft))
+}
+
+/// Serves the API on `listener` until the returned task is aborted, with the
+/// [`Limits::for_this_process`].
 pub fn serve(
     listener: UnixListener,
     snapshot: watch::Receiver<Arc<Snapshot>>,
@@ -482,10 +582,30 @@ pub fn serve(
     metrics: Arc<Metrics>,
     pool: IoPool,
 ) -> tokio::task::JoinHandle<()> {
-    let app = App {
+    serve_with(
+        listener,
         snapshot,
         events,
         metrics,
+        pool,
+        Limits::for_this_process(),
+    )
+}
+
+/// [`serve`] with the given limits (tests use short ones). Aborting the
+/// returned task closes every connection too.
+pub fn serve_with(
+    listener: UnixListener,
+    snapshot: watch::Receiver<Arc<Snapshot>>,
+    events: Arc<Events>,
+    metrics: Arc<Metrics>,
+    pool: IoPool,
+    limits: Limits,
+) -> tokio::task::JoinHandle<()> {
+    let app = App {
+        snapshot,
+        events,
+        metrics: metrics.clone(),
         pool,
     };
     let router = Router::new()
@@ -496,11 +616,87 @@ pub fn serve(
         .route("/v1/events", get(events_since))
         .route("/metrics", get(metrics_text))
         .with_state(app);
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).await {
-            tracing::warn!(error = %e, "the status socket stopped");
-        }
-    })
+    tokio::spawn(accept(listener, router, metrics, limits))
+}
+
+/// One open connection: holds its place under the cap and keeps the gauge,
+/// also when the connection's task is aborted.
+struct Open {
+    _permit: OwnedSemaphorePermit,
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.metrics.socket_connections.dec();
+    }
+}
+
+/// The accept loop: each connection is served by a task of its own, in a
+/// `JoinSet` so that they end with this one.
+async fn accept(listener: UnixListener, router: Router, metrics: Arc<Metrics>, limits: Limits) {
+    let places = Arc::new(Semaphore::new(limits.max_connections));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let mut connections = JoinSet::new();
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    accept_failed(&e).await;
+                    continue;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        // Closed at once rather than left waiting: a waiting connection
+        // would still hold a descriptor, and the client learns now that it
+        // should come back.
+        let Ok(permit) = places.clone().try_acquire_owned() else {
+            metrics.socket_connections_refused.inc();
+            drop(stream);
+            continue;
+        };
+        metrics.socket_connections.inc();
+        let open = Open {
+            _permit: permit,
+            metrics: metrics.clone(),
+        };
+        let conn = http.serve_connection(
+            TokioIo::new(stream),
+            TowerToHyperService::new(router.clone()),
+        );
+        connections.spawn(async move {
+            let _open = open;
+            match tokio::time::timeout(limits.connection_timeout, conn).await {
+                Ok(Ok(())) => {}
+                // A client that went away or sent garbage, or a header that
+                // did not come in time: the connection's own business.
+                Ok(Err(e)) => tracing::debug!(error = %e, "a status socket connection failed"),
+                Err(_) => tracing::debug!("a status socket connection outlived its time; closed"),
+            }
+        });
+    }
+}
+
+/// After a failed `accept`: a connection that went away before it was
+/// accepted is nothing; anything else (out of descriptors or memory) is
+/// warned about and waited out for a second, rather than retried in a busy
+/// loop.
+async fn accept_failed(e: &io::Error) {
+    if matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::Interrupted
+    ) {
+        return;
+    }
+    tracing::warn!(error = %e, "cannot accept on the status socket; trying again in 1 s");
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 async fn status(State(app): State<App>) -> Response {
@@ -611,6 +807,15 @@ mod tests {
         }
         let value = rest.strip_prefix(' ')?.parse().ok()?;
         Some((name.to_string(), labels, value))
+    }
+
+    #[test]
+    fn the_socket_never_takes_more_than_a_quarter_of_the_open_files_limit() {
+        assert_eq!(connection_cap(1024), MAX_CONNECTIONS);
+        assert_eq!(connection_cap(u64::MAX), MAX_CONNECTIONS);
+        assert_eq!(connection_cap(128), 32);
+        assert_eq!(connection_cap(3), 1, "never none at all");
+        assert_eq!(connection_cap(0), 1);
     }
 
     #[test]
