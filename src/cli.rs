@@ -514,8 +514,10 @@ async fn follow_events(
             }
             Err(e) if args.follow => {
                 if !down {
+                    // The error may carry the daemon's explanation.
                     eprintln!(
-                        "pinctl: {e}; retrying every {} ms",
+                        "pinctl: {}; retrying every {} ms",
+                        style::visible(&e.to_string()),
                         FOLLOW_INTERVAL.as_millis()
                     );
                     down = true;

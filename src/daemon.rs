@@ -645,7 +645,7 @@ impl Daemon {
             .metrics
             .config_reloads
             .get_or_create(&server::ResultLabel {
-                result: result.to_string(),
+                result: result.into(),
             })
             .inc();
     }

@@ -141,6 +141,14 @@ fn status_shows_trouble_and_says_when_it_is_offline() {
         uid: Some(1000),
         secs: 130,
     });
+    doc.watchdog.frozen.push(api::Frozen {
+        cgroup: "kubepods.slice/w".into(),
+        owner: Some(65534),
+        secs: 90,
+        thawed: false,
+    });
+    doc.watchdog.unwatched_cgroups = 3;
+    doc.watchdog.state_error = Some("failed to rename /var/lib/pinctl/.state.json.tmp-1 to state file /var/lib/pinctl/state.json".into());
     doc.config.file = Some("/etc/pinctl/pinctld.toml".into());
     doc.config.restart_pending = vec!["socket".into(), "read_timeout".into()];
     doc.config.reload_error = Some("/etc/pinctl/pinctld.toml:21:1: unknown key `cpu_count`".into());
@@ -151,7 +159,10 @@ fn status_shows_trouble_and_says_when_it_is_offline() {
         "Config:      /etc/pinctl/pinctld.toml changes socket, read_timeout; applied at the next restart",
         "Failing cgroups:\n  kubepods.slice/x: write cpuset.cpus: Device or resource busy (errno 16)",
         "hung path /sys/fs/cgroup/kubepods.slice/y (read hung 1m 15s ago)",
-        "task 78 (pid 77, fio) of kubepods.slice/z in D state for 2m 10s, in io_schedule",
+        "task 78 (pid 77, uid 1000, fio) of kubepods.slice/z in D state for 2m 10s, in io_schedule",
+        "kubepods.slice/w (uid 65534) frozen for 1m 30s",
+        "3 cgroups without an inotify watch",
+        "state file not saved: failed to rename",
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
@@ -440,6 +451,301 @@ fn events_are_one_line_each() {
         format_event(&r, 3600, Style::OFF),
         "#8 2025-11-22 01:00:00.000  repair /sys/fs/cgroup/cpuset/kubepods  created /sys/fs/cgroup/cpuset/kubepods, /sys/fs/cgroup/cpuset/kubepods/burstable"
     );
+}
+
+// ---------------------------------------------------------------------------
+// text other people chose never drives the operator's terminal
+// ---------------------------------------------------------------------------
+
+mod hostile_text {
+    use super::*;
+    use pinctl::cli::describe;
+    use pinctl::cli::events::format_event;
+    use pinctl::cli::verify::{self, Problem, Report};
+
+    /// What anyone who can make a cgroup or name a process can put in a name:
+    /// an OSC window title ended by BEL, a clear screen, a carriage return and
+    /// a newline (overwrite or forge a line), a C1 CSI (U+009B), DEL and a
+    /// backspace, and a right-to-left override.
+    const EVIL: &str = "\x1b]0;owned\x07\x1b[2J\r\n\u{9b}31m\x7f\x08\u{202e}";
+    /// How it must be shown.
+    const SHOWN: &str = r"\x1b]0;owned\x07\x1b[2J\r\n\u{9b}31m\x7f\x08\u{202e}";
+
+    /// A status whose every free-text field carries `bad`: keys, cgroups,
+    /// the bundle's path, a pending workload, failing cgroups, the
+    /// watchdog's paths and task names, the configuration's error.
+    fn doc(bad: &str) -> api::Status {
+        let mut app = pod(1, "app", 2);
+        app.key = format!("pod:1/{bad}");
+        app.cgroup = format!("kubepods.slice/{bad}.scope");
+        app.source = Source::Annotation {
+            bundle: format!("/run/{bad}/config.json").into(),
+        };
+        let mut big = job(2, 40);
+        big.key = format!("cgroup:{bad}");
+        let mut doc = status_doc::status(SHAPE_16, "0,8", &[app, job(3, 2), big]);
+        doc.health.reasons = vec![format!("1 failing cgroup {bad}")];
+        doc.failing.push(api::Failing {
+            cgroup: format!("kubepods.slice/{bad}.scope"),
+            error: format!("write /sys/fs/cgroup/{bad}: busy"),
+            errno: Some(16),
+        });
+        doc.watchdog.hung_paths.push(api::HungPath {
+            path: format!("/sys/fs/cgroup/{bad}").into(),
+            op: "read".into(),
+            secs: 5,
+        });
+        doc.watchdog.stuck_tasks.push(api::StuckTask {
+            pid: 7,
+            tid: 7,
+            comm: bad.into(),
+            cgroup: format!("kubepods.slice/{bad}.scope"),
+            wchan: Some(bad.into()),
+            uid: None,
+            secs: 90,
+        });
+        doc.watchdog.frozen.push(api::Frozen {
+            cgroup: format!("kubepods.slice/{bad}.scope"),
+            owner: None,
+            secs: 90,
+            thawed: false,
+        });
+        doc.watchdog.missing_paths.push(api::MissingPath {
+            path: format!("/sys/fs/cgroup/{bad}").into(),
+            problem: format!("cannot mkdir: {bad}"),
+        });
+        doc.config.file = Some(format!("/etc/{bad}.toml").into());
+        doc.config.restart_pending = vec![bad.into()];
+        doc.config.reload_error = Some(format!("/etc/x.toml:1:1: unknown key `{bad}`"));
+        doc
+    }
+
+    fn events(bad: &str) -> Vec<api::Event> {
+        vec![
+            api::Event {
+                seq: 1,
+                at_ms: 1_763_769_599_123,
+                what: api::EventKind::Write {
+                    cgroup: format!("kubepods.slice/{bad}.scope"),
+                    file: "cpuset.cpus".into(),
+                    old: None,
+                    new: set("1,9"),
+                    reason: format!("exclusive CPUs of pod:1/{bad} (annotation)"),
+                    error: Some(format!("write {bad}: busy")),
+                    workload: Some(format!("pod:1/{bad}")),
+                },
+            },
+            api::Event {
+                seq: 2,
+                at_ms: 1_763_769_599_124,
+                what: api::EventKind::Repair {
+                    path: format!("/sys/fs/cgroup/{bad}").into(),
+                    created: vec![format!("/sys/fs/cgroup/{bad}/x").into()],
+                },
+            },
+        ]
+    }
+
+    /// `text` without the colour codes `Style` writes (`ESC [ digits m`);
+    /// any other escape sequence fails the test.
+    fn without_our_colours(text: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(at) = rest.find('\x1b') {
+            out.push_str(&rest[..at]);
+            let seq = &rest[at + 1..];
+            let end = seq
+                .find('m')
+                .unwrap_or_else(|| panic!("a bare ESC in {text:?}"));
+            let code = &seq[..end];
+            assert!(
+                code.starts_with('[') && code[1..].chars().all(|c| c.is_ascii_digit()),
+                "an escape sequence that is not one of our colours: {:?} in {text:?}",
+                &seq[..=end]
+            );
+            rest = &seq[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// No control character but the line ends, and no bidirectional control.
+    fn assert_inert(what: &str, text: &str) {
+        for (n, line) in text.lines().enumerate() {
+            if let Some(c) = line.chars().find(|&c| {
+                c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+            }) {
+                panic!("{what}: raw {c:?} on line {n} {line:?} in:\n{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn status_shows_control_characters_in_keys_paths_and_task_names_as_escapes() {
+        let doc = doc(EVIL);
+        for style in [Style::OFF, Style::ON] {
+            let notes = vec![format!("no state file at /var/{EVIL}")];
+            for mode in [Mode::Online, Mode::Offline { notes: &notes }] {
+                let text = status::render(&doc, mode, style, NOW);
+                assert_inert("status", &without_our_colours(&text));
+                // Two lines per hostile name would have been a forged line.
+                let benign = status::render(&super::hostile_text::doc("x"), mode, style, NOW);
+                assert_eq!(text.lines().count(), benign.lines().count(), "{text}");
+            }
+        }
+        let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+        println!("{text}");
+        for want in [
+            format!("Health:      healthy: 1 failing cgroup {SHOWN}"),
+            format!("running on the one before: /etc/x.toml:1:1: unknown key `{SHOWN}`"),
+            format!("Config:      /etc/{SHOWN}.toml changes {SHOWN}; applied"),
+            format!("  cgroup:{SHOWN}  (rule line 42)"),
+            format!(
+                "  kubepods.slice/{SHOWN}.scope: write /sys/fs/cgroup/{SHOWN}: busy (errno 16)"
+            ),
+            format!("  hung path /sys/fs/cgroup/{SHOWN} (read hung 5s ago)"),
+            format!(
+                "  task 7 (pid 7, {SHOWN}) of kubepods.slice/{SHOWN}.scope in D state for 1m 30s, in {SHOWN}"
+            ),
+            format!("  kubepods.slice/{SHOWN}.scope frozen for 1m 30s"),
+            format!("  missing /sys/fs/cgroup/{SHOWN}: cannot mkdir: {SHOWN}"),
+        ] {
+            assert!(text.contains(&want), "missing {want:?} in:\n{text}");
+        }
+        // The legend's last column starts where its heading does, for the
+        // escaped key as for the plain one.
+        let lines: Vec<&str> = text.lines().collect();
+        let head = lines
+            .iter()
+            .position(|l| l.ends_with("WORKLOAD"))
+            .expect("the legend's heading");
+        let column = lines[head].find("WORKLOAD").unwrap();
+        let rows: Vec<&&str> = lines[head + 1..]
+            .iter()
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        assert!(
+            rows.iter().any(|r| r[column..] == format!("pod:1/{SHOWN}")),
+            "{rows:?}"
+        );
+        assert!(
+            rows.iter()
+                .all(|r| r[..column].ends_with("  ") && !r[column..].starts_with(' ')),
+            "every key starts at the heading's column: {rows:?}"
+        );
+    }
+
+    #[test]
+    fn describe_shows_control_characters_in_keys_paths_and_task_names_as_escapes() {
+        let doc = doc(EVIL);
+        let w = &doc.workloads[0];
+        for style in [Style::OFF, Style::ON] {
+            let text = describe::render(&doc, w, &events(EVIL), 0, style);
+            assert_inert("describe", &without_our_colours(&text));
+        }
+        let text = describe::render(&doc, w, &events(EVIL), 0, Style::OFF);
+        println!("{text}");
+        for want in [
+            format!("Workload:   pod:1/{SHOWN}\n"),
+            format!("the OCI annotation pinctl.io/cpus in /run/{SHOWN}/config.json\n"),
+            format!("Cgroups:    kubepods.slice/{SHOWN}.scope\n"),
+            format!("Stuck:      task 7 ({SHOWN}) in D state"),
+            format!(
+                "write kubepods.slice/{SHOWN}.scope cpuset.cpus ? -> 1,9  exclusive CPUs of pod:1/{SHOWN} (annotation)  FAILED: write {SHOWN}: busy"
+            ),
+        ] {
+            assert!(text.contains(&want), "missing {want:?} in:\n{text}");
+        }
+        let candidates: Vec<&api::Workload> = doc.workloads.iter().collect();
+        let text = describe::render_candidates(EVIL, &candidates);
+        assert_inert("candidates", &text);
+        assert!(text.contains(&format!("  pod:1/{SHOWN}  (")), "{text}");
+    }
+
+    #[test]
+    fn events_show_control_characters_in_cgroups_reasons_and_paths_as_escapes() {
+        for style in [Style::OFF, Style::ON] {
+            for e in events(EVIL) {
+                let line = format_event(&e, 0, style);
+                assert_inert("event", &without_our_colours(&line));
+                assert_eq!(line.lines().count(), 1, "{line:?}");
+            }
+        }
+        let [write, repair] = &events(EVIL)[..] else {
+            unreachable!()
+        };
+        assert!(
+            format_event(write, 0, Style::OFF).ends_with(&format!(
+                "write kubepods.slice/{SHOWN}.scope cpuset.cpus ? -> 1,9  exclusive CPUs of pod:1/{SHOWN} (annotation)  FAILED: write {SHOWN}: busy"
+            ))
+        );
+        assert!(format_event(repair, 0, Style::OFF).ends_with(&format!(
+            "repair /sys/fs/cgroup/{SHOWN}  created /sys/fs/cgroup/{SHOWN}/x"
+        )));
+    }
+
+    #[test]
+    fn verify_shows_control_characters_in_keys_cgroups_and_task_names_as_escapes() {
+        let key = format!("pod:1/{EVIL}");
+        let cgroup = format!("kubepods.slice/{EVIL}.scope");
+        let report = Report {
+            hierarchy: "v2".into(),
+            cgroup_root: format!("/sys/fs/{EVIL}").into(),
+            problems: vec![
+                Problem::Effective {
+                    workload: key.clone(),
+                    cgroup: cgroup.clone(),
+                    file: format!("/sys/fs/cgroup/{EVIL}/cpuset.cpus.effective").into(),
+                    expected: set("1"),
+                    actual: set("2"),
+                },
+                Problem::Unreadable {
+                    workload: Some(key.clone()),
+                    path: format!("/proc/{EVIL}").into(),
+                    error: format!("{EVIL}: gone"),
+                },
+                Problem::TaskOutside {
+                    workload: key.clone(),
+                    cgroup: cgroup.clone(),
+                    pid: 7,
+                    comm: EVIL.into(),
+                    allowed: set("0-15"),
+                    expected: set("1"),
+                },
+                Problem::Overlap {
+                    a: key.clone(),
+                    b: EVIL.into(),
+                    cpus: set("1"),
+                },
+                Problem::SharedOnExclusive {
+                    cgroup: cgroup.clone(),
+                    effective: set("0-15"),
+                    exclusive: set("1"),
+                    workloads: vec![key.clone()],
+                },
+            ],
+            warnings: vec![format!("{key}: cgroup {cgroup} is gone")],
+            ..Report::default()
+        };
+        for style in [Style::OFF, Style::ON] {
+            let text = verify::render(&report, style);
+            assert_inert("verify", &without_our_colours(&text));
+            assert_eq!(text.lines().count(), 1 + 5 + 1, "{text}");
+        }
+        let text = verify::render(&report, Style::OFF);
+        println!("{text}");
+        assert!(
+            text.contains(&format!(
+                "problem: pod:1/{SHOWN}: task 7 ({SHOWN}) in kubepods.slice/{SHOWN}.scope may run on CPUs 0-15"
+            )),
+            "{text}"
+        );
+        // The JSON report stays exact.
+        let json = serde_json::to_string(&report).unwrap();
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["problems"][2]["comm"], EVIL);
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -9,6 +9,11 @@
 //! the daemon is gone: "not running" for a removed and for a stale socket,
 //! and `status`/`verify --offline` from the state file the daemon left.
 //!
+//! The socket's limits: idle connections beyond the cap leave the daemon
+//! its descriptors (the real daemon under a low open-files limit), and, on
+//! the server in this process with short limits, stalled, silent and idle
+//! connections are closed in time and connections beyond the cap at once.
+//!
 //! The fake tree has no kernel: for `verify`, the test writes what the
 //! kernel would show (v2 `cpuset.cpus.effective`, computed by
 //! `FakeCgroup::effective`; v1 has none and `verify` reads `cpuset.cpus`),
@@ -16,6 +21,8 @@
 
 #[path = "support/fake_cgroup.rs"]
 mod fake_cgroup;
+#[path = "support/status_doc.rs"]
+mod status_doc;
 #[path = "support/status_map.rs"]
 mod status_map;
 
@@ -32,6 +39,7 @@ use std::time::{Duration, Instant};
 use fake_cgroup::{
     Driver, FakeCgroup, Layout, MEMS, ONLINE, Qos, Spec, Version, container_id, set, uid,
 };
+use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use pinctl::api;
@@ -182,8 +190,27 @@ impl World {
     }
 
     fn start(&mut self) {
+        self.spawn(None);
+    }
+
+    /// Starts the daemon with soft and hard limits of `nofile` open files.
+    fn start_with_nofile(&mut self, nofile: u64) {
+        self.spawn(Some(nofile));
+    }
+
+    fn spawn(&mut self, nofile: Option<u64>) {
         let log = fs::File::create(&self.log).unwrap();
-        let child = Command::new(PINCTLD)
+        let mut cmd = Command::new(PINCTLD);
+        if let Some(n) = nofile {
+            // SAFETY: setrlimit is async-signal-safe and touches only the
+            // child's own limits.
+            unsafe {
+                cmd.pre_exec(move || {
+                    setrlimit(Resource::RLIMIT_NOFILE, n, n).map_err(std::io::Error::from)
+                });
+            }
+        }
+        let child = cmd
             .arg("--config")
             .arg(&self.config)
             .env_remove("NOTIFY_SOCKET")
@@ -682,4 +709,262 @@ fn events_follow_survives_a_daemon_restart() {
     for r in readers {
         r.join().unwrap();
     }
+}
+
+/// Idle connections once took every descriptor the daemon had: each cgroup
+/// write then failed with EMFILE, and a new Guaranteed container was never
+/// pinned. Under a low open-files limit, far more idle connections than the
+/// cap: those beyond it are closed at once, the daemon's descriptors stay
+/// bounded, a new container is pinned meanwhile, the idle ones are closed
+/// after the header timeout, and then the socket answers again.
+#[test]
+fn idle_connections_beyond_the_cap_leave_the_daemon_descriptors_to_pin_new_workloads() {
+    use tokio::io::AsyncReadExt as _;
+    const NOFILE: u64 = 256;
+    const IDLE: usize = 300;
+    let cap = pinctl::server::connection_cap(NOFILE);
+    let mut w = World::new(Version::V2, Driver::Systemd);
+    let cast = w.cast();
+    w.start_with_nofile(NOFILE);
+    w.wait_status("app pinned", |s| {
+        workload(s, &cast.app).is_some_and(|x| x.cpus.is_some())
+    });
+    let pid = w.daemon.as_ref().unwrap().id();
+    let fds = || fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let before = fds();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (late, connected) = rt.block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..IDLE {
+            // A full backlog fails the connect rather than blocking it.
+            let connect = tokio::net::UnixStream::connect(&w.socket);
+            if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_millis(100), connect).await {
+                held.push(s);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let open = held
+            .iter()
+            .filter(|s| {
+                matches!(s.try_read(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+            })
+            .count();
+        assert!(
+            open <= cap,
+            "{open} of {} connections still open; the cap is {cap}",
+            held.len()
+        );
+        let during = fds();
+        assert!(
+            during <= before + cap + 8,
+            "the daemon holds {during} descriptors, {before} before {IDLE} connections; the cap is {cap}"
+        );
+        // The daemon's own work goes on.
+        let late = w.container(Qos::Guaranteed, 5, "late", Spec::limit(2), None);
+        let deadline = Instant::now() + WAIT;
+        while w.tree.cpus(&late).len() != 2 {
+            if Instant::now() > deadline {
+                w.fail(&format!("{late} was not pinned while the socket was full"));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The idle ones end after the header timeout.
+        let deadline = pinctl::server::HEADER_TIMEOUT + WAIT;
+        for s in &mut held {
+            let read = tokio::time::timeout(deadline, s.read(&mut [0u8; 1])).await;
+            assert!(
+                matches!(read, Ok(Ok(0) | Err(_))),
+                "an idle connection still open after {deadline:?}: {read:?}"
+            );
+        }
+        (late, held.len())
+    });
+    w.wait_status("the late container in the status", |s| {
+        workload(s, &late).is_some_and(|x| x.cpus.is_some())
+    });
+    let metrics = rt.block_on(Client::new(&w.socket).get("/metrics")).unwrap();
+    let text = String::from_utf8(metrics.body.to_vec()).unwrap();
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+            .parse()
+            .unwrap()
+    };
+    let refused = value("pinctl_socket_connections_refused_total");
+    assert!(
+        refused >= connected.saturating_sub(cap) as f64,
+        "{refused} of {connected} refused, the cap is {cap}"
+    );
+    // The scrape itself, and perhaps a status request still closing.
+    let open = value("pinctl_socket_connections");
+    assert!((1.0..=2.0).contains(&open), "{open} connections open");
+}
+
+/// The socket's server in this process, over a synthetic status, with
+/// short limits.
+struct Served {
+    rt: tokio::runtime::Runtime,
+    socket: PathBuf,
+    metrics: Arc<pinctl::server::Metrics>,
+    _dir: tempfile::TempDir,
+}
+
+impl Served {
+    fn new(limits: pinctl::server::Limits) -> Served {
+        use pinctl::io::{IoConfig, IoPool, RealFs};
+        use pinctl::server::{Events, Metrics, Snapshot};
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("pinctl.sock");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let status =
+            status_doc::status(status_doc::SHAPE_16, "0,8", &[status_doc::pod(1, "app", 2)]);
+        let snapshot = tokio::sync::watch::Sender::new(Arc::new(Snapshot {
+            status,
+            facts: pinctl::watchdog::Facts {
+                io_threads: 2,
+                ..Default::default()
+            },
+        }));
+        let _guard = rt.enter();
+        let listener = pinctl::server::bind(&socket).unwrap();
+        pinctl::server::serve_with(
+            listener,
+            snapshot.subscribe(),
+            Arc::new(Events::default()),
+            metrics.clone(),
+            IoPool::new(Arc::new(RealFs), IoConfig::default()),
+            limits,
+        );
+        // The receiver keeps the last snapshot when the sender goes.
+        drop(snapshot);
+        Served {
+            rt,
+            socket,
+            metrics,
+            _dir: dir,
+        }
+    }
+
+    fn connect(&self) -> std::os::unix::net::UnixStream {
+        let s = std::os::unix::net::UnixStream::connect(&self.socket).unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        s
+    }
+
+    fn status(&self) -> Result<api::Status, String> {
+        self.rt
+            .block_on(Client::new(&self.socket).status())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Waits for the open connections gauge to read `n`.
+    fn wait_open(&self, n: i64) {
+        let deadline = Instant::now() + WAIT;
+        while self.metrics.socket_connections.get() != n {
+            assert!(
+                Instant::now() < deadline,
+                "{} connections open, not {n}",
+                self.metrics.socket_connections.get()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Reads until the server closes the connection; how long that took.
+fn time_to_close(s: &mut std::os::unix::net::UnixStream) -> Duration {
+    use std::io::Read as _;
+    let start = Instant::now();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return start.elapsed(),
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return start.elapsed(),
+            Err(e) => panic!("the connection was not closed within {WAIT:?}: {e}"),
+        }
+    }
+}
+
+fn limits(max: usize, header_ms: u64, connection_ms: u64) -> pinctl::server::Limits {
+    pinctl::server::Limits {
+        max_connections: max,
+        header_timeout: Duration::from_millis(header_ms),
+        connection_timeout: Duration::from_millis(connection_ms),
+    }
+}
+
+/// A client that sends half a request header and stalls, one that connects
+/// and says nothing, and one that keeps an answered connection open idle
+/// each held a descriptor for ever. All are closed after the header timeout.
+#[test]
+fn stalled_silent_and_idle_connections_are_closed_after_the_header_timeout() {
+    use std::io::{Read as _, Write as _};
+    let served = Served::new(limits(8, 300, 30_000));
+    let mut half = served.connect();
+    half.write_all(b"GET /v1/status HTTP/1.1\r\nHost: pinctld\r\nAcc")
+        .unwrap();
+    let mut silent = served.connect();
+    let mut idle = served.connect();
+    idle.write_all(b"GET /v1/health HTTP/1.1\r\nHost: pinctld\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&answer).contains("\"reasons\"") {
+        let n = idle.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before the answer");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200 OK"), "{answer:?}");
+    served.wait_open(3);
+    for (what, s) in [
+        ("half a header", &mut half),
+        ("nothing", &mut silent),
+        ("idle", &mut idle),
+    ] {
+        let took = time_to_close(s);
+        assert!(
+            took < Duration::from_secs(3),
+            "{what}: closed after {took:?}, the header timeout is 300 ms"
+        );
+    }
+    served.wait_open(0);
+    assert!(served.status().is_ok(), "a fresh request is answered");
+}
+
+/// No connection outlives its time, whatever the header timeout allows.
+#[test]
+fn a_connection_is_closed_when_it_outlives_its_time() {
+    let served = Served::new(limits(8, 30_000, 300));
+    let mut s = served.connect();
+    let took = time_to_close(&mut s);
+    assert!(took < Duration::from_secs(3), "closed after {took:?}");
+}
+
+/// Beyond the cap a connection is closed at once, not left to hold a
+/// descriptor, and counted; once a place is free the socket answers again.
+#[test]
+fn connections_beyond_the_cap_are_closed_at_once_and_counted() {
+    let served = Served::new(limits(3, 30_000, 30_000));
+    let held: Vec<_> = (0..3).map(|_| served.connect()).collect();
+    served.wait_open(3);
+    let mut extra = served.connect();
+    let took = time_to_close(&mut extra);
+    assert!(took < Duration::from_secs(1), "refused after {took:?}");
+    assert!(served.status().is_err(), "no place for a request");
+    assert_eq!(served.metrics.socket_connections_refused.get(), 2);
+    assert_eq!(served.metrics.socket_connections.get(), 3);
+    drop(held);
+    served.wait_open(0);
+    let status = served.status().expect("answered once places are free");
+    assert_eq!(status.workloads.len(), 1);
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Arg, ArgMatches, Command, CommandFactory, FromArgMatches};
+use pinctl::cli::style::visible;
 use pinctl::cli::{Cli, assets};
 
 /// The hidden subcommand `packaging/build` uses to write the man pages and
@@ -58,7 +59,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_closed_stdout(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pinctl: {e:#}");
+            // The chain may quote a daemon's answer, a path or a key.
+            eprintln!("pinctl: {}", visible(&format!("{e:#}")));
             ExitCode::from(1)
         }
     }

@@ -71,6 +71,12 @@ fn run(args: DaemonCli) -> Result<()> {
         return Ok(());
     }
     let set_log_level = init_logging(config.log_level);
+    // Before the daemon starts: the socket's connection cap is derived from
+    // the limit in force.
+    match pinctl::server::raise_fd_limit() {
+        Ok(nofile) => tracing::debug!(nofile, "open files limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open files limit"),
+    }
     // One event loop on one thread; file I/O runs on the pool's own threads.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -21,7 +21,7 @@ use crate::topology::Topology;
 
 use super::events::{concerns, format_event};
 use super::status::{duration, source_long};
-use super::style::Style;
+use super::style::{Style, visible};
 
 /// What TARGET matched.
 #[derive(Debug)]
@@ -151,8 +151,8 @@ pub fn render_candidates(target: &str, candidates: &[&Workload]) -> String {
         let _ = writeln!(
             s,
             "  {}  ({cpus}; {})",
-            w.key,
-            w.cgroups.first().map_or("", String::as_str)
+            visible(&w.key),
+            visible(w.cgroups.first().map_or("", String::as_str))
         );
     }
     s
@@ -174,7 +174,7 @@ pub fn render(
         let pad = 12usize.saturating_sub(name.len() + 1);
         format!("{}:{}", style.bold(name), " ".repeat(pad))
     };
-    let _ = writeln!(s, "{}{}", field("Workload"), w.key);
+    let _ = writeln!(s, "{}{}", field("Workload"), visible(&w.key));
     let _ = writeln!(s, "{}{}", field("Source"), source_long(&w.source));
     let _ = writeln!(
         s,
@@ -203,7 +203,10 @@ pub fn render(
                 field("CPUs"),
                 style.yellow(&format!(
                     "none yet, pending in the shared pool ({}): wants {}, {} available: {}",
-                    status.shared_pool, p.requested, p.available, p.reason
+                    status.shared_pool,
+                    p.requested,
+                    p.available,
+                    visible(&p.reason)
                 ))
             );
         }
@@ -260,10 +263,10 @@ pub fn render(
         s,
         "{}{}",
         field("Cgroups"),
-        w.cgroups.first().map_or("none", String::as_str)
+        visible(w.cgroups.first().map_or("none", String::as_str))
     );
     for c in w.cgroups.iter().skip(1) {
-        let _ = writeln!(s, "{:12}{c}", "");
+        let _ = writeln!(s, "{:12}{}", "", visible(c));
     }
     for f in status
         .failing
@@ -275,8 +278,8 @@ pub fn render(
             s,
             "{}{}: {}{errno}",
             field("Failing"),
-            f.cgroup,
-            style.red(&f.error)
+            visible(&f.cgroup),
+            style.red(&visible(&f.error))
         );
     }
     for t in status
@@ -290,7 +293,7 @@ pub fn render(
             "{}task {} ({}) in D state for {}",
             field("Stuck"),
             t.tid,
-            t.comm,
+            visible(&t.comm),
             duration(t.secs)
         );
     }

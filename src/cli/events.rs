@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use crate::api::{Event, EventKind};
 
-use super::style::Style;
+use super::style::{Style, visible};
 
 /// The offset of local time from UTC, in seconds, at Unix time `secs`.
 pub fn local_offset(secs: i64) -> i64 {
@@ -74,18 +74,27 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
             let old = old.as_ref().map_or_else(|| "?".to_string(), show);
             let new = show(new);
             let cgroup = if cgroup.is_empty() { "/" } else { cgroup };
-            let _ = write!(s, "write {cgroup} {file} {old} -> {new}  {reason}");
+            let _ = write!(
+                s,
+                "write {} {} {old} -> {new}  {}",
+                visible(cgroup),
+                visible(file),
+                visible(reason)
+            );
             if let Some(err) = error {
-                let _ = write!(s, "  {}", style.red(&format!("FAILED: {err}")));
+                let _ = write!(s, "  {}", style.red(&format!("FAILED: {}", visible(err))));
             }
         }
         EventKind::Repair { path, created } => {
-            let made: Vec<String> = created.iter().map(|p| p.display().to_string()).collect();
+            let made: Vec<String> = created
+                .iter()
+                .map(|p| visible(&p.display().to_string()).into_owned())
+                .collect();
             let _ = write!(
                 s,
                 "{} {}  created {}",
                 style.yellow("repair"),
-                path.display(),
+                visible(&path.display().to_string()),
                 if made.is_empty() {
                     "nothing".to_string()
                 } else {

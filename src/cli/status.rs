@@ -24,7 +24,7 @@ use crate::cgroup::layout;
 use crate::cpuset::CpuSet;
 use crate::topology::Topology;
 
-use super::style::Style;
+use super::style::{Style, visible};
 
 /// The widest a map row gets, in cores (narrower with long tags).
 pub const MAX_CORES_PER_ROW: usize = 16;
@@ -98,7 +98,7 @@ pub fn source_long(source: &Source) -> String {
         Source::Annotation { bundle } => format!(
             "the OCI annotation {} in {}",
             crate::intent::ANNOTATION_CPUS,
-            bundle.display()
+            visible(&bundle.display().to_string())
         ),
         Source::Rule { pattern, line } => {
             format!("the [[rule]] matching {pattern:?} (line {line} of the configuration)")
@@ -190,7 +190,7 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
                 )
             );
             for note in notes {
-                let _ = writeln!(s, "  {note}");
+                let _ = writeln!(s, "  {}", visible(note));
             }
         }
     }
@@ -203,7 +203,7 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     let reasons = if health.reasons.is_empty() {
         String::new()
     } else {
-        format!(": {}", health.reasons.join(", "))
+        format!(": {}", visible(&health.reasons.join(", ")))
     };
     let _ = writeln!(
         s,
@@ -214,7 +214,7 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     let cfg = &status.config;
     let file = cfg.file.as_ref().map_or_else(
         || "the configuration".to_string(),
-        |f| f.display().to_string(),
+        |f| visible(&f.display().to_string()).into_owned(),
     );
     if let Some(error) = &cfg.reload_error {
         let _ = writeln!(
@@ -222,7 +222,8 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
             "{}{}",
             fieldw("Config"),
             style.yellow(&format!(
-                "reload failed, running on the one before: {error}"
+                "reload failed, running on the one before: {}",
+                visible(error)
             ))
         );
     }
@@ -233,7 +234,7 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
             fieldw("Config"),
             style.yellow(&format!(
                 "{file} changes {}; applied at the next restart",
-                cfg.restart_pending.join(", ")
+                visible(&cfg.restart_pending.join(", "))
             ))
         );
     }
@@ -402,7 +403,7 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
             style.dim(&format!("{}WORKLOAD", line(head[0].clone(), &head)))
         );
         for (i, ((_, w), r)) in tagged.iter().zip(&rows).enumerate() {
-            let _ = writeln!(s, "{}{}", line(style.tag(i, &r[0]), r), w.key);
+            let _ = writeln!(s, "{}{}", line(style.tag(i, &r[0]), r), visible(&w.key));
         }
     }
     if !pending.is_empty() {
@@ -411,11 +412,13 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
             let why = match &w.pending {
                 Some(p) => format!(
                     "wants {}, {} available: {}",
-                    p.requested, p.available, p.reason
+                    p.requested,
+                    p.available,
+                    visible(&p.reason)
                 ),
                 None => format!("wants {}", w.requested),
             };
-            let _ = writeln!(s, "  {}  ({})", w.key, source_short(&w.source));
+            let _ = writeln!(s, "  {}  ({})", visible(&w.key), source_short(&w.source));
             let _ = writeln!(s, "    {}", style.yellow(&why));
         }
     }
@@ -425,22 +428,29 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
         let _ = writeln!(s, "\n{}", style.bold("Failing cgroups:"));
         for f in &status.failing {
             let errno = f.errno.map(|e| format!(" (errno {e})")).unwrap_or_default();
-            let _ = writeln!(s, "  {}: {}{errno}", f.cgroup, style.red(&f.error));
+            let _ = writeln!(
+                s,
+                "  {}: {}{errno}",
+                visible(&f.cgroup),
+                style.red(&visible(&f.error))
+            );
         }
     }
     let wd = &status.watchdog;
     let trouble = !(wd.hung_paths.is_empty()
         && wd.stuck_tasks.is_empty()
         && wd.frozen.is_empty()
-        && wd.missing_paths.is_empty());
+        && wd.missing_paths.is_empty()
+        && wd.unwatched_cgroups == 0
+        && wd.state_error.is_none());
     if trouble {
         let _ = writeln!(s, "\n{}", style.bold("Watchdog:"));
         for h in &wd.hung_paths {
             let _ = writeln!(
                 s,
                 "  hung path {} ({} hung {} ago)",
-                h.path.display(),
-                h.op,
+                visible(&h.path.display().to_string()),
+                visible(&h.op),
                 duration(h.secs)
             );
         }
@@ -448,24 +458,47 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
             let wchan = t
                 .wchan
                 .as_deref()
-                .map(|w| format!(", in {w}"))
+                .map(|w| format!(", in {}", visible(w)))
                 .unwrap_or_default();
+            let uid = t.uid.map(|u| format!(", uid {u}")).unwrap_or_default();
             let _ = writeln!(
                 s,
-                "  task {} (pid {}, {}) of {} in D state for {}{wchan}",
+                "  task {} (pid {}{uid}, {}) of {} in D state for {}{wchan}",
                 t.tid,
                 t.pid,
-                t.comm,
-                t.cgroup,
+                visible(&t.comm),
+                visible(&t.cgroup),
                 duration(t.secs)
             );
         }
         for f in &wd.frozen {
             let thawed = if f.thawed { ", thawed" } else { "" };
-            let _ = writeln!(s, "  {} frozen for {}{thawed}", f.cgroup, duration(f.secs));
+            let owner = f.owner.map(|u| format!(" (uid {u})")).unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "  {}{owner} frozen for {}{thawed}",
+                visible(&f.cgroup),
+                duration(f.secs)
+            );
+        }
+        if wd.unwatched_cgroups > 0 {
+            let _ = writeln!(
+                s,
+                "  {} cgroups without an inotify watch (fs.inotify.max_user_watches?): reconciling every {} s",
+                wd.unwatched_cgroups,
+                api::UNWATCHED_RECONCILE_SECS
+            );
+        }
+        if let Some(e) = &wd.state_error {
+            let _ = writeln!(s, "  state file not saved: {}", visible(e));
         }
         for m in &wd.missing_paths {
-            let _ = writeln!(s, "  missing {}: {}", m.path.display(), m.problem);
+            let _ = writeln!(
+                s,
+                "  missing {}: {}",
+                visible(&m.path.display().to_string()),
+                visible(&m.problem)
+            );
         }
     }
     if wd.repairs > 0 {

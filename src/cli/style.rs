@@ -6,7 +6,14 @@
 //! [`Style::detect`]: `--color always|never`, or by default only when standard
 //! output is a terminal and `NO_COLOR` is unset (<https://no-color.org>).
 //! Padding is applied to the plain text before colouring, so columns line up.
+//!
+//! [`visible`] is the other half of what reaches the terminal: text other
+//! people chose (cgroup names, workload keys, task names, paths, error
+//! messages that quote them) goes through it, so a control character is shown
+//! as an escape instead of being obeyed by the terminal.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::IsTerminal;
 
 /// When to colour (`--color`).
@@ -126,9 +133,73 @@ impl Style {
     }
 }
 
+/// Whether `c` must not reach a terminal as it is: the C0 controls, DEL and
+/// the C1 controls (ESC starts escape sequences that recolour, move the cursor,
+/// retitle the window or feed the clipboard; U+009B is a one-character CSI on
+/// terminals that honour C1; `\r` and backspace overwrite what was printed),
+/// and the Unicode bidirectional and line controls, which reorder or break
+/// the text around them so a key can read as another.
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}'
+        )
+}
+
+/// `text` with every character that must not reach a terminal as it is
+/// ([`hidden`]) written as an escape in Rust's style: `\t`, `\n`, `\r`, `\x1b`
+/// below U+0080, `\u{9b}` above. Everything else, printable non-ASCII
+/// included, is kept. A backslash is not doubled: systemd's unit names carry
+/// `\x2d` escapes of their own, which the operator reads and types as they
+/// are; `--json` is the exact form.
+///
+/// Every human-readable output of text from the daemon's documents, the
+/// cgroup tree or `/proc` goes through this; columns are measured on its
+/// result.
+pub fn visible(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(hidden) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if hidden(c) && c.is_ascii() => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if hidden(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        assert_eq!(
+            visible("a\x1b[31mb\r\n\t\x07\x00\x7f\u{9b}2J\u{202e}c"),
+            "a\\x1b[31mb\\r\\n\\t\\x07\\x00\\x7f\\u{9b}2J\\u{202e}c"
+        );
+        for kept in [
+            "kubepods.slice",
+            "pod:\u{e9}t\u{e9}/\u{1F600}",
+            "dev-disk-by\\x2duuid",
+        ] {
+            assert!(
+                matches!(visible(kept), Cow::Borrowed(s) if s == kept),
+                "{kept:?} is printable as it is"
+            );
+        }
+    }
 
     #[test]
     fn off_is_plain_and_on_wraps_in_sgr() {

@@ -562,6 +562,7 @@ fn check_cgroup(
 
 /// The report as `pinctl verify` prints it.
 pub fn render(report: &Report, style: super::style::Style) -> String {
+    use super::style::visible;
     use std::fmt::Write as _;
     let mut s = String::new();
     let c = &report.checked;
@@ -573,14 +574,15 @@ pub fn render(report: &Report, style: super::style::Style) -> String {
         n(c.workload_cgroups, "cgroup", "cgroups"),
         n(c.tasks, "task", "tasks"),
         n(c.other_cgroups, "other cgroup", "other cgroups"),
-        report.cgroup_root.display(),
+        visible(&report.cgroup_root.display().to_string()),
         report.hierarchy
     );
     for p in &report.problems {
-        let _ = writeln!(s, "{} {p}", style.red("problem:"));
+        // A problem quotes keys, cgroups, task names and paths.
+        let _ = writeln!(s, "{} {}", style.red("problem:"), visible(&p.to_string()));
     }
     for w in &report.warnings {
-        let _ = writeln!(s, "{} {w}", style.yellow("warning:"));
+        let _ = writeln!(s, "{} {}", style.yellow("warning:"), visible(w));
     }
     if report.ok() {
         let _ = writeln!(s, "{}", style.green("OK: the kernel matches the intent"));
