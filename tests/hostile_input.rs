@@ -56,6 +56,10 @@ fn kubelet_decision(cpu_max: &str) -> (Option<intent::Intent>, Option<String>) {
     let obs = Observed {
         rel: GUARANTEED.into(),
         limit: CpuLimit::parse_v2(cpu_max),
+        owner: Some(pinctl::io::Owner {
+            uid: 0,
+            mode: 0o755,
+        }),
         ..Observed::default()
     };
     intent::decide(&kind, &obs, None, &Config::default())
@@ -542,5 +546,136 @@ proptest! {
             }
             Loaded::Missing => prop_assert!(false, "the file was there"),
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Bundles, annotations, xattrs and cgroup names
+// ---------------------------------------------------------------------------
+
+/// Text someone else wrote: control characters, quotes, backslashes, escape
+/// sequences, digits, non-ASCII, and now and then a long run.
+fn hostile_text() -> impl Strategy<Value = String> {
+    let unit = prop_oneof![
+        Just("\u{1b}[2J".to_string()),
+        Just("\"".to_string()),
+        Just("\\".to_string()),
+        Just("\n".to_string()),
+        Just("\r".to_string()),
+        Just("\u{9b}".to_string()),
+        Just("\u{202e}".to_string()),
+        Just("{".to_string()),
+        Just("4".to_string()),
+        Just("18446744073709551616".to_string()),
+        "[ -~]{0,8}",
+        any::<char>().prop_map(String::from),
+        (1usize..200_000).prop_map(|n| "x".repeat(n)),
+    ];
+    proptest::collection::vec(unit, 0..6).prop_map(|v| v.concat())
+}
+
+/// An OCI `config.json`, or something near one: annotations with hostile
+/// keys and values, values of other types, nesting, or no JSON at all.
+fn bundle_json() -> impl Strategy<Value = String> {
+    prop_oneof![
+        hostile_text(),
+        (hostile_text(), hostile_text()).prop_map(|(k, v)| {
+            serde_json::json!({"annotations": {"pinctl.io/cpus": v, k: "x"}}).to_string()
+        }),
+        (hostile_text(), hostile_text()).prop_map(|(name, uid)| {
+            serde_json::json!({"annotations": {
+                "io.kubernetes.cri.container-name": name,
+                "io.kubernetes.cri.sandbox-uid": uid,
+            }})
+            .to_string()
+        }),
+        Just(r#"{"annotations":{"pinctl.io/cpus":4}}"#.to_string()),
+        Just(r#"{"annotations":[]}"#.to_string()),
+        (1usize..5_000).prop_map(|n| format!("{}{}", "[".repeat(n), "]".repeat(n))),
+    ]
+}
+
+/// The name of a directory the kernel would allow: any bytes but `/` and
+/// NUL, 1 to 255 of them.
+fn cgroup_name() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        proptest::collection::vec(1u8..=255, 1..=255),
+        hostile_text().prop_map(|t| t.into_bytes()),
+    ]
+    .prop_map(|b| {
+        b.into_iter()
+            .filter(|c| *c != b'/' && *c != 0)
+            .take(255)
+            .collect::<Vec<u8>>()
+    })
+    .prop_filter("not empty", |b| !b.is_empty())
+}
+
+/// A message about someone else's value stays short, whatever the value.
+const MESSAGE_BOUND: usize = 1_024;
+
+proptest! {
+    #![proptest_config(cases(256))]
+
+    /// A bundle's `config.json` is a bundle or an unusable one with a
+    /// reason; what the daemon then says about it is short and has no raw
+    /// control character.
+    #[test]
+    fn any_bundle_is_read_or_refused_with_a_short_reason(json in bundle_json()) {
+        let dir = tempfile::tempdir().unwrap();
+        let id = "0123456789abcdef";
+        fs::create_dir(dir.path().join(id)).unwrap();
+        fs::write(dir.path().join(id).join("config.json"), &json).unwrap();
+        let started = Instant::now();
+        let bundle = intent::find_bundle(&pinctl::io::RealFs, &[dir.path().to_path_buf()], id)
+            .expect("a file is there");
+        prop_assert!(started.elapsed() < BOUNDED);
+        let kind = layout::classify(&format!("system.slice/docker-{id}.scope"));
+        let obs = Observed {
+            rel: format!("system.slice/docker-{id}.scope").into(),
+            owner: Some(pinctl::io::Owner { uid: 0, mode: 0o755 }),
+            ..Observed::default()
+        };
+        let (_, problem) = intent::decide(&kind, &obs, Some(&bundle), &Config::default());
+        if let Some(p) = problem {
+            prop_assert!(p.len() < MESSAGE_BOUND + bundle.path.as_os_str().len(), "{} bytes", p.len());
+            prop_assert!(!p.chars().any(|c| c.is_control()), "{p:?}");
+        }
+    }
+
+    /// Whatever an xattr holds, the decision is a count or a short problem.
+    #[test]
+    fn any_xattr_is_a_count_or_a_short_problem(value in hostile_text()) {
+        let rel = "hpc.slice/job-1.scope";
+        let obs = Observed {
+            rel: rel.into(),
+            xattr: Some(value.clone()),
+            owner: Some(pinctl::io::Owner { uid: 0, mode: 0o755 }),
+            ..Observed::default()
+        };
+        let (intent, problem) = intent::decide(&layout::classify(rel), &obs, None, &Config::default());
+        match (intent, problem) {
+            (Some(i), None) => prop_assert!(i.cpus <= MAX_CPU as usize + 1),
+            (None, Some(p)) => {
+                prop_assert!(p.len() < MESSAGE_BOUND, "{} bytes", p.len());
+                prop_assert!(!p.chars().any(|c| c.is_control()), "{p:?}");
+            }
+            other => prop_assert!(false, "{other:?}"),
+        }
+    }
+
+    /// Every name the kernel allows is classified without a panic, kept
+    /// losslessly, and found again on disk by the daemon's own reader.
+    #[test]
+    fn any_cgroup_name_is_seen_and_found_again(name in cgroup_name()) {
+        use std::os::unix::ffi::OsStrExt as _;
+        let raw = std::ffi::OsStr::from_bytes(&name);
+        let kept = pinctl::cgroup::name::encode(raw).into_owned();
+        let _ = layout::classify(&format!("kubepods/burstable/pod1/{kept}"));
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join(raw)).unwrap();
+        let scan = pinctl::io::Fs::scan_dir(&pinctl::io::RealFs, dir.path(), &[], "user.x").unwrap();
+        prop_assert_eq!(&scan.dirs, &vec![kept.clone()]);
+        prop_assert!(pinctl::cgroup::name::path(dir.path(), &kept).is_dir());
     }
 }
