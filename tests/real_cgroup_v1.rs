@@ -1106,3 +1106,171 @@ fn a_cgroup_whose_name_is_not_utf8_keeps_off_the_exclusive_cpu() {
     rig.expect_allowed(pid, &shared);
     assert_eq!(read_set(&odd.join("cpuset.cpus")), shared);
 }
+
+/// How many cgroups the storm makes and removes in all
+/// (`PINCTL_STORM_CGROUPS`, default 10,000), in bursts of
+/// [`STORM_BURST`] pods with one container each.
+fn storm_cgroups() -> usize {
+    std::env::var("PINCTL_STORM_CGROUPS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10_000)
+}
+const STORM_BURST: usize = 1_000;
+/// How long the daemon may take to catch up with a whole burst.
+const STORM_SETTLE: Duration = Duration::from_secs(120);
+
+/// The daemon's peak resident size (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: Pid) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A storm on the real kernel: thousands of cgroups (burstable pods with a
+/// container each) made and removed in bursts, while one Guaranteed
+/// container holds the exclusive CPU throughout and another is made and
+/// removed in every burst, waiting for it. Checked all along by a sampler:
+/// the pinned container never loses its CPU (its process never moves) and
+/// the waiting one never gets it. After each burst every new cgroup is
+/// confined to the shared pool; the daemon's inotify queue is kept short so
+/// that bursts overflow it (each overflow is a full reconcile); at the end
+/// the daemon's peak RSS is bounded and the tree is right. Prints the
+/// figures.
+#[test]
+fn a_storm_of_cgroups_never_shares_the_exclusive_cpu() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let Some(mut rig) = Rig::new("a_storm_of_cgroups_never_shares_the_exclusive_cpu") else {
+        return;
+    };
+    let (exclusive, shared) = (rig.exclusive.clone(), rig.shared.clone());
+    // A short inotify queue for the daemon's instances (the limit is read
+    // when an instance is made, so it is put back once the daemon is up):
+    // a burst then overflows it, and the daemon must resynchronise.
+    struct Restore(String);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = write(Path::new(QUEUE), &self.0);
+        }
+    }
+    const QUEUE: &str = "/proc/sys/fs/inotify/max_queued_events";
+    let queue = Restore(read(Path::new(QUEUE)));
+    must_write(Path::new(QUEUE), "256");
+    rig.start_daemon();
+    drop(queue);
+    let pinned = rig.add_container(Qos::Guaranteed, Some(100_000));
+    rig.expect_cpus(&pinned.rel, &exclusive);
+    let pinned_pid = rig.attach(&pinned);
+
+    let total = storm_cgroups();
+    let bursts = total.div_ceil(2 * STORM_BURST).max(1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let waiting_rel = Arc::new(Mutex::new(None::<PathBuf>));
+    let sampler = {
+        let (stop, waiting_rel) = (stop.clone(), waiting_rel.clone());
+        let pinned_file = rig.cs(&pinned.rel).join("cpuset.cpus");
+        let exclusive = exclusive.clone();
+        std::thread::spawn(move || {
+            let (mut samples, mut problems) = (0u64, Vec::new());
+            while !stop.load(Ordering::Relaxed) {
+                samples += 1;
+                match fs::read_to_string(&pinned_file).map(|t| t.parse::<CpuSet>()) {
+                    Ok(Ok(c)) if c == exclusive => {}
+                    other => problems.push(format!("the pinned container had {other:?}")),
+                }
+                match cpus_allowed(pinned_pid) {
+                    Ok(c) if c == exclusive => {}
+                    other => problems.push(format!("its process could run on {other:?}")),
+                }
+                let waiting = waiting_rel.lock().unwrap().clone();
+                if let Some(file) = waiting
+                    && let Ok(Ok(c)) = fs::read_to_string(&file).map(|t| t.parse::<CpuSet>())
+                    && !c.intersection(&exclusive).is_empty()
+                {
+                    problems.push(format!("the waiting container got {c}"));
+                }
+                sleep(Duration::from_millis(5));
+            }
+            (samples, problems)
+        })
+    };
+
+    let started = Instant::now();
+    let mut figures = Vec::new();
+    for burst in 0..bursts {
+        let waiting = rig.add_container(Qos::Guaranteed, Some(100_000));
+        *waiting_rel.lock().unwrap() = Some(rig.cs(&waiting.rel).join("cpuset.cpus"));
+        rig.note(&format!("storm burst {burst}: {STORM_BURST} pods"));
+        let t0 = Instant::now();
+        let mut made = Vec::with_capacity(STORM_BURST);
+        for i in 0..STORM_BURST {
+            let pod = format!("kubepods/burstable/pod{burst:08x}-{i:04x}-4000-8000-5702c0ffee00");
+            let ctr = format!("{pod}/{:032x}{:032x}", burst, i);
+            mkdir(&rig.cs(&pod));
+            mkdir(&rig.cs(&ctr));
+            made.push((pod, ctr));
+        }
+        let made_ms = t0.elapsed().as_millis();
+        // Settled: every new container confined to the shared pool.
+        let deadline = Instant::now() + STORM_SETTLE;
+        let mut next = 0;
+        while next < made.len() {
+            let file = rig.cs(&made[next].1).join("cpuset.cpus");
+            if fs::read_to_string(&file).is_ok_and(|t| t.parse::<CpuSet>() == Ok(shared.clone())) {
+                next += 1;
+                continue;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "burst {burst}: {} still has {:?} after {STORM_SETTLE:?}",
+                made[next].1,
+                fs::read_to_string(&file)
+            );
+            sleep(Duration::from_millis(20));
+        }
+        let settled_ms = t0.elapsed().as_millis();
+        rig.expect_cpus(&waiting.rel, &shared);
+        // Removed as a runtime does, container then pod.
+        let t1 = Instant::now();
+        for (pod, ctr) in made.iter().rev() {
+            fs::remove_dir(rig.cs(ctr)).expect("rmdir container");
+            fs::remove_dir(rig.cs(pod)).expect("rmdir pod");
+        }
+        *waiting_rel.lock().unwrap() = None;
+        rig.remove_container(&waiting);
+        figures.push(format!(
+            "burst {burst}: {} cgroups made in {made_ms} ms, all in the shared pool after {settled_ms} ms, removed in {} ms",
+            2 * STORM_BURST,
+            t1.elapsed().as_millis()
+        ));
+    }
+    // Every removal seen (or reconciled): the pinned one still alone.
+    rig.expect_cpus(&pinned.rel, &exclusive);
+    rig.expect_cpus("system.slice", &shared);
+    stop.store(true, Ordering::Relaxed);
+    let (samples, problems) = sampler.join().expect("the sampler");
+    let log = fs::read_to_string(&rig.log).unwrap_or_default();
+    let overflows = log.lines().filter(|l| l.contains("overflow")).count();
+    assert!(overflows > 0, "a 256-event queue never overflowed:\n{log}");
+    let rss = peak_rss_kib(rig.daemon_pid());
+    let report = format!(
+        "storm: {} cgroups in {bursts} bursts, {:.1} s; {samples} samples, {} problems; \
+         inotify overflows logged: {overflows}; pinctld peak RSS {:.1} MB\n  {}\n",
+        bursts * 2 * STORM_BURST,
+        started.elapsed().as_secs_f64(),
+        problems.len(),
+        rss as f64 / 1024.0,
+        figures.join("\n  ")
+    );
+    let _ = io::stderr().lock().write_all(report.as_bytes());
+    assert!(
+        problems.is_empty(),
+        "{report}{:#?}",
+        &problems[..problems.len().min(20)]
+    );
+    assert!(rss < 64 * 1024, "peak RSS {rss} KiB\n{report}");
+}
