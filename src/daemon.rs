@@ -22,12 +22,11 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracing::{debug, info, warn};
 
 use crate::api;
-use crate::cgroup::layout::{self, Kind};
 use crate::cgroup::{self, Hierarchy, Rel, Version};
 use crate::config::{self, Config, LogLevel};
 use crate::cpuset::CpuSet;
 use crate::engine::{Engine, Failure, File, Reading, Role, SavedState, Settings};
-use crate::intent::{self, Bundle, Intent};
+use crate::intent::{self, Bundle};
 use crate::io::{IoConfig, IoError, IoPool, RealFs};
 use crate::server;
 use crate::state::{Loaded, StateFile, StateLock};
@@ -319,14 +318,13 @@ impl Daemon {
         );
         let engine = Engine::new(topo, settings, saved);
         let limit_files = match hier.version {
-            Version::V2 => vec!["cpu.max"],
+            Version::V2 => hier.limit_names().to_vec(),
             Version::V1 => Vec::new(),
         };
         let watcher = Watcher::new(&hier.cpuset, limit_files).context("cannot start inotify")?;
         let cpu_watcher = match (&hier.version, &hier.cpu) {
             (Version::V1, Some(cpu)) => Some(
-                Watcher::new(cpu, vec!["cpu.cfs_quota_us", "cpu.cfs_period_us"])
-                    .context("cannot start inotify")?,
+                Watcher::new(cpu, hier.limit_names().to_vec()).context("cannot start inotify")?,
             ),
             _ => None,
         };
@@ -665,7 +663,7 @@ impl Daemon {
             dirs.insert(root.to_string());
         }
         for rel in dirs {
-            let path = self.hier.dir(&rel).join("cgroup.subtree_control");
+            let path = self.hier.subtree_control_file(&rel);
             let Ok(current) = self.pool.read(&path).await else {
                 continue;
             };
@@ -730,7 +728,7 @@ impl Daemon {
                 set.spawn(async move {
                     let results = pool
                         .run_batch("read", items, move |fs, _, (rel, bundle)| {
-                            Ok(read_one(fs, &hier, &cfg, rel, bundle.clone()))
+                            Ok(intent::read(fs, &hier, &cfg, rel, bundle.clone()))
                         })
                         .await;
                     (rels, results)
@@ -1335,12 +1333,8 @@ impl Daemon {
             let owner = owners.get(&rel).copied().flatten();
             let mut thawed = false;
             if self.cfg.thaw_frozen {
-                let path = watchdog::freezer_file(&self.hier, &rel);
-                match self
-                    .pool
-                    .write(&path, watchdog::thaw_value(self.hier.version))
-                    .await
-                {
+                let path = self.hier.freezer_file(&rel);
+                match self.pool.write(&path, self.hier.thaw_value()).await {
                     Ok(()) => {
                         warn!(cgroup = %rel, secs = long.as_secs(), "cgroup was frozen too long; thawed");
                         thawed = true;
@@ -1747,7 +1741,7 @@ async fn gather(input: CheckInput) -> Findings {
             for chunk in rels.chunks(FREEZER_CHUNK) {
                 let items = chunk
                     .iter()
-                    .map(|rel| (watchdog::freezer_file(&hier, rel), ()))
+                    .map(|rel| (hier.freezer_file(rel), ()))
                     .collect();
                 // A frozen one with its owner: whose it is, for the report.
                 let read = pool
@@ -1803,61 +1797,7 @@ fn release_free_memory() {
     }
 }
 
-/// Reads one cgroup (on an I/O thread): its files and children, its kind,
-/// its bundle (for containers, unless already known) and so its intent.
-/// `None` when it no longer exists.
-fn read_one(
-    fs: &dyn crate::io::Fs,
-    hier: &Hierarchy,
-    cfg: &Config,
-    rel: &Rel,
-    bundle: Option<Arc<Bundle>>,
-) -> Option<Reading> {
-    let kind = layout::classify(rel);
-    let reads = cgroup::Reads {
-        // An empty v2 set inherits; in v1 it must be filled.
-        mems: hier.version == cgroup::Version::V1 || cfg.align_memory,
-        limit: intent::needs_limit(&kind, cfg),
-    };
-    let obs = cgroup::observe(fs, hier, rel, reads)?;
-    let read_bundle = || match &kind {
-        Kind::Container { id, .. } => intent::find_bundle(fs, &cfg.bundle_dirs, id).map(Arc::new),
-        _ => None,
-    };
-    // Only containers have bundles, so only they have one remembered; one
-    // that could not be used is read again once its file changed.
-    let mut bundle = bundle.filter(|b| !b.stale(fs)).or_else(read_bundle);
-    let (intent, problem) = intent::decide(&kind, &obs, bundle.as_deref(), cfg);
-    // The identity matters only for a workload that wants CPUs; it may come
-    // from the bundle.
-    let wants = intent.as_ref().is_some_and(Intent::wants);
-    if wants && bundle.as_deref().is_some_and(Bundle::is_summary) {
-        bundle = read_bundle();
-    }
-    let key = if wants {
-        intent::workload_key(&kind, rel, bundle.as_deref())
-    } else {
-        String::new()
-    };
-    // Keep the whole bundle only while it matters.
-    let bundle = bundle.map(|b| {
-        if wants || b.cpus.is_some() || b.unusable.is_some() {
-            b
-        } else {
-            Bundle::summary()
-        }
-    });
-    Some(Reading {
-        obs,
-        kind,
-        intent,
-        key,
-        problem,
-        bundle,
-    })
-}
-
-/// Reads one cgroup in a job on an I/O thread; see [`read_one`].
+/// Reads one cgroup in a job on an I/O thread; see [`intent::read`].
 async fn read_cgroup(
     pool: IoPool,
     hier: Arc<Hierarchy>,
@@ -1868,7 +1808,9 @@ async fn read_cgroup(
     let dir: PathBuf = hier.dir(&rel);
     let r = rel.clone();
     let result = pool
-        .run(&dir, move |fs| Ok(read_one(fs, &hier, &cfg, &r, bundle)))
+        .run(&dir, move |fs| {
+            Ok(intent::read(fs, &hier, &cfg, &r, bundle))
+        })
         .await;
     (rel, result)
 }

@@ -39,8 +39,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::alloc::{self, AllocError};
 use crate::cgroup::layout::Kind;
-use crate::cgroup::{self, Observed, Rel};
+use crate::cgroup::{self, Rel};
 use crate::cpuset::CpuSet;
+pub use crate::intent::Reading;
 use crate::intent::{Bundle, Intent, Source};
 use crate::topology::Topology;
 
@@ -119,18 +120,6 @@ pub struct CgroupEntry {
     /// workload's memory (`align_memory`). When that ends (the workload
     /// leaves, alignment is turned off) all memory nodes are written back.
     pub mems_ours: bool,
-}
-
-/// Everything read about one cgroup, for [`Engine::upsert`].
-#[derive(Debug, Clone)]
-pub struct Reading {
-    pub obs: Observed,
-    pub kind: Kind,
-    pub intent: Option<Intent>,
-    /// Its workload identity ([`crate::intent::workload_key`]).
-    pub key: String,
-    pub problem: Option<String>,
-    pub bundle: Option<Arc<Bundle>>,
 }
 
 /// Equal sets read from many cgroups, stored once.
@@ -1067,6 +1056,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cgroup::Observed;
     use crate::cgroup::layout::classify;
     use crate::topology::synthetic::Shape;
     use proptest::prelude::*;

@@ -17,7 +17,9 @@
 //! CPUs, and two cgroups of one container share one assignment.
 //!
 //! [`decide`] and [`parse_bundle`] are pure; [`find_bundle`] reads bundle
-//! directories through [`crate::io::Fs`].
+//! directories through [`crate::io::Fs`]. [`read`] is the one read path of a
+//! cgroup, for the daemon and `--offline` alike: its files, its kind, its
+//! bundle and so its intent.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,8 +27,8 @@ use std::sync::{Arc, LazyLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cgroup::Observed;
-use crate::cgroup::layout::{Kind, Qos};
+use crate::cgroup::layout::{Kind, Qos, classify};
+use crate::cgroup::{Hierarchy, Observed, Reads, Rel, Version, observe};
 use crate::config::Config;
 use crate::io::{FileId, Fs, Owner};
 
@@ -196,6 +198,73 @@ pub fn find_bundle(fs: &dyn Fs, dirs: &[PathBuf], id: &str) -> Option<Bundle> {
         }
     }
     None
+}
+
+/// Everything read about one cgroup: what the engine is told
+/// ([`crate::engine::Engine::upsert`]) and what `--offline` shows.
+#[derive(Debug, Clone)]
+pub struct Reading {
+    pub obs: Observed,
+    pub kind: Kind,
+    pub intent: Option<Intent>,
+    /// Its workload identity ([`workload_key`]); empty unless it wants CPUs.
+    pub key: String,
+    pub problem: Option<String>,
+    pub bundle: Option<Arc<Bundle>>,
+}
+
+/// Reads one cgroup (on an I/O thread): its files and children, its kind,
+/// its bundle (for containers, unless already known) and so its intent.
+/// `None` when it no longer exists.
+pub fn read(
+    fs: &dyn Fs,
+    hier: &Hierarchy,
+    cfg: &Config,
+    rel: &Rel,
+    bundle: Option<Arc<Bundle>>,
+) -> Option<Reading> {
+    let kind = classify(rel);
+    let reads = Reads {
+        // An empty v2 set inherits; in v1 it must be filled.
+        mems: hier.version == Version::V1 || cfg.align_memory,
+        limit: needs_limit(&kind, cfg),
+    };
+    let obs = observe(fs, hier, rel, reads)?;
+    let read_bundle = || match &kind {
+        Kind::Container { id, .. } => find_bundle(fs, &cfg.bundle_dirs, id).map(Arc::new),
+        _ => None,
+    };
+    // Only containers have bundles, so only they have one remembered; one
+    // that could not be used is read again once its file changed.
+    let mut bundle = bundle.filter(|b| !b.stale(fs)).or_else(read_bundle);
+    let (intent, problem) = decide(&kind, &obs, bundle.as_deref(), cfg);
+    // The identity matters only for a workload that wants CPUs; it may come
+    // from the bundle.
+    let wants = intent.as_ref().is_some_and(Intent::wants);
+    if wants && bundle.as_deref().is_some_and(Bundle::is_summary) {
+        bundle = read_bundle();
+    }
+    let key = if wants {
+        workload_key(&kind, rel, bundle.as_deref())
+    } else {
+        String::new()
+    };
+    // Keep the whole bundle only while it matters.
+    let bundle = bundle.map(|b| {
+        if wants || b.cpus.is_some() || b.unusable.is_some() {
+            b
+        } else {
+            Bundle::summary()
+        }
+    });
+    Some(Reading {
+        obs,
+        kind,
+        intent,
+        key,
+        problem,
+        bundle,
+    })
 }
 
 /// Whether a cgroup of this kind can be a workload at all. The kubepods root,

@@ -154,7 +154,7 @@ impl Watcher {
                 Some(n) if is_dir && mask.intersects(EventMask::DELETE | EventMask::MOVED_FROM) => {
                     out.push(Change::Removed(child(n)));
                 }
-                Some("cpuset.cpus") if mask.contains(EventMask::MODIFY) => {
+                Some(crate::cgroup::file::CPUS) if mask.contains(EventMask::MODIFY) => {
                     out.push(Change::CpusWritten(dir.clone()));
                 }
                 Some(n) if mask.contains(EventMask::MODIFY) && self.limit_files.contains(&n) => {

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::api;
 use crate::cgroup::layout::{Driver, Kind, classify};
-use crate::cgroup::{self, Hierarchy, Version};
+use crate::cgroup::{self, Hierarchy, Version, file};
 use crate::io::Fs;
 
 /// One mounted cgroup hierarchy: in v1 one per controller (or named
@@ -72,7 +72,7 @@ pub fn mounts(fs: &dyn Fs, hier: &Hierarchy) -> io::Result<Vec<Mount>> {
             continue;
         }
         let dir = hier.root.join(&entry.name);
-        if !fs.exists(&dir.join("cgroup.procs"))? {
+        if !fs.exists(&dir.join(file::PROCS))? {
             continue;
         }
         let controllers: Vec<&str> = entry.name.split(',').collect();
@@ -161,11 +161,11 @@ pub fn repair(fs: &dyn Fs, mount: &Mount, rel: &str) -> io::Result<Repaired> {
         fs.mkdir(&dir).map_err(|e| with_path(e, &dir, None))?;
         created.push(dir.clone());
         if mount.kind == MountKind::V1Cpuset {
-            for file in ["cpuset.mems", "cpuset.cpus"] {
-                let from = parent.join(file);
+            for name in [file::MEMS, file::CPUS] {
+                let from = parent.join(name);
                 let value = fs.read(&from).map_err(|e| with_path(e, &from, None))?;
                 let value = value.trim();
-                let to = dir.join(file);
+                let to = dir.join(name);
                 fs.write(&to, value)
                     .map_err(|e| with_path(e, &to, Some(value)))?;
             }
@@ -181,11 +181,11 @@ pub fn repair(fs: &dyn Fs, mount: &Mount, rel: &str) -> io::Result<Repaired> {
 /// Enables in `dir`'s `cgroup.subtree_control` those of [`V2_CONTROLLERS`]
 /// that `dir` has and has not enabled yet.
 fn enable_controllers(fs: &dyn Fs, dir: &Path) -> io::Result<()> {
-    let available = dir.join("cgroup.controllers");
+    let available = dir.join(file::CONTROLLERS);
     let available = fs
         .read(&available)
         .map_err(|e| with_path(e, &available, None))?;
-    let control = dir.join("cgroup.subtree_control");
+    let control = dir.join(file::SUBTREE_CONTROL);
     let enabled = fs
         .read(&control)
         .map_err(|e| with_path(e, &control, None))?;
@@ -443,28 +443,10 @@ impl<K: Ord + Clone> Stuck<K> {
     }
 }
 
-/// Where a cgroup's freezer state is, and how "frozen" reads there.
-pub fn freezer_file(hier: &Hierarchy, rel: &str) -> PathBuf {
-    match hier.version {
-        Version::V2 => hier.dir(rel).join("cgroup.freeze"),
-        Version::V1 => {
-            crate::cgroup::name::path(&hier.root.join("freezer"), rel).join("freezer.state")
-        }
-    }
-}
-
 /// Whether a freezer file's text says frozen: v2 `1`, v1 `FROZEN` (a v1
 /// `FREEZING` that lasts is stuck too).
 pub fn is_frozen(text: &str) -> bool {
     matches!(text.trim(), "1" | "FROZEN" | "FREEZING")
-}
-
-/// What thaws a cgroup through its freezer file.
-pub fn thaw_value(version: Version) -> &'static str {
-    match version {
-        Version::V2 => "0",
-        Version::V1 => "THAWED",
-    }
 }
 
 /// How the daemon is doing, for status, `STATUS=` and the socket API.

@@ -12,15 +12,50 @@
 
 pub mod layout;
 pub mod name;
+mod path;
+pub mod scope;
+
+pub use path::{Rel, child, depth, is_within, parent, subtree};
+pub use scope::Scope;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::config::HierarchyMode;
 use crate::cpuset::CpuSet;
 use crate::io::{Fs, Owner};
+
+/// The names of the control files pinctl reads and writes: spelled here
+/// alone, so that a reader finds every file the daemon touches in one place.
+pub mod file {
+    /// The CPUs a cgroup asks for (v1 and v2).
+    pub const CPUS: &str = "cpuset.cpus";
+    /// The memory nodes of a cgroup (v1 and v2).
+    pub const MEMS: &str = "cpuset.mems";
+    /// The CPUs a cgroup really gets, in v1.
+    pub const EFFECTIVE_V1: &str = "cpuset.effective_cpus";
+    /// The CPUs a cgroup really gets, in v2.
+    pub const EFFECTIVE_V2: &str = "cpuset.cpus.effective";
+    /// The CPU limit in v2: `"<quota|max> <period>"`.
+    pub const CPU_MAX: &str = "cpu.max";
+    /// The CPU limit's quota in v1 (`-1`: none).
+    pub const CFS_QUOTA: &str = "cpu.cfs_quota_us";
+    /// The CPU limit's period in v1.
+    pub const CFS_PERIOD: &str = "cpu.cfs_period_us";
+    /// The controllers a v2 cgroup may enable for its children.
+    pub const CONTROLLERS: &str = "cgroup.controllers";
+    /// The controllers a v2 cgroup enables for its children.
+    pub const SUBTREE_CONTROL: &str = "cgroup.subtree_control";
+    /// The processes of a cgroup (v2; in v1 every hierarchy has one too).
+    pub const PROCS: &str = "cgroup.procs";
+    /// The threads of a cgroup, in v1.
+    pub const TASKS: &str = "tasks";
+    /// Freezes a v2 cgroup (`1`) or thaws it (`0`).
+    pub const FREEZE_V2: &str = "cgroup.freeze";
+    /// The v1 freezer's state (`FROZEN`, `FREEZING`, `THAWED`).
+    pub const FREEZER_STATE: &str = "freezer.state";
+}
 
 /// The extended attribute that asks for exclusive CPUs (`"4"`; `"0"` keeps a
 /// cgroup in the shared pool).
@@ -77,9 +112,9 @@ impl Hierarchy {
                 source,
             })
         };
-        let v1 = exists(&root.join("cpuset/cpuset.cpus"))?;
+        let v1 = exists(&root.join("cpuset").join(file::CPUS))?;
         let v2 = !v1 && {
-            let path = root.join("cgroup.controllers");
+            let path = root.join(file::CONTROLLERS);
             exists(&path)?
                 && fs
                     .read(&path)
@@ -113,7 +148,7 @@ impl Hierarchy {
                 let mut cpu = None;
                 for name in ["cpu", "cpu,cpuacct", "cpuacct,cpu"] {
                     let dir = root.join(name);
-                    if exists(&dir.join("cpu.cfs_quota_us"))? {
+                    if exists(&dir.join(file::CFS_QUOTA))? {
                         cpu = Some(dir);
                         break;
                     }
@@ -123,7 +158,7 @@ impl Hierarchy {
                     root: root.to_path_buf(),
                     cpuset: root.join("cpuset"),
                     cpu,
-                    hybrid: exists(&root.join("unified/cgroup.controllers"))?,
+                    hybrid: exists(&root.join("unified").join(file::CONTROLLERS))?,
                 }
             }
             Version::V2 => Hierarchy {
@@ -143,7 +178,7 @@ impl Hierarchy {
 
     /// `cpuset.cpus` of `rel`: what was asked for.
     pub fn cpus_file(&self, rel: &str) -> PathBuf {
-        self.dir(rel).join("cpuset.cpus")
+        self.dir(rel).join(file::CPUS)
     }
 
     /// What the cgroup really gets: `cpuset.cpus.effective` (v2) or
@@ -155,13 +190,53 @@ impl Hierarchy {
     /// The name of the effective-CPUs file in this version.
     pub fn effective_name(&self) -> &'static str {
         match self.version {
-            Version::V1 => "cpuset.effective_cpus",
-            Version::V2 => "cpuset.cpus.effective",
+            Version::V1 => file::EFFECTIVE_V1,
+            Version::V2 => file::EFFECTIVE_V2,
         }
     }
 
     pub fn mems_file(&self, rel: &str) -> PathBuf {
-        self.dir(rel).join("cpuset.mems")
+        self.dir(rel).join(file::MEMS)
+    }
+
+    /// `cgroup.subtree_control` of `rel` (v2).
+    pub fn subtree_control_file(&self, rel: &str) -> PathBuf {
+        self.dir(rel).join(file::SUBTREE_CONTROL)
+    }
+
+    /// The file that lists the tasks of `rel` in the cpuset hierarchy: its
+    /// threads in v1 (`tasks`), its processes in v2 (`cgroup.procs`).
+    pub fn tasks_file(&self, rel: &str) -> PathBuf {
+        self.dir(rel).join(match self.version {
+            Version::V1 => file::TASKS,
+            Version::V2 => file::PROCS,
+        })
+    }
+
+    /// The freezer state of `rel`: `cgroup.freeze` in v2, `freezer.state`
+    /// in the v1 freezer hierarchy.
+    pub fn freezer_file(&self, rel: &str) -> PathBuf {
+        match self.version {
+            Version::V2 => self.dir(rel).join(file::FREEZE_V2),
+            Version::V1 => join(&self.root.join("freezer"), rel).join(file::FREEZER_STATE),
+        }
+    }
+
+    /// What thaws a cgroup when written to [`Self::freezer_file`].
+    pub fn thaw_value(&self) -> &'static str {
+        match self.version {
+            Version::V2 => "0",
+            Version::V1 => "THAWED",
+        }
+    }
+
+    /// The names of the CPU-limit files in the cpu controller, the ones
+    /// [`Self::limit_files`] returns the paths of.
+    pub fn limit_names(&self) -> &'static [&'static str] {
+        match self.version {
+            Version::V1 => &[file::CFS_QUOTA, file::CFS_PERIOD],
+            Version::V2 => &[file::CPU_MAX],
+        }
     }
 
     /// The files that hold the CPU limit of `rel`, in the cpu controller.
@@ -170,10 +245,7 @@ impl Hierarchy {
             return Vec::new();
         };
         let dir = join(cpu, rel);
-        match self.version {
-            Version::V1 => vec![dir.join("cpu.cfs_quota_us"), dir.join("cpu.cfs_period_us")],
-            Version::V2 => vec![dir.join("cpu.max")],
-        }
+        self.limit_names().iter().map(|n| dir.join(n)).collect()
     }
 }
 
@@ -257,10 +329,6 @@ impl CpuLimit {
     }
 }
 
-/// A cgroup's path relative to the hierarchy (`kubepods.slice/...`), shared:
-/// the engine, the watchers and the plans hold the same string.
-pub type Rel = Arc<str>;
-
 /// One cgroup as read from the filesystem. Fields that could not be read are
 /// `None`; the first read error is kept in `error`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -315,12 +383,12 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
     // In v2 the CPU limit sits next to the cpuset files; in v1 it lives in the
     // cpu controller's own tree and is read on its own below.
     let v2 = h.version == Version::V2 && h.cpu.as_deref() == Some(h.cpuset.as_path());
-    let mut names = vec!["cpuset.cpus", h.effective_name()];
+    let mut names = vec![file::CPUS, h.effective_name()];
     if reads.mems {
-        names.push("cpuset.mems");
+        names.push(file::MEMS);
     }
     if reads.limit && v2 {
-        names.push("cpu.max");
+        names.push(file::CPU_MAX);
     }
     let scan = match fs.scan_dir(&dir, &names, XATTR_CPUS) {
         Ok(scan) => scan,
@@ -398,53 +466,6 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
     Some(obs)
 }
 
-/// The path of child `name` of cgroup `rel`.
-pub fn child(rel: &str, name: &str) -> String {
-    if rel.is_empty() {
-        name.to_string()
-    } else {
-        format!("{rel}/{name}")
-    }
-}
-
-/// The parent of a relative cgroup path (`""` for a top-level cgroup).
-pub fn parent(rel: &str) -> Option<&str> {
-    if rel.is_empty() {
-        return None;
-    }
-    Some(rel.rsplit_once('/').map_or("", |(p, _)| p))
-}
-
-/// Whether cgroup `rel` is `root` or lies below it. `""`, the hierarchy's root,
-/// holds everything.
-pub fn is_within(rel: &str, root: &str) -> bool {
-    root.is_empty()
-        || rel
-            .strip_prefix(root)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-}
-
-/// The keys of `map` at or below cgroup `rel`, in path order: a range walk
-/// over the keys that start with `rel`, not a scan of the whole map.
-pub fn subtree<'a, V>(
-    map: &'a std::collections::BTreeMap<Rel, V>,
-    rel: &'a str,
-) -> impl Iterator<Item = &'a Rel> + 'a {
-    map.range::<str, _>((std::ops::Bound::Included(rel), std::ops::Bound::Unbounded))
-        .map(|(k, _)| k)
-        .take_while(move |k| k.starts_with(rel))
-        .filter(move |k| is_within(k, rel))
-}
-
-/// The number of components of a relative cgroup path (`""` is 0).
-pub fn depth(rel: &str) -> usize {
-    if rel.is_empty() {
-        0
-    } else {
-        rel.matches('/').count() + 1
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,25 +530,5 @@ mod tests {
             CpuLimit::parse_v1("-1", "0").map(|l| l.whole_cpus()),
             Some(Ok(None))
         );
-    }
-
-    #[test]
-    fn within_means_the_root_itself_or_below_it() {
-        assert!(is_within("kubepods", "kubepods"));
-        assert!(is_within("kubepods/pod1", "kubepods"));
-        assert!(
-            !is_within("kubepods-burstable.slice", "kubepods"),
-            "a sibling with the same prefix"
-        );
-        assert!(!is_within("kubepods", "kubepods/pod1"));
-        assert!(
-            is_within("anything/at/all", ""),
-            "the hierarchy's root holds everything"
-        );
-        assert!(!is_within("", "kubepods"));
-        assert_eq!(parent("a/b/c"), Some("a/b"));
-        assert_eq!(parent("a"), Some(""));
-        assert_eq!(parent(""), None);
-        assert_eq!((depth(""), depth("a"), depth("a/b")), (0, 1, 2));
     }
 }

@@ -233,11 +233,7 @@ fn effective(h: &Hierarchy, rel: &str) -> Result<Effective, (PathBuf, String)> {
 /// `/proc/PID/task` (a fake tree may have only `/proc/PID/status`: then the
 /// process counts as its one thread).
 fn threads(h: &Hierarchy, proc_root: &Path, rel: &str) -> io::Result<Vec<(u32, u32)>> {
-    let file = match h.version {
-        Version::V1 => "tasks",
-        Version::V2 => "cgroup.procs",
-    };
-    let Some(text) = read(&h.dir(rel).join(file))? else {
+    let Some(text) = read(&h.tasks_file(rel))? else {
         return Ok(Vec::new());
     };
     let ids = text
