@@ -25,7 +25,7 @@ use crate::api;
 use crate::cgroup::{self, Hierarchy, Rel, Version};
 use crate::config::{self, Config, LogLevel};
 use crate::cpuset::CpuSet;
-use crate::engine::{Engine, Failure, File, Reading, Role, SavedState, Settings};
+use crate::engine::{Engine, Failure, File, Reading, SavedState, Settings};
 use crate::intent::{self, Bundle};
 use crate::io::{IoConfig, IoError, IoPool, RealFs};
 use crate::server;
@@ -219,8 +219,7 @@ fn settings(cfg: &Config, reserved: CpuSet, mems_all: CpuSet, empty_inherits: bo
     Settings {
         alloc: cfg.alloc_options(reserved.clone()),
         reserved,
-        managed: cfg.managed.clone(),
-        shared: cfg.shared_cgroups.clone(),
+        scope: cgroup::Scope::of(cfg),
         align_memory: cfg.align_memory,
         mems_all,
         empty_inherits,
@@ -613,8 +612,7 @@ impl Daemon {
         if roots != self.roots {
             let was_within: Vec<Rel> = self
                 .engine
-                .cgroups()
-                .keys()
+                .known()
                 .filter(|rel| self.within_roots(rel))
                 .cloned()
                 .collect();
@@ -777,7 +775,7 @@ impl Daemon {
 
     /// The bundle already read for cgroup `rel`, if any: it never changes.
     fn bundle_of(&self, rel: &str) -> Option<Arc<Bundle>> {
-        self.engine.cgroups().get(rel)?.bundle.clone()
+        self.engine.bundle(rel)
     }
 
     /// Forgets cgroup `rel` and everything below it (they are gone): the
@@ -796,11 +794,10 @@ impl Daemon {
     fn upsert(&mut self, mut r: Reading) {
         // A problem is logged when it appears or changes, not at every read:
         // a bad xattr would otherwise be logged again at every reconcile.
-        if let Some(p) = &r.problem {
-            let known = self.engine.cgroups().get(&r.obs.rel);
-            if known.and_then(|e| e.problem.as_deref()) != Some(p.as_str()) {
-                warn!(cgroup = %r.obs.rel, problem = %p);
-            }
+        if let Some(p) = &r.problem
+            && self.engine.problem(&r.obs.rel) != Some(p.as_str())
+        {
+            warn!(cgroup = %r.obs.rel, problem = %p);
         }
         // Only a reload leaves a known cgroup outside the subtrees: whatever
         // its xattr or bundle asks, it is no longer the daemon's to pin.
@@ -839,7 +836,7 @@ impl Daemon {
         // Every subtree root and every cgroup known: what is gone is forgotten,
         // what is new is found below them.
         let mut seeds: Vec<Rel> = self.roots.clone();
-        seeds.extend(self.engine.cgroups().keys().cloned());
+        seeds.extend(self.engine.known().cloned());
         let scan_started = Instant::now();
         self.scan(seeds).await;
         let scan_us = scan_started.elapsed().as_micros() as u64;
@@ -859,7 +856,7 @@ impl Daemon {
         debug!(
             elapsed_us = took.as_micros() as u64,
             scan_us,
-            cgroups = self.engine.cgroups().len(),
+            cgroups = self.engine.len(),
             "reconcile done"
         );
     }
@@ -872,12 +869,7 @@ impl Daemon {
             if !self.engine.knows(&rel) || self.within_roots(&rel) {
                 continue;
             }
-            let holding = self.engine.subtree(&rel).iter().any(|r| {
-                self.engine
-                    .cgroups()
-                    .get(r)
-                    .is_some_and(|e| e.ours || e.mems_ours)
-            });
+            let holding = self.engine.holds_ours(&rel);
             if holding {
                 self.leaving.push(rel);
             } else if self.roots_below(&rel).is_empty() {
@@ -919,12 +911,7 @@ impl Daemon {
     /// the shared cgroups: in `user.slice` anyone can put a task of their own
     /// in D state (a `vfork` parent) or freeze a cgroup delegated to them.
     fn watched(&self, rel: &str) -> bool {
-        self.cfg.managed.iter().any(|m| cgroup::is_within(rel, m))
-            || self
-                .engine
-                .cgroups()
-                .get(rel)
-                .is_some_and(|e| matches!(e.role, Role::Exclusive | Role::Inside))
+        self.cfg.managed.iter().any(|m| cgroup::is_within(rel, m)) || self.engine.is_exclusive(rel)
     }
 
     fn within_roots(&self, rel: &str) -> bool {
@@ -1005,12 +992,7 @@ impl Daemon {
                         continue;
                     };
                     let cpus: Option<CpuSet> = text.parse().ok();
-                    if self.engine.cgroups().get(&rel).map(|e| e.cpus.as_deref())
-                        != Some(cpus.as_ref())
-                    {
-                        changed = true;
-                        self.engine.observe_cpus(&rel, cpus);
-                    }
+                    changed |= self.engine.observe_cpus(&rel, cpus);
                 }
                 Change::Changed(rel) => {
                     if !self.within_roots(&rel) || !self.engine.knows(&rel) {
@@ -1052,17 +1034,12 @@ impl Daemon {
 
     /// Plans and performs the writes, in order; reads effective sets back.
     async fn apply(&mut self) {
-        // An incremental plan that gave a new workload its CPUs is followed at
-        // once by the full plan that shrinks the shared pool.
-        loop {
-            self.apply_once().await;
-            if !self.engine.needs_full() {
-                break;
-            }
-        }
+        // A plan that gave new workloads their CPUs first is followed at once
+        // by the rest of the change (the shared pool).
+        while self.apply_once().await {}
     }
 
-    async fn apply_once(&mut self) {
+    async fn apply_once(&mut self) -> bool {
         let plan = self.engine.plan();
         let mut written: BTreeSet<Rel> = BTreeSet::new();
         for w in &plan.writes {
@@ -1124,6 +1101,7 @@ impl Daemon {
         }
         self.notify_status(false);
         self.socket.dirty = true;
+        plan.more
     }
 
     /// Tells systemd "alive" when a ping is due. Called from the event loop
@@ -1181,10 +1159,9 @@ impl Daemon {
         // Workloads are the cgroups without children: those a runtime freezes.
         let freezer = (!paths_only && has_freezer).then(|| {
             self.engine
-                .cgroups()
-                .iter()
-                .filter(|(rel, e)| !e.structural && self.watched(rel))
-                .map(|(rel, _)| rel.clone())
+                .known()
+                .filter(|rel| !self.engine.is_structural(rel) && self.watched(rel))
+                .cloned()
                 .collect()
         });
         CheckInput {
@@ -1369,12 +1346,7 @@ impl Daemon {
             hung_paths: self.pool.hung().len(),
             dstate_tasks: self.dog.stuck_tasks.len(),
             frozen_cgroups: self.dog.frozen_cgroups.iter().filter(|f| !f.thawed).count(),
-            failing_cgroups: self
-                .engine
-                .cgroups()
-                .values()
-                .filter(|c| c.failure.is_some())
-                .count(),
+            failing_cgroups: self.engine.failing_count(),
             missing_paths: self.dog.repairs.missing.len(),
             unwatched_cgroups: self.unwatched.len(),
             state_unsaved: self.state_error.is_some(),
@@ -1388,34 +1360,7 @@ impl Daemon {
         if error.is_some() {
             metrics.write_errors.inc();
         }
-        let entry = self.engine.cgroups().get(&*w.rel);
-        let old = entry.and_then(|e| match w.file {
-            File::Cpus => e.cpus.as_deref().cloned(),
-            File::Mems => e.mems.as_deref().cloned(),
-        });
-        let workload = entry
-            .filter(|e| matches!(e.role, Role::Exclusive | Role::Inside) && !e.key.is_empty())
-            .map(|e| e.key.to_string());
-        let reason = match entry {
-            Some(e) => match e.role {
-                Role::Exclusive | Role::Inside => {
-                    let w = self.engine.workloads().get(&*e.key);
-                    match w {
-                        Some(w) if w.cpus.is_some() => {
-                            format!("exclusive CPUs of {}, from the {}", w.key, w.source)
-                        }
-                        Some(w) => {
-                            format!("shared pool while {} waits, from the {}", w.key, w.source)
-                        }
-                        None => "exclusive workload".to_string(),
-                    }
-                }
-                Role::Structural => "kubepods structure: every online CPU".to_string(),
-                Role::Shared => "shared pool".to_string(),
-                Role::Unmanaged => "unmanaged: widened over an exclusive cgroup below".to_string(),
-            },
-            None => String::new(),
-        };
+        let why = self.engine.explain(w);
         self.socket.events.push(api::EventKind::Write {
             cgroup: w.rel.to_string(),
             file: match w.file {
@@ -1423,11 +1368,11 @@ impl Daemon {
                 File::Mems => "cpuset.mems",
             }
             .to_string(),
-            old,
+            old: why.old,
             new: (*w.set).clone(),
-            reason,
+            reason: why.reason,
             error: error.map(|e| chain(e)),
-            workload,
+            workload: why.workload,
         });
     }
 
@@ -1450,38 +1395,8 @@ impl Daemon {
             .topology
             .get_or_insert_with(|| topo.to_file())
             .clone();
-        let workloads = self
-            .engine
-            .workloads()
-            .values()
-            .map(|w| api::Workload {
-                key: w.key.clone(),
-                requested: w.requested,
-                source: (&w.source).into(),
-                numa: w.numa.clone(),
-                cgroups: w.cgroups.iter().map(|c| c.to_string()).collect(),
-                cpus: w.cpus.clone(),
-                pending: w.pending.as_ref().map(|p| api::Pending {
-                    requested: p.requested,
-                    available: p.available,
-                    reason: p.reason.clone(),
-                }),
-                alignment: w.cpus.as_ref().map(|c| api::Alignment::of(topo, c)),
-            })
-            .collect();
-        let failing = self
-            .engine
-            .cgroups()
-            .iter()
-            .filter_map(|(rel, e)| {
-                let f = e.failure.as_deref()?;
-                Some(api::Failing {
-                    cgroup: rel.to_string(),
-                    error: f.message.clone(),
-                    errno: f.errno,
-                })
-            })
-            .collect();
+        let workloads = self.engine.status_workloads();
+        let failing = self.engine.failing();
         let health = watchdog::assess(facts);
         let metrics = &self.socket.metrics;
         api::Status {
@@ -1521,7 +1436,7 @@ impl Daemon {
                 writes: metrics.writes.get(),
                 write_errors: metrics.write_errors.get(),
                 repairs: self.dog.repairs.count,
-                cgroups: self.engine.cgroups().len() as u64,
+                cgroups: self.engine.len() as u64,
             },
             config: api::RunningConfig {
                 file: self.config_path.clone(),

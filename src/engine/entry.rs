@@ -1,0 +1,117 @@
+//! What the engine knows of one cgroup, private to the engine: the daemon
+//! and the CLI see it only through the engine's questions and
+//! [`super::explain`].
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::{Failure, Role};
+use crate::cgroup::layout::Kind;
+use crate::cpuset::CpuSet;
+use crate::intent::{Bundle, Intent};
+
+/// One known cgroup. Kept small: a node has one per cgroup, tens of
+/// thousands of them. Sets are shared (`Arc`): most cgroups hold the same few.
+#[derive(Debug, Clone)]
+pub(super) struct CgroupEntry {
+    /// Kubepods structure (the root, a QoS parent, a pod): never shrunk.
+    pub structural: bool,
+    pub intent: Option<Box<Intent>>,
+    /// The workload this cgroup belongs to, when it asks for exclusive CPUs
+    /// (empty otherwise).
+    pub key: Box<str>,
+    /// Last known `cpuset.cpus`.
+    pub cpus: Option<Arc<CpuSet>>,
+    pub mems: Option<Arc<CpuSet>>,
+    pub effective: Option<Arc<CpuSet>>,
+    /// A problem with its request (a malformed xattr or annotation).
+    pub problem: Option<Box<str>>,
+    /// The last failed write or verification.
+    pub failure: Option<Box<Failure>>,
+    pub role: Role,
+    /// The workload it counts in: its key while its role is exclusive (what
+    /// the workloads' membership holds it under).
+    pub member_of: Option<Box<str>>,
+    /// The target `cpuset.cpus` of the last plan.
+    pub target: Option<Arc<CpuSet>>,
+    /// What the container's OCI bundle said, kept so that a rescan need not
+    /// read it again (a bundle never changes for a container id).
+    pub bundle: Option<Arc<Bundle>>,
+    /// Its `cpuset.cpus` holds what the daemon wrote for an exclusive
+    /// workload. Should it become unmanaged (an xattr `"0"` set after a rule
+    /// pinned it), it is given its parent's CPUs back rather than left on
+    /// CPUs that are no longer reserved for it.
+    pub ours: bool,
+    /// Its `cpuset.mems` holds what the daemon wrote to align an exclusive
+    /// workload's memory (`align_memory`). When that ends (the workload
+    /// leaves, alignment is turned off) all memory nodes are written back.
+    pub mems_ours: bool,
+}
+
+impl Default for CgroupEntry {
+    fn default() -> Self {
+        CgroupEntry {
+            structural: false,
+            intent: None,
+            key: Box::default(),
+            cpus: None,
+            mems: None,
+            effective: None,
+            problem: None,
+            failure: None,
+            role: Role::Unmanaged,
+            member_of: None,
+            target: None,
+            bundle: None,
+            ours: false,
+            mems_ours: false,
+        }
+    }
+}
+
+impl CgroupEntry {
+    /// Takes in what a read of the cgroup decided.
+    pub fn update(
+        &mut self,
+        kind: &Kind,
+        intent: Option<Intent>,
+        key: String,
+        problem: Option<String>,
+        bundle: Option<Arc<Bundle>>,
+    ) {
+        let wants = intent.as_ref().is_some_and(Intent::wants);
+        self.structural = matches!(
+            kind,
+            Kind::KubepodsRoot { .. } | Kind::QosParent { .. } | Kind::Pod(_)
+        );
+        self.intent = intent.map(Box::new);
+        self.key = if wants { key.into() } else { Box::default() };
+        self.problem = problem.map(Into::into);
+        self.bundle = bundle;
+    }
+
+    /// Whether it asks for exclusive CPUs itself.
+    pub fn wants(&self) -> bool {
+        self.intent.as_deref().is_some_and(Intent::wants)
+    }
+}
+
+/// Equal sets read from many cgroups, stored once.
+#[derive(Debug, Default)]
+pub(super) struct Sets(HashSet<Arc<CpuSet>>);
+
+impl Sets {
+    pub fn get(&mut self, set: CpuSet) -> Arc<CpuSet> {
+        if let Some(s) = self.0.get(&set) {
+            return s.clone();
+        }
+        let s = Arc::new(set);
+        self.0.insert(s.clone());
+        s
+    }
+
+    /// Drops the sets no cgroup holds any more.
+    pub fn purge(&mut self) {
+        self.0.retain(|s| Arc::strong_count(s) > 1);
+    }
+}

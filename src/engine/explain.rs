@@ -1,0 +1,130 @@
+//! The engine explains itself: why each write is made (for the audit trail),
+//! which cgroups fail, and its workloads in the status document's form. The
+//! daemon reports these; it never reads the engine's entries to work them out.
+
+use super::{Engine, File, Role, Write};
+use crate::api;
+use crate::cpuset::CpuSet;
+
+/// What the audit trail says of one write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explanation {
+    /// What the file held before, as far as the engine knows.
+    pub old: Option<CpuSet>,
+    /// The exclusive workload the write is for, if any.
+    pub workload: Option<String>,
+    /// Why, in a few words.
+    pub reason: String,
+}
+
+/// How many workloads are pinned and waiting, for one status line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Workloads on exclusive CPUs.
+    pub pinned: usize,
+    /// Their CPUs, together.
+    pub exclusive_cpus: usize,
+    /// Workloads waiting for CPUs.
+    pub pending: usize,
+    /// CPUs in the shared pool.
+    pub shared: usize,
+}
+
+impl Engine {
+    /// Why `w` is (or was) made; call it before reporting the write's result
+    /// ([`Engine::written`]), while the engine still knows the old value.
+    pub fn explain(&self, w: &Write) -> Explanation {
+        let Some(e) = self.cgroups.get(&*w.rel) else {
+            return Explanation {
+                old: None,
+                workload: None,
+                reason: String::new(),
+            };
+        };
+        let old = match w.file {
+            File::Cpus => e.cpus.as_deref().cloned(),
+            File::Mems => e.mems.as_deref().cloned(),
+        };
+        let workload = (e.role.is_exclusive() && !e.key.is_empty()).then(|| e.key.to_string());
+        let reason = match e.role {
+            Role::Exclusive | Role::Inside => match self.workloads.get(&*e.key) {
+                Some(w) if w.cpus.is_some() => {
+                    format!("exclusive CPUs of {}, from the {}", w.key, w.source)
+                }
+                Some(w) => format!("shared pool while {} waits, from the {}", w.key, w.source),
+                None => "exclusive workload".to_string(),
+            },
+            Role::Structural => "kubepods structure: every online CPU".to_string(),
+            Role::Shared => "shared pool".to_string(),
+            Role::Unmanaged => "unmanaged: widened over an exclusive cgroup below".to_string(),
+        };
+        Explanation {
+            old,
+            workload,
+            reason,
+        }
+    }
+
+    /// The cgroups whose last write or verification failed, in path order.
+    pub fn failing(&self) -> Vec<api::Failing> {
+        self.cgroups
+            .iter()
+            .filter_map(|(rel, e)| {
+                let f = e.failure.as_deref()?;
+                Some(api::Failing {
+                    cgroup: rel.to_string(),
+                    error: f.message.clone(),
+                    errno: f.errno,
+                })
+            })
+            .collect()
+    }
+
+    /// How many cgroups are failing ([`Self::failing`]).
+    pub fn failing_count(&self) -> usize {
+        self.cgroups
+            .values()
+            .filter(|e| e.failure.is_some())
+            .count()
+    }
+
+    /// The workloads, as the status document shows them.
+    pub fn status_workloads(&self) -> Vec<api::Workload> {
+        self.workloads
+            .values()
+            .map(|w| api::Workload {
+                key: w.key.clone(),
+                requested: w.requested,
+                source: (&w.source).into(),
+                numa: w.numa.clone(),
+                cgroups: w.cgroups.iter().map(|c| c.to_string()).collect(),
+                cpus: w.cpus.clone(),
+                pending: w.pending.as_ref().map(|p| api::Pending {
+                    requested: p.requested,
+                    available: p.available,
+                    reason: p.reason.clone(),
+                }),
+                alignment: w.cpus.as_ref().map(|c| api::Alignment::of(&self.topo, c)),
+            })
+            .collect()
+    }
+
+    /// The counts of one status line.
+    pub fn tally(&self) -> Tally {
+        let pinned: Vec<&CpuSet> = self
+            .workloads
+            .values()
+            .filter_map(|w| w.cpus.as_ref())
+            .collect();
+        Tally {
+            pinned: pinned.len(),
+            exclusive_cpus: pinned.iter().map(|c| c.len()).sum(),
+            pending: self
+                .workloads
+                .values()
+                .filter(|w| w.pending.is_some())
+                .count(),
+            shared: self.shared_pool().len(),
+        }
+    }
+}

@@ -1,0 +1,547 @@
+//! The engine: the daemon's model of the managed cgroups and its decisions.
+//!
+//! Pure and synchronous: the daemon feeds it what it read ([`Engine::upsert`],
+//! [`Engine::forget`], [`Engine::set_topology`]), asks it to [`Engine::plan`],
+//! performs the returned writes in order, and reports each result back
+//! ([`Engine::written`]). The engine never touches a file, so every decision is
+//! tested on plain values. It also explains itself: why a write is made, which
+//! cgroups fail, and the workloads for the status ([`explain`]); what it knows
+//! of each cgroup stays private to it.
+//!
+//! # Roles
+//! Every known cgroup gets a role, and the role gives its target cpuset:
+//! - *exclusive*: a workload with exclusive CPUs (its assignment, or the shared
+//!   pool while it is pending);
+//! - *inside*: below an exclusive cgroup (a container's sub-cgroups): the same
+//!   set as its exclusive ancestor, because v1 requires children ⊆ parent;
+//! - *structural*: the kubepods root, QoS parents and pod cgroups: all online
+//!   CPUs. They hold no tasks, and shrinking them in cgroup v1 makes container
+//!   runtimes fail to create containers with EACCES when they write an explicit
+//!   cpuset wider than the parent (KERNEL-NOTES), so they are never shrunk;
+//! - *shared*: every other cgroup in a managed subtree or in `shared_cgroups`:
+//!   the shared pool;
+//! - *unmanaged*: watched only because a rule might match below it; not written,
+//!   except to widen it over an exclusive descendant.
+//!
+//! Then the ancestor closure: a cgroup's target always contains the targets of
+//! its descendants (v1 rejects a child CPU its parent lacks with EACCES, and v2
+//! silently falls back to the parent's set).
+//!
+//! # One planner
+//! A plan runs the same four steps over a *reach*: every cgroup, or only the
+//! ones read or written since the last plan (and the subtrees whose role that
+//! changed). [`roles`] gives the reached cgroups their roles and keeps workload
+//! membership; [`assign`] gives every workload its CPUs; [`targets`] gives the
+//! reached cgroups their targets and checks the ancestor closure; [`writes`]
+//! orders the writes. Whenever the answer for the reached cgroups alone could
+//! differ from the answer for all of them (the shared pool changed, a target
+//! changed that ancestors were widened over), the targets are made for every
+//! cgroup: a plan over a reach gives exactly what a full plan gives (a property
+//! test checks it). The one exception is deliberate: a new workload's CPUs are
+//! written first, on their own, and the shared pool shrinks in the plan that
+//! follows ([`Plan::more`]).
+//!
+//! # Invariants
+//! - No CPU is assigned to two workloads.
+//! - Reserved CPUs are never assigned.
+//! - The shared pool (online CPUs minus all assignments) is never empty: when no
+//!   online CPU is reserved, the lowest online CPU is held back.
+//! - No write carries an empty set.
+
+mod assign;
+mod entry;
+pub mod explain;
+mod plan;
+mod roles;
+mod targets;
+mod writes;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::alloc;
+use crate::cgroup::{self, Rel, Scope};
+use crate::cpuset::CpuSet;
+pub use crate::intent::Reading;
+use crate::intent::{Bundle, Source};
+use crate::topology::Topology;
+use entry::{CgroupEntry, Sets};
+
+/// What the engine needs from the configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Reserved CPUs, resolved (a count already turned into a list).
+    pub reserved: CpuSet,
+    /// Allocator options; `reserved` and `numa_preference` are filled in here.
+    pub alloc: alloc::Options,
+    /// Which subtrees are managed and which shared.
+    pub scope: Scope,
+    /// Set `cpuset.mems` of exclusive workloads to their NUMA nodes.
+    pub align_memory: bool,
+    /// The memory nodes a new cgroup gets (the root's `cpuset.mems`).
+    pub mems_all: CpuSet,
+    /// cgroup v2: an empty `cpuset.cpus` means "the parent's CPUs", not "none"
+    /// (v1: none, and no task can join).
+    pub empty_inherits: bool,
+}
+
+/// A cgroup's role; see the module documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Exclusive,
+    Inside,
+    Structural,
+    Shared,
+    Unmanaged,
+}
+
+impl Role {
+    /// Part of an exclusive workload: its cgroup or one below it.
+    pub fn is_exclusive(self) -> bool {
+        matches!(self, Role::Exclusive | Role::Inside)
+    }
+}
+
+/// A failed write or verification, kept as the cgroup's status until a later
+/// write succeeds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    pub message: String,
+    /// The errno of the failed call, when there was one.
+    pub errno: Option<i32>,
+}
+
+/// Why a workload waits in the shared pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pending {
+    pub requested: usize,
+    pub available: usize,
+    pub reason: String,
+}
+
+/// A workload that asks for exclusive CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Workload {
+    pub key: String,
+    pub requested: usize,
+    pub source: Source,
+    pub numa: Vec<u32>,
+    pub cgroups: BTreeSet<Rel>,
+    /// Its exclusive CPUs, once assigned.
+    pub cpus: Option<CpuSet>,
+    pub pending: Option<Pending>,
+    /// Arrival order: earlier workloads are served first.
+    #[serde(skip)]
+    seq: u64,
+    /// The free CPUs its last attempt failed on: the same free CPUs fail the
+    /// same way, so it is not tried again until they change.
+    #[serde(skip)]
+    tried: Option<CpuSet>,
+}
+
+/// Which control file a write goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum File {
+    Cpus,
+    Mems,
+}
+
+impl File {
+    /// The control file's name ([`cgroup::file`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            File::Cpus => cgroup::file::CPUS,
+            File::Mems => cgroup::file::MEMS,
+        }
+    }
+}
+
+/// One write of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    pub rel: Rel,
+    pub file: File,
+    pub set: Arc<CpuSet>,
+}
+
+/// The result of [`Engine::plan`].
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Writes in the order they must be made.
+    pub writes: Vec<Write>,
+    /// Whether any assignment changed (the state file needs saving).
+    pub assignments_changed: bool,
+    /// These writes give new workloads their CPUs first; the rest of the
+    /// change (the shared pool shrinking) is planned by the next call, to be
+    /// made as soon as these writes are done.
+    pub more: bool,
+}
+
+/// One assignment as saved in the state file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedAssignment {
+    pub cpus: CpuSet,
+    pub requested: usize,
+    pub cgroups: Vec<String>,
+}
+
+/// The body of the state file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedState {
+    /// The online CPUs when it was written.
+    pub online: CpuSet,
+    pub assignments: BTreeMap<String, SavedAssignment>,
+}
+
+/// The daemon's model; see the module documentation.
+#[derive(Debug)]
+pub struct Engine {
+    topo: Topology,
+    settings: Settings,
+    /// Reserved CPUs in force: the configured ones that are online, or the
+    /// lowest online CPU when none is.
+    reserved: CpuSet,
+    cgroups: BTreeMap<Rel, CgroupEntry>,
+    workloads: BTreeMap<String, Workload>,
+    sets: Sets,
+    /// Assignments from the state file: hints, checked before use.
+    hints: BTreeMap<String, CpuSet>,
+    /// At start-up, a workload's live cpuset is taken as its assignment when it
+    /// is a valid one (the live cgroups are the truth).
+    adopt_live: bool,
+    next_seq: u64,
+    /// Cgroups read or written since the last plan: the next plan can be made
+    /// for them alone unless `full`.
+    dirty: BTreeSet<Rel>,
+    /// The next plan must look at every cgroup (the topology, the settings
+    /// or, after a new pin, the shared pool changed).
+    full: bool,
+    /// A workload lost a cgroup since the last plan (the state file lists
+    /// them).
+    membership_changed: bool,
+}
+
+impl Engine {
+    pub fn new(topo: Topology, settings: Settings, saved: Option<SavedState>) -> Self {
+        let hints = saved
+            .map(|s| {
+                s.assignments
+                    .into_iter()
+                    .map(|(k, a)| (k, a.cpus))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut engine = Engine {
+            reserved: CpuSet::new(),
+            topo,
+            settings,
+            cgroups: BTreeMap::new(),
+            workloads: BTreeMap::new(),
+            sets: Sets::default(),
+            hints,
+            adopt_live: true,
+            next_seq: 0,
+            dirty: BTreeSet::new(),
+            full: true,
+            membership_changed: false,
+        };
+        engine.reserved = engine.effective_reserved();
+        engine
+    }
+
+    fn effective_reserved(&self) -> CpuSet {
+        let online = self.topo.online();
+        let reserved = self.settings.reserved.intersection(online);
+        if reserved.is_empty() {
+            online.first().into_iter().collect()
+        } else {
+            reserved
+        }
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// The reserved CPUs in force.
+    pub fn reserved(&self) -> &CpuSet {
+        &self.reserved
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The workloads that ask for exclusive CPUs, by key.
+    pub fn workloads(&self) -> &BTreeMap<String, Workload> {
+        &self.workloads
+    }
+
+    /// Ends start-up: from now on a workload's CPUs come from its assignment
+    /// or the allocator, never from whatever its cpuset happens to say.
+    pub fn end_startup(&mut self) {
+        self.adopt_live = false;
+        self.hints.clear();
+    }
+
+    /// Online CPUs minus every assignment. Never empty.
+    pub fn shared_pool(&self) -> CpuSet {
+        let mut pool = self.topo.online().clone();
+        for w in self.workloads.values() {
+            if let Some(cpus) = &w.cpus {
+                pool.difference_with(cpus);
+            }
+        }
+        pool
+    }
+
+    /// Records what was read of one cgroup.
+    pub fn upsert(&mut self, r: Reading) {
+        let Reading {
+            obs,
+            kind,
+            intent,
+            key,
+            problem,
+            bundle,
+        } = r;
+        let cpus = obs.cpus.map(|s| self.sets.get(s));
+        let mems = obs.mems.map(|s| self.sets.get(s));
+        let effective = obs.effective.map(|s| self.sets.get(s));
+        self.dirty.insert(obs.rel.clone());
+        let entry = self.cgroups.entry(obs.rel).or_default();
+        entry.update(&kind, intent, key, problem, bundle);
+        entry.cpus = cpus;
+        entry.mems = mems;
+        entry.effective = effective;
+        if let Some(e) = obs.error {
+            entry.failure = Some(Box::new(Failure {
+                message: e,
+                errno: None,
+            }));
+        }
+    }
+
+    /// The number of known cgroups.
+    pub fn len(&self) -> usize {
+        self.cgroups.len()
+    }
+
+    /// Whether no cgroup is known.
+    pub fn is_empty(&self) -> bool {
+        self.cgroups.is_empty()
+    }
+
+    /// Every known cgroup, in path order.
+    pub fn known(&self) -> impl Iterator<Item = &Rel> {
+        self.cgroups.keys()
+    }
+
+    /// The stored path of `rel`, when known (so callers can share it).
+    pub fn rel(&self, rel: &str) -> Option<&Rel> {
+        self.cgroups.get_key_value(rel).map(|(k, _)| k)
+    }
+
+    /// Whether `rel` is known.
+    pub fn knows(&self, rel: &str) -> bool {
+        self.cgroups.contains_key(rel)
+    }
+
+    /// The known cgroups at or below `rel`.
+    pub fn subtree(&self, rel: &str) -> Vec<Rel> {
+        cgroup::subtree(&self.cgroups, rel).cloned().collect()
+    }
+
+    /// The bundle read for cgroup `rel`, kept so that a rescan need not read
+    /// it again (a bundle never changes for a container id).
+    pub fn bundle(&self, rel: &str) -> Option<Arc<Bundle>> {
+        self.cgroups.get(rel)?.bundle.clone()
+    }
+
+    /// The problem with `rel`'s request, as last read.
+    pub fn problem(&self, rel: &str) -> Option<&str> {
+        self.cgroups.get(rel)?.problem.as_deref()
+    }
+
+    /// Whether `rel` is part of an exclusive workload (its cgroup, or below).
+    pub fn is_exclusive(&self, rel: &str) -> bool {
+        self.cgroups.get(rel).is_some_and(|e| e.role.is_exclusive())
+    }
+
+    /// Whether `rel` is kubepods structure (the root, a QoS parent, a pod).
+    pub fn is_structural(&self, rel: &str) -> bool {
+        self.cgroups.get(rel).is_some_and(|e| e.structural)
+    }
+
+    /// Whether a cgroup at or below `rel` still has a cpuset the daemon wrote
+    /// for an exclusive workload, not yet given back.
+    pub fn holds_ours(&self, rel: &str) -> bool {
+        cgroup::subtree(&self.cgroups, rel).any(|r| {
+            let e = &self.cgroups[r];
+            e.ours || e.mems_ours
+        })
+    }
+
+    /// Updates the known `cpuset.cpus` of `rel` (after a foreign write).
+    /// Returns whether that changed what the engine knows.
+    pub fn observe_cpus(&mut self, rel: &str, cpus: Option<CpuSet>) -> bool {
+        let Some((k, e)) = self.cgroups.get_key_value(rel) else {
+            return false;
+        };
+        if e.cpus.as_deref() == cpus.as_ref() {
+            return false;
+        }
+        let k = k.clone();
+        let cpus = cpus.map(|s| self.sets.get(s));
+        if let Some(e) = self.cgroups.get_mut(&k) {
+            e.cpus = cpus;
+        }
+        self.dirty.insert(k);
+        true
+    }
+
+    /// Forgets `rel` and every cgroup below it (they were removed).
+    pub fn forget(&mut self, rel: &str) {
+        for k in self.subtree(rel) {
+            self.cgroups.remove(&k);
+            self.dirty.remove(&k);
+        }
+        // Its parent may have been widened over it: look at it again.
+        if let Some(p) = cgroup::parent(rel).and_then(|p| self.rel(p)).cloned() {
+            self.dirty.insert(p);
+        }
+        self.forgotten(rel);
+    }
+
+    /// Forgets cgroup `rel` alone, not what is below it.
+    pub fn forget_one(&mut self, rel: &str) {
+        if self.cgroups.remove(rel).is_some() {
+            // What is below it loses the parent its role came from.
+            self.full = true;
+        }
+        self.dirty.remove(rel);
+        self.forgotten(rel);
+    }
+
+    /// Takes the forgotten cgroups out of their workloads at once (the plan
+    /// walks only the cgroups it knows). A workload left without cgroups is
+    /// released by the next plan.
+    fn forgotten(&mut self, rel: &str) {
+        for w in self.workloads.values_mut() {
+            let before = w.cgroups.len();
+            w.cgroups.retain(|c| !cgroup::is_within(c, rel));
+            if w.cgroups.len() != before {
+                self.membership_changed = true;
+                // Its request now comes from what is its first cgroup.
+                if let Some(first) = w.cgroups.first() {
+                    self.dirty.insert(first.clone());
+                }
+            }
+        }
+    }
+
+    /// Replaces the topology (CPU hot-plug, a different machine). Assignments
+    /// whose CPUs are all still usable are kept by the next plan; the others are
+    /// re-planned; new CPUs join the shared pool.
+    pub fn set_topology(&mut self, topo: Topology) {
+        self.topo = topo;
+        self.reserved = self.effective_reserved();
+        self.replan_all();
+    }
+
+    /// Replaces the settings (a reloaded configuration). As with a new
+    /// topology, assignments that are still valid (the same count, no CPU
+    /// now reserved) are kept by the next plan, which looks at every cgroup.
+    pub fn set_settings(&mut self, settings: Settings) {
+        self.settings = settings;
+        self.reserved = self.effective_reserved();
+        self.replan_all();
+    }
+
+    /// Makes the next plan look at every cgroup (a full reconcile), and
+    /// every waiting workload try again.
+    pub fn replan_all(&mut self) {
+        self.full = true;
+        for w in self.workloads.values_mut() {
+            w.tried = None;
+        }
+    }
+
+    /// Records the outcome of a write of the plan.
+    pub fn written(&mut self, write: &Write, result: Result<(), Failure>) {
+        let align = self.settings.align_memory;
+        let Some(e) = self.cgroups.get_mut(&*write.rel) else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                let exclusive = e.role.is_exclusive();
+                match write.file {
+                    File::Cpus => {
+                        e.cpus = Some(write.set.clone());
+                        e.ours = exclusive;
+                        // Given back: from now on left alone, no target.
+                        if e.role == Role::Unmanaged {
+                            e.target = None;
+                        }
+                    }
+                    File::Mems => {
+                        e.mems = Some(write.set.clone());
+                        e.mems_ours = align && exclusive;
+                    }
+                }
+                e.failure = None;
+            }
+            Err(f) => {
+                e.failure = Some(Box::new(f));
+                // Retried by the next plan.
+                self.dirty.insert(write.rel.clone());
+            }
+        }
+    }
+
+    /// Records the effective set read back after writes; a mismatch with the
+    /// target (v2's silent fallback to the parent's set) is a failure.
+    pub fn verified(&mut self, rel: &str, effective: CpuSet) {
+        let Some(e) = self.cgroups.get_mut(rel) else {
+            return;
+        };
+        let online = self.topo.online();
+        if let Some(target) = &e.target
+            && effective != target.intersection(online)
+        {
+            e.failure = Some(Box::new(Failure {
+                message: format!("effective CPUs {effective} differ from the requested {target}"),
+                errno: None,
+            }));
+        }
+        e.effective = Some(self.sets.get(effective));
+    }
+
+    /// The state to save.
+    pub fn saved_state(&self) -> SavedState {
+        SavedState {
+            online: self.topo.online().clone(),
+            assignments: self
+                .workloads
+                .values()
+                .filter_map(|w| {
+                    Some((
+                        w.key.clone(),
+                        SavedAssignment {
+                            cpus: w.cpus.clone()?,
+                            requested: w.requested,
+                            cgroups: w.cgroups.iter().map(|r| r.to_string()).collect(),
+                        },
+                    ))
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

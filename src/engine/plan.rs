@@ -1,0 +1,113 @@
+//! The planner: one way to plan, over every cgroup or over those that
+//! changed (the reach), with the same steps; see the module documentation of
+//! [`super`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::targets::Targets;
+use super::{Engine, Plan, Role};
+use crate::cgroup::Rel;
+use crate::cpuset::CpuSet;
+
+impl Engine {
+    /// Decides roles, assignments and targets, and returns the writes that
+    /// bring the known cpusets to their targets.
+    pub fn plan(&mut self) -> Plan {
+        let full = std::mem::take(&mut self.full);
+        let dirty = std::mem::take(&mut self.dirty);
+        // What the state file holds: a change in either is saved.
+        let snapshot = |e: &Engine| -> BTreeMap<String, (Option<CpuSet>, BTreeSet<Rel>)> {
+            e.workloads
+                .iter()
+                .map(|(k, w)| (k.clone(), (w.cpus.clone(), w.cgroups.clone())))
+                .collect()
+        };
+        let before = snapshot(self);
+        let reached = self.update_roles((!full).then_some(dirty));
+        self.assign_cpus();
+        let after = snapshot(self);
+        let assignments_changed = before != after || std::mem::take(&mut self.membership_changed);
+        // How the CPUs changed: only by new workloads getting theirs
+        // (`pinned`), or otherwise, the shared pool growing or moving
+        // (`moved`).
+        let moved = before
+            .iter()
+            .any(|(k, (cpus, _))| after.get(k).is_none_or(|(now, _)| now != cpus));
+        let pinned = after
+            .iter()
+            .any(|(k, (cpus, _))| cpus.is_some() && !before.contains_key(k));
+
+        // The reached cgroups' targets when that is the whole answer; after
+        // a new pin, its CPUs go first and the shared pool follows.
+        let reached_only = if full || moved {
+            None
+        } else {
+            self.reached_targets(&reached)
+        };
+        let more = pinned && reached_only.is_some();
+        #[cfg(test)]
+        if reached_only.is_some() {
+            REACHED_PLANS.with(|n| n.set(n.get() + 1));
+        }
+        let (targets, scope) = match reached_only {
+            Some(t) => (t, Some(reached)),
+            None => (self.all_targets(), None),
+        };
+        let writes = self.writes(&targets);
+        self.keep_targets(targets, scope);
+        if more {
+            self.full = true;
+        }
+        self.sets.purge();
+        Plan {
+            writes,
+            assignments_changed,
+            more,
+        }
+    }
+
+    /// Stores the plan's targets: of the `reached` cgroups, or of every one.
+    fn keep_targets(&mut self, targets: Targets, reached: Option<Vec<Rel>>) {
+        let keep = |e: &mut super::entry::CgroupEntry, target: Option<_>| {
+            // An unmanaged cgroup is widened over what is below it only while
+            // it lacks CPUs: that is no target of its own to keep.
+            e.target = target.filter(|_| e.role != Role::Unmanaged || e.ours);
+            // Already back on what it is given back (no write needed): from
+            // now on it is left alone, with no target of its own.
+            if e.ours
+                && !e.mems_ours
+                && e.role == Role::Unmanaged
+                && e.target.is_some()
+                && e.cpus == e.target
+            {
+                e.ours = false;
+                e.target = None;
+            }
+        };
+        match reached {
+            Some(rels) => {
+                let mut targets = targets;
+                for rel in rels {
+                    if let Some(e) = self.cgroups.get_mut(&rel) {
+                        keep(e, targets.remove(&rel));
+                    }
+                }
+            }
+            None => {
+                // Both maps are in path order and every target is of a known
+                // cgroup.
+                let mut targets = targets.into_iter().peekable();
+                for (rel, e) in self.cgroups.iter_mut() {
+                    keep(e, targets.next_if(|(k, _)| k == rel).map(|(_, t)| t));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Plans made over their reach alone, on this thread (tests check that
+    /// the equivalence test is not won by always planning everything).
+    pub(super) static REACHED_PLANS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}

@@ -1,0 +1,176 @@
+//! Targets: the `cpuset.cpus` each cgroup must have, from its role, and the
+//! ancestor closure (a cgroup's target holds its descendants'). The third
+//! step of a plan: for every cgroup, or for the reached ones when that gives
+//! the same answer ([`Engine::reached_targets`] says when it cannot).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::entry::CgroupEntry;
+use super::{Engine, Role};
+use crate::cgroup::{self, Rel};
+use crate::cpuset::CpuSet;
+
+/// Targets by cgroup, in path order.
+pub(super) type Targets = BTreeMap<Rel, Arc<CpuSet>>;
+
+/// What every target is made of, computed once per plan.
+struct Pools {
+    shared: Arc<CpuSet>,
+    online: Arc<CpuSet>,
+    assigned: BTreeMap<String, Arc<CpuSet>>,
+}
+
+impl Engine {
+    fn pools(&self) -> Pools {
+        Pools {
+            shared: Arc::new(self.shared_pool()),
+            online: Arc::new(self.topo.online().clone()),
+            assigned: self
+                .workloads
+                .iter()
+                .filter_map(|(k, w)| Some((k.clone(), Arc::new(w.cpus.clone()?))))
+                .collect(),
+        }
+    }
+
+    /// The target of cgroup `rel` by its role alone, before the closure;
+    /// `parent` is its parent's (`None` when it has none).
+    fn own_target(
+        &self,
+        rel: &str,
+        e: &CgroupEntry,
+        pools: &Pools,
+        parent: Option<Arc<CpuSet>>,
+    ) -> Option<Arc<CpuSet>> {
+        match e.role {
+            Role::Exclusive => Some(pools.assigned.get(&*e.key).unwrap_or(&pools.shared).clone()),
+            // The parent comes first in path order and has the same set.
+            Role::Inside => parent,
+            Role::Structural => Some(pools.online.clone()),
+            Role::Shared => Some(pools.shared.clone()),
+            // Given back what it had before it was pinned: its parent's
+            // CPUs (all online ones when the parent's are not known).
+            Role::Unmanaged if e.ours => {
+                let from_parent = parent.or_else(|| {
+                    let p = self.cgroups.get(cgroup::parent(rel)?)?;
+                    p.cpus.clone().filter(|c| !c.is_empty())
+                });
+                Some(from_parent.unwrap_or_else(|| pools.online.clone()))
+            }
+            Role::Unmanaged => None,
+        }
+    }
+
+    /// The target `cpuset.cpus` of every cgroup that gets one.
+    pub(super) fn all_targets(&self) -> Targets {
+        let pools = self.pools();
+        let mut targets = Targets::new();
+        for (rel, e) in &self.cgroups {
+            let parent = cgroup::parent(rel).and_then(|p| targets.get(p).cloned());
+            if let Some(t) = self.own_target(rel, e, &pools, parent) {
+                targets.insert(rel.clone(), t);
+            }
+        }
+        // Ancestor closure, deepest first so that it carries all the way up:
+        // an ancestor that had a target of its own carries it further when its
+        // turn comes (it sorts before its descendants), so the walk stops
+        // there; one widened here only (unmanaged) does not.
+        let rels: Vec<Rel> = targets.keys().rev().cloned().collect();
+        let mut widened_only: BTreeSet<Rel> = BTreeSet::new();
+        for rel in rels {
+            let Some(t) = targets.get(&rel).cloned() else {
+                continue;
+            };
+            let mut p = cgroup::parent(&rel);
+            while let Some(anc) = p {
+                let Some((anc_rel, e)) = self.cgroups.get_key_value(anc) else {
+                    break;
+                };
+                match targets.get_mut(anc) {
+                    Some(at) => {
+                        if !t.is_subset(at) {
+                            Arc::make_mut(at).union_with(&t);
+                        }
+                        if !widened_only.contains(anc) {
+                            break;
+                        }
+                    }
+                    None => {
+                        // An unmanaged ancestor is widened only when it lacks
+                        // CPUs.
+                        if self.lacks(e, &t) {
+                            let cur = e.cpus.as_deref().cloned().unwrap_or_default();
+                            targets.insert(anc_rel.clone(), Arc::new(cur.union(&t)));
+                            widened_only.insert(anc_rel.clone());
+                        }
+                    }
+                }
+                p = cgroup::parent(anc);
+            }
+        }
+        targets
+    }
+
+    /// The targets of the `reached` cgroups (path order) alone, or `None`
+    /// when those could differ from what [`Self::all_targets`] gives them or
+    /// when another cgroup's target would change: a target that changed and
+    /// that ancestors may have been widened over, a cgroup given back its
+    /// parent's CPUs, an ancestor that lacks a new target's CPUs.
+    pub(super) fn reached_targets(&self, reached: &[Rel]) -> Option<Targets> {
+        let pools = self.pools();
+        let mut targets = Targets::new();
+        for rel in reached {
+            let Some(e) = self.cgroups.get(rel) else {
+                continue;
+            };
+            if e.role == Role::Unmanaged && e.ours {
+                return None;
+            }
+            let parent = cgroup::parent(rel).and_then(|p| {
+                targets
+                    .get(p)
+                    .or_else(|| self.cgroups.get(p)?.target.as_ref())
+                    .cloned()
+            });
+            let t = self.own_target(rel, e, &pools, parent);
+            // An exclusive cgroup's target is its workload's CPUs, which no
+            // ancestor was widened over but by this check below.
+            if e.role != Role::Exclusive && e.target.is_some() && e.target != t {
+                return None;
+            }
+            if let Some(t) = t {
+                targets.insert(rel.clone(), t);
+            }
+        }
+        // The ancestor closure must already hold.
+        for (rel, t) in &targets {
+            let mut p = cgroup::parent(rel);
+            while let Some(anc) = p {
+                let Some(a) = self.cgroups.get(anc) else {
+                    break;
+                };
+                match targets.get(anc).or(a.target.as_ref()) {
+                    // An ancestor with a target of its own carries it
+                    // further; one only widened does not (none is kept).
+                    Some(at) if t.is_subset(at) => break,
+                    Some(_) => return None,
+                    None if self.lacks(a, t) => return None,
+                    None => {}
+                }
+                p = cgroup::parent(anc);
+            }
+        }
+        Some(targets)
+    }
+
+    /// Whether `t` holds CPUs that the current set of cgroup `e` lacks (for an
+    /// unmanaged ancestor, which is only ever widened). In v2 an empty set
+    /// inherits its parent's: it lacks nothing.
+    fn lacks(&self, e: &CgroupEntry, t: &CpuSet) -> bool {
+        match e.cpus.as_deref() {
+            Some(cur) if !cur.is_empty() => !t.is_subset(cur),
+            _ => !(self.settings.empty_inherits || t.is_empty()),
+        }
+    }
+}

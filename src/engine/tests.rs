@@ -1,0 +1,858 @@
+//! The engine's tests: every decision on plain values, and the property
+//! tests (invariants under any sequence of events; a scoped plan gives what
+//! a full one gives).
+
+use super::*;
+use crate::cgroup::Observed;
+use crate::cgroup::layout::classify;
+use crate::intent::Intent;
+use crate::topology::synthetic::Shape;
+use proptest::prelude::*;
+
+fn set(s: &str) -> CpuSet {
+    s.parse().unwrap()
+}
+
+/// 16 CPUs: 2 sockets × 4 cores × 2 threads; core c is {c, c+8}.
+fn topo() -> Topology {
+    Shape {
+        sockets: 2,
+        numa_per_socket: 1,
+        l3_per_numa: 1,
+        cores_per_l3: 4,
+        threads_per_core: 2,
+    }
+    .build()
+}
+
+fn engine() -> Engine {
+    Engine::new(
+        topo(),
+        Settings {
+            reserved: set("0,8"),
+            scope: Scope::new(vec!["kubepods".into()], vec!["system.slice".into()], vec![]),
+            ..Settings::default()
+        },
+        None,
+    )
+}
+
+fn want(cpus: usize) -> Option<Intent> {
+    Some(Intent {
+        cpus,
+        source: Source::Xattr,
+        numa: Vec::new(),
+    })
+}
+
+/// Adds cgroup `rel` with `cpus` as its current cpuset.
+fn add(e: &mut Engine, rel: &str, cpus: &str, intent: Option<Intent>) {
+    let obs = Observed {
+        rel: rel.into(),
+        cpus: Some(set(cpus)),
+        mems: Some(set("0-1")),
+        ..Observed::default()
+    };
+    reading(e, obs, intent, &format!("cgroup:{rel}"));
+}
+
+/// Upserts what was "read", as the daemon does.
+fn reading(e: &mut Engine, obs: Observed, intent: Option<Intent>, key: &str) {
+    let kind = classify(&obs.rel);
+    e.upsert(Reading {
+        obs,
+        kind,
+        intent,
+        key: key.into(),
+        problem: None,
+        bundle: None,
+    });
+}
+
+/// Applies every write as the kernel would (no rules), like a fake tree.
+fn apply(e: &mut Engine) -> Vec<Write> {
+    let plan = e.plan();
+    for w in &plan.writes {
+        e.written(w, Ok(()));
+    }
+    plan.writes
+}
+
+fn target(e: &Engine, rel: &str) -> CpuSet {
+    e.cgroups[rel].target.as_deref().cloned().unwrap()
+}
+
+fn kube_tree(e: &mut Engine) {
+    add(e, "kubepods", "0-15", None);
+    add(e, "kubepods/burstable", "0-15", None);
+    add(
+        e,
+        "kubepods/burstable/pod11111111-2222-3333-4444-555555555555",
+        "0-15",
+        None,
+    );
+    add(
+        e,
+        "kubepods/burstable/pod11111111-2222-3333-4444-555555555555/aaaa",
+        "0-15",
+        None,
+    );
+    add(e, "system.slice", "0-15", None);
+}
+
+const GUARANTEED: &str = "kubepods/pod99999999-2222-3333-4444-555555555555/bbbb";
+
+#[test]
+fn pins_and_shrinks_the_shared_pool_then_releases() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    add(
+        &mut e,
+        "kubepods/pod99999999-2222-3333-4444-555555555555",
+        "0-15",
+        None,
+    );
+    add(&mut e, GUARANTEED, "0-15", want(4));
+    apply(&mut e);
+    let pinned = target(&e, GUARANTEED);
+    assert_eq!(pinned.len(), 4);
+    assert!(pinned.is_disjoint(&set("0,8")), "reserved stay shared");
+    let shared = set("0-15").difference(&pinned);
+    assert_eq!(e.shared_pool(), shared);
+    let burstable = "kubepods/burstable/pod11111111-2222-3333-4444-555555555555/aaaa";
+    assert_eq!(target(&e, burstable), shared);
+    assert_eq!(target(&e, "system.slice"), shared);
+    // Structural cgroups are never shrunk.
+    assert_eq!(target(&e, "kubepods"), set("0-15"));
+    assert_eq!(target(&e, "kubepods/burstable"), set("0-15"));
+    // A second plan with nothing new writes nothing.
+    assert!(apply(&mut e).is_empty());
+
+    e.forget(GUARANTEED);
+    let writes = apply(&mut e);
+    assert!(e.workloads().is_empty());
+    assert_eq!(target(&e, burstable), set("0-15"));
+    assert!(
+        writes
+            .iter()
+            .any(|w| &*w.rel == burstable && *w.set == set("0-15"))
+    );
+}
+
+#[test]
+fn widens_top_down_and_narrows_bottom_up() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    // A rule-managed job under an unmanaged parent that lacks CPUs 4-7.
+    add(&mut e, "hpc.slice", "0-3,8-11", None);
+    add(&mut e, "hpc.slice/job-1.scope", "0-3,8-11", want(8));
+    let writes = e.plan().writes;
+    let job = target(&e, "hpc.slice/job-1.scope");
+    assert_eq!(job.len(), 8);
+    let pos = |rel: &str, s: &CpuSet| writes.iter().position(|w| &*w.rel == rel && &*w.set == s);
+    // The parent is widened (before the child's widening write)...
+    let parent_wide = set("0-3,8-11").union(&job);
+    let p = pos("hpc.slice", &parent_wide).expect("parent widened");
+    let child_wide = set("0-3,8-11").union(&job);
+    let c = pos("hpc.slice/job-1.scope", &child_wide).expect("child widened");
+    assert!(p < c, "{writes:?}");
+    // ...and the child narrowed last.
+    let n = pos("hpc.slice/job-1.scope", &job).expect("child narrowed");
+    assert!(c < n);
+    // Shared cgroups narrow bottom-up: the burstable container before system.slice? Both at
+    // their own depth; deeper first.
+    for w in &writes {
+        assert!(!w.set.is_empty(), "never an empty set");
+    }
+}
+
+#[test]
+fn a_new_v1_cgroup_gets_mems_before_cpus() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    let obs = Observed {
+        rel: "kubepods/burstable/pod11111111-2222-3333-4444-555555555555/cccc".into(),
+        cpus: Some(CpuSet::new()),
+        mems: Some(CpuSet::new()),
+        ..Observed::default()
+    };
+    let rel = obs.rel.clone();
+    reading(&mut e, obs, None, "k");
+    let writes = e.plan().writes;
+    let mine: Vec<&Write> = writes.iter().filter(|w| w.rel == rel).collect();
+    assert_eq!(mine.len(), 2, "{mine:?}");
+    assert_eq!(mine[0].file, File::Mems);
+    assert_eq!(*mine[0].set, set("0-1"));
+    assert_eq!(mine[1].file, File::Cpus);
+}
+
+#[test]
+fn pending_until_cpus_free_up() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/a", "0-15", want(10));
+    add(&mut e, "kubepods/b", "0-15", want(10));
+    apply(&mut e);
+    let a = &e.workloads()["cgroup:kubepods/a"];
+    assert_eq!(a.cpus.as_ref().map(|c| c.len()), Some(10));
+    let b = &e.workloads()["cgroup:kubepods/b"];
+    assert_eq!(b.cpus, None);
+    let p = b.pending.clone().unwrap();
+    assert_eq!((p.requested, p.available), (10, 4));
+    // While pending it runs in the shared pool.
+    assert_eq!(target(&e, "kubepods/b"), e.shared_pool());
+    e.forget("kubepods/a");
+    apply(&mut e);
+    let b = &e.workloads()["cgroup:kubepods/b"];
+    assert_eq!(b.cpus.as_ref().map(|c| c.len()), Some(10));
+    assert!(b.pending.is_none());
+}
+
+#[test]
+fn two_cgroups_of_one_workload_share_one_assignment() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    for rel in ["kubepods/pod1/old", "kubepods/pod1/new"] {
+        let obs = Observed {
+            rel: rel.into(),
+            cpus: Some(set("0-15")),
+            ..Observed::default()
+        };
+        reading(&mut e, obs, want(2), "pod:1/app");
+    }
+    apply(&mut e);
+    assert_eq!(e.workloads().len(), 1);
+    assert_eq!(
+        target(&e, "kubepods/pod1/old"),
+        target(&e, "kubepods/pod1/new")
+    );
+    assert_eq!(e.shared_pool().len(), 14);
+}
+
+#[test]
+fn start_up_adopts_valid_live_cpusets_then_reverts_foreign_writes() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/a", "5-6", want(2));
+    let writes = apply(&mut e);
+    assert_eq!(target(&e, "kubepods/a"), set("5-6"), "live set kept");
+    assert!(!writes.iter().any(|w| &*w.rel == "kubepods/a"));
+    e.end_startup();
+    // Someone resets the cpuset (the kubelet, a daemon-reload).
+    assert!(e.observe_cpus("kubepods/a", Some(set("0-15"))));
+    let writes = apply(&mut e);
+    assert!(
+        writes
+            .iter()
+            .any(|w| &*w.rel == "kubepods/a" && *w.set == set("5-6"))
+    );
+    assert_eq!(e.cgroups["kubepods/a"].cpus.as_deref(), Some(&set("5-6")));
+}
+
+#[test]
+fn after_a_restart_a_waiting_workload_does_not_take_a_pinned_ones_cpus() {
+    // Found on the real kernel: the waiting workload sorts first.
+    let mut e = engine();
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/a-waiting", "0,8", want(14));
+    add(&mut e, "kubepods/z-pinned", "1-7,9-15", want(14));
+    apply(&mut e);
+    assert_eq!(target(&e, "kubepods/z-pinned"), set("1-7,9-15"));
+    assert!(e.workloads()["cgroup:kubepods/a-waiting"].pending.is_some());
+}
+
+#[test]
+fn state_hints_are_used_when_live_sets_are_not_valid() {
+    let saved = SavedState {
+        online: set("0-15"),
+        assignments: [(
+            "cgroup:kubepods/a".to_string(),
+            SavedAssignment {
+                cpus: set("12-13"),
+                requested: 2,
+                cgroups: vec!["kubepods/a".into()],
+            },
+        )]
+        .into(),
+    };
+    let mut e = Engine::new(
+        topo(),
+        Settings {
+            reserved: set("0,8"),
+            scope: Scope::new(vec!["kubepods".into()], vec![], vec![]),
+            ..Settings::default()
+        },
+        Some(saved),
+    );
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/a", "0-15", want(2));
+    apply(&mut e);
+    assert_eq!(target(&e, "kubepods/a"), set("12-13"));
+    // A hint that overlaps the reserved CPUs is not valid.
+    let mut e2 = engine();
+    e2.hints.insert("cgroup:kubepods/b".into(), set("0,8"));
+    add(&mut e2, "kubepods/b", "0-15", want(2));
+    apply(&mut e2);
+    assert!(target(&e2, "kubepods/b").is_disjoint(&set("0,8")));
+}
+
+#[test]
+fn a_smaller_machine_replans_only_what_it_affects() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/low", "0-15", want(2));
+    add(&mut e, "kubepods/high", "0-15", want(2));
+    apply(&mut e);
+    e.end_startup();
+    let low = target(&e, "kubepods/low");
+    let high = target(&e, "kubepods/high");
+    // Take one CPU of `high` offline.
+    let gone = high.first().unwrap();
+    let cpus: Vec<_> = topo()
+        .cpus()
+        .iter()
+        .copied()
+        .filter(|c| c.cpu != gone)
+        .collect();
+    e.set_topology(Topology::new(cpus, CpuSet::new(), set(&gone.to_string())).unwrap());
+    apply(&mut e);
+    assert_eq!(
+        target(&e, "kubepods/low"),
+        low,
+        "unaffected workload keeps its CPUs"
+    );
+    let now = target(&e, "kubepods/high");
+    assert_eq!(now.len(), 2);
+    assert!(!now.contains(gone));
+    assert!(!e.shared_pool().contains(gone));
+    // And back: the CPU joins the shared pool.
+    e.set_topology(topo());
+    apply(&mut e);
+    assert!(e.shared_pool().contains(gone));
+}
+
+#[test]
+fn align_memory_puts_mems_on_the_nodes_of_the_exclusive_cpus() {
+    let mut e = aligning_engine();
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/pod1", "0-15", None);
+    add(&mut e, "kubepods/pod1/c", "0-15", want(4));
+    let writes = apply(&mut e);
+    let cpus = target(&e, "kubepods/pod1/c");
+    let node = e.topology().numa_of(&cpus);
+    assert_eq!(node.len(), 1);
+    let mems: CpuSet = node.into_iter().collect();
+    let pos = |file| {
+        writes
+            .iter()
+            .position(|w| &*w.rel == "kubepods/pod1/c" && w.file == file)
+    };
+    assert_eq!(e.cgroups["kubepods/pod1/c"].mems.as_deref(), Some(&mems));
+    assert!(pos(File::Mems) < pos(File::Cpus), "mems first: {writes:?}");
+    // Shared cgroups keep all memory nodes.
+    let shared = "kubepods/burstable/pod11111111-2222-3333-4444-555555555555/aaaa";
+    assert_eq!(e.cgroups[shared].mems.as_deref(), Some(&set("0-1")));
+}
+
+fn aligning_engine() -> Engine {
+    Engine::new(
+        topo(),
+        Settings {
+            reserved: set("0,8"),
+            scope: Scope::new(vec!["kubepods".into()], vec![], vec![]),
+            align_memory: true,
+            mems_all: set("0-1"),
+            ..Settings::default()
+        },
+        None,
+    )
+}
+
+/// Reads cgroup `rel` again as the kernel has it (what was last written)
+/// with `intent`.
+fn reread(e: &mut Engine, rel: &str, intent: Option<Intent>) {
+    let c = e.cgroups[rel].clone();
+    let obs = Observed {
+        rel: rel.into(),
+        cpus: c.cpus.as_deref().cloned(),
+        mems: c.mems.as_deref().cloned(),
+        ..Observed::default()
+    };
+    let key = if intent.is_some() {
+        format!("cgroup:{rel}")
+    } else {
+        String::new()
+    };
+    reading(e, obs, intent, &key);
+}
+
+fn mems(e: &Engine, rel: &str) -> CpuSet {
+    e.cgroups[rel].mems.as_deref().cloned().unwrap_or_default()
+}
+
+#[test]
+fn aligned_mems_are_given_back_when_alignment_ends() {
+    let mut e = aligning_engine();
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/pod1", "0-15", None);
+    add(&mut e, "kubepods/pod1/c", "0-15", want(4));
+    apply(&mut e);
+    let aligned = mems(&e, "kubepods/pod1/c");
+    assert_eq!(aligned.len(), 1, "one node");
+    // Alignment turned off (a reload): all nodes again, once.
+    let mut settings = e.settings().clone();
+    settings.align_memory = false;
+    e.set_settings(settings);
+    reread(&mut e, "kubepods/pod1/c", want(4));
+    let writes = apply(&mut e);
+    assert!(
+        writes
+            .iter()
+            .any(|w| w.file == File::Mems && *w.set == set("0-1")),
+        "{writes:?}"
+    );
+    assert_eq!(mems(&e, "kubepods/pod1/c"), set("0-1"));
+    assert!(!e.cgroups["kubepods/pod1/c"].mems_ours);
+    assert!(apply(&mut e).is_empty(), "nothing more to write");
+
+    // On again, then the workload stops asking: all nodes back as well.
+    let mut settings = e.settings().clone();
+    settings.align_memory = true;
+    e.set_settings(settings);
+    apply(&mut e);
+    assert_eq!(mems(&e, "kubepods/pod1/c").len(), 1);
+    reread(&mut e, "kubepods/pod1/c", None);
+    apply(&mut e);
+    assert_eq!(mems(&e, "kubepods/pod1/c"), set("0-1"));
+}
+
+#[test]
+fn mems_narrow_children_first() {
+    let mut e = aligning_engine();
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/pod1", "0-15", None);
+    add(&mut e, "kubepods/pod1/c", "0-15", want(4));
+    add(&mut e, "kubepods/pod1/c/sub", "0-15", None);
+    let writes = apply(&mut e);
+    let pos = |rel: &str| {
+        writes
+            .iter()
+            .position(|w| &*w.rel == rel && w.file == File::Mems)
+            .unwrap_or_else(|| panic!("no mems write of {rel}: {writes:?}"))
+    };
+    // v1 refuses a parent's mems without its children's nodes.
+    assert!(
+        pos("kubepods/pod1/c/sub") < pos("kubepods/pod1/c"),
+        "{writes:?}"
+    );
+    assert_eq!(mems(&e, "kubepods/pod1/c"), mems(&e, "kubepods/pod1/c/sub"));
+}
+
+#[test]
+fn a_cgroup_already_on_what_it_gets_back_is_left_alone() {
+    let mut e = engine();
+    add(&mut e, "hpc", "0-15", None);
+    add(&mut e, "hpc/job", "0-15", want(2));
+    // Not managed: the job is Exclusive only by its request.
+    apply(&mut e);
+    assert!(e.cgroups["hpc/job"].ours);
+    // It stops asking, and someone already put it back on its parent's CPUs.
+    add(&mut e, "hpc/job", "0-15", None);
+    let writes = apply(&mut e);
+    assert!(writes.iter().all(|w| &*w.rel != "hpc/job"), "{writes:?}");
+    assert!(
+        !e.cgroups["hpc/job"].ours,
+        "given back: left alone from now on"
+    );
+}
+
+#[test]
+fn explicit_zero_and_inside_cgroups() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/pod1", "0-15", None);
+    add(&mut e, "kubepods/pod1/c", "0-15", want(2));
+    add(&mut e, "kubepods/pod1/c/init.scope", "0-15", None);
+    add(&mut e, "kubepods/pod1/z", "0-15", want(0));
+    apply(&mut e);
+    assert_eq!(
+        target(&e, "kubepods/pod1/c/init.scope"),
+        target(&e, "kubepods/pod1/c")
+    );
+    assert_eq!(e.cgroups["kubepods/pod1/c/init.scope"].role, Role::Inside);
+    assert_eq!(target(&e, "kubepods/pod1/z"), e.shared_pool());
+}
+
+/// A rule pins a job outside the managed trees, then an xattr `"0"`
+/// opts it out (on cgroupfs the xattr can only come after the mkdir): it
+/// gets its parent's CPUs back, not the ones no longer reserved for it.
+/// Found by the VM test bed.
+#[test]
+fn an_opted_out_unmanaged_cgroup_gets_its_parents_cpus_back() {
+    let mut e = engine();
+    add(&mut e, "hpc.slice", "0-15", None);
+    add(&mut e, "hpc.slice/job-3.scope", "0-15", want(2));
+    apply(&mut e);
+    let pinned = target(&e, "hpc.slice/job-3.scope");
+    assert_eq!(pinned.len(), 2);
+    add(
+        &mut e,
+        "hpc.slice/job-3.scope",
+        &pinned.to_string(),
+        want(0),
+    );
+    let writes = apply(&mut e);
+    assert!(
+        writes
+            .iter()
+            .any(|w| &*w.rel == "hpc.slice/job-3.scope" && *w.set == set("0-15")),
+        "{writes:?}"
+    );
+    assert_eq!(e.cgroups["hpc.slice/job-3.scope"].role, Role::Unmanaged);
+    // Given back once; from then on it is left alone.
+    add(&mut e, "hpc.slice/job-3.scope", "3", want(0));
+    assert!(apply(&mut e).is_empty());
+}
+
+#[test]
+fn without_reserved_cpus_the_lowest_is_held_back() {
+    let mut e = Engine::new(
+        topo(),
+        Settings {
+            scope: Scope::new(vec!["kubepods".into()], vec![], vec![]),
+            ..Settings::default()
+        },
+        None,
+    );
+    add(&mut e, "kubepods", "0-15", None);
+    add(&mut e, "kubepods/a", "0-15", want(16));
+    apply(&mut e);
+    assert!(e.workloads()["cgroup:kubepods/a"].pending.is_some());
+    assert_eq!(e.shared_pool(), set("0-15"));
+    add(&mut e, "kubepods/a", "0-15", want(15));
+    apply(&mut e);
+    assert_eq!(e.shared_pool(), set("0"));
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add(u8, usize),
+    Remove(u8),
+    Foreign(u8),
+    Offline(u8),
+    Online,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u8..12, 0usize..7).prop_map(|(i, n)| Op::Add(i, n)),
+        2 => (0u8..12).prop_map(Op::Remove),
+        1 => (0u8..12).prop_map(Op::Foreign),
+        1 => (0u8..16).prop_map(Op::Offline),
+        1 => Just(Op::Online),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn invariants_hold_under_any_sequence(ops in proptest::collection::vec(op(), 1..40)) {
+        let mut e = engine();
+        kube_tree(&mut e);
+        e.end_startup();
+        for op in ops {
+            match op {
+                Op::Add(i, n) => add(&mut e, &format!("kubepods/w{i}"), "0-15", want(n)),
+                Op::Remove(i) => e.forget(&format!("kubepods/w{i}")),
+                Op::Foreign(i) => {
+                    e.observe_cpus(&format!("kubepods/w{i}"), Some(set("0-15")));
+                }
+                Op::Offline(c) => {
+                    let cpus: Vec<_> = topo().cpus().iter().copied().filter(|x| x.cpu != c as u32).collect();
+                    e.set_topology(Topology::new(cpus, CpuSet::new(), CpuSet::new()).unwrap());
+                }
+                Op::Online => e.set_topology(topo()),
+            }
+            let writes = apply(&mut e);
+            let online = e.topology().online().clone();
+            let mut seen = CpuSet::new();
+            for w in e.workloads().values() {
+                if let Some(c) = &w.cpus {
+                    prop_assert!(c.is_disjoint(&seen), "overlap at {}", w.key);
+                    prop_assert!(c.is_disjoint(e.reserved()), "reserved assigned");
+                    prop_assert!(c.is_subset(&online));
+                    prop_assert_eq!(c.len(), w.requested);
+                    seen.union_with(c);
+                }
+            }
+            prop_assert!(!e.shared_pool().is_empty(), "shared pool empty");
+            for w in &writes {
+                prop_assert!(!w.set.is_empty(), "empty write {:?}", w);
+            }
+            // After applying, every cgroup with a target has it.
+            for (rel, c) in &e.cgroups {
+                if let Some(t) = &c.target {
+                    prop_assert_eq!(c.cpus.as_ref(), Some(t), "{} not at target", rel);
+                }
+            }
+        }
+    }
+}
+
+/// One event of the equivalence test, on a tree of pods with containers
+/// (and sub-cgroups), services in the shared `system.slice` and jobs under
+/// the unmanaged `hpc`, whose CPUs lack 4-7 and 12-15.
+#[derive(Debug, Clone)]
+enum Event {
+    /// A container (re-)read: pod, container, request (6: none), with a
+    /// sub-cgroup, new as v1 makes it (empty sets).
+    Container(u8, u8, usize, bool, bool),
+    RemoveContainer(u8, u8),
+    RemovePod(u8),
+    Foreign(u8, u8),
+    Service(u8, usize),
+    Job(u8, usize),
+    RemoveJob(u8),
+    Offline(u8),
+    Online,
+    /// The writes to this container fail until the next event.
+    Fail(u8, u8),
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    let request = prop_oneof![2 => Just(6usize), 3 => 0usize..5];
+    prop_oneof![
+        6 => (0u8..3, 0u8..3, request.clone(), any::<bool>(), any::<bool>())
+            .prop_map(|(p, c, n, sub, new)| Event::Container(p, c, n, sub, new)),
+        2 => (0u8..3, 0u8..3).prop_map(|(p, c)| Event::RemoveContainer(p, c)),
+        1 => (0u8..3).prop_map(Event::RemovePod),
+        1 => (0u8..3, 0u8..3).prop_map(|(p, c)| Event::Foreign(p, c)),
+        2 => (0u8..3, request.clone()).prop_map(|(i, n)| Event::Service(i, n)),
+        2 => (0u8..2, request).prop_map(|(i, n)| Event::Job(i, n)),
+        1 => (0u8..2).prop_map(Event::RemoveJob),
+        1 => (0u8..16).prop_map(Event::Offline),
+        1 => Just(Event::Online),
+        1 => (0u8..3, 0u8..3).prop_map(|(p, c)| Event::Fail(p, c)),
+    ]
+}
+
+fn request(n: usize) -> Option<Intent> {
+    if n == 6 { None } else { want(n) }
+}
+
+/// Pods 0 and 1 are named as the kubelet names them (structure); pod 2 is
+/// a plain cgroup in the managed tree (shared).
+fn pod(p: u8) -> String {
+    if p < 2 {
+        format!("kubepods/pod{p:08}-2222-3333-4444-555555555555")
+    } else {
+        format!("kubepods/pod{p}")
+    }
+}
+
+fn container(p: u8, c: u8) -> String {
+    format!("{}/c{c}", pod(p))
+}
+
+/// Feeds `event` to the engine; returns the cgroup whose writes fail.
+fn feed(e: &mut Engine, event: &Event) -> Option<String> {
+    let plain = |e: &mut Engine, rel: &str, cpus: &str, intent: Option<Intent>| {
+        let obs = Observed {
+            rel: rel.into(),
+            cpus: Some(set(cpus)),
+            mems: Some(if cpus.is_empty() {
+                CpuSet::new()
+            } else {
+                set("0-1")
+            }),
+            ..Observed::default()
+        };
+        let key = if intent.is_some() {
+            format!("cgroup:{rel}")
+        } else {
+            String::new()
+        };
+        reading(e, obs, intent, &key);
+    };
+    match *event {
+        Event::Container(p, c, n, sub, new) => {
+            let cpus = if new { "" } else { "0-15" };
+            plain(e, &pod(p), "0-15", None);
+            plain(e, &container(p, c), cpus, request(n));
+            if sub {
+                plain(e, &format!("{}/sub", container(p, c)), cpus, None);
+            }
+        }
+        Event::RemoveContainer(p, c) => e.forget(&container(p, c)),
+        Event::RemovePod(p) => e.forget(&pod(p)),
+        Event::Foreign(p, c) => {
+            e.observe_cpus(&container(p, c), Some(set("0-15")));
+        }
+        Event::Service(i, n) => plain(e, &format!("system.slice/s{i}"), "0-15", request(n)),
+        Event::Job(i, n) => plain(e, &format!("hpc/job{i}"), "0-3,8-11", request(n)),
+        Event::RemoveJob(i) => e.forget(&format!("hpc/job{i}")),
+        Event::Offline(c) => {
+            let cpus: Vec<_> = topo()
+                .cpus()
+                .iter()
+                .copied()
+                .filter(|x| x.cpu != c as u32)
+                .collect();
+            e.set_topology(Topology::new(cpus, CpuSet::new(), CpuSet::new()).unwrap());
+        }
+        Event::Online => e.set_topology(topo()),
+        Event::Fail(p, c) => return Some(container(p, c)),
+    }
+    None
+}
+
+/// Plans and writes until the engine has nothing more to plan. With `full`
+/// every plan looks at every cgroup, and plans are made until one changes
+/// nothing: a workload that waits tries before a newer one is pinned, so the
+/// first full plan after a pin still shows how many CPUs were free before it.
+/// Writes to `failing` fail.
+fn settle(e: &mut Engine, full: bool, failing: Option<&str>) {
+    for _ in 0..4 {
+        let before = full.then(|| view(e));
+        if full {
+            e.replan_all();
+        }
+        let plan = e.plan();
+        for w in &plan.writes {
+            let result = match failing {
+                Some(f) if crate::cgroup::is_within(&w.rel, f) => Err(Failure {
+                    message: "injected".into(),
+                    errno: Some(16),
+                }),
+                _ => Ok(()),
+            };
+            e.written(w, result);
+        }
+        let settled = match before {
+            Some(before) => before == view(e),
+            None => !plan.more,
+        };
+        if settled {
+            return;
+        }
+    }
+    panic!("a plan that never settles");
+}
+
+type CgroupView = (
+    Rel,
+    Role,
+    Option<CpuSet>,
+    Option<CpuSet>,
+    Option<CpuSet>,
+    bool,
+    bool,
+);
+type WorkloadView = (
+    String,
+    usize,
+    Option<CpuSet>,
+    Option<Pending>,
+    BTreeSet<Rel>,
+    u64,
+);
+
+/// What both planners must agree on.
+fn view(e: &Engine) -> (Vec<CgroupView>, Vec<WorkloadView>) {
+    let cgroups = e
+        .cgroups
+        .iter()
+        .map(|(rel, c)| {
+            (
+                rel.clone(),
+                c.role,
+                c.target.as_deref().cloned(),
+                c.cpus.as_deref().cloned(),
+                c.mems.as_deref().cloned(),
+                c.ours,
+                c.failure.is_some(),
+            )
+        })
+        .collect();
+    let workloads = e
+        .workloads
+        .values()
+        .map(|w| {
+            (
+                w.key.clone(),
+                w.requested,
+                w.cpus.clone(),
+                w.pending.clone(),
+                w.cgroups.clone(),
+                w.seq,
+            )
+        })
+        .collect();
+    (cgroups, workloads)
+}
+
+proptest! {
+    /// The one planner's promise: a plan over the cgroups that changed
+    /// gives, once the engine has nothing more to plan, what a plan over
+    /// every cgroup gives, after any sequence of events.
+    #[test]
+    fn a_plan_over_what_changed_gives_what_a_full_plan_gives(
+        events in proptest::collection::vec(event(), 1..40)
+    ) {
+        let mut engines = [engine(), engine()];
+        for (full, e) in [false, true].into_iter().zip(engines.iter_mut()) {
+            kube_tree(e);
+            add(e, "hpc", "0-3,8-11", None);
+            settle(e, full, None);
+            e.end_startup();
+        }
+        let mut failing: Option<String> = None;
+        for (step, ev) in events.iter().enumerate() {
+            for (full, e) in [false, true].into_iter().zip(engines.iter_mut()) {
+                let fail = feed(e, ev);
+                settle(e, full, fail.as_deref().or(failing.as_deref()));
+                if full {
+                    failing = fail;
+                }
+            }
+            let [scoped, full] = &engines;
+            prop_assert_eq!(view(scoped), view(full), "after event {} {:?}", step, ev);
+        }
+    }
+}
+
+/// The reach is what makes a new container cheap at node scale: these
+/// events are each planned over the cgroups they touch, and a new pin's
+/// CPUs go out before the shared pool shrinks.
+#[test]
+fn everyday_events_are_planned_over_what_they_touch() {
+    let reached = || super::plan::REACHED_PLANS.with(|n| n.get());
+    let mut e = engine();
+    kube_tree(&mut e);
+    settle(&mut e, false, None);
+    e.end_startup();
+    let start = reached();
+    // A burstable container, and it going away.
+    feed(&mut e, &Event::Container(0, 0, 6, false, true));
+    settle(&mut e, false, None);
+    feed(&mut e, &Event::RemoveContainer(0, 0));
+    settle(&mut e, false, None);
+    assert_eq!(reached() - start, 2, "each over its reach");
+    // A Guaranteed container: its CPUs first, alone; then the shared pool.
+    feed(&mut e, &Event::Container(0, 1, 2, false, true));
+    let plan = e.plan();
+    assert!(plan.more && plan.assignments_changed);
+    let rels: Vec<&str> = plan.writes.iter().map(|w| &*w.rel).collect();
+    assert!(rels.iter().all(|r| r.starts_with(&pod(0))), "{rels:?}");
+    for w in &plan.writes {
+        e.written(w, Ok(()));
+    }
+    let shrink = e.plan();
+    assert!(!shrink.more);
+    assert!(shrink.writes.iter().any(|w| &*w.rel == "system.slice"));
+    // A foreign write to it is put right over its reach too.
+    feed(&mut e, &Event::Foreign(0, 1));
+    let before = reached();
+    let fix = e.plan();
+    assert_eq!(reached(), before + 1);
+    assert_eq!(fix.writes.len(), 1, "{:?}", fix.writes);
+}
