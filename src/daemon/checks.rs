@@ -1,0 +1,504 @@
+//! The watchdog's rounds, as the daemon runs them: what to check (the
+//! required paths, stuck tasks, frozen cgroups), reading it in a task of its
+//! own on the I/O threads, and acting on the findings back in the event loop
+//! (repairs, reports, thawing). What is stuck and what to repair is decided
+//! by [`crate::watchdog`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::warn;
+
+use super::{Daemon, chain, release_free_memory};
+use crate::api;
+use crate::cgroup::{self, Hierarchy, Rel, Version};
+use crate::config::Config;
+use crate::io::IoPool;
+use crate::watchdog::{self, Decision, Mount, Repairs, Stuck};
+
+/// What the watchdog knows between its checks.
+pub(super) struct Watch {
+    /// The mounted hierarchies, listed at start-up.
+    mounts: Vec<Mount>,
+    /// Every path that can be required (each driver's, present or not): a
+    /// removal at or above one starts a check.
+    may_require: Vec<String>,
+    pub(super) repairs: Repairs,
+    dstate: Stuck<(u32, u32, u64)>,
+    pub(super) stuck_tasks: Vec<api::StuckTask>,
+    frozen: Stuck<Rel>,
+    pub(super) frozen_cgroups: Vec<api::Frozen>,
+    rounds: Rounds,
+    tx: tokio::sync::mpsc::Sender<(u64, Findings)>,
+    pub(super) rx: tokio::sync::mpsc::Receiver<(u64, Findings)>,
+}
+
+impl Watch {
+    /// The watchdog of the hierarchies `mounts`, not yet configured.
+    pub(super) fn new(mounts: Vec<Mount>) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        Watch {
+            mounts,
+            may_require: Vec::new(),
+            repairs: Repairs::new(false, Duration::ZERO),
+            dstate: Stuck::new(Duration::MAX),
+            stuck_tasks: Vec::new(),
+            frozen: Stuck::new(Duration::MAX),
+            frozen_cgroups: Vec::new(),
+            rounds: Rounds::default(),
+            tx,
+            rx,
+        }
+    }
+
+    /// Takes the configuration's required paths, repairs and thresholds. A
+    /// round running now checked what the old configuration required: its
+    /// findings are dropped when it ends.
+    pub(super) fn configure(&mut self, cfg: &Config) {
+        self.may_require = watchdog::required(&cfg.managed, &cfg.required_paths, |_| true);
+        self.repairs.configure(cfg.repair, cfg.repair_cooldown);
+        self.dstate.set_threshold(cfg.dstate_threshold);
+        self.frozen.set_threshold(cfg.frozen_threshold);
+        self.rounds.generation += 1;
+    }
+}
+
+/// When rounds of checks run: one at a time; one asked for meanwhile runs
+/// after it; a round that began before a reload reports nothing.
+#[derive(Debug, Default)]
+struct Rounds {
+    running: bool,
+    /// Another round was asked for meanwhile (`true`: paths only).
+    again: Option<bool>,
+    /// Bumped by a reload.
+    generation: u64,
+}
+
+impl Rounds {
+    /// Asks for a round (`paths_only`: the required paths alone). Returns
+    /// the generation to start it in now, or `None` when one is running:
+    /// then it follows that one, checking everything if either asked so.
+    fn ask(&mut self, paths_only: bool) -> Option<u64> {
+        if self.running {
+            self.again = Some(self.again.unwrap_or(true) && paths_only);
+            return None;
+        }
+        self.running = true;
+        Some(self.generation)
+    }
+
+    /// The round started in `generation` ended: whether its findings still
+    /// count, and the round to start next, if one was asked for.
+    fn ended(&mut self, generation: u64) -> (bool, Option<bool>) {
+        self.running = false;
+        (generation == self.generation, self.again.take())
+    }
+}
+
+/// Freezer files read per batch by a round of checks.
+const FREEZER_CHUNK: usize = 512;
+
+impl Daemon {
+    /// Whether the watchdog holds what happens in cgroup `rel` (tasks in D
+    /// state, a freeze) against the node's health: the managed subtrees and
+    /// the exclusive workloads, which the operator asked to be watched. Not
+    /// the shared cgroups: in `user.slice` anyone can put a task of their own
+    /// in D state (a `vfork` parent) or freeze a cgroup delegated to them.
+    fn watched(&self, rel: &str) -> bool {
+        self.scope().managed(rel) || self.engine.is_exclusive(rel)
+    }
+
+    /// A cgroup directory `rel` was removed: if a required path was at or
+    /// below it, the watchdog checks the paths before the next event.
+    pub(super) fn note_removed(&mut self, rel: &str) {
+        if self
+            .dog
+            .may_require
+            .iter()
+            .any(|r| cgroup::is_within(r, rel))
+        {
+            self.start_checks(true);
+        }
+    }
+
+    /// Starts a round of the watchdog's checks (required paths and, unless
+    /// `paths_only`, stuck tasks and frozen cgroups). Its reads run in a task
+    /// of their own, so events keep being handled meanwhile; the findings come
+    /// back to the event loop ([`Self::checked`]). One round at a time: a
+    /// request while one runs is remembered and started after it.
+    pub(super) fn start_checks(&mut self, paths_only: bool) {
+        let Some(generation) = self.dog.rounds.ask(paths_only) else {
+            return;
+        };
+        let input = self.check_input(paths_only);
+        let tx = self.dog.tx.clone();
+        tokio::spawn(async move {
+            let _ = tx.send((generation, gather(input).await)).await;
+        });
+    }
+
+    /// A round of checks started in `generation` ended with `found`.
+    pub(super) async fn checked(&mut self, generation: u64, found: Findings) {
+        let (current, next) = self.dog.rounds.ended(generation);
+        if current {
+            self.act(found).await;
+        }
+        if let Some(paths_only) = next {
+            self.start_checks(paths_only);
+        }
+    }
+
+    /// What a round of checks needs to know, copied off the daemon.
+    pub(super) fn check_input(&self, paths_only: bool) -> CheckInput {
+        let has_freezer = self.hier.version == Version::V2
+            || self
+                .dog
+                .mounts
+                .iter()
+                .any(|m| m.kind == watchdog::MountKind::V1Freezer);
+        // Workloads are the cgroups without children: those a runtime freezes.
+        let freezer = (!paths_only && has_freezer).then(|| {
+            self.engine
+                .known()
+                .filter(|rel| !self.engine.is_structural(rel) && self.watched(rel))
+                .cloned()
+                .collect()
+        });
+        CheckInput {
+            pool: self.pool.clone(),
+            mounts: self.dog.mounts.clone(),
+            managed: self.cfg.managed.clone(),
+            required_paths: self.cfg.required_paths.clone(),
+            proc_root: (!paths_only).then(|| self.cfg.proc_root.clone()),
+            hier: self.hier.clone(),
+            freezer,
+        }
+    }
+
+    /// Acts on a round's findings: repairs missing paths (or reports them),
+    /// reports tasks and cgroups stuck past their thresholds, thaws with
+    /// `thaw_frozen`; then the status.
+    pub(super) async fn act(&mut self, found: Findings) {
+        self.act_on_paths(found.missing).await;
+        if let Some(sleepers) = found.sleepers {
+            self.act_on_sleepers(sleepers);
+        }
+        if let Some(frozen) = found.frozen {
+            self.act_on_frozen(frozen).await;
+        }
+        // A round over every workload allocates about as much as a reconcile.
+        release_free_memory();
+        self.notify_status(false);
+        self.socket.dirty = true;
+    }
+
+    async fn act_on_paths(&mut self, missing_now: Vec<(PathBuf, Option<String>)>) {
+        let now = Instant::now();
+        let mut missing = Vec::new();
+        for (path, unreadable) in missing_now {
+            if let Some(e) = unreadable {
+                missing.push(api::MissingPath {
+                    path,
+                    problem: format!("cannot check: {e}"),
+                });
+                continue;
+            }
+            let Some(mount) = self
+                .dog
+                .mounts
+                .iter()
+                .find(|m| path.starts_with(&m.dir))
+                .cloned()
+            else {
+                continue;
+            };
+            let rel = path
+                .strip_prefix(&mount.dir)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
+            match self.dog.repairs.decide(&path, now) {
+                Decision::Leave(why) => {
+                    // Once per path, not at every check.
+                    if !self.dog.repairs.missing.iter().any(|m| m.path == path) {
+                        warn!(path = %path.display(), "required cgroup path missing: {why}");
+                    }
+                    missing.push(api::MissingPath { path, problem: why });
+                }
+                Decision::Repair => {
+                    let result = self
+                        .pool
+                        .run_op("repair", &path, move |fs| {
+                            watchdog::repair(fs, &mount, &rel)
+                        })
+                        .await;
+                    self.dog.repairs.attempted(&path, now, result.is_ok());
+                    match result {
+                        Ok(repaired) => {
+                            warn!(path = %path.display(), created = ?repaired.created, repairs = self.dog.repairs.count, "required cgroup path was missing; repaired");
+                            self.socket.metrics.repairs.inc();
+                            self.socket.events.push(api::EventKind::Repair {
+                                path,
+                                created: repaired.created,
+                            });
+                        }
+                        Err(e) => {
+                            let why = format!("repair failed: {}", chain(&e));
+                            warn!(path = %path.display(), "required cgroup path missing: {why}");
+                            missing.push(api::MissingPath { path, problem: why });
+                        }
+                    }
+                }
+            }
+        }
+        self.dog.repairs.missing = missing;
+    }
+
+    /// Tasks of the managed cgroups in D state longer than `dstate_threshold`.
+    fn act_on_sleepers(&mut self, sleepers: Vec<watchdog::Sleeper>) {
+        let mut seen = Vec::new();
+        let mut info = BTreeMap::new();
+        for watchdog::Sleeper {
+            stat,
+            cgroup,
+            wchan,
+            uid,
+        } in sleepers
+        {
+            let Some(cgroup) = cgroup else { continue };
+            if !self.watched(&cgroup) {
+                continue;
+            }
+            let key = (stat.pid, stat.tid, stat.start);
+            seen.push(key);
+            info.insert(key, (stat.comm, cgroup, wchan, uid));
+        }
+        let mut stuck = Vec::new();
+        for (key, long) in self.dog.dstate.update(Instant::now(), seen) {
+            let Some((comm, cgroup, wchan, uid)) = info.remove(&key) else {
+                continue;
+            };
+            stuck.push(api::StuckTask {
+                pid: key.0,
+                tid: key.1,
+                comm,
+                cgroup,
+                wchan,
+                uid,
+                secs: long.as_secs(),
+            });
+        }
+        for t in &stuck {
+            if !self
+                .dog
+                .stuck_tasks
+                .iter()
+                .any(|o| (o.pid, o.tid) == (t.pid, t.tid))
+            {
+                warn!(pid = t.pid, tid = t.tid, uid = ?t.uid, comm = %t.comm, cgroup = %t.cgroup, wchan = ?t.wchan, secs = t.secs, "task stuck in uninterruptible sleep (D state)");
+            }
+        }
+        self.dog.stuck_tasks = stuck;
+    }
+
+    /// Cgroups frozen longer than `frozen_threshold`; thawed with `thaw_frozen`.
+    async fn act_on_frozen(&mut self, frozen: Vec<(Rel, Option<u32>)>) {
+        let mut out = Vec::new();
+        let owners: BTreeMap<Rel, Option<u32>> = frozen.iter().cloned().collect();
+        let frozen: Vec<Rel> = frozen.into_iter().map(|(rel, _)| rel).collect();
+        for (rel, long) in self.dog.frozen.update(Instant::now(), frozen) {
+            let owner = owners.get(&rel).copied().flatten();
+            let mut thawed = false;
+            if self.cfg.thaw_frozen {
+                let path = self.hier.freezer_file(&rel);
+                match self.pool.write(&path, self.hier.thaw_value()).await {
+                    Ok(()) => {
+                        warn!(cgroup = %rel, secs = long.as_secs(), "cgroup was frozen too long; thawed");
+                        thawed = true;
+                    }
+                    Err(e) => {
+                        warn!(cgroup = %rel, error = %chain(&e), "cannot thaw a cgroup frozen too long")
+                    }
+                }
+            } else if !self.dog.frozen_cgroups.iter().any(|f| *f.cgroup == *rel) {
+                warn!(cgroup = %rel, owner = ?owner, secs = long.as_secs(), "cgroup frozen longer than frozen_threshold");
+            }
+            out.push(api::Frozen {
+                cgroup: rel.to_string(),
+                owner,
+                secs: long.as_secs(),
+                thawed,
+            });
+        }
+        self.dog.frozen_cgroups = out;
+    }
+}
+
+/// What a round of the watchdog's checks reads with.
+pub(super) struct CheckInput {
+    pool: IoPool,
+    mounts: Vec<Mount>,
+    managed: Vec<String>,
+    required_paths: Vec<String>,
+    /// `None`: no stuck-task check this round.
+    proc_root: Option<PathBuf>,
+    hier: Arc<Hierarchy>,
+    /// The workloads whose freezer to read; `None`: no frozen check this round.
+    freezer: Option<Vec<Rel>>,
+}
+
+/// What a round of the watchdog's checks found.
+pub(super) struct Findings {
+    /// Required paths missing, or (with the error) that could not be checked.
+    missing: Vec<(PathBuf, Option<String>)>,
+    /// Tasks in D state, if the round looked.
+    sleepers: Option<Vec<watchdog::Sleeper>>,
+    /// Frozen cgroups, if the round looked.
+    frozen: Option<Vec<(Rel, Option<u32>)>>,
+}
+
+/// The reads of one round of checks, every one a timed I/O call of its own
+/// (batched): a `/proc` file of a stuck task can hang as well.
+pub(super) async fn gather(input: CheckInput) -> Findings {
+    let CheckInput {
+        pool,
+        mounts,
+        managed,
+        required_paths,
+        proc_root,
+        hier,
+        freezer,
+    } = input;
+    let version = hier.version;
+    // Which managed kubepods roots exist anywhere: that tells the driver.
+    let probes: Vec<(PathBuf, String)> = mounts
+        .iter()
+        .flat_map(|m| managed.iter().map(|root| (m.dir.join(root), root.clone())))
+        .collect();
+    let items = probes.iter().map(|(p, _)| (p.clone(), ())).collect();
+    let present = pool
+        .run_batch("stat", items, |fs, path, _| fs.exists(path))
+        .await;
+    let present: Vec<&String> = probes
+        .iter()
+        .zip(&present)
+        .filter(|(_, r)| matches!(r, Ok(true)))
+        .map(|((_, root), _)| root)
+        .collect();
+    let required = watchdog::required(&managed, &required_paths, |r| {
+        present.iter().any(|p| p.as_str() == r)
+    });
+    let wanted: Vec<PathBuf> = mounts
+        .iter()
+        .flat_map(|m| required.iter().map(|rel| m.dir.join(rel)))
+        .collect();
+    let items = wanted.iter().map(|p| (p.clone(), ())).collect();
+    let exists = pool
+        .run_batch("stat", items, |fs, path, _| fs.exists(path))
+        .await;
+    let missing = wanted
+        .into_iter()
+        .zip(exists)
+        .filter_map(|(path, r)| match r {
+            Ok(true) => None,
+            Ok(false) => Some((path, None)),
+            Err(e) => Some((path, Some(chain(&e)))),
+        })
+        .collect();
+
+    let sleepers = match proc_root {
+        None => None,
+        Some(proc_root) => {
+            let root = proc_root.clone();
+            match pool
+                .run_op("list", &proc_root, move |fs| watchdog::list_pids(fs, &root))
+                .await
+            {
+                Ok(pids) => {
+                    let items: Vec<(PathBuf, u32)> = pids
+                        .into_iter()
+                        .map(|pid| (proc_root.join(pid.to_string()), pid))
+                        .collect();
+                    let root = proc_root.clone();
+                    let read = pool
+                        .run_batch("read", items, move |fs, _, pid| {
+                            watchdog::read_dstate(fs, &root, *pid, version)
+                        })
+                        .await;
+                    Some(read.into_iter().flatten().flatten().collect())
+                }
+                Err(e) => {
+                    warn!(error = %chain(&e), "cannot list processes");
+                    None
+                }
+            }
+        }
+    };
+
+    // In chunks: the paths of every workload's freezer at once would be the
+    // daemon's biggest allocation.
+    let frozen = match freezer {
+        None => None,
+        Some(rels) => {
+            let mut frozen = Vec::new();
+            for chunk in rels.chunks(FREEZER_CHUNK) {
+                let items = chunk
+                    .iter()
+                    .map(|rel| (hier.freezer_file(rel), ()))
+                    .collect();
+                // A frozen one with its owner: whose it is, for the report.
+                let read = pool
+                    .run_batch("read", items, |fs, path, _| match fs.read(path) {
+                        Ok(t) if watchdog::is_frozen(&t) => {
+                            let dir = path.parent().unwrap_or(path);
+                            Ok(Some(fs.owner(dir).ok().map(|o| o.uid)))
+                        }
+                        Ok(_) => Ok(None),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                        Err(e) => Err(e),
+                    })
+                    .await;
+                frozen.extend(chunk.iter().zip(read).filter_map(|(rel, r)| match r {
+                    Ok(Some(owner)) => Some((rel.clone(), owner)),
+                    _ => None,
+                }));
+            }
+            Some(frozen)
+        }
+    };
+    Findings {
+        missing,
+        sleepers,
+        frozen,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_round_at_a_time_and_what_was_asked_meanwhile_follows_it() {
+        let mut r = Rounds::default();
+        assert_eq!(r.ask(true), Some(0), "the first starts at once");
+        assert_eq!(r.ask(true), None, "waits for the running one");
+        assert_eq!(r.ask(false), None);
+        assert_eq!(r.ask(true), None);
+        // Paths only, then everything, then paths only: everything follows.
+        assert_eq!(r.ended(0), (true, Some(false)));
+        assert_eq!(r.ask(false), Some(0));
+        assert_eq!(r.ended(0), (true, None), "nothing more was asked");
+    }
+
+    #[test]
+    fn a_round_begun_before_a_reload_reports_nothing() {
+        let mut r = Rounds::default();
+        let started = r.ask(false).unwrap();
+        r.generation += 1; // what `Watch::configure` does
+        assert_eq!(r.ended(started), (false, None));
+        assert_eq!(r.ask(true), Some(1));
+        assert_eq!(r.ended(1), (true, None));
+    }
+}

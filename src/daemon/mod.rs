@@ -1,0 +1,361 @@
+//! pinctld: the event loop that turns cgroup events into exclusive CPUs.
+//!
+//! One loop in the rust-analyzer shape: [`Event`] names every trigger,
+//! `next_event` holds the one `select!`, `handle_event` acts on one. A turn
+//! that changes what the [`Engine`] knows asks it for a plan, performs the
+//! writes in the plan's order through the I/O threads, reads effective sets
+//! back, and saves the state when assignments changed.
+//!
+//! Every read and write of cgroupfs and sysfs goes through [`IoPool`]: the loop
+//! itself never waits on a kernel file, so a hung cgroup degrades only the
+//! workloads behind it. A failure in one cgroup is logged with its path and
+//! errno, kept as that cgroup's status and retried by the next plan; it never
+//! stops the daemon. Only start-up errors are fatal.
+//!
+//! The rooms: `startup` (from a configuration to a daemon), `configure`
+//! (one projection of the configuration, at start-up and reload), `sync`
+//! (the engine in step with the tree), `apply` (plans made real), `checks`
+//! (the watchdog's rounds), `report` (status, health, `STATUS=`), `notify`
+//! (sd-notify).
+
+mod apply;
+mod checks;
+mod configure;
+mod notify;
+mod report;
+mod startup;
+mod sync;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tracing::{info, warn};
+
+use crate::api;
+use crate::cgroup::{Hierarchy, Rel, Version};
+use crate::config::{Config, LogLevel};
+use crate::engine::Engine;
+use crate::io::IoPool;
+use crate::server;
+use crate::state::{StateFile, StateLock};
+use crate::watch::{Change, Watcher};
+use checks::{Findings, Watch};
+use notify::{Note, Notifier};
+use report::{Loads, Socket};
+
+/// The running daemon.
+pub struct Daemon {
+    /// Held while the daemon lives: one daemon per state file.
+    _lock: StateLock,
+    /// Why the last save of the state file failed, while it does.
+    state_error: Option<String>,
+    /// Cgroups whose inotify watch could not be added (`max_user_watches`
+    /// reached): while there are any, the daemon reconciles every
+    /// [`api::UNWATCHED_RECONCILE_SECS`] seconds, and each reconcile tries
+    /// to watch them again.
+    unwatched: BTreeSet<Rel>,
+    cfg: Arc<Config>,
+    pool: IoPool,
+    hier: Arc<Hierarchy>,
+    /// The model and its decisions; its settings hold the scope.
+    engine: Engine,
+    state: StateFile,
+    watcher: Watcher,
+    /// In v1 the CPU limits live in the cpu controller's own tree: a second
+    /// watcher mirrors it so that a limit written after the cpuset directory
+    /// appeared (runc's order) is seen at once.
+    cpu_watcher: Option<Watcher>,
+    ready: bool,
+    last_status: String,
+    notifier: Notifier,
+    /// The watchdog's findings and memory.
+    dog: Watch,
+    /// `WATCHDOG=1` every this long, when systemd asked for it.
+    ping_every: Option<Duration>,
+    last_ping: Instant,
+    /// Test hook (`PINCTL_TEST_WEDGE`): SIGUSR2 wedges the event loop.
+    wedge_on_usr2: bool,
+    /// What the status socket serves: the loop publishes, the server reads.
+    socket: Socket,
+    /// Cgroups a reload took out of the subtrees. The next reconcile gives
+    /// back what the daemon pinned there (as for an opt-out), then they are
+    /// forgotten; what they have then stays as it is.
+    leaving: Vec<Rel>,
+    /// The last plan gave new workloads their CPUs first: the rest of it
+    /// (the shared pool) is planned next ([`Event::PlanRest`]).
+    plan_rest: bool,
+    /// The configuration file read again on SIGHUP ([`Self::reload_from`]).
+    config_path: Option<PathBuf>,
+    /// How the configuration was last read.
+    loaded: Loads,
+    /// Applies a reloaded `log_level` ([`Self::on_log_level`]).
+    log_level_hook: Option<Box<dyn Fn(LogLevel)>>,
+}
+
+/// Everything the event loop acts on.
+enum Event {
+    /// Changes in the cpuset tree (the one tree of v2).
+    Cgroups(std::io::Result<Vec<Change>>),
+    /// Changes in the v1 cpu controller's tree (CPU limits).
+    CpuTree(std::io::Result<Vec<Change>>),
+    /// The periodic full reconcile (`reconcile_interval`).
+    Reconcile,
+    /// Some cgroups are unwatched: a reconcile finds what they missed.
+    Unwatched,
+    /// The rest of the last plan is due.
+    PlanRest,
+    /// systemd's watchdog wants to hear from us.
+    Ping,
+    /// The status socket's snapshot is stale.
+    Publish,
+    /// A round of the watchdog's checks is due (`watchdog_interval`).
+    ChecksDue,
+    /// A round of checks ended, with the generation it was started in.
+    Checked(u64, Findings),
+    /// SIGHUP: read the configuration again.
+    Reload,
+    /// SIGUSR2, with the test hook on.
+    Wedge,
+    /// SIGTERM or SIGINT.
+    Stop,
+}
+
+/// The loop's timers, made in one place from the configuration.
+struct Timers {
+    reconcile: tokio::time::Interval,
+    checks: tokio::time::Interval,
+    unwatched: tokio::time::Interval,
+    ping: tokio::time::Interval,
+    publish: tokio::time::Interval,
+    /// The intervals they were made with.
+    periods: (Duration, Duration),
+}
+
+impl Timers {
+    fn new(cfg: &Config, ping_every: Option<Duration>) -> Self {
+        // The status socket's snapshot follows at most this late.
+        let mut publish = tokio::time::interval(report::PUBLISH_EVERY);
+        publish.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Timers {
+            reconcile: every(cfg.reconcile_interval),
+            checks: every(cfg.watchdog_interval),
+            unwatched: every(Duration::from_secs(api::UNWATCHED_RECONCILE_SECS)),
+            ping: tokio::time::interval(ping_every.unwrap_or(Duration::from_secs(3600))),
+            publish,
+            periods: (cfg.reconcile_interval, cfg.watchdog_interval),
+        }
+    }
+
+    /// After a reload: the timers whose interval changed start afresh.
+    fn follow(&mut self, cfg: &Config) {
+        if self.periods.0 != cfg.reconcile_interval {
+            self.reconcile = every(cfg.reconcile_interval);
+        }
+        if self.periods.1 != cfg.watchdog_interval {
+            self.checks = every(cfg.watchdog_interval);
+        }
+        self.periods = (cfg.reconcile_interval, cfg.watchdog_interval);
+    }
+}
+
+/// The signals the loop handles, installed before anything else: until a
+/// handler exists, SIGHUP and SIGTERM would end the process (`systemctl
+/// start` then `reload` at once). A signal that comes during start-up waits
+/// for the loop.
+struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+    usr2: Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+            usr2: signal(SignalKind::user_defined2())?,
+        })
+    }
+}
+
+/// A timer that first fires one `period` from now and, when the loop was
+/// busy, waits a whole period after the late tick.
+fn every(period: Duration) -> tokio::time::Interval {
+    let mut t = tokio::time::interval(period);
+    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    t.reset();
+    t
+}
+
+impl Daemon {
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// SIGHUP reads the configuration again from `path` and applies what
+    /// changed ([`Config::reload`]); without it, SIGHUP only reconciles.
+    pub fn reload_from(&mut self, path: PathBuf) {
+        self.config_path = Some(path);
+    }
+
+    /// `hook` changes the log level when a reload changes `log_level`.
+    pub fn on_log_level(&mut self, hook: impl Fn(LogLevel) + 'static) {
+        self.log_level_hook = Some(Box::new(hook));
+    }
+
+    /// Test hook: SIGUSR2 makes the event loop block its thread for good, as a
+    /// wedged loop would, so tests can see the `WATCHDOG=1` pings stop.
+    pub fn wedge_on_sigusr2(&mut self, on: bool) {
+        self.wedge_on_usr2 = on;
+    }
+
+    /// Runs until SIGTERM or SIGINT.
+    pub async fn run(mut self) -> Result<()> {
+        let started = Instant::now();
+        let mut signals = Signals::install()?;
+        if self.hier.version == Version::V2 {
+            self.enable_cpuset_controller().await;
+        }
+        let listener = server::bind(&self.cfg.socket).context("cannot set up the status socket")?;
+        info!(socket = %self.cfg.socket.display(), "serving the status socket");
+        let server = server::serve(
+            listener,
+            self.socket.snapshot.subscribe(),
+            self.socket.events.clone(),
+            self.socket.metrics.clone(),
+            self.pool.clone(),
+        );
+        self.ping_every = notify::watchdog_period();
+        // Required paths first: a repaired kubepods tree is then scanned too.
+        let found = checks::gather(self.check_input(true)).await;
+        self.act(found).await;
+        self.reconcile(false).await;
+        self.engine.end_startup();
+        self.ready = true;
+        info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "first reconcile done"
+        );
+        self.notify_status(true);
+        self.publish();
+
+        let mut timers = Timers::new(&self.cfg, self.ping_every);
+        loop {
+            self.beat();
+            let event = self.next_event(&mut timers, &mut signals).await;
+            if !self.handle_event(event, &mut timers).await {
+                break;
+            }
+        }
+        info!("stopping");
+        self.notifier.send(Note::Stopping);
+        server.abort();
+        let _ = std::fs::remove_file(&self.cfg.socket);
+        self.save_state().await;
+        self.pool.shutdown();
+        Ok(())
+    }
+
+    /// Waits for the next thing to act on: the loop's one `select!`.
+    async fn next_event(&mut self, timers: &mut Timers, signals: &mut Signals) -> Event {
+        let cpu_tree = async {
+            match self.cpu_watcher.as_mut() {
+                Some(w) => w.next().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changes = self.watcher.next() => Event::Cgroups(changes),
+            changes = cpu_tree => Event::CpuTree(changes),
+            _ = std::future::ready(()), if self.plan_rest => Event::PlanRest,
+            _ = timers.reconcile.tick() => Event::Reconcile,
+            _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
+            _ = timers.ping.tick(), if self.ping_every.is_some() => Event::Ping,
+            _ = timers.publish.tick(), if self.socket.dirty => Event::Publish,
+            _ = timers.checks.tick() => Event::ChecksDue,
+            Some((generation, found)) = self.dog.rx.recv() => Event::Checked(generation, found),
+            _ = signals.usr2.recv(), if self.wedge_on_usr2 => Event::Wedge,
+            _ = signals.hup.recv() => Event::Reload,
+            _ = signals.term.recv() => Event::Stop,
+            _ = signals.int.recv() => Event::Stop,
+        }
+    }
+
+    /// Acts on one event; `false` ends the loop.
+    async fn handle_event(&mut self, event: Event, timers: &mut Timers) -> bool {
+        match event {
+            Event::Cgroups(Ok(changes)) => self.handle(changes).await,
+            Event::CpuTree(Ok(changes)) => self.handle_cpu_tree(changes).await,
+            Event::Cgroups(Err(e)) | Event::CpuTree(Err(e)) => {
+                warn!(error = %e, "inotify read failed; full reconcile");
+                self.reconcile(true).await;
+            }
+            Event::Reconcile => self.reconcile(true).await,
+            Event::Unwatched => self.reconcile(false).await,
+            Event::PlanRest => self.apply().await,
+            Event::Ping => self.beat(),
+            Event::Publish => self.publish(),
+            Event::ChecksDue => self.start_checks(false),
+            Event::Checked(generation, found) => self.checked(generation, found).await,
+            Event::Reload => {
+                info!("SIGHUP: reloading the configuration, then a full reconcile");
+                self.reload().await;
+                timers.follow(&self.cfg);
+                self.reconcile(true).await;
+            }
+            Event::Wedge => {
+                warn!("test hook: SIGUSR2 wedges the event loop");
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
+            Event::Stop => return false,
+        }
+        true
+    }
+
+    /// Tells systemd "alive" when a ping is due. Called from the event loop
+    /// and from inside long steps (a scan, a run of writes) as they progress,
+    /// never from anywhere else: a wedged loop stops the pings.
+    fn beat(&mut self) {
+        if let Some(every) = self.ping_every
+            && self.last_ping.elapsed() >= every
+        {
+            self.notifier.send(Note::Watchdog);
+            self.last_ping = Instant::now();
+        }
+    }
+}
+
+/// An error and its causes, `: `-separated (what anyhow's `{:#}` prints):
+/// the `IoError`s keep the errno and the file in their source.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
+/// Gives the memory freed after a full reconcile (or a round of watchdog
+/// checks) back to the system. A reconcile of tens of thousands of cgroups
+/// allocates about as much again as the daemon keeps (readings, sets of
+/// paths, the plan); glibc keeps freed memory in its heap, so without this
+/// the daemon's resident size would stay at that peak.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel; it has
+    // no preconditions and is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

@@ -1,0 +1,235 @@
+//! What the daemon says about itself: the status document and its health,
+//! the snapshot the status socket serves, systemd's `STATUS=` line.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::info;
+
+use super::Daemon;
+use super::notify::Note;
+use crate::api;
+use crate::cgroup::Version;
+use crate::cpuset::CpuSet;
+use crate::server;
+use crate::watchdog::{self, Health};
+
+/// How the configuration was last read (for the status).
+#[derive(Debug, Default)]
+pub(super) struct Loads {
+    /// Seconds since the Unix epoch.
+    pub(super) at: u64,
+    /// Keys the file changes that wait for a restart.
+    pub(super) restart_pending: Vec<String>,
+    /// Why the last reload failed.
+    pub(super) error: Option<String>,
+}
+
+/// The loop's side of the status socket.
+pub(super) struct Socket {
+    pub(super) snapshot: tokio::sync::watch::Sender<Arc<server::Snapshot>>,
+    pub(super) events: Arc<server::Events>,
+    pub(super) metrics: Arc<server::Metrics>,
+    /// Something changed since the last snapshot.
+    pub(super) dirty: bool,
+    /// The topology in the API's form; `None` after the topology changed.
+    pub(super) topology: Option<crate::topology::TopologyFile>,
+    pub(super) started: u64,
+    pub(super) reconciles: u64,
+    pub(super) last_reconcile_ms: u64,
+}
+
+/// How stale the status socket's snapshot may be.
+pub(super) const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+
+impl Socket {
+    pub(super) fn new() -> Self {
+        Socket {
+            snapshot: tokio::sync::watch::Sender::new(Arc::new(server::Snapshot {
+                status: empty_status(),
+                facts: watchdog::Facts::default(),
+            })),
+            events: Arc::new(server::Events::default()),
+            metrics: Arc::new(server::Metrics::new()),
+            dirty: true,
+            topology: None,
+            started: api::unix_secs(),
+            reconciles: 0,
+            last_reconcile_ms: 0,
+        }
+    }
+}
+
+impl Daemon {
+    /// The daemon's health, judged on what it knows now.
+    pub fn health(&self) -> Health {
+        watchdog::assess(&self.facts())
+    }
+
+    /// The facts health is judged on.
+    pub(super) fn facts(&self) -> watchdog::Facts {
+        let stats = self.pool.stats();
+        watchdog::Facts {
+            io_threads: stats.threads,
+            hung_paths: self.pool.hung().len(),
+            dstate_tasks: self.dog.stuck_tasks.len(),
+            frozen_cgroups: self.dog.frozen_cgroups.iter().filter(|f| !f.thawed).count(),
+            failing_cgroups: self.engine.failing_count(),
+            missing_paths: self.dog.repairs.missing.len(),
+            unwatched_cgroups: self.unwatched.len(),
+            state_unsaved: self.state_error.is_some(),
+        }
+    }
+
+    /// Publishes a new snapshot for the status socket.
+    pub(super) fn publish(&mut self) {
+        let facts = self.facts();
+        let status = self.status(&facts);
+        self.socket.metrics.set_from(&status);
+        self.socket
+            .snapshot
+            .send_replace(Arc::new(server::Snapshot { status, facts }));
+        self.socket.dirty = false;
+    }
+
+    /// The status document, its health judged on `facts`.
+    pub fn status(&mut self, facts: &watchdog::Facts) -> api::Status {
+        let topo = self.engine.topology();
+        let topology = self
+            .socket
+            .topology
+            .get_or_insert_with(|| topo.to_file())
+            .clone();
+        let workloads = self.engine.status_workloads();
+        let failing = self.engine.failing();
+        let health = watchdog::assess(facts);
+        let metrics = &self.socket.metrics;
+        api::Status {
+            schema: api::SCHEMA,
+            daemon: api::Daemon {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                pid: std::process::id(),
+                started: self.socket.started,
+                ready: self.ready,
+                summary: self.summary(&health),
+            },
+            health: server::health_doc(&health),
+            hierarchy: match self.hier.version {
+                Version::V1 => "v1",
+                Version::V2 => "v2",
+            }
+            .to_string(),
+            hybrid: self.hier.hybrid,
+            topology,
+            online: topo.online().clone(),
+            reserved: self.engine.reserved().clone(),
+            shared_pool: self.engine.shared_pool(),
+            workloads,
+            failing,
+            watchdog: api::Watchdog {
+                hung_paths: Vec::new(),
+                stuck_tasks: self.dog.stuck_tasks.clone(),
+                frozen: self.dog.frozen_cgroups.clone(),
+                missing_paths: self.dog.repairs.missing.clone(),
+                repairs: self.dog.repairs.count,
+                unwatched_cgroups: self.unwatched.len() as u64,
+                state_error: self.state_error.clone(),
+            },
+            counters: api::Counters {
+                reconciles: self.socket.reconciles,
+                last_reconcile_ms: self.socket.last_reconcile_ms,
+                writes: metrics.writes.get(),
+                write_errors: metrics.write_errors.get(),
+                repairs: self.dog.repairs.count,
+                cgroups: self.engine.len() as u64,
+            },
+            config: api::RunningConfig {
+                file: self.config_path.clone(),
+                loaded: self.loaded.at,
+                restart_pending: self.loaded.restart_pending.clone(),
+                reload_error: self.loaded.error.clone(),
+                ..api::RunningConfig::of(&self.cfg)
+            },
+        }
+    }
+
+    /// One line for systemd's `STATUS=` and the log.
+    pub fn summary(&self, health: &Health) -> String {
+        let workloads = self.engine.workloads();
+        let pinned: Vec<_> = workloads.values().filter(|w| w.cpus.is_some()).collect();
+        let exclusive: usize = pinned
+            .iter()
+            .filter_map(|w| w.cpus.as_ref())
+            .map(|c| c.len())
+            .sum();
+        let pending = workloads.values().filter(|w| w.pending.is_some()).count();
+        let mut s = format!(
+            "{} exclusive workloads on {} CPUs, {} pending, shared pool {} CPUs",
+            pinned.len(),
+            exclusive,
+            pending,
+            self.engine.shared_pool().len()
+        );
+        if health.state != watchdog::HealthState::Healthy {
+            s.push_str(&format!("; {health}"));
+        }
+        if self.dog.repairs.count > 0 {
+            s.push_str(&format!("; {} repairs", self.dog.repairs.count));
+        }
+        s
+    }
+
+    pub(super) fn notify_status(&mut self, ready: bool) {
+        let status = self.summary(&self.health());
+        if status == self.last_status && !ready {
+            return;
+        }
+        self.notifier.send(Note::Status(status.clone(), ready));
+        info!(status = %status, ready = self.ready);
+        self.last_status = status;
+    }
+
+    pub(super) fn count_reload(&self, result: &str) {
+        self.socket
+            .metrics
+            .config_reloads
+            .get_or_create(&server::ResultLabel {
+                result: result.into(),
+            })
+            .inc();
+    }
+}
+
+/// The status before the first snapshot (never served: the first one is
+/// published before the socket is read).
+fn empty_status() -> api::Status {
+    api::Status {
+        schema: api::SCHEMA,
+        daemon: api::Daemon {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            started: 0,
+            ready: false,
+            summary: "starting".into(),
+        },
+        health: api::Health {
+            state: "healthy".into(),
+            reasons: Vec::new(),
+        },
+        hierarchy: String::new(),
+        hybrid: false,
+        topology: crate::topology::TopologyFile {
+            cpus: Vec::new(),
+            isolated: None,
+            offline: None,
+        },
+        online: CpuSet::new(),
+        reserved: CpuSet::new(),
+        shared_pool: CpuSet::new(),
+        workloads: Vec::new(),
+        failing: Vec::new(),
+        watchdog: api::Watchdog::default(),
+        counters: api::Counters::default(),
+        config: api::RunningConfig::default(),
+    }
+}

@@ -1,0 +1,149 @@
+//! Start-up: from a configuration to a daemon ready to run. Errors here are
+//! fatal; everything after is not.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use tracing::{info, warn};
+
+use super::checks::Watch;
+use super::notify::Notifier;
+use super::report::{Loads, Socket};
+use super::sync::read_topology;
+use super::{Daemon, chain};
+use crate::api;
+use crate::cgroup::{Hierarchy, Version};
+use crate::config::Config;
+use crate::cpuset::CpuSet;
+use crate::engine::{Engine, SavedState, Settings};
+use crate::io::{IoConfig, IoPool, RealFs};
+use crate::state::{Loaded, StateFile};
+use crate::watch::Watcher;
+use crate::watchdog;
+
+impl Daemon {
+    /// Start-up: detect the hierarchy, read the topology, load the state hint.
+    /// Errors here are fatal.
+    pub async fn start(cfg: Config) -> Result<Self> {
+        let cfg = Arc::new(cfg);
+        // First of all: a second daemon must change nothing, neither the
+        // state file nor the cgroups, before it finds out it is the second.
+        let state = StateFile::new(&cfg.state_file);
+        let lock = state
+            .lock()
+            .context("cannot take the single-instance lock")?;
+        let pool = IoPool::new(
+            Arc::new(RealFs),
+            IoConfig {
+                timeout: cfg.read_timeout,
+                ..IoConfig::default()
+            },
+        );
+        let root = cfg.cgroup_root.clone();
+        let mode = cfg.hierarchy;
+        let hier = pool
+            .run(&cfg.cgroup_root, move |fs| {
+                Hierarchy::detect(fs, &root, mode)
+                    .map_err(|e| std::io::Error::other(format!("{:#}", anyhow::Error::from(e))))
+            })
+            .await
+            .context("cannot use the cgroup hierarchy")?;
+        info!(
+            version = ?hier.version,
+            hybrid = hier.hybrid,
+            cpuset = %hier.cpuset.display(),
+            "cgroup hierarchy detected"
+        );
+        let topo = read_topology(&pool, &cfg.sysfs_root)
+            .await
+            .context("cannot read the CPU topology")?;
+        let mems_all = pool
+            .read(&hier.mems_file(""))
+            .await
+            .ok()
+            .and_then(|t| t.parse::<CpuSet>().ok())
+            .unwrap_or_default();
+        let reserved = cfg.reserved_cpus.resolve(&topo);
+        let saved = match state.load::<SavedState>() {
+            Ok(Loaded::Fresh(s)) => {
+                info!(path = %state.path().display(), assignments = s.assignments.len(), "state loaded as a hint");
+                Some(s)
+            }
+            Ok(Loaded::Missing) => None,
+            Ok(Loaded::Quarantined { reason, moved_to }) => {
+                warn!(path = %state.path().display(), moved_to = %moved_to.display(), %reason,
+                    "state file unusable; moved aside, rebuilding from the live cgroups");
+                None
+            }
+            Err(e) => {
+                warn!(error = %format!("{:#}", anyhow::Error::from(e)), "cannot read the state file; rebuilding from the live cgroups");
+                None
+            }
+        };
+        info!(
+            cpus = %topo.online(),
+            numa_nodes = topo.numa_nodes().len(),
+            reserved = %reserved,
+            "topology read"
+        );
+        // What is not configuration; the rest comes from `configure`.
+        let settings = Settings {
+            mems_all,
+            empty_inherits: hier.version == Version::V2,
+            ..Settings::default()
+        };
+        let engine = Engine::new(topo, settings, saved);
+        let limit_files = match hier.version {
+            Version::V2 => hier.limit_names().to_vec(),
+            Version::V1 => Vec::new(),
+        };
+        let watcher = Watcher::new(&hier.cpuset, limit_files).context("cannot start inotify")?;
+        let cpu_watcher = match (&hier.version, &hier.cpu) {
+            (Version::V1, Some(cpu)) => Some(
+                Watcher::new(cpu, hier.limit_names().to_vec()).context("cannot start inotify")?,
+            ),
+            _ => None,
+        };
+        let mounts = {
+            let hier = hier.clone();
+            pool.run(&cfg.cgroup_root, move |fs| watchdog::mounts(fs, &hier))
+                .await
+                .unwrap_or_else(|e| {
+                    warn!(error = %chain(&e), "cannot list the cgroup hierarchies; the watchdog checks only the cpuset tree");
+                    Vec::new()
+                })
+        };
+        let mut daemon = Daemon {
+            _lock: lock,
+            state_error: None,
+            unwatched: BTreeSet::new(),
+            cfg: cfg.clone(),
+            pool,
+            hier: Arc::new(hier),
+            engine,
+            state,
+            watcher,
+            cpu_watcher,
+            ready: false,
+            last_status: String::new(),
+            notifier: Notifier::new(),
+            dog: Watch::new(mounts),
+            ping_every: None,
+            last_ping: Instant::now(),
+            wedge_on_usr2: false,
+            socket: Socket::new(),
+            leaving: Vec::new(),
+            plan_rest: false,
+            config_path: None,
+            loaded: Loads {
+                at: api::unix_secs(),
+                ..Loads::default()
+            },
+            log_level_hook: None,
+        };
+        daemon.configure(cfg, reserved);
+        Ok(daemon)
+    }
+}

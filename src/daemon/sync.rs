@@ -1,0 +1,420 @@
+//! Keeping the engine in step with the cgroup tree: scanning subtrees in
+//! batches on the I/O threads, acting on inotify's changes, full
+//! reconciles, and the watches that go with them.
+
+use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Result;
+use tracing::{debug, info, warn};
+
+use super::{Daemon, chain, release_free_memory};
+use crate::api;
+use crate::cgroup::{self, Hierarchy, Rel};
+use crate::config::Config;
+use crate::cpuset::CpuSet;
+use crate::engine::Reading;
+use crate::intent::{self, Bundle};
+use crate::io::{IoError, IoPool};
+use crate::sysfs::Sysfs;
+use crate::topology::Topology;
+use crate::watch::Change;
+
+/// Cgroups read by one job on an I/O thread during a scan.
+const SCAN_BATCH: usize = 128;
+
+/// Scan batches in flight at once: enough to keep every I/O thread busy
+/// while the event loop takes in the last batch's readings.
+const SCAN_BATCHES: usize = 4;
+
+/// Reads the CPU topology on an I/O thread.
+pub(super) async fn read_topology(pool: &IoPool, sysfs_root: &Path) -> Result<Topology> {
+    let root = sysfs_root.to_path_buf();
+    let topo = pool
+        .run(sysfs_root, move |_fs| {
+            Sysfs::new(&root)
+                .topology()
+                .map_err(|e| std::io::Error::other(format!("{:#}", anyhow::Error::from(e))))
+        })
+        .await?;
+    Ok(topo)
+}
+
+/// Reads one cgroup in a job on an I/O thread; see [`intent::read`].
+async fn read_cgroup(
+    pool: IoPool,
+    hier: Arc<Hierarchy>,
+    cfg: Arc<Config>,
+    bundle: Option<Arc<Bundle>>,
+    rel: Rel,
+) -> (Rel, Result<Option<Reading>, IoError>) {
+    let dir: PathBuf = hier.dir(&rel);
+    let r = rel.clone();
+    let result = pool
+        .run(&dir, move |fs| {
+            Ok(intent::read(fs, &hier, &cfg, &r, bundle))
+        })
+        .await;
+    (rel, result)
+}
+
+impl Daemon {
+    /// In v2 the cpuset files of a cgroup exist only if every ancestor enables
+    /// the controller for its children: enable it from the root down to each
+    /// managed subtree.
+    pub(super) async fn enable_cpuset_controller(&mut self) {
+        let mut dirs: BTreeSet<String> = BTreeSet::new();
+        for root in self.scope().roots() {
+            dirs.insert(String::new());
+            let mut p = cgroup::parent(root);
+            while let Some(anc) = p {
+                dirs.insert(anc.to_string());
+                p = cgroup::parent(anc);
+            }
+            dirs.insert(root.to_string());
+        }
+        for rel in dirs {
+            let path = self.hier.subtree_control_file(&rel);
+            let Ok(current) = self.pool.read(&path).await else {
+                continue;
+            };
+            if current.split_whitespace().any(|c| c == "cpuset") {
+                continue;
+            }
+            match self.pool.write(&path, "+cpuset").await {
+                Ok(()) => info!(path = %path.display(), "enabled the cpuset controller"),
+                Err(e) => {
+                    warn!(path = %path.display(), error = %chain(&e), "cannot enable the cpuset controller")
+                }
+            }
+        }
+    }
+
+    /// Reads the cgroups `seeds` and every cgroup below them not seen before,
+    /// in batches of [`SCAN_BATCH`] on the I/O threads ([`IoPool::run_batch`]),
+    /// [`SCAN_BATCHES`] in flight. Each directory is watched before its batch
+    /// lists it, so a child made in between is seen by one or the other. A
+    /// cgroup that is gone is forgotten; one that cannot be read keeps what
+    /// was known of it.
+    pub(super) async fn scan(&mut self, seeds: Vec<Rel>) {
+        let mut queued: HashSet<Rel> = seeds.iter().cloned().collect();
+        let mut pending: VecDeque<Rel> = seeds.into();
+        let mut set = tokio::task::JoinSet::new();
+        loop {
+            while set.len() < SCAN_BATCHES && !pending.is_empty() {
+                let mut rels = Vec::with_capacity(SCAN_BATCH.min(pending.len()));
+                let mut items = Vec::with_capacity(rels.capacity());
+                while rels.len() < SCAN_BATCH
+                    && let Some(rel) = pending.pop_front()
+                {
+                    match self.watcher.watch(&rel) {
+                        Ok(()) => {
+                            if self.unwatched.remove(&rel) && self.unwatched.is_empty() {
+                                info!("every cgroup is watched again");
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                            self.forget(&rel);
+                            continue;
+                        }
+                        Err(e) => {
+                            // Said once per spell, not per cgroup: at the
+                            // limit, every new cgroup fails the same way.
+                            if self.unwatched.is_empty() {
+                                warn!(path = %self.hier.dir(&rel).display(), error = %e,
+                                    every_secs = api::UNWATCHED_RECONCILE_SECS,
+                                    "cannot watch a cgroup (is fs.inotify.max_user_watches reached?); reconciling often until every cgroup is watched");
+                            }
+                            self.unwatched.insert(rel.clone());
+                        }
+                    }
+                    if let Some(cw) = self.cpu_watcher.as_mut() {
+                        // The cpu side may appear later; its parent's watch reports it.
+                        let _ = cw.watch(&rel);
+                    }
+                    items.push((self.hier.dir(&rel), (rel.clone(), self.engine.bundle(&rel))));
+                    rels.push(rel);
+                }
+                let (pool, hier, cfg) = (self.pool.clone(), self.hier.clone(), self.cfg.clone());
+                set.spawn(async move {
+                    let results = pool
+                        .run_batch("read", items, move |fs, _, (rel, bundle)| {
+                            Ok(intent::read(fs, &hier, &cfg, rel, bundle.clone()))
+                        })
+                        .await;
+                    (rels, results)
+                });
+            }
+            let Some(joined) = set.join_next().await else {
+                break;
+            };
+            self.beat();
+            let (rels, results) = match joined {
+                Ok(r) => r,
+                Err(e) => {
+                    warn!(error = %e, "cgroup read task failed");
+                    continue;
+                }
+            };
+            for (rel, result) in rels.into_iter().zip(results) {
+                match result {
+                    Ok(Some(r)) => {
+                        for name in &r.obs.children {
+                            let child = cgroup::child(&rel, name);
+                            if queued.contains(child.as_str()) {
+                                continue;
+                            }
+                            // Below a cgroup a reload took out of the
+                            // subtrees: only the way down to one.
+                            if !self.scope().leads_to(&child) {
+                                continue;
+                            }
+                            let child: Rel = match self.engine.rel(&child) {
+                                Some(known) => known.clone(),
+                                None => child.into(),
+                            };
+                            queued.insert(child.clone());
+                            pending.push_back(child);
+                        }
+                        self.upsert(r);
+                    }
+                    Ok(None) => self.forget(&rel),
+                    // Unreadable (hung, say): keep what we knew.
+                    Err(e) => warn!(error = %chain(&e), "cannot read cgroup"),
+                }
+            }
+        }
+    }
+
+    /// Forgets cgroup `rel` and everything below it (they are gone): the
+    /// engine's entries and the watches of both trees.
+    pub(super) fn forget(&mut self, rel: &str) {
+        if !self.unwatched.is_empty() {
+            self.unwatched.retain(|r| !cgroup::is_within(r, rel));
+        }
+        self.engine.forget(rel);
+        self.watcher.unwatch(rel);
+        if let Some(cw) = self.cpu_watcher.as_mut() {
+            cw.unwatch(rel);
+        }
+    }
+
+    pub(super) fn upsert(&mut self, mut r: Reading) {
+        // A problem is logged when it appears or changes, not at every read:
+        // a bad xattr would otherwise be logged again at every reconcile.
+        if let Some(p) = &r.problem
+            && self.engine.problem(&r.obs.rel) != Some(p.as_str())
+        {
+            warn!(cgroup = %r.obs.rel, problem = %p);
+        }
+        // Only a reload leaves a known cgroup outside the subtrees: whatever
+        // its xattr or bundle asks, it is no longer the daemon's to pin.
+        if !self.scope().holds(&r.obs.rel) {
+            r.intent = None;
+        }
+        self.engine.upsert(r);
+    }
+
+    /// A full reconcile: rescan every subtree, forget what vanished, re-read the
+    /// topology (CPU hot-plug), plan and write.
+    pub(super) async fn reconcile(&mut self, reread_topology: bool) {
+        let started = Instant::now();
+        let online_file = self.cfg.sysfs_root.join("devices/system/cpu/online");
+        // Hot-plug changes the online list: one small read instead of the
+        // whole topology (hundreds of files per socket) when it did not.
+        let unchanged = reread_topology
+            && self
+                .pool
+                .read(&online_file)
+                .await
+                .ok()
+                .and_then(|t| t.parse::<CpuSet>().ok())
+                .is_some_and(|o| &o == self.engine.topology().online());
+        if reread_topology && !unchanged {
+            match read_topology(&self.pool, &self.cfg.sysfs_root).await {
+                Ok(topo) if topo.cpus() != self.engine.topology().cpus() => {
+                    info!(before = %self.engine.topology().online(), after = %topo.online(), "CPU topology changed; re-planning");
+                    self.engine.set_topology(topo);
+                    self.socket.topology = None;
+                }
+                Ok(_) => {}
+                Err(e) => warn!(error = %format!("{e:#}"), "cannot re-read the topology"),
+            }
+        }
+        // Every subtree root and every cgroup known: what is gone is forgotten,
+        // what is new is found below them.
+        let mut seeds: Vec<Rel> = self.scope().roots().to_vec();
+        seeds.extend(self.engine.known().cloned());
+        let scan_started = Instant::now();
+        self.scan(seeds).await;
+        let scan_us = scan_started.elapsed().as_micros() as u64;
+        self.engine.replan_all();
+        self.watch_above_roots();
+        self.apply().await;
+        self.forget_leaving();
+        release_free_memory();
+        let took = started.elapsed();
+        self.socket.reconciles += 1;
+        self.socket.last_reconcile_ms = took.as_millis() as u64;
+        self.socket
+            .metrics
+            .reconcile_seconds
+            .observe(took.as_secs_f64());
+        self.publish();
+        debug!(
+            elapsed_us = took.as_micros() as u64,
+            scan_us,
+            cgroups = self.engine.len(),
+            "reconcile done"
+        );
+    }
+
+    /// Forgets the cgroups a reload took out of the subtrees, once what the
+    /// daemon pinned there is given back (until then, a failed write is
+    /// retried by the next reconcile).
+    pub(super) fn forget_leaving(&mut self) {
+        for rel in std::mem::take(&mut self.leaving) {
+            if !self.engine.knows(&rel) || self.scope().holds(&rel) {
+                continue;
+            }
+            let holding = self.engine.holds_ours(&rel);
+            if holding {
+                self.leaving.push(rel);
+            } else if self.scope().roots_below(&rel).next().is_none() {
+                self.forget(&rel);
+            } else {
+                // Above a subtree still scanned: only itself.
+                self.engine.forget_one(&rel);
+                self.watcher.unwatch_one(&rel);
+                if let Some(cw) = self.cpu_watcher.as_mut() {
+                    cw.unwatch_one(&rel);
+                }
+            }
+        }
+    }
+
+    /// Watches the existing ancestors of every subtree root, so that a root
+    /// created after start-up (the daemon starting before the kubelet) is seen
+    /// at once. Their own events are ignored (the scope does not hold them).
+    pub(super) fn watch_above_roots(&mut self) {
+        for root in self.engine.settings().scope.roots() {
+            let mut ancestors: Vec<Rel> = Vec::new();
+            let mut p = cgroup::parent(root);
+            while let Some(anc) = p {
+                ancestors.push(anc.into());
+                p = cgroup::parent(anc);
+            }
+            for anc in ancestors.iter().rev() {
+                if self.watcher.watch(anc).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Changes in the v1 cpu controller's tree: mirror its directories and
+    /// re-read a cgroup whose limit changed.
+    pub(super) async fn handle_cpu_tree(&mut self, changes: Vec<Change>) {
+        let mut reread = Vec::new();
+        for change in changes {
+            match change {
+                Change::Created(rel) if self.scope().holds(&rel) => {
+                    if let Some(cw) = self.cpu_watcher.as_mut() {
+                        let _ = cw.watch(&rel);
+                    }
+                    reread.push(Change::Changed(rel));
+                }
+                Change::Removed(rel) => {
+                    self.note_removed(&rel);
+                    if let Some(cw) = self.cpu_watcher.as_mut() {
+                        cw.unwatch(&rel);
+                    }
+                }
+                Change::Changed(rel) => reread.push(Change::Changed(rel)),
+                Change::Overflow => reread.push(Change::Overflow),
+                _ => {}
+            }
+        }
+        if !reread.is_empty() {
+            self.handle(reread).await;
+        }
+    }
+
+    /// Acts on a batch of inotify changes, then plans once.
+    pub(super) async fn handle(&mut self, changes: Vec<Change>) {
+        let arrived = Instant::now();
+        let mut created = false;
+        let mut overflow = false;
+        // Whether the batch changed what the engine knows; the echo of our own
+        // writes does not, and then there is nothing to plan.
+        let mut changed = false;
+        for change in changes {
+            match change {
+                Change::Created(rel) => {
+                    created = true;
+                    let tops = if self.scope().holds(&rel) {
+                        vec![rel]
+                    } else {
+                        self.scope().roots_below(&rel).cloned().collect()
+                    };
+                    self.scan(tops).await;
+                    self.watch_above_roots();
+                    changed = true;
+                }
+                Change::Removed(rel) => {
+                    changed |= self.engine.knows(&rel);
+                    self.note_removed(&rel);
+                    self.forget(&rel);
+                }
+                Change::CpusWritten(rel) => {
+                    if !self.engine.knows(&rel) {
+                        continue;
+                    }
+                    // An unreadable file (hung, say) tells nothing: keep what
+                    // is known rather than plan a rewrite.
+                    let Ok(text) = self.pool.read(&self.hier.cpus_file(&rel)).await else {
+                        continue;
+                    };
+                    let cpus: Option<CpuSet> = text.parse().ok();
+                    changed |= self.engine.observe_cpus(&rel, cpus);
+                }
+                Change::Changed(rel) => {
+                    if !self.scope().holds(&rel) || !self.engine.knows(&rel) {
+                        continue;
+                    }
+                    let bundle = self.engine.bundle(&rel);
+                    let (rel, r) = read_cgroup(
+                        self.pool.clone(),
+                        self.hier.clone(),
+                        self.cfg.clone(),
+                        bundle,
+                        rel,
+                    )
+                    .await;
+                    changed = true;
+                    match r {
+                        Ok(Some(r)) => self.upsert(r),
+                        Ok(None) => self.forget(&rel),
+                        Err(e) => warn!(error = %chain(&e), "cannot read cgroup"),
+                    }
+                }
+                Change::Overflow => overflow = true,
+            }
+        }
+        if overflow {
+            warn!("inotify queue overflowed; full reconcile");
+            self.reconcile(false).await;
+        } else if changed {
+            let writes = self.socket.metrics.writes.get();
+            self.apply().await;
+            if created && self.socket.metrics.writes.get() > writes {
+                self.socket
+                    .metrics
+                    .event_to_pin_seconds
+                    .observe(arrived.elapsed().as_secs_f64());
+            }
+        }
+    }
+}
