@@ -75,6 +75,7 @@ impl Engine {
                 break;
             }
         }
+        self.refresh_pool();
     }
 
     /// Gives workload `key` CPUs from `usable` minus `taken` if it has none:

@@ -206,6 +206,8 @@ pub struct Engine {
     reserved: CpuSet,
     cgroups: BTreeMap<Rel, CgroupEntry>,
     workloads: BTreeMap<String, Workload>,
+    /// The shared pool: online CPUs minus every assignment.
+    pool: Arc<CpuSet>,
     sets: Sets,
     /// Assignments from the state file: hints, checked before use.
     hints: BTreeMap<String, CpuSet>,
@@ -222,6 +224,8 @@ pub struct Engine {
     /// A workload lost a cgroup since the last plan (the state file lists
     /// them).
     membership_changed: bool,
+    /// A cgroup joined or left a workload in this plan's roles.
+    members_moved: bool,
 }
 
 impl Engine {
@@ -240,6 +244,7 @@ impl Engine {
             settings,
             cgroups: BTreeMap::new(),
             workloads: BTreeMap::new(),
+            pool: Arc::default(),
             sets: Sets::default(),
             hints,
             adopt_live: true,
@@ -247,8 +252,10 @@ impl Engine {
             dirty: BTreeSet::new(),
             full: true,
             membership_changed: false,
+            members_moved: false,
         };
         engine.reserved = engine.effective_reserved();
+        engine.refresh_pool();
         engine
     }
 
@@ -289,13 +296,19 @@ impl Engine {
 
     /// Online CPUs minus every assignment. Never empty.
     pub fn shared_pool(&self) -> CpuSet {
+        (*self.pool).clone()
+    }
+
+    /// Works out the shared pool again, after assignments or the online
+    /// CPUs changed.
+    fn refresh_pool(&mut self) {
         let mut pool = self.topo.online().clone();
         for w in self.workloads.values() {
             if let Some(cpus) = &w.cpus {
                 pool.difference_with(cpus);
             }
         }
-        pool
+        self.pool = Arc::new(pool);
     }
 
     /// Records what was read of one cgroup.
@@ -449,6 +462,7 @@ impl Engine {
     pub fn set_topology(&mut self, topo: Topology) {
         self.topo = topo;
         self.reserved = self.effective_reserved();
+        self.refresh_pool();
         self.replan_all();
     }
 

@@ -9,33 +9,38 @@ use super::{Engine, Plan, Role};
 use crate::cgroup::Rel;
 use crate::cpuset::CpuSet;
 
+/// How assignments changed in a plan.
+#[derive(Debug, Default)]
+struct Changes {
+    /// What the state file holds changed.
+    saved: bool,
+    /// Workloads without CPUs got some, from the shared pool.
+    pinned: bool,
+    /// Workloads that were there lost, changed or gave back CPUs: the
+    /// shared pool grew or moved.
+    moved: bool,
+}
+
 impl Engine {
     /// Decides roles, assignments and targets, and returns the writes that
     /// bring the known cpusets to their targets.
     pub fn plan(&mut self) -> Plan {
         let full = std::mem::take(&mut self.full);
         let dirty = std::mem::take(&mut self.dirty);
-        // What the state file holds: a change in either is saved.
-        let snapshot = |e: &Engine| -> BTreeMap<String, (Option<CpuSet>, BTreeSet<Rel>)> {
-            e.workloads
-                .iter()
-                .map(|(k, w)| (k.clone(), (w.cpus.clone(), w.cgroups.clone())))
-                .collect()
-        };
-        let before = snapshot(self);
-        let reached = self.update_roles((!full).then_some(dirty));
-        self.assign_cpus();
-        let after = snapshot(self);
-        let assignments_changed = before != after || std::mem::take(&mut self.membership_changed);
-        // How the CPUs changed: only by new workloads getting theirs
-        // (`pinned`), or otherwise, the shared pool growing or moving
-        // (`moved`).
-        let moved = before
-            .iter()
-            .any(|(k, (cpus, _))| after.get(k).is_none_or(|(now, _)| now != cpus));
-        let pinned = after
-            .iter()
-            .any(|(k, (cpus, _))| cpus.is_some() && !before.contains_key(k));
+        let (reached, members) = self.update_roles((!full).then_some(dirty));
+        // Assignments change only with the workloads, the topology or the
+        // settings (or at start-up, adopting live sets): otherwise, with
+        // thousands of events a minute, they are left as they are.
+        let mut changes = Changes::default();
+        if full || members.touched || members.released || self.adopt_live {
+            changes = self.reassign();
+        }
+        let assignments_changed = changes.saved
+            || members.moved
+            || members.released
+            || std::mem::take(&mut self.membership_changed);
+        let pinned = changes.pinned;
+        let moved = changes.moved || members.released_cpus;
 
         // The reached cgroups' targets when that is the whole answer; after
         // a new pin, its CPUs go first and the shared pool follows.
@@ -64,6 +69,37 @@ impl Engine {
             assignments_changed,
             more,
         }
+    }
+
+    /// Assigns CPUs again, and says how that changed things.
+    fn reassign(&mut self) -> Changes {
+        // What the state file holds: a change in either is saved.
+        let snapshot = |e: &Engine| -> BTreeMap<String, (Option<CpuSet>, BTreeSet<Rel>)> {
+            e.workloads
+                .iter()
+                .map(|(k, w)| (k.clone(), (w.cpus.clone(), w.cgroups.clone())))
+                .collect()
+        };
+        let before = snapshot(self);
+        self.assign_cpus();
+        let after = snapshot(self);
+        let mut changes = Changes {
+            saved: before != after,
+            ..Changes::default()
+        };
+        for (k, (now, _)) in &after {
+            match before.get(k).map(|(cpus, _)| cpus) {
+                Some(was) if was == now => {}
+                // From the shared pool into a new assignment only.
+                None | Some(None) => changes.pinned |= now.is_some(),
+                Some(Some(_)) => changes.moved = true,
+            }
+        }
+        // A workload that had CPUs and is gone gives them back.
+        changes.moved |= before
+            .iter()
+            .any(|(k, (cpus, _))| cpus.is_some() && !after.contains_key(k));
+        changes
     }
 
     /// Stores the plan's targets: of the `reached` cgroups, or of every one.

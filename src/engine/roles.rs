@@ -12,6 +12,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{Engine, Role, Workload};
 use crate::cgroup::{self, Rel, Scope};
 
+/// What became of the workloads as roles were given.
+#[derive(Debug, Default)]
+pub(super) struct Members {
+    /// A workload's members or request changed, or a workload came: only
+    /// then (or when one goes) can assignments change.
+    pub touched: bool,
+    /// A cgroup joined or left a workload (the state file lists them).
+    pub moved: bool,
+    /// A workload lost its last cgroup and was released.
+    pub released: bool,
+    /// One released had CPUs: the shared pool grows.
+    pub released_cpus: bool,
+}
+
 impl Engine {
     /// The role of a cgroup that neither asks for exclusive CPUs nor lies
     /// inside a cgroup that does.
@@ -28,8 +42,9 @@ impl Engine {
 
     /// Gives cgroups their roles, parents first, and keeps the workloads'
     /// membership in step: `reach` names the cgroups to look at (`None`:
-    /// every one). Returns the cgroups looked at, in path order.
-    pub(super) fn update_roles(&mut self, reach: Option<BTreeSet<Rel>>) -> Vec<Rel> {
+    /// every one). Returns the cgroups looked at, in path order, and what
+    /// became of the workloads.
+    pub(super) fn update_roles(&mut self, reach: Option<BTreeSet<Rel>>) -> (Vec<Rel>, Members) {
         let mut seen = Vec::new();
         // Workloads whose members or request may have changed.
         let mut touched: BTreeSet<Box<str>> = BTreeSet::new();
@@ -78,6 +93,7 @@ impl Engine {
             w.cgroups.extend(rels);
             touched.insert(key);
         }
+        let any_touched = !touched.is_empty();
         // A workload's request is its first cgroup's.
         for key in touched {
             let Some(w) = self.workloads.get_mut(&*key) else {
@@ -98,8 +114,22 @@ impl Engine {
             w.numa = intent.numa.clone();
         }
         // Workloads without cgroups are released.
-        self.workloads.retain(|_, w| !w.cgroups.is_empty());
-        seen
+        let mut members = Members {
+            touched: any_touched,
+            moved: self.members_moved,
+            released: false,
+            released_cpus: false,
+        };
+        self.members_moved = false;
+        self.workloads.retain(|_, w| {
+            let keep = !w.cgroups.is_empty();
+            if !keep {
+                members.released = true;
+                members.released_cpus |= w.cpus.is_some();
+            }
+            keep
+        });
+        (seen, members)
     }
 
     /// Gives cgroup `rel` its role; its parent has its own already. Returns
@@ -129,6 +159,7 @@ impl Engine {
         };
         let flipped = e.role.is_exclusive() != role.is_exclusive();
         if e.member_of != member {
+            self.members_moved = true;
             if let Some(old) = &e.member_of {
                 if let Some(w) = self.workloads.get_mut(&**old) {
                     w.cgroups.remove(rel);

@@ -18,19 +18,16 @@ pub(super) type Targets = BTreeMap<Rel, Arc<CpuSet>>;
 struct Pools {
     shared: Arc<CpuSet>,
     online: Arc<CpuSet>,
-    assigned: BTreeMap<String, Arc<CpuSet>>,
+    /// Each workload's CPUs, made shareable as its cgroups ask for them.
+    assigned: BTreeMap<Box<str>, Arc<CpuSet>>,
 }
 
 impl Engine {
     fn pools(&self) -> Pools {
         Pools {
-            shared: Arc::new(self.shared_pool()),
+            shared: self.pool.clone(),
             online: Arc::new(self.topo.online().clone()),
-            assigned: self
-                .workloads
-                .iter()
-                .filter_map(|(k, w)| Some((k.clone(), Arc::new(w.cpus.clone()?))))
-                .collect(),
+            assigned: BTreeMap::new(),
         }
     }
 
@@ -40,11 +37,20 @@ impl Engine {
         &self,
         rel: &str,
         e: &CgroupEntry,
-        pools: &Pools,
+        pools: &mut Pools,
         parent: Option<Arc<CpuSet>>,
     ) -> Option<Arc<CpuSet>> {
         match e.role {
-            Role::Exclusive => Some(pools.assigned.get(&*e.key).unwrap_or(&pools.shared).clone()),
+            Role::Exclusive => {
+                let Some(cpus) = self.workloads.get(&*e.key).and_then(|w| w.cpus.as_ref()) else {
+                    return Some(pools.shared.clone());
+                };
+                let shared = pools
+                    .assigned
+                    .entry(e.key.clone())
+                    .or_insert_with(|| Arc::new(cpus.clone()));
+                Some(shared.clone())
+            }
             // The parent comes first in path order and has the same set.
             Role::Inside => parent,
             Role::Structural => Some(pools.online.clone()),
@@ -64,11 +70,11 @@ impl Engine {
 
     /// The target `cpuset.cpus` of every cgroup that gets one.
     pub(super) fn all_targets(&self) -> Targets {
-        let pools = self.pools();
+        let mut pools = self.pools();
         let mut targets = Targets::new();
         for (rel, e) in &self.cgroups {
             let parent = cgroup::parent(rel).and_then(|p| targets.get(p).cloned());
-            if let Some(t) = self.own_target(rel, e, &pools, parent) {
+            if let Some(t) = self.own_target(rel, e, &mut pools, parent) {
                 targets.insert(rel.clone(), t);
             }
         }
@@ -118,7 +124,7 @@ impl Engine {
     /// that ancestors may have been widened over, a cgroup given back its
     /// parent's CPUs, an ancestor that lacks a new target's CPUs.
     pub(super) fn reached_targets(&self, reached: &[Rel]) -> Option<Targets> {
-        let pools = self.pools();
+        let mut pools = self.pools();
         let mut targets = Targets::new();
         for rel in reached {
             let Some(e) = self.cgroups.get(rel) else {
@@ -133,7 +139,7 @@ impl Engine {
                     .or_else(|| self.cgroups.get(p)?.target.as_ref())
                     .cloned()
             });
-            let t = self.own_target(rel, e, &pools, parent);
+            let t = self.own_target(rel, e, &mut pools, parent);
             // An exclusive cgroup's target is its workload's CPUs, which no
             // ancestor was widened over but by this check below.
             if e.role != Role::Exclusive && e.target.is_some() && e.target != t {

@@ -856,3 +856,31 @@ fn everyday_events_are_planned_over_what_they_touch() {
     assert_eq!(reached(), before + 1);
     assert_eq!(fix.writes.len(), 1, "{:?}", fix.writes);
 }
+
+/// The state file lists each workload's cgroups: a cgroup joining or
+/// leaving a workload is a change to save, even when no CPU moves.
+#[test]
+fn a_cgroup_joining_or_leaving_a_workload_is_saved() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    settle(&mut e, false, None);
+    e.end_startup();
+    let [old, new] = ["kubepods/pod1/old", "kubepods/pod1/new"];
+    let obs = |rel: &str| Observed {
+        rel: rel.into(),
+        cpus: Some(set("0-15")),
+        mems: Some(set("0-1")),
+        ..Observed::default()
+    };
+    reading(&mut e, obs(old), want(2), "pod:1/app");
+    settle(&mut e, false, None);
+    reading(&mut e, obs(new), want(2), "pod:1/app");
+    let plan = e.plan();
+    assert!(plan.assignments_changed, "joined");
+    for w in &plan.writes {
+        e.written(w, Ok(()));
+    }
+    e.forget(old);
+    assert!(e.plan().assignments_changed, "left");
+    assert_eq!(e.saved_state().assignments["pod:1/app"].cgroups, [new]);
+}
