@@ -224,8 +224,6 @@ pub struct Engine {
     /// A workload lost a cgroup since the last plan (the state file lists
     /// them).
     membership_changed: bool,
-    /// A cgroup joined or left a workload in this plan's roles.
-    members_moved: bool,
 }
 
 impl Engine {
@@ -252,7 +250,6 @@ impl Engine {
             dirty: BTreeSet::new(),
             full: true,
             membership_changed: false,
-            members_moved: false,
         };
         engine.reserved = engine.effective_reserved();
         engine.refresh_pool();

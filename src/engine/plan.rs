@@ -2,8 +2,6 @@
 //! changed (the reach), with the same steps; see the module documentation of
 //! [`super`].
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use super::targets::Targets;
 use super::{Engine, Plan, Role};
 use crate::cgroup::Rel;
@@ -35,19 +33,16 @@ impl Engine {
         if full || members.touched || members.released || self.adopt_live {
             changes = self.reassign();
         }
-        let assignments_changed = changes.saved
-            || members.moved
-            || members.released
-            || std::mem::take(&mut self.membership_changed);
+        self.membership_changed = false;
+        let assignments_changed = changes.saved || members.moved || members.released;
         let pinned = changes.pinned;
         let moved = changes.moved || members.released_cpus;
 
         // The reached cgroups' targets when that is the whole answer; after
         // a new pin, its CPUs go first and the shared pool follows.
-        let reached_only = if full || moved {
-            None
-        } else {
-            self.reached_targets(&reached)
+        let reached_only = match &reached {
+            Some(reached) if !moved => self.reached_targets(reached),
+            _ => None,
         };
         let more = pinned && reached_only.is_some();
         #[cfg(test)]
@@ -55,7 +50,7 @@ impl Engine {
             REACHED_PLANS.with(|n| n.set(n.get() + 1));
         }
         let (targets, scope) = match reached_only {
-            Some(t) => (t, Some(reached)),
+            Some(t) => (t, reached),
             None => (self.all_targets(), None),
         };
         let writes = self.writes(&targets);
@@ -71,34 +66,24 @@ impl Engine {
         }
     }
 
-    /// Assigns CPUs again, and says how that changed things.
+    /// Assigns CPUs again, and says how that changed them. Who belongs to
+    /// which workload is [`super::roles::Members`]' business: assignment changes no
+    /// membership and neither adds nor removes a workload.
     fn reassign(&mut self) -> Changes {
-        // What the state file holds: a change in either is saved.
-        let snapshot = |e: &Engine| -> BTreeMap<String, (Option<CpuSet>, BTreeSet<Rel>)> {
-            e.workloads
-                .iter()
-                .map(|(k, w)| (k.clone(), (w.cpus.clone(), w.cgroups.clone())))
-                .collect()
-        };
-        let before = snapshot(self);
+        let before: Vec<Option<CpuSet>> = self.workloads.values().map(|w| w.cpus.clone()).collect();
         self.assign_cpus();
-        let after = snapshot(self);
-        let mut changes = Changes {
-            saved: before != after,
-            ..Changes::default()
-        };
-        for (k, (now, _)) in &after {
-            match before.get(k).map(|(cpus, _)| cpus) {
-                Some(was) if was == now => {}
+        let mut changes = Changes::default();
+        for (was, w) in before.iter().zip(self.workloads.values()) {
+            if *was == w.cpus {
+                continue;
+            }
+            changes.saved = true;
+            match was {
                 // From the shared pool into a new assignment only.
-                None | Some(None) => changes.pinned |= now.is_some(),
-                Some(Some(_)) => changes.moved = true,
+                None => changes.pinned = true,
+                Some(_) => changes.moved = true,
             }
         }
-        // A workload that had CPUs and is gone gives them back.
-        changes.moved |= before
-            .iter()
-            .any(|(k, (cpus, _))| cpus.is_some() && !after.contains_key(k));
         changes
     }
 

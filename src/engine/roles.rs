@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::entry::CgroupEntry;
 use super::{Engine, Role, Workload};
 use crate::cgroup::{self, Rel, Scope};
 
@@ -42,36 +43,57 @@ impl Engine {
 
     /// Gives cgroups their roles, parents first, and keeps the workloads'
     /// membership in step: `reach` names the cgroups to look at (`None`:
-    /// every one). Returns the cgroups looked at, in path order, and what
-    /// became of the workloads.
-    pub(super) fn update_roles(&mut self, reach: Option<BTreeSet<Rel>>) -> (Vec<Rel>, Members) {
-        let mut seen = Vec::new();
-        // Workloads whose members or request may have changed.
-        let mut touched: BTreeSet<Box<str>> = BTreeSet::new();
-        // New workloads, created in key order once the walk is done.
-        let mut joining: BTreeMap<Box<str>, Vec<Rel>> = BTreeMap::new();
-        match reach {
+    /// every one). Returns the cgroups looked at, in path order (`None`:
+    /// every one), and what became of the workloads.
+    pub(super) fn update_roles(
+        &mut self,
+        reach: Option<BTreeSet<Rel>>,
+    ) -> (Option<Vec<Rel>>, Members) {
+        let mut walk = Walk {
+            scope: &self.settings.scope,
+            workloads: &mut self.workloads,
+            touched: BTreeSet::new(),
+            joining: BTreeMap::new(),
+            moved: false,
+        };
+        let seen = match reach {
             None => {
-                let all: Vec<Rel> = self.cgroups.keys().cloned().collect();
-                for rel in &all {
-                    self.update_role(rel, &mut touched, &mut joining);
+                // Cgroups whose children are inside an exclusive workload.
+                let mut exclusive: BTreeSet<Rel> = BTreeSet::new();
+                for (rel, e) in self.cgroups.iter_mut() {
+                    let inside = cgroup::parent(rel).is_some_and(|p| exclusive.contains(p));
+                    walk.visit(rel, e, inside);
+                    if e.role.is_exclusive() {
+                        exclusive.insert(rel.clone());
+                    }
                 }
-                seen = all;
+                None
             }
             Some(mut todo) => {
+                let mut seen = Vec::with_capacity(todo.len());
                 // Parents sort before their children, and a subtree added
                 // to the queue sorts after the cgroup that adds it.
                 while let Some(rel) = todo.pop_first() {
-                    if !self.cgroups.contains_key(&rel) {
+                    let inside = cgroup::parent(&rel)
+                        .and_then(|p| self.cgroups.get(p))
+                        .is_some_and(|p| p.role.is_exclusive());
+                    let Some(e) = self.cgroups.get_mut(&rel) else {
                         continue;
-                    }
-                    if self.update_role(&rel, &mut touched, &mut joining) {
+                    };
+                    if walk.visit(&rel, e, inside) {
                         todo.extend(cgroup::subtree(&self.cgroups, &rel).skip(1).cloned());
                     }
                     seen.push(rel);
                 }
+                Some(seen)
             }
-        }
+        };
+        let Walk {
+            mut touched,
+            joining,
+            moved,
+            ..
+        } = walk;
         for (key, rels) in joining {
             let w = self
                 .workloads
@@ -93,7 +115,12 @@ impl Engine {
             w.cgroups.extend(rels);
             touched.insert(key);
         }
-        let any_touched = !touched.is_empty();
+        let mut members = Members {
+            touched: !touched.is_empty(),
+            moved: moved || self.membership_changed,
+            released: false,
+            released_cpus: false,
+        };
         // A workload's request is its first cgroup's.
         for key in touched {
             let Some(w) = self.workloads.get_mut(&*key) else {
@@ -114,13 +141,6 @@ impl Engine {
             w.numa = intent.numa.clone();
         }
         // Workloads without cgroups are released.
-        let mut members = Members {
-            touched: any_touched,
-            moved: self.members_moved,
-            released: false,
-            released_cpus: false,
-        };
-        self.members_moved = false;
         self.workloads.retain(|_, w| {
             let keep = !w.cgroups.is_empty();
             if !keep {
@@ -131,55 +151,58 @@ impl Engine {
         });
         (seen, members)
     }
+}
 
-    /// Gives cgroup `rel` its role; its parent has its own already. Returns
-    /// whether it became, or stopped being, part of an exclusive workload
-    /// (what is below it changes role with it).
-    fn update_role(
-        &mut self,
-        rel: &Rel,
-        touched: &mut BTreeSet<Box<str>>,
-        joining: &mut BTreeMap<Box<str>, Vec<Rel>>,
-    ) -> bool {
-        let inside = cgroup::parent(rel)
-            .and_then(|p| self.cgroups.get(p))
-            .is_some_and(|p| p.role.is_exclusive());
-        let Some(e) = self.cgroups.get(rel) else {
-            return false;
-        };
+/// A walk over cgroups giving them roles, and what it keeps as it goes.
+struct Walk<'a> {
+    scope: &'a Scope,
+    workloads: &'a mut BTreeMap<String, Workload>,
+    /// Workloads whose members or request may have changed.
+    touched: BTreeSet<Box<str>>,
+    /// New workloads, created in key order once the walk is done.
+    joining: BTreeMap<Box<str>, Vec<Rel>>,
+    /// A cgroup joined or left a workload.
+    moved: bool,
+}
+
+impl Walk<'_> {
+    /// Gives cgroup `rel` (entry `e`) its role; `inside`: its parent is part
+    /// of an exclusive workload. Returns whether it became, or stopped
+    /// being, part of one itself (what is below it changes role with it).
+    fn visit(&mut self, rel: &Rel, e: &mut CgroupEntry, inside: bool) -> bool {
         let (role, member) = if inside {
             (Role::Inside, None)
         } else if e.wants() {
             (Role::Exclusive, Some(e.key.clone()))
         } else {
-            (
-                Self::base_role(&self.settings.scope, rel, e.structural),
-                None,
-            )
+            (Engine::base_role(self.scope, rel, e.structural), None)
         };
         let flipped = e.role.is_exclusive() != role.is_exclusive();
         if e.member_of != member {
-            self.members_moved = true;
+            self.moved = true;
             if let Some(old) = &e.member_of {
                 if let Some(w) = self.workloads.get_mut(&**old) {
                     w.cgroups.remove(rel);
                 }
-                touched.insert(old.clone());
+                self.touched.insert(old.clone());
             }
             if let Some(new) = &member {
                 match self.workloads.get_mut(&**new) {
                     Some(w) => {
                         w.cgroups.insert(rel.clone());
-                        touched.insert(new.clone());
+                        self.touched.insert(new.clone());
                     }
-                    None => joining.entry(new.clone()).or_default().push(rel.clone()),
+                    None => self
+                        .joining
+                        .entry(new.clone())
+                        .or_default()
+                        .push(rel.clone()),
                 }
             }
         } else if let Some(key) = &member {
             // Its request may have changed.
-            touched.insert(key.clone());
+            self.touched.insert(key.clone());
         }
-        let e = self.cgroups.get_mut(rel).expect("looked up above");
         e.role = role;
         e.member_of = member;
         flipped
