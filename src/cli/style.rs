@@ -148,7 +148,7 @@ fn hidden(c: char) -> bool {
 }
 
 /// `text` with every character that must not reach a terminal as it is
-/// ([`hidden`]) written as an escape in Rust's style: `\t`, `\n`, `\r`, `\x1b`
+/// (`hidden`) written as an escape in Rust's style: `\t`, `\n`, `\r`, `\x1b`
 /// below U+0080, `\u{9b}` above. Everything else, printable non-ASCII
 /// included, is kept. A backslash is not doubled: systemd's unit names carry
 /// `\x2d` escapes of their own, which the operator reads and types as they

@@ -1,6 +1,6 @@
 //! pinctld: the event loop that turns cgroup events into exclusive CPUs.
 //!
-//! One loop in the rust-analyzer shape: [`Event`] names every trigger,
+//! One loop in the rust-analyzer shape: `Event` names every trigger,
 //! `next_event` holds the one `select!`, `handle_event` acts on one. A turn
 //! that changes what the [`Engine`] knows asks it for a plan, performs the
 //! writes in the plan's order through the I/O threads, reads effective sets

@@ -30,9 +30,9 @@
 //! # One planner
 //! A plan runs the same four steps over a *reach*: every cgroup, or only the
 //! ones read or written since the last plan (and the subtrees whose role that
-//! changed). [`roles`] gives the reached cgroups their roles and keeps workload
-//! membership; [`assign`] gives every workload its CPUs; [`targets`] gives the
-//! reached cgroups their targets and checks the ancestor closure; [`writes`]
+//! changed). `roles` gives the reached cgroups their roles and keeps workload
+//! membership; `assign` gives every workload its CPUs; `targets` gives the
+//! reached cgroups their targets and checks the ancestor closure; `writes`
 //! orders the writes. Whenever the answer for the reached cgroups alone could
 //! differ from the answer for all of them (the shared pool changed, a target
 //! changed that ancestors were widened over), the targets are made for every
