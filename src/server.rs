@@ -122,7 +122,7 @@ impl From<&str> for LabelValue {
 }
 
 impl EncodeLabelValue for LabelValue {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
         // Only the text encoder is compiled in (prometheus-client's
         // `protobuf` feature is off), so this is the text format's escaping.
         escape_label_value(&self.0, encoder)

@@ -991,6 +991,8 @@ fn as_nobody_mkdir_and_mark(dir: &Path, value: &str) -> Result<(), String> {
     // SAFETY: the child only makes raw system calls on memory prepared
     // before the fork, then `_exit`s; it never returns into Rust code.
     match unsafe { nix::unistd::fork() }.expect("fork") {
+        // SAFETY: as above: raw system calls on memory prepared before the
+        // fork, and `_exit`.
         ForkResult::Child => unsafe {
             let code = if libc::setgroups(0, std::ptr::null()) != 0 {
                 10

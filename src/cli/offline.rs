@@ -5,7 +5,7 @@
 //! What it knows: the topology (sysfs), the hierarchy, the reserved CPUs (the
 //! configuration), which cgroups ask for exclusive CPUs now and on whose word
 //! (each cgroup of the watched subtrees read and decided exactly as the daemon
-//! does: [`cgroup::observe`], [`layout::classify`], [`intent::decide`]), and the
+//! does, through [`intent::read`]), and the
 //! CPUs the daemon last assigned to each workload (the state file). A workload
 //! that asks but has no assignment in the state file is shown as pending; an
 //! assignment whose cgroups no longer ask is a note. What it cannot know (the
@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 
 use crate::api;
-use crate::cgroup::{self, Hierarchy, Rel, layout};
+use crate::cgroup::{self, Hierarchy, Rel, Scope};
 use crate::config::Config;
 use crate::cpuset::CpuSet;
 use crate::engine::SavedState;
@@ -190,54 +190,104 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
     Ok(OfflineStatus { status, notes })
 }
 
-/// Reads every cgroup of the watched subtrees (`managed` and the rules'
-/// roots) and decides each one's intent as the daemon does. A cgroup below
-/// one that asks is part of that workload, not a workload of its own, so the
-/// walk does not look for intents there. Returns the asking cgroups and one
-/// note per cgroup that could not be read or whose request is malformed.
+/// Reads every cgroup of the daemon's subtrees ([`Scope::roots`]: managed,
+/// shared and the rules' roots) and decides each one's intent through the
+/// daemon's own read path ([`intent::read`]). A cgroup below one that asks
+/// is part of that workload, not a workload of its own, so the walk does not
+/// look for intents there. Returns the asking cgroups and one note per
+/// cgroup that could not be read or whose request is malformed.
 fn scan(fs: &RealFs, hier: &Hierarchy, config: &Config) -> (Vec<Asking>, Vec<String>) {
     let mut asking = Vec::new();
     let mut problems = Vec::new();
-    let mut stack: Vec<String> = config.watch_roots();
-    stack.sort();
-    stack.dedup();
+    let mut stack: Vec<Rel> = Scope::of(config).roots().to_vec();
     let mut seen = std::collections::BTreeSet::new();
     while let Some(rel) = stack.pop() {
         if !seen.insert(rel.clone()) {
             continue;
         }
-        let kind = layout::classify(&rel);
-        let reads = cgroup::Reads {
-            mems: false,
-            limit: intent::needs_limit(&kind, config),
-        };
-        let rel_arc: Rel = rel.as_str().into();
-        let Some(obs) = cgroup::observe(fs, hier, &rel_arc, reads) else {
+        let Some(r) = intent::read(fs, hier, config, &rel, None) else {
             continue;
         };
-        if let Some(e) = &obs.error {
+        if let Some(e) = &r.obs.error {
             problems.push(format!("cannot read cgroup {rel}: {e}"));
         }
-        let bundle = match &kind {
-            layout::Kind::Container { id, .. } => intent::find_bundle(fs, &config.bundle_dirs, id),
-            _ => None,
-        };
-        let (decided, problem) = intent::decide(&kind, &obs, bundle.as_ref(), config);
-        if let Some(p) = problem {
+        if let Some(p) = &r.problem {
             problems.push(format!("{rel}: {p}"));
         }
-        if let Some(i) = decided.filter(Intent::wants) {
+        if let Some(i) = r.intent.filter(Intent::wants) {
             asking.push(Asking {
-                key: intent::workload_key(&kind, &rel, bundle.as_ref()),
+                key: r.key,
                 intent: i,
-                rel,
+                rel: rel.to_string(),
             });
             continue;
         }
-        for child in obs.children.iter().rev() {
-            stack.push(cgroup::child(&rel, child));
+        for child in r.obs.children.iter().rev() {
+            stack.push(cgroup::child(&rel, child).into());
         }
     }
     asking.sort_by(|a, b| a.rel.cmp(&b.rel));
     (asking, problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::path::Path;
+
+    /// A fake cgroup v2 tree: the root, `kubepods`, and `system.slice` with
+    /// one service; every directory owned by the test's own user, which
+    /// [`intent::trusted`] accepts as it does root.
+    fn tree(root: &Path) {
+        fs::create_dir_all(root).unwrap();
+        fs::write(root.join("cgroup.controllers"), "cpuset cpu\n").unwrap();
+        for rel in ["", "kubepods", "system.slice", "system.slice/db.service"] {
+            let dir = root.join(rel);
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join("cpuset.cpus"), "").unwrap();
+            fs::write(dir.join("cpuset.cpus.effective"), "0-7\n").unwrap();
+            let mut perms = fs::metadata(&dir).unwrap().permissions();
+            std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+            fs::set_permissions(&dir, perms).unwrap();
+        }
+    }
+
+    /// The daemon honours an xattr request in a `shared_cgroups` subtree
+    /// (`system.slice`); `--offline` once walked only the managed subtrees
+    /// and the rules' roots, and missed it.
+    #[test]
+    fn an_xattr_request_in_a_shared_subtree_is_seen_offline() {
+        let dir = tempfile::tempdir().unwrap();
+        let cg = dir.path().join("cgroup");
+        tree(&cg);
+        let service = cg.join("system.slice/db.service");
+        if xattr::set(&service, cgroup::XATTR_CPUS, b"2").is_err() {
+            eprintln!("skipped: no user xattrs on {}", cg.display());
+            return;
+        }
+        let sysfs =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/single-socket-nosmt");
+        let text = format!(
+            "cgroup_root = {:?}\nsysfs_root = {:?}\nstate_file = {:?}\nsocket = {:?}\nmanaged = [\"kubepods\"]\nshared_cgroups = [\"system.slice\"]\nreserved_cpus = \"0\"\n",
+            cg,
+            sysfs,
+            dir.path().join("state.json"),
+            dir.path().join("pinctl.sock"),
+        );
+        let config = crate::config::parse(&text, &dir.path().join("pinctld.toml")).unwrap();
+        let offline = build(&config).unwrap();
+        let asking: Vec<(&str, usize)> = offline
+            .status
+            .workloads
+            .iter()
+            .map(|w| (w.key.as_str(), w.requested))
+            .collect();
+        assert_eq!(
+            asking,
+            [("cgroup:system.slice/db.service", 2)],
+            "{:?}",
+            offline.notes
+        );
+    }
 }

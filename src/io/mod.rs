@@ -1,0 +1,227 @@
+//! The I/O pool: the only place the daemon reads or writes cgroupfs, sysfs and
+//! procfs.
+//!
+//! A read or write of a kernel pseudo-file can block forever in uninterruptible
+//! sleep (a task stuck in D state, a hung storage mount), and such a thread can
+//! be neither cancelled nor killed (`../shared/KERNEL-NOTES.md`, "Reads that
+//! hang"). `tokio::fs` and `spawn_blocking` share tokio's blocking pool: once
+//! enough calls hang, every later one stalls, and dropping the runtime waits
+//! forever. So every such call goes through [`IoPool`] instead: a few dedicated,
+//! detached, named threads (`pinctl-io-N`) fed by a bounded queue, each reply
+//! sent back over a `tokio::sync::oneshot`. The timeout is applied on the async
+//! side with `tokio::time`, from the moment a thread starts the call. A call
+//! that does not return in time marks its path *hung*: later jobs on that path,
+//! or below it, fail at once with [`IoError::Hung`] instead of feeding it more
+//! threads, and the stuck thread is replaced so the pool keeps serving other
+//! paths. When the stuck call finally returns, its thread clears the mark and
+//! either rejoins the pool or, if it was replaced, exits. The number of stuck
+//! threads is bounded by [`IoConfig::max_stuck`]; when that many are stuck and no
+//! healthy thread remains, jobs fail fast with [`IoError::Saturated`] rather
+//! than queueing forever. Nothing here ever waits for a stuck thread:
+//! [`IoPool::shutdown`] and dropping the pool return at once, and a panicking job
+//! becomes an error, never a dead worker.
+//!
+//! The calls themselves sit behind the [`Fs`] trait ([`RealFs`] on a real
+//! machine) so that tests can fake a hang. Other modules must not call `std::fs`
+//! on kernel pseudo-filesystems from the daemon; they go through an `IoPool`.
+//!
+//! Invariants (all under one mutex): `healthy + stuck` is the number of live
+//! worker threads and never exceeds `max(threads, max_stuck)`; `healthy` never
+//! exceeds `threads`; a path is in the hung set exactly while at least one call
+//! on it has timed out and not yet returned.
+
+//!
+//! The rooms: this file holds the [`Fs`] trait and its value types;
+//! `real.rs` the real filesystem ([`RealFs`]); `pool.rs` the [`IoPool`] and
+//! its errors, as callers see them; `worker.rs` the threads, the queue and
+//! the hung-path bookkeeping behind it.
+
+mod pool;
+mod real;
+mod worker;
+
+pub use pool::{HungPath, IoConfig, IoError, IoPool, IoStats};
+pub use real::RealFs;
+
+use std::io;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::Path;
+
+/// One directory entry, as returned by [`Fs::read_dir`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Entry {
+    /// The file name (not the full path).
+    pub name: String,
+    /// Whether the entry is a directory, or a symbolic link to one (sysfs is
+    /// full of those).
+    pub is_dir: bool,
+}
+
+/// The file operations the daemon needs; a trait so tests can fake a hang.
+///
+/// Every method is a plain blocking call. Implementations are only ever called
+/// on the pool's I/O threads, never on the async runtime.
+pub trait Fs: Send + Sync + 'static {
+    /// Reads the whole file as UTF-8.
+    fn read(&self, path: &Path) -> io::Result<String>;
+    /// Opens an existing file for writing and writes `data` with one `write(2)`
+    /// call (cgroupfs takes a value only as a single write); a short write is
+    /// an error.
+    fn write(&self, path: &Path, data: &str) -> io::Result<()>;
+    /// Lists a directory, skipping `.` and `..`; a name that is not UTF-8 is
+    /// kept encoded ([`crate::cgroup::name::encode`]).
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<Entry>>;
+    /// Reads an extended attribute: `Ok(None)` when it is absent (`ENODATA`)
+    /// or the filesystem has no xattr support (`EOPNOTSUPP`, kernels before 5.7
+    /// on cgroupfs).
+    fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Option<Vec<u8>>>;
+    /// Sets an extended attribute, creating or replacing it.
+    fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()>;
+    /// Creates one directory (its parent must exist).
+    fn mkdir(&self, path: &Path) -> io::Result<()>;
+    /// Whether the path exists (following symbolic links); errors other than
+    /// "not found" are returned.
+    fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// Reads `rel` below directory `dir` the way a file someone else wrote
+    /// must be read: no symbolic link followed below `dir` (`ELOOP`), no open
+    /// that waits (a FIFO is opened non-blocking), only a regular file
+    /// (`InvalidInput` otherwise) of at most `max` bytes (`FileTooLarge`).
+    fn read_beneath(&self, dir: &Path, rel: &Path, max: u64) -> io::Result<String> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags, openat2};
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(dir)?;
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+        let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH;
+        let fd = match openat2(&dir, rel, flags, Mode::empty(), resolve) {
+            // Before Linux 5.6: the last component at least is not followed.
+            Err(rustix::io::Errno::NOSYS) => {
+                rustix::fs::openat(&dir, rel, flags | OFlags::NOFOLLOW, Mode::empty())?
+            }
+            other => other?,
+        };
+        let file = std::fs::File::from(fd);
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("not a regular file ({})", file_kind(&meta.file_type())),
+            ));
+        }
+        let too_large = || {
+            io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!("larger than {max} bytes"),
+            )
+        };
+        if meta.len() > max {
+            return Err(too_large());
+        }
+        // The size could grow after the fstat: never read more than `max`.
+        let mut text = String::new();
+        io::Read::read_to_string(&mut io::Read::take(file, max + 1), &mut text)?;
+        if text.len() as u64 > max {
+            return Err(too_large());
+        }
+        Ok(text)
+    }
+    /// What identifies a file's contents without reading it (`lstat`: a link
+    /// is not followed, a FIFO not opened): its device, inode, size and
+    /// modification time. A file that failed to be used is read again only
+    /// once this changes.
+    fn identity(&self, path: &Path) -> io::Result<FileId> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = std::fs::symlink_metadata(path)?;
+        Ok(FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        })
+    }
+    /// Who owns the path (following symbolic links) and its permission bits.
+    fn owner(&self, path: &Path) -> io::Result<Owner> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = std::fs::metadata(path)?;
+        Ok(Owner {
+            uid: meta.uid(),
+            mode: meta.mode() & 0o7777,
+        })
+    }
+
+    /// Reads one directory at once: its subdirectories, the named files in it
+    /// and one extended attribute. An error opening the directory itself
+    /// (`NotFound`: it is gone) fails the whole call; an error with one file
+    /// is that file's result. [`RealFs`] opens the directory once and works
+    /// relative to it, which saves a path walk per file: on a full reconcile
+    /// of thousands of cgroups the walks were the biggest cost.
+    fn scan_dir(&self, dir: &Path, files: &[&str], xattr: &str) -> io::Result<DirScan> {
+        let entries = self.read_dir(dir)?;
+        Ok(DirScan {
+            dirs: entries
+                .into_iter()
+                .filter(|e| e.is_dir)
+                .map(|e| e.name)
+                .collect(),
+            files: files.iter().map(|f| self.read(&dir.join(f))).collect(),
+            xattr: self.get_xattr(dir, xattr),
+            owner: self.owner(dir),
+        })
+    }
+}
+
+/// What [`Fs::scan_dir`] read of one directory.
+#[derive(Debug)]
+pub struct DirScan {
+    /// The names of its subdirectories (and links to directories), unsorted.
+    pub dirs: Vec<String>,
+    /// Each requested file's contents, in the order asked.
+    pub files: Vec<io::Result<String>>,
+    /// The requested extended attribute, as [`Fs::get_xattr`] returns it.
+    pub xattr: io::Result<Option<Vec<u8>>>,
+    /// Who owns the directory, as [`Fs::owner`] returns it.
+    pub owner: io::Result<Owner>,
+}
+
+/// What [`Fs::identity`] says of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i128,
+}
+
+/// The owner and permission bits of a file: who could have made it and who
+/// may change it (a user who owns a cgroup directory, or may write to it, can
+/// set its extended attributes and make cgroups below it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    /// The permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+}
+
+/// A file type in words, for messages.
+fn file_kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a file"
+    }
+}
+
+#[cfg(test)]
+mod tests;

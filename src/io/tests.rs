@@ -1,0 +1,92 @@
+//! The I/O pool's own tests: scans, reads beneath a directory, the
+//! real filesystem's calls.
+
+use super::*;
+
+/// The default `scan_dir`, built from the other operations.
+struct Plain;
+
+impl Fs for Plain {
+    fn read(&self, path: &Path) -> io::Result<String> {
+        RealFs.read(path)
+    }
+    fn write(&self, path: &Path, data: &str) -> io::Result<()> {
+        RealFs.write(path, data)
+    }
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<Entry>> {
+        RealFs.read_dir(path)
+    }
+    fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
+        RealFs.get_xattr(path, name)
+    }
+    fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+        RealFs.set_xattr(path, name, value)
+    }
+    fn mkdir(&self, path: &Path) -> io::Result<()> {
+        RealFs.mkdir(path)
+    }
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        RealFs.exists(path)
+    }
+}
+
+fn summary(scan: io::Result<DirScan>) -> String {
+    match scan {
+        Err(e) => format!("error {:?}", e.kind()),
+        Ok(mut s) => {
+            s.dirs.sort();
+            let files: Vec<String> = s
+                .files
+                .iter()
+                .map(|f| match f {
+                    Ok(t) => format!("{t:?}"),
+                    Err(e) => format!("{:?}", e.kind()),
+                })
+                .collect();
+            let xattr = match &s.xattr {
+                Ok(v) => format!("{v:?}"),
+                Err(e) => format!("{:?}", e.kind()),
+            };
+            let owner = s.owner.map_err(|e| e.kind());
+            format!(
+                "dirs {:?} files {files:?} xattr {xattr} owner {owner:?}",
+                s.dirs
+            )
+        }
+    }
+}
+
+#[test]
+fn scan_dir_relative_to_the_directory_matches_the_plain_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cg");
+    std::fs::create_dir_all(dir.join("child-a")).unwrap();
+    std::fs::create_dir_all(dir.join("child-b/deeper")).unwrap();
+    std::fs::create_dir_all(tmp.path().join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("elsewhere"), dir.join("link")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("nowhere"), dir.join("dangling")).unwrap();
+    std::fs::write(dir.join("cpuset.cpus"), "0-3\n").unwrap();
+    // Longer than one read.
+    std::fs::write(dir.join("big"), "x".repeat(5000)).unwrap();
+    std::fs::write(dir.join("bad"), [0xff, 0xfe]).unwrap();
+    let files = ["cpuset.cpus", "missing", "big", "bad"];
+    let real = summary(RealFs.scan_dir(&dir, &files, "user.pinctl.cpus"));
+    assert_eq!(
+        real,
+        summary(Plain.scan_dir(&dir, &files, "user.pinctl.cpus"))
+    );
+    assert!(
+        real.starts_with(r#"dirs ["child-a", "child-b", "link"] files ["\"0-3\\n\"", "NotFound""#),
+        "{real}"
+    );
+    assert!(real.contains("InvalidData"), "{real}");
+    let gone = tmp.path().join("gone");
+    assert_eq!(
+        summary(RealFs.scan_dir(&gone, &files, "user.x")),
+        "error NotFound"
+    );
+    assert_eq!(
+        summary(Plain.scan_dir(&gone, &files, "user.x")),
+        "error NotFound"
+    );
+}
