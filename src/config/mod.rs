@@ -1,0 +1,734 @@
+//! The daemon's configuration: `/etc/pinctl/pinctld.toml` in, a validated
+//! [`Config`] out.
+//!
+//! This module owns the configuration keys, their defaults, their validation and
+//! the error messages that point at a file, line, column and key. It works in two
+//! stages: serde reads the TOML into raw structs that reject unknown keys and
+//! keep the position of every value ([`toml::Spanned`]); validation then turns
+//! them into a [`Config`] that holds only legal states (CPU lists parsed, globs
+//! compiled, durations checked, paths absolute or relative as each key demands).
+//! It never does I/O beyond reading the one config file in [`load`]: it does not
+//! look at the cgroup tree, sysfs or the topology, so a `Config` says nothing
+//! about whether the paths exist or the CPUs are online; that is for the daemon
+//! to check at start-up.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use globset::GlobSet;
+use serde::Deserialize;
+use toml::de::DeTable;
+
+use crate::alloc::Options;
+use crate::cpuset::{CpuSet, MAX_CPU};
+use crate::topology::Topology;
+
+mod raw;
+mod validate;
+
+use raw::{RawConfig, toml_error};
+use validate::Validator;
+
+/// Where `pinctld` reads its configuration unless told otherwise.
+pub const DEFAULT_PATH: &str = "/etc/pinctl/pinctld.toml";
+
+/// The longest duration any duration key accepts.
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The most CPUs a `[[rule]]` may ask for, and the largest `reserved_cpus`
+/// count: one more than the highest CPU number [`CpuSet`] accepts.
+pub const MAX_CPUS: usize = MAX_CPU as usize + 1;
+
+/// The largest config file accepted, in bytes (1 MiB). The shipped file is
+/// about 9 KiB; the bound is checked before anything is parsed, and `load`
+/// reads no further, so neither a huge file nor a device that never ends costs
+/// more than this.
+pub const MAX_FILE_SIZE: usize = 1 << 20;
+
+/// The most entries any array may hold, the `[[rule]]` tables included. The
+/// work of validating (and the daemon's of matching every cgroup against every
+/// rule) grows with it; a node needs a handful.
+pub const MAX_ITEMS: usize = 1024;
+
+/// The longest string value or key, in bytes: `PATH_MAX` (4096), the most a
+/// path, a cgroup path or a glob on one can usefully be, and the page a sysfs
+/// CPU list is printed into.
+pub const MAX_STRING: usize = 4096;
+
+/// How deep `{a,{b,c}}` alternations may nest in a rule's glob. Each level is
+/// two levels of groups in the regex globset builds, and past about 125 levels
+/// regex's nesting limit makes globset fail; a real glob nests one or two.
+pub const MAX_GLOB_NESTING: usize = 32;
+
+/// The longest socket path a Unix socket address holds (`sun_path` is 108 bytes,
+/// one of them the terminating NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+const DEFAULT_BUNDLE_DIRS: &[&str] = &[
+    "/run/containerd/io.containerd.runtime.v2.task/k8s.io",
+    "/run/containerd/io.containerd.runtime.v2.task/moby",
+    "/run/containers/storage/overlay-containers",
+    "/var/lib/containers/storage/overlay-containers",
+    "/run/docker/containerd/daemon/io.containerd.runtime.v2.task/moby",
+];
+
+/// The validated daemon configuration.
+///
+/// Built by [`parse`] or [`load`], or [`Config::default`] for the documented
+/// defaults (what the shipped `etc/pinctl/pinctld.toml` gives). The fields are
+/// public so that tests can point the roots at fake trees; every value
+/// [`parse`] produces satisfies the rules documented on each field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Where the cgroup filesystem is mounted (absolute).
+    pub cgroup_root: PathBuf,
+    /// Where sysfs is mounted (absolute).
+    pub sysfs_root: PathBuf,
+    /// Where procfs is mounted (absolute).
+    pub proc_root: PathBuf,
+    /// The daemon's state file (absolute).
+    pub state_file: PathBuf,
+    /// The control socket the `pinctl` CLI talks to (absolute, at most 107
+    /// bytes).
+    pub socket: PathBuf,
+    /// CPUs never handed out exclusively; they keep the shared pool non-empty.
+    pub reserved_cpus: Reserved,
+    /// How often the whole tree is reconciled even without events (0 < d <= 24h).
+    pub reconcile_interval: Duration,
+    /// How long one read or write of a kernel file may take before it is
+    /// abandoned (0 < d <= 24h).
+    pub read_timeout: Duration,
+    /// How long a task may sit in uninterruptible sleep (D state) before the
+    /// daemon reports it (0 < d <= 24h).
+    pub dstate_threshold: Duration,
+    /// How long a cgroup may stay frozen before the daemon reports it
+    /// (0 < d <= 24h).
+    pub frozen_threshold: Duration,
+    /// Thaw a cgroup that stayed frozen longer than `frozen_threshold`.
+    pub thaw_frozen: bool,
+    /// How often the watchdog checks the required paths, stuck tasks and
+    /// frozen cgroups (0 < d <= 24h).
+    pub watchdog_interval: Duration,
+    /// Recreate a missing required path (else only report it).
+    pub repair: bool,
+    /// The shortest time between two repairs of the same path (0 < d <= 24h).
+    pub repair_cooldown: Duration,
+    /// Cgroups, relative to `cgroup_root`, that must exist in every hierarchy,
+    /// besides the kubepods paths the watchdog derives from `managed`. Same
+    /// rules as `shared_cgroups`.
+    pub required_paths: Vec<String>,
+    /// Cgroups, relative to `cgroup_root`, confined to the shared pool. Never
+    /// absolute, empty, or with empty, `.` or `..` components; no managed
+    /// subtree lies inside one.
+    pub shared_cgroups: Vec<String>,
+    /// Subtrees, relative to `cgroup_root`, that the daemon watches and manages:
+    /// every cgroup under them gets its exclusive CPUs or the shared pool. Same
+    /// rules as `shared_cgroups`.
+    pub managed: Vec<String>,
+    /// Which cgroup hierarchy to drive.
+    pub hierarchy: HierarchyMode,
+    /// Give exclusive CPUs to the containers of Guaranteed pods with a
+    /// whole-number CPU limit, as the kubelet's static policy does.
+    pub kubelet_rule: bool,
+    /// Allocator option: whole physical cores only (never with `spread_cores`).
+    pub full_pcpus_only: bool,
+    /// Allocator option: split requests evenly across NUMA nodes.
+    pub distribute_across_numa: bool,
+    /// Allocator option: one thread per core before any sibling (never with
+    /// `full_pcpus_only`).
+    pub spread_cores: bool,
+    /// Set `cpuset.mems` to the NUMA nodes of the exclusive CPUs.
+    pub align_memory: bool,
+    /// Directories holding OCI bundles by container id (absolute).
+    pub bundle_dirs: Vec<PathBuf>,
+    /// The least severe level the daemon logs.
+    pub log_level: LogLevel,
+    /// The `[[rule]]` tables, in file order.
+    pub rules: Vec<Rule>,
+}
+
+/// The `reserved_cpus` key: CPUs kept out of every exclusive allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reserved {
+    /// Exactly these CPUs (never empty).
+    List(CpuSet),
+    /// This many CPUs (1 to [`MAX_CPUS`]), taken from the lowest-numbered whole
+    /// cores when the daemon starts, and again by a reload that changes it.
+    Count(usize),
+}
+
+/// The `hierarchy` key: which cgroup hierarchy the daemon drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HierarchyMode {
+    /// Detect it at start-up.
+    Auto,
+    /// The v1 `cpuset` controller hierarchy.
+    V1,
+    /// The unified v2 hierarchy.
+    V2,
+}
+
+/// The `log_level` key, from least to most verbose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Only errors.
+    Error,
+    /// Errors and warnings.
+    Warn,
+    /// The default: also what the daemon changes.
+    Info,
+    /// Also why it decides what it does.
+    Debug,
+    /// Everything.
+    Trace,
+}
+
+/// One validated `[[rule]]`: cgroups whose path matches `pattern` get `cpus`
+/// exclusive CPUs.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// The glob as written in the file, relative to the cgroup root.
+    pub pattern: String,
+    /// How many exclusive CPUs a matching cgroup gets (1 to [`MAX_CPUS`]).
+    pub cpus: usize,
+    /// NUMA nodes to prefer, ascending; empty for no preference.
+    pub numa: Vec<u32>,
+    /// A set of the one glob: unlike `GlobMatcher`, whose construction
+    /// panics when the regex cannot be built, a set reports it.
+    matcher: GlobSet,
+    /// The line of the file the rule starts on (its `[[rule]]` header).
+    pub line: usize,
+}
+
+/// Why the configuration could not be loaded.
+///
+/// Messages name the file and, for everything but a read failure, the line and
+/// column (1-based, columns in characters) and the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {}: {reason}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The kind of the I/O error, so callers can tell a missing file apart.
+        kind: std::io::ErrorKind,
+        /// The operating system's description, without the error number.
+        reason: String,
+    },
+    /// The file is larger than [`MAX_FILE_SIZE`]; none of it was parsed.
+    #[error("{}: {}larger than the {MAX_FILE_SIZE} bytes a config file may hold", .path.display(), size_of(.size))]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size in bytes, when known (`load` of something other than a
+        /// regular file stops reading past the bound).
+        size: Option<u64>,
+    },
+    /// The file is not well-formed TOML.
+    #[error("{}:{line}:{column}: invalid TOML: {message}", .path.display())]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column, in characters.
+        column: usize,
+        /// What the TOML parser said.
+        message: String,
+    },
+    /// A key the daemon does not know (often a typo).
+    #[error("{}:{line}:{column}: unknown key `{key}`{}", .path.display(), in_table(.table))]
+    UnknownKey {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column, in characters.
+        column: usize,
+        /// The key as written.
+        key: String,
+        /// The table it is in (`rule`), or `None` at the top level.
+        table: Option<String>,
+    },
+    /// A value of the wrong type, or one that fails validation.
+    #[error("{}:{line}:{column}: {key}: {message}", .path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column, in characters.
+        column: usize,
+        /// The key, dotted for keys of a table (`rule.cpus`).
+        key: String,
+        /// What is wrong with the value.
+        message: String,
+    },
+}
+
+fn size_of(size: &Option<u64>) -> String {
+    size.map(|n| format!("{n} bytes, ")).unwrap_or_default()
+}
+
+fn in_table(table: &Option<String>) -> String {
+    match table {
+        Some(t) => format!(" in [[{t}]]"),
+        None => String::new(),
+    }
+}
+
+/// Why a duration string was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid duration {input:?}: {reason}")]
+pub struct ParseDurationError {
+    /// The whole input, as given.
+    pub input: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// Reads and validates the config file at `path`, reading no more than
+/// [`MAX_FILE_SIZE`] bytes and one.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    use std::io::Read;
+    let read_error = |e: std::io::Error| ConfigError::Read {
+        path: path.to_path_buf(),
+        kind: e.kind(),
+        reason: io_reason(&e),
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut bytes = Vec::new();
+    (&file)
+        .take(MAX_FILE_SIZE as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() > MAX_FILE_SIZE {
+        let size = file
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
+        return Err(ConfigError::TooLarge {
+            path: path.to_path_buf(),
+            size,
+        });
+    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        read_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ))
+    })?;
+    parse(&text, path)
+}
+
+/// `io::Error`'s message without the ` (os error N)` suffix.
+fn io_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match e.raw_os_error() {
+        Some(code) => text
+            .strip_suffix(&format!(" (os error {code})"))
+            .map(str::to_string)
+            .unwrap_or(text),
+        None => text,
+    }
+}
+
+/// Validates the configuration in `text`. `path` is used only in error
+/// messages. An empty text gives [`Config::default`].
+///
+/// The work is bounded by the input: a text over [`MAX_FILE_SIZE`] is refused
+/// before it is parsed, and a document with an array over [`MAX_ITEMS`] or a
+/// string or key over [`MAX_STRING`] before any value is validated (globs
+/// compiled, CPU lists parsed).
+pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    if text.len() > MAX_FILE_SIZE {
+        return Err(ConfigError::TooLarge {
+            path: path.to_path_buf(),
+            size: Some(text.len() as u64),
+        });
+    }
+    let validator = Validator { text, path };
+    let doc = DeTable::parse(text).map_err(|e| toml_error(text, path, &e))?;
+    validator.check_bounds(doc.get_ref())?;
+    let raw = RawConfig::deserialize(toml::de::Deserializer::from(doc))
+        .map_err(|e| toml_error(text, path, &e))?;
+    validator.config(raw)
+}
+
+/// Parses a duration written as `<integer><unit>` with unit `ms`, `s`, `m` or
+/// `h` (`"500ms"`, `"10s"`, `"2m"`). Strict: no spaces, no sign, no fractions,
+/// no missing unit. Zero and anything over [`MAX_DURATION`] are rejected.
+pub fn parse_duration(text: &str) -> Result<Duration, ParseDurationError> {
+    let err = |reason: String| ParseDurationError {
+        input: text.to_string(),
+        reason,
+    };
+    if text.is_empty() {
+        return Err(err(
+            "empty; write an integer and a unit, e.g. \"10s\"".into()
+        ));
+    }
+    if text.chars().any(char::is_whitespace) {
+        return Err(err("spaces are not allowed".into()));
+    }
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    if digits.is_empty() {
+        return Err(err("must start with an integer, e.g. \"10s\"".into()));
+    }
+    if unit.starts_with(['.', ',']) {
+        return Err(err(
+            "fractions are not supported; use a smaller unit, e.g. \"1500ms\"".into(),
+        ));
+    }
+    let millis_per_unit: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "" => return Err(err("missing unit: use ms, s, m or h".into())),
+        other => return Err(err(format!("unknown unit {other:?}: use ms, s, m or h"))),
+    };
+    let too_long = || err("longer than the maximum of 24h".into());
+    // Digits that overflow u64 are certainly longer than a day.
+    let count: u64 = digits.parse().map_err(|_| too_long())?;
+    let millis = count.checked_mul(millis_per_unit).ok_or_else(too_long)?;
+    if millis == 0 {
+        return Err(err("must be greater than zero".into()));
+    }
+    let duration = Duration::from_millis(millis);
+    if duration > MAX_DURATION {
+        return Err(too_long());
+    }
+    Ok(duration)
+}
+
+/// The documented defaults, which the shipped `etc/pinctl/pinctld.toml` spells
+/// out key by key (a test holds the two equal).
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            cgroup_root: "/sys/fs/cgroup".into(),
+            sysfs_root: "/sys".into(),
+            proc_root: "/proc".into(),
+            state_file: "/var/lib/pinctl/state.json".into(),
+            socket: "/run/pinctl/pinctl.sock".into(),
+            reserved_cpus: Reserved::List(CpuSet::from_range(0, 0)),
+            reconcile_interval: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(5),
+            dstate_threshold: Duration::from_secs(60),
+            frozen_threshold: Duration::from_secs(300),
+            thaw_frozen: false,
+            watchdog_interval: Duration::from_secs(10),
+            repair: true,
+            repair_cooldown: Duration::from_secs(60),
+            required_paths: Vec::new(),
+            shared_cgroups: vec!["system.slice".into(), "user.slice".into()],
+            managed: vec!["kubepods.slice".into(), "kubepods".into()],
+            hierarchy: HierarchyMode::Auto,
+            kubelet_rule: true,
+            full_pcpus_only: false,
+            distribute_across_numa: false,
+            spread_cores: false,
+            align_memory: false,
+            bundle_dirs: DEFAULT_BUNDLE_DIRS.iter().map(PathBuf::from).collect(),
+            log_level: LogLevel::Info,
+            rules: Vec::new(),
+        }
+    }
+}
+
+/// What a running daemon makes of a changed configuration file
+/// ([`Config::reload`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reload {
+    /// The configuration to run with from now on.
+    pub config: Config,
+    /// The keys whose new value is in force, in [`Config`]'s order.
+    pub applied: Vec<&'static str>,
+    /// The keys whose new value waits for a restart ([`Config::RESTART_KEYS`]),
+    /// in [`Config`]'s order; `config` keeps their running values.
+    pub deferred: Vec<&'static str>,
+}
+
+impl Config {
+    /// The keys a running daemon keeps until it restarts: where the kernel's
+    /// files, the state and the socket are and which hierarchy is driven (its
+    /// I/O threads, watchers and socket were set up for them), the I/O
+    /// timeout, and where bundles are found (a bundle once read is
+    /// remembered). In [`Config`]'s order.
+    pub const RESTART_KEYS: &[&str] = &[
+        "cgroup_root",
+        "sysfs_root",
+        "proc_root",
+        "state_file",
+        "socket",
+        "read_timeout",
+        "hierarchy",
+        "bundle_dirs",
+    ];
+
+    /// The running configuration `self` updated to `new`, a configuration
+    /// read again from the file (SIGHUP): every key takes its new value but
+    /// the [`Self::RESTART_KEYS`], which keep their running one.
+    pub fn reload(&self, new: Config) -> Reload {
+        let mut config = new;
+        let mut applied = Vec::new();
+        let mut deferred = Vec::new();
+        macro_rules! compare {
+            ($key:ident) => {
+                if config.$key != *$key {
+                    let name = stringify!($key);
+                    if Self::RESTART_KEYS.contains(&name) {
+                        config.$key = $key.clone();
+                        deferred.push(name);
+                    } else {
+                        applied.push(name);
+                    }
+                }
+            };
+        }
+        // Every key bound by name, and each binding used by `compare!`: a new
+        // key fails to compile here, and one not compared is an unused
+        // variable (denied by clippy in CI).
+        let Config {
+            cgroup_root,
+            sysfs_root,
+            proc_root,
+            state_file,
+            socket,
+            reserved_cpus,
+            reconcile_interval,
+            read_timeout,
+            dstate_threshold,
+            frozen_threshold,
+            thaw_frozen,
+            watchdog_interval,
+            repair,
+            repair_cooldown,
+            required_paths,
+            shared_cgroups,
+            managed,
+            hierarchy,
+            kubelet_rule,
+            full_pcpus_only,
+            distribute_across_numa,
+            spread_cores,
+            align_memory,
+            bundle_dirs,
+            log_level,
+            rules,
+        } = self;
+        compare!(cgroup_root);
+        compare!(sysfs_root);
+        compare!(proc_root);
+        compare!(state_file);
+        compare!(socket);
+        compare!(reserved_cpus);
+        compare!(reconcile_interval);
+        compare!(read_timeout);
+        compare!(dstate_threshold);
+        compare!(frozen_threshold);
+        compare!(thaw_frozen);
+        compare!(watchdog_interval);
+        compare!(repair);
+        compare!(repair_cooldown);
+        compare!(required_paths);
+        compare!(shared_cgroups);
+        compare!(managed);
+        compare!(hierarchy);
+        compare!(kubelet_rule);
+        compare!(full_pcpus_only);
+        compare!(distribute_across_numa);
+        compare!(spread_cores);
+        compare!(align_memory);
+        compare!(bundle_dirs);
+        compare!(log_level);
+        compare!(rules);
+        Reload {
+            config,
+            applied,
+            deferred,
+        }
+    }
+
+    /// The first rule, in file order, whose pattern matches `rel_path` (a cgroup
+    /// path relative to the cgroup root, without a leading `/`).
+    pub fn rule_for(&self, rel_path: &str) -> Option<&Rule> {
+        self.rules.iter().find(|r| r.matches(rel_path))
+    }
+
+    /// The allocator options this configuration asks for, with `reserved` (the
+    /// resolved [`Reserved`]) and no NUMA preference; a rule's `numa` is the
+    /// caller's to add.
+    pub fn alloc_options(&self, reserved: CpuSet) -> Options {
+        Options {
+            reserved,
+            full_pcpus_only: self.full_pcpus_only,
+            distribute_across_numa: self.distribute_across_numa,
+            spread_cores: self.spread_cores,
+            numa_preference: Vec::new(),
+            align_by_socket: false,
+        }
+    }
+
+    /// The directories, relative to the cgroup root, that the watcher must
+    /// watch: the `managed` subtrees, then for each rule the literal directory
+    /// part of its pattern (`hpc.slice/job-*.scope` gives `hpc.slice`; `""` is the
+    /// root itself). In that order, without duplicates; a root may lie inside
+    /// another.
+    pub fn watch_roots(&self) -> Vec<String> {
+        let mut roots: Vec<String> = Vec::new();
+        let candidates = self
+            .managed
+            .iter()
+            .cloned()
+            .chain(self.rules.iter().map(|r| r.watch_root()));
+        for root in candidates {
+            if !roots.contains(&root) {
+                roots.push(root);
+            }
+        }
+        roots
+    }
+}
+
+impl Reserved {
+    /// The reserved CPUs on `topology`: the list as given, or the first `n` CPUs
+    /// of the lowest-numbered cores, whole cores first (see
+    /// [`Topology::lowest_cores`]).
+    pub fn resolve(&self, topology: &Topology) -> CpuSet {
+        match self {
+            Reserved::List(set) => set.clone(),
+            Reserved::Count(n) => topology.lowest_cores(*n),
+        }
+    }
+}
+
+impl fmt::Display for Reserved {
+    /// As it would be written in the file: `"0-1"` or `2`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reserved::List(set) => write!(f, "\"{set}\""),
+            Reserved::Count(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl HierarchyMode {
+    /// The value as written in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HierarchyMode::Auto => "auto",
+            HierarchyMode::V1 => "v1",
+            HierarchyMode::V2 => "v2",
+        }
+    }
+}
+
+impl fmt::Display for HierarchyMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl LogLevel {
+    /// The value as written in the file, which is also a `tracing` filter
+    /// directive.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
+}
+
+impl fmt::Display for LogLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Rule {
+    /// Whether the rule applies to the cgroup at `rel_path` (relative to the
+    /// cgroup root, without a leading `/`). `*`, `?` and `[..]` never match a
+    /// `/`; `**` spans directories.
+    pub fn matches(&self, rel_path: &str) -> bool {
+        self.matcher.is_match(rel_path)
+    }
+
+    /// The literal directory part of the pattern: the components before the
+    /// first one holding a glob metacharacter, and never the last component,
+    /// since the matching cgroup is created inside that directory.
+    fn watch_root(&self) -> String {
+        let components: Vec<&str> = self.pattern.split('/').collect();
+        let literal = literal_components(&self.pattern);
+        literal[..literal.len().min(components.len() - 1)].join("/")
+    }
+}
+
+/// How deep `{..}` alternations nest in `pattern`, read as globset reads it:
+/// a `\` escapes the next character, and braces inside a `[..]` class are
+/// literal. A class left unclosed hides the rest, but globset refuses that
+/// pattern before it builds anything.
+fn alternation_depth(pattern: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '[' => {
+                // One `!` or `^` negates; a `]` first after that is a member,
+                // not the end of the class.
+                chars.next_if(|&c| c == '!' || c == '^');
+                chars.next();
+                for c in chars.by_ref() {
+                    if c == ']' {
+                        break;
+                    }
+                }
+            }
+            '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// The leading components of `pattern` that hold no glob metacharacter.
+fn literal_components(pattern: &str) -> Vec<&str> {
+    pattern
+        .split('/')
+        .take_while(|c| !c.contains(['*', '?', '[', ']', '{', '}', '\\']))
+        .collect()
+}
+
+impl PartialEq for Rule {
+    /// Rules are equal when they were written the same on the same line; the
+    /// matcher follows from the pattern.
+    fn eq(&self, other: &Self) -> bool {
+        self.pattern == other.pattern
+            && self.cpus == other.cpus
+            && self.numa == other.numa
+            && self.line == other.line
+    }
+}
+
+impl Eq for Rule {}
+
+#[cfg(test)]
+mod tests;
