@@ -4,30 +4,30 @@
 //!
 //! What it knows: the topology (sysfs), the hierarchy, the reserved CPUs (the
 //! configuration), which cgroups ask for exclusive CPUs now and on whose word
-//! (each cgroup of the watched subtrees read and decided exactly as the daemon
-//! does: [`cgroup::observe`], [`layout::classify`], [`intent::decide`]), and the
-//! CPUs the daemon last assigned to each workload (the state file). A workload
+//! (each cgroup of the daemon's subtrees, [`Scope::roots`], read and decided
+//! by the daemon's own read of a cgroup, [`intent::read`]), and the CPUs the
+//! daemon last assigned to each workload (the state file). A workload
 //! that asks but has no assignment in the state file is shown as pending; an
 //! assignment whose cgroups no longer ask is a note. What it cannot know (the
 //! daemon's health, counters, failing writes, the watchdog's findings) is left
 //! empty and the health is `"unknown"`.
 //!
-//! It reads with blocking `std::fs` calls on the CLI's own thread: a cgroup
+//! It reads with blocking calls ([`RealFs`]) on the CLI's own thread: a cgroup
 //! read that hangs (a task in D state) hangs this command, never the daemon.
 //! It never writes anything, and never moves the state file
 //! ([`StateFile::peek`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
 
 use crate::api;
-use crate::cgroup::{self, Hierarchy, Rel, layout};
+use crate::cgroup::{self, Hierarchy, Rel, Scope};
 use crate::config::Config;
 use crate::cpuset::CpuSet;
 use crate::engine::SavedState;
 use crate::intent::{self, Intent};
-use crate::io::RealFs;
+use crate::io::{Fs, RealFs};
 use crate::state::{Peeked, StateFile};
 use crate::sysfs::Sysfs;
 
@@ -190,54 +190,95 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
     Ok(OfflineStatus { status, notes })
 }
 
-/// Reads every cgroup of the watched subtrees (`managed` and the rules'
-/// roots) and decides each one's intent as the daemon does. A cgroup below
-/// one that asks is part of that workload, not a workload of its own, so the
-/// walk does not look for intents there. Returns the asking cgroups and one
-/// note per cgroup that could not be read or whose request is malformed.
-fn scan(fs: &RealFs, hier: &Hierarchy, config: &Config) -> (Vec<Asking>, Vec<String>) {
+/// Reads every cgroup of the daemon's subtrees ([`Scope::roots`]: managed,
+/// `shared_cgroups` and the rules' roots) with the daemon's own read of a
+/// cgroup, [`intent::read`]. A cgroup below one that asks is part of that
+/// workload, not a workload of its own, so the walk does not look for intents
+/// there. Returns the asking cgroups and one note per cgroup that could not be
+/// read or whose request is malformed.
+fn scan(fs: &dyn Fs, hier: &Hierarchy, config: &Config) -> (Vec<Asking>, Vec<String>) {
     let mut asking = Vec::new();
     let mut problems = Vec::new();
-    let mut stack: Vec<String> = config.watch_roots();
-    stack.sort();
-    stack.dedup();
-    let mut seen = std::collections::BTreeSet::new();
+    let mut stack: Vec<Rel> = Scope::of(config).roots().to_vec();
+    let mut seen = BTreeSet::new();
     while let Some(rel) = stack.pop() {
         if !seen.insert(rel.clone()) {
             continue;
         }
-        let kind = layout::classify(&rel);
-        let reads = cgroup::Reads {
-            mems: false,
-            limit: intent::needs_limit(&kind, config),
-        };
-        let rel_arc: Rel = rel.as_str().into();
-        let Some(obs) = cgroup::observe(fs, hier, &rel_arc, reads) else {
+        let Some(reading) = intent::read(fs, hier, config, &rel, None) else {
             continue;
         };
-        if let Some(e) = &obs.error {
+        if let Some(e) = &reading.obs.error {
             problems.push(format!("cannot read cgroup {rel}: {e}"));
         }
-        let bundle = match &kind {
-            layout::Kind::Container { id, .. } => intent::find_bundle(fs, &config.bundle_dirs, id),
-            _ => None,
-        };
-        let (decided, problem) = intent::decide(&kind, &obs, bundle.as_ref(), config);
-        if let Some(p) = problem {
+        if let Some(p) = &reading.problem {
             problems.push(format!("{rel}: {p}"));
         }
-        if let Some(i) = decided.filter(Intent::wants) {
+        if let Some(intent) = reading.intent.filter(Intent::wants) {
             asking.push(Asking {
-                key: intent::workload_key(&kind, &rel, bundle.as_ref()),
-                intent: i,
-                rel,
+                key: reading.key,
+                intent,
+                rel: rel.to_string(),
             });
             continue;
         }
-        for child in obs.children.iter().rev() {
-            stack.push(cgroup::child(&rel, child));
+        for child in reading.obs.children.iter().rev() {
+            stack.push(cgroup::child(&rel, child).into());
         }
     }
     asking.sort_by(|a, b| a.rel.cmp(&b.rel));
     (asking, problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::path::Path;
+
+    /// A v2 cgroup in a fake tree, owned by whoever runs the test (trusted
+    /// like root: [`intent::trusted`]) and writable by nobody else.
+    fn cgroup(root: &Path, rel: &str, effective: &str) -> std::path::PathBuf {
+        let dir = root.join(rel);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(dir.join("cpuset.cpus"), "").unwrap();
+        std::fs::write(dir.join("cpuset.cpus.effective"), effective).unwrap();
+        dir
+    }
+
+    /// The daemon scans `shared_cgroups` as well as the managed subtrees and
+    /// the rules' roots, and honours a request found there; `--offline`
+    /// once scanned only the latter two and missed it.
+    #[test]
+    fn an_xattr_request_under_shared_cgroups_is_seen_offline() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::write(root.join("cgroup.controllers"), "cpuset cpu\n").unwrap();
+        cgroup(root, "kubepods.slice", "0-7");
+        cgroup(root, "system.slice", "0-7");
+        let job = cgroup(root, "system.slice/batch.service", "0-7");
+        xattr::set(&job, cgroup::XATTR_CPUS, b"2").unwrap();
+        let config = Config {
+            cgroup_root: root.to_path_buf(),
+            managed: vec!["kubepods.slice".into()],
+            shared_cgroups: vec!["system.slice".into()],
+            ..Config::default()
+        };
+        let hier = Hierarchy::detect(&RealFs, root, config.hierarchy).unwrap();
+        let (asking, problems) = scan(&RealFs, &hier, &config);
+        assert_eq!(problems, Vec::<String>::new());
+        let found: Vec<(&str, &str, usize)> = asking
+            .iter()
+            .map(|a| (a.key.as_str(), a.rel.as_str(), a.intent.cpus))
+            .collect();
+        assert_eq!(
+            found,
+            [(
+                "cgroup:system.slice/batch.service",
+                "system.slice/batch.service",
+                2
+            )]
+        );
+    }
 }
