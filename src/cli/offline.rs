@@ -152,40 +152,27 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
             ));
         }
     }
-    let shared_pool = online.difference(&assigned);
+    let summary = format!(
+        "offline: built by pinctl at {} from {} and {}",
+        api::unix_secs(),
+        config.state_file.display(),
+        config.cgroup_root.display()
+    );
+    let health = api::Health {
+        state: UNKNOWN.to_string(),
+        reasons: vec!["offline: no daemon judged it".to_string()],
+    };
     let status = api::Status {
-        schema: api::SCHEMA,
-        daemon: api::Daemon {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            pid: 0,
-            started: 0,
-            ready: false,
-            summary: format!(
-                "offline: built by pinctl at {} from {} and {}",
-                api::unix_secs(),
-                config.state_file.display(),
-                config.cgroup_root.display()
-            ),
-        },
-        health: api::Health {
-            state: UNKNOWN.to_string(),
-            reasons: vec!["offline: no daemon judged it".to_string()],
-        },
-        hierarchy: match hier.version {
-            cgroup::Version::V1 => "v1",
-            cgroup::Version::V2 => "v2",
-        }
-        .to_string(),
-        hybrid: hier.hybrid,
-        topology: topo.to_file(),
-        online,
         reserved,
-        shared_pool,
+        shared_pool: online.difference(&assigned),
         workloads,
-        failing: Vec::new(),
-        watchdog: api::Watchdog::default(),
-        counters: api::Counters::default(),
-        config: api::RunningConfig::of(config),
+        ..api::Status::new(
+            api::Daemon::new(0, 0, false, summary),
+            health,
+            &hier,
+            &topo,
+            api::RunningConfig::of(config),
+        )
     };
     Ok(OfflineStatus { status, notes })
 }
@@ -234,11 +221,11 @@ fn scan(fs: &dyn Fs, hier: &Hierarchy, config: &Config) -> (Vec<Asking>, Vec<Str
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt as _;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
 
     /// A v2 cgroup in a fake tree, owned by whoever runs the test (trusted
     /// like root: [`intent::trusted`]) and writable by nobody else.
-    fn cgroup(root: &Path, rel: &str, effective: &str) -> std::path::PathBuf {
+    fn cgroup(root: &Path, rel: &str, effective: &str) -> PathBuf {
         let dir = root.join(rel);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -247,25 +234,43 @@ mod tests {
         dir
     }
 
+    /// A machine of 4 CPUs, one core each, and a v2 tree in which a service
+    /// under `shared_cgroups` asks for 2 CPUs by xattr; no state file.
+    fn machine(tmp: &Path) -> Config {
+        let cpu = tmp.join("sys/devices/system/cpu");
+        std::fs::create_dir_all(&cpu).unwrap();
+        std::fs::write(cpu.join("online"), "0-3\n").unwrap();
+        for n in 0..4 {
+            let topo = cpu.join(format!("cpu{n}/topology"));
+            std::fs::create_dir_all(&topo).unwrap();
+            std::fs::write(topo.join("physical_package_id"), "0\n").unwrap();
+            std::fs::write(topo.join("core_id"), format!("{n}\n")).unwrap();
+        }
+        let root = tmp.join("cgroup");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("cgroup.controllers"), "cpuset cpu\n").unwrap();
+        cgroup(&root, "kubepods.slice", "0-3");
+        cgroup(&root, "system.slice", "0-3");
+        let job = cgroup(&root, "system.slice/batch.service", "0-3");
+        xattr::set(&job, cgroup::XATTR_CPUS, b"2").unwrap();
+        Config {
+            cgroup_root: root,
+            sysfs_root: tmp.join("sys"),
+            state_file: tmp.join("state.json"),
+            managed: vec!["kubepods.slice".into()],
+            shared_cgroups: vec!["system.slice".into()],
+            ..Config::default()
+        }
+    }
+
     /// The daemon scans `shared_cgroups` as well as the managed subtrees and
     /// the rules' roots, and honours a request found there; `--offline`
     /// once scanned only the latter two and missed it.
     #[test]
     fn an_xattr_request_under_shared_cgroups_is_seen_offline() {
         let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path();
-        std::fs::write(root.join("cgroup.controllers"), "cpuset cpu\n").unwrap();
-        cgroup(root, "kubepods.slice", "0-7");
-        cgroup(root, "system.slice", "0-7");
-        let job = cgroup(root, "system.slice/batch.service", "0-7");
-        xattr::set(&job, cgroup::XATTR_CPUS, b"2").unwrap();
-        let config = Config {
-            cgroup_root: root.to_path_buf(),
-            managed: vec!["kubepods.slice".into()],
-            shared_cgroups: vec!["system.slice".into()],
-            ..Config::default()
-        };
-        let hier = Hierarchy::detect(&RealFs, root, config.hierarchy).unwrap();
+        let config = machine(tmp.path());
+        let hier = Hierarchy::detect(&RealFs, &config.cgroup_root, config.hierarchy).unwrap();
         let (asking, problems) = scan(&RealFs, &hier, &config);
         assert_eq!(problems, Vec::<String>::new());
         let found: Vec<(&str, &str, usize)> = asking
@@ -279,6 +284,38 @@ mod tests {
                 "system.slice/batch.service",
                 2
             )]
+        );
+    }
+
+    #[test]
+    fn without_a_state_file_a_request_is_pending_and_nobody_judged_the_health() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = machine(tmp.path());
+        let OfflineStatus { status, notes } = build(&config).unwrap();
+        assert_eq!(status.hierarchy, "v2");
+        assert_eq!(
+            (status.online.to_string(), status.reserved.to_string()),
+            ("0-3".into(), "0".into())
+        );
+        assert_eq!(status.shared_pool, status.online, "nothing is assigned");
+        assert_eq!(status.health.state, UNKNOWN);
+        assert_eq!((status.daemon.pid, status.daemon.ready), (0, false));
+        assert!(
+            status
+                .daemon
+                .summary
+                .starts_with("offline: built by pinctl at ")
+        );
+        assert_eq!(status.config, api::RunningConfig::of(&config));
+        let [w] = status.workloads.as_slice() else {
+            panic!("{:?}", status.workloads);
+        };
+        assert_eq!(w.cgroups, ["system.slice/batch.service"]);
+        assert_eq!((w.requested, w.cpus.as_ref()), (2, None));
+        assert_eq!(w.pending.as_ref().map(|p| p.available), Some(3));
+        assert!(
+            notes.iter().any(|n| n.starts_with("no state file at ")),
+            "{notes:?}"
         );
     }
 }
