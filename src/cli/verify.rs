@@ -578,3 +578,185 @@ pub fn render(report: &Report, style: super::style::Style) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    use crate::io::{Entry, Owner};
+
+    /// Files in memory, under paths that exist nowhere on disk: what verify
+    /// finds there it can only have read through its [`Fs`]. Every directory
+    /// is root's; nothing can be written.
+    #[derive(Default)]
+    struct MemFs(BTreeMap<PathBuf, String>);
+
+    impl MemFs {
+        fn put(&mut self, path: &str, text: &str) {
+            self.0.insert(PathBuf::from(path), text.to_string());
+        }
+
+        fn is_dir(&self, path: &Path) -> bool {
+            self.0.keys().any(|f| f != path && f.starts_with(path))
+        }
+    }
+
+    impl Fs for MemFs {
+        fn read(&self, path: &Path) -> io::Result<String> {
+            self.0
+                .get(path)
+                .cloned()
+                .ok_or_else(|| io::ErrorKind::NotFound.into())
+        }
+        fn write(&self, _: &Path, _: &str) -> io::Result<()> {
+            Err(io::ErrorKind::PermissionDenied.into())
+        }
+        fn read_dir(&self, path: &Path) -> io::Result<Vec<Entry>> {
+            if !self.is_dir(path) {
+                return Err(io::ErrorKind::NotFound.into());
+            }
+            let mut names: Vec<Entry> = self
+                .0
+                .keys()
+                .filter_map(|f| f.strip_prefix(path).ok()?.components().next())
+                .map(|c| {
+                    let name = c.as_os_str().to_string_lossy().into_owned();
+                    let is_dir = self.is_dir(&path.join(&name));
+                    Entry { name, is_dir }
+                })
+                .collect();
+            names.dedup();
+            Ok(names)
+        }
+        fn get_xattr(&self, _: &Path, _: &str) -> io::Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn set_xattr(&self, _: &Path, _: &str, _: &[u8]) -> io::Result<()> {
+            Err(io::ErrorKind::PermissionDenied.into())
+        }
+        fn mkdir(&self, _: &Path) -> io::Result<()> {
+            Err(io::ErrorKind::PermissionDenied.into())
+        }
+        fn exists(&self, path: &Path) -> io::Result<bool> {
+            Ok(self.0.contains_key(path) || self.is_dir(path))
+        }
+        fn owner(&self, path: &Path) -> io::Result<Owner> {
+            match self.exists(path)? {
+                true => Ok(Owner {
+                    uid: 0,
+                    mode: 0o755,
+                }),
+                false => Err(io::ErrorKind::NotFound.into()),
+            }
+        }
+    }
+
+    const JOB: &str = "hpc.slice/job.scope";
+
+    fn roots() -> Roots {
+        Roots {
+            cgroup_root: "/nowhere/cgroup".into(),
+            proc_root: "/nowhere/proc".into(),
+            sysfs_root: "/nowhere/sys".into(),
+        }
+    }
+
+    /// One workload, the job, on CPUs 2-3 of 0-3.
+    fn intent(hierarchy: &str) -> api::Status {
+        api::Status {
+            hierarchy: hierarchy.into(),
+            reserved: "0".parse().unwrap(),
+            shared_pool: "0-1".parse().unwrap(),
+            workloads: vec![api::Workload {
+                key: format!("cgroup:{JOB}"),
+                requested: 2,
+                source: api::Source::Xattr,
+                numa: Vec::new(),
+                cgroups: vec![JOB.into()],
+                cpus: Some("2-3".parse().unwrap()),
+                pending: None,
+                alignment: None,
+            }],
+            ..api::Status::starting()
+        }
+    }
+
+    fn scope() -> Scope {
+        Scope {
+            managed: Vec::new(),
+            shared: vec!["system.slice".into()],
+        }
+    }
+
+    /// A v1 kernel old enough to have no `cpuset.effective_cpus`: the kernel
+    /// enforces `cpuset.cpus` itself, so that is the set judged. The job's
+    /// process (v1 `tasks` lists threads) may run on CPU 0.
+    #[test]
+    fn an_old_v1_kernel_is_judged_by_cpuset_cpus_and_read_only_through_fs() {
+        let mut fs = MemFs::default();
+        fs.put("/nowhere/cgroup/cpuset/cpuset.cpus", "0-3\n");
+        fs.put("/nowhere/cgroup/cpuset/hpc.slice/cpuset.cpus", "0-3\n");
+        fs.put(
+            "/nowhere/cgroup/cpuset/hpc.slice/job.scope/cpuset.cpus",
+            "2-3\n",
+        );
+        fs.put(
+            "/nowhere/cgroup/cpuset/hpc.slice/job.scope/tasks",
+            "40\n41\n",
+        );
+        fs.put("/nowhere/cgroup/cpuset/system.slice/cpuset.cpus", "0-1\n");
+        fs.put(
+            "/nowhere/cgroup/cpuset/system.slice/a.service/cpuset.cpus",
+            "1-2\n",
+        );
+        fs.put(
+            "/nowhere/proc/40/status",
+            "Name:\tjob\nCpus_allowed_list:\t2-3\n",
+        );
+        fs.put(
+            "/nowhere/proc/41/status",
+            "Name:\tjob-io\nCpus_allowed_list:\t0,2\n",
+        );
+        fs.put("/nowhere/sys/devices/system/cpu/isolated", "\n");
+        let r = verify_with(&fs, &intent("v1"), &roots(), &scope()).unwrap();
+        let text = render(&r, super::super::style::Style::OFF);
+        assert_eq!(
+            (
+                r.checked.workload_cgroups,
+                r.checked.tasks,
+                r.checked.other_cgroups
+            ),
+            (1, 2, 2),
+            "{text}"
+        );
+        assert_eq!(
+            text,
+            "Checked 1 exclusive workload (1 cgroup, 2 tasks) and 2 other cgroups in /nowhere/cgroup (cgroup v1)\n\
+             problem: cgroup:hpc.slice/job.scope: task 41 (job-io) in hpc.slice/job.scope may run on CPUs 0,2 (Cpus_allowed_list), outside 2-3\n\
+             problem: system.slice/a.service is not a workload but gets CPUs 1-2, including exclusive CPUs 2 of cgroup:hpc.slice/job.scope\n"
+        );
+    }
+
+    /// `cgroup::observe` keeps only a cgroup's first error; the file that gave
+    /// no set is still the one named.
+    #[test]
+    fn a_garbled_effective_set_is_named_even_beside_a_garbled_cpuset_cpus() {
+        let mut fs = MemFs::default();
+        fs.put("/nowhere/cgroup/cgroup.controllers", "cpuset cpu\n");
+        fs.put("/nowhere/cgroup/hpc.slice/job.scope/cpuset.cpus", "x\n");
+        fs.put(
+            "/nowhere/cgroup/hpc.slice/job.scope/cpuset.cpus.effective",
+            "y\n",
+        );
+        let r = verify_with(&fs, &intent("v2"), &roots(), &scope()).unwrap();
+        assert_eq!(
+            r.problems,
+            [Problem::Unreadable {
+                workload: Some(format!("cgroup:{JOB}")),
+                path: "/nowhere/cgroup/hpc.slice/job.scope/cpuset.cpus.effective".into(),
+                error: "y\n".parse::<CpuSet>().unwrap_err().to_string(),
+            }]
+        );
+    }
+}
