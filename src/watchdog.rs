@@ -1,5 +1,6 @@
 //! The watchdog's checks: cgroup paths that must exist (and their repair),
-//! tasks stuck in uninterruptible sleep, and cgroups left frozen.
+//! tasks stuck in uninterruptible sleep (found by [`crate::procfs`]), and
+//! cgroups left frozen.
 //!
 //! Split like the rest of the daemon: the functions that touch the kernel take
 //! a [`Fs`] and the roots as arguments and run on the I/O threads (one call per
@@ -20,8 +21,8 @@ use crate::cgroup::{self, Hierarchy, Version, file};
 use crate::io::Fs;
 
 /// The procfs reads of the stuck-task check, under the names the daemon
-/// used before they moved to [`crate::procfs`].
-pub use crate::procfs::{Sleeper, TaskStat, list_pids, parse_cgroup, parse_stat, read_dstate};
+/// used before they moved to [`crate::procfs`]; to go once it uses those.
+pub use crate::procfs::{Sleeper, list_pids, read_dstate};
 
 /// One mounted cgroup hierarchy: in v1 one per controller (or named
 /// hierarchy such as `systemd`), in v2 the one tree.
