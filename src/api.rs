@@ -18,6 +18,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cgroup::Hierarchy;
 use crate::cpuset::CpuSet;
 use crate::intent;
 use crate::topology::{Topology, TopologyFile};
@@ -65,6 +66,69 @@ pub struct Status {
     /// field: then all defaults).
     #[serde(default)]
     pub config: RunningConfig,
+}
+
+impl Status {
+    /// The one builder of a status document, the daemon's and `--offline`'s:
+    /// `daemon`, judged `health`, drives `hierarchy` on `topology` with
+    /// `config`. Every online CPU is in the shared pool, none is reserved, and
+    /// there are no workloads, failures, watchdog findings or counts: the
+    /// caller sets what it knows of those with struct update syntax
+    /// (`Status { workloads, ..Status::new(..) }`).
+    pub fn new(
+        daemon: Daemon,
+        health: Health,
+        hierarchy: &Hierarchy,
+        topology: &Topology,
+        config: RunningConfig,
+    ) -> Status {
+        let online = topology.online().clone();
+        Status {
+            hierarchy: hierarchy.version.as_str().to_string(),
+            hybrid: hierarchy.hybrid,
+            topology: topology.to_file(),
+            shared_pool: online.clone(),
+            online,
+            config,
+            ..Status::blank(daemon, health)
+        }
+    }
+
+    /// This daemon's document before it has read anything: no hierarchy, no
+    /// CPUs, summary `"starting"` (never served: the first real one is
+    /// published before the socket is read).
+    pub fn starting() -> Status {
+        let health = Health {
+            state: "healthy".into(),
+            reasons: Vec::new(),
+        };
+        let daemon = Daemon::new(std::process::id(), 0, false, "starting".into());
+        Status::blank(daemon, health)
+    }
+
+    /// A document that says nothing but who made it and its health.
+    fn blank(daemon: Daemon, health: Health) -> Status {
+        Status {
+            schema: SCHEMA,
+            daemon,
+            health,
+            hierarchy: String::new(),
+            hybrid: false,
+            topology: TopologyFile {
+                cpus: Vec::new(),
+                isolated: None,
+                offline: None,
+            },
+            online: CpuSet::new(),
+            reserved: CpuSet::new(),
+            shared_pool: CpuSet::new(),
+            workloads: Vec::new(),
+            failing: Vec::new(),
+            watchdog: Watchdog::default(),
+            counters: Counters::default(),
+            config: RunningConfig::default(),
+        }
+    }
 }
 
 /// The configuration the daemon runs with, which can differ from its file:
@@ -121,6 +185,20 @@ pub struct Daemon {
     pub ready: bool,
     /// The one-line summary also sent as systemd's `STATUS=`.
     pub summary: String,
+}
+
+impl Daemon {
+    /// This program (its version) as process `pid`, started at `started`
+    /// (seconds since the Unix epoch; 0 when it is no daemon).
+    pub fn new(pid: u32, started: u64, ready: bool, summary: String) -> Daemon {
+        Daemon {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid,
+            started,
+            ready,
+            summary,
+        }
+    }
 }
 
 /// The health state and its reasons.
@@ -335,4 +413,60 @@ pub enum EventKind {
         path: PathBuf,
         created: Vec<PathBuf>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroup::Version;
+    use crate::topology::synthetic::Shape;
+
+    #[test]
+    fn a_new_status_says_the_machine_and_leaves_the_rest_to_its_builder() {
+        let topo = Shape {
+            sockets: 1,
+            numa_per_socket: 1,
+            l3_per_numa: 1,
+            cores_per_l3: 4,
+            threads_per_core: 2,
+        }
+        .build();
+        let hier = Hierarchy {
+            version: Version::V1,
+            root: "/sys/fs/cgroup".into(),
+            cpuset: "/sys/fs/cgroup/cpuset".into(),
+            cpu: None,
+            hybrid: true,
+        };
+        let health = Health {
+            state: "unknown".into(),
+            reasons: vec!["offline".into()],
+        };
+        let daemon = Daemon::new(0, 0, false, "offline".into());
+        let config = RunningConfig {
+            managed: vec!["kubepods".into()],
+            ..RunningConfig::default()
+        };
+        let s = Status::new(daemon.clone(), health.clone(), &hier, &topo, config.clone());
+        assert_eq!(
+            (s.schema, s.hierarchy.as_str(), s.hybrid),
+            (SCHEMA, "v1", true)
+        );
+        assert_eq!(s.daemon.version, env!("CARGO_PKG_VERSION"));
+        assert_eq!((s.daemon, s.health, s.config), (daemon, health, config));
+        assert_eq!(s.online.to_string(), "0-7");
+        assert_eq!(s.shared_pool, s.online, "nothing assigned");
+        assert!(s.reserved.is_empty() && s.workloads.is_empty() && s.failing.is_empty());
+        assert_eq!(
+            Topology::from_file(s.topology).unwrap().online(),
+            topo.online()
+        );
+        assert_eq!((s.watchdog, s.counters), Default::default());
+
+        let start = Status::starting();
+        assert_eq!(start.daemon.summary, "starting");
+        assert_eq!(start.daemon.pid, std::process::id());
+        assert_eq!(start.health.state, "healthy");
+        assert!(start.online.is_empty() && start.hierarchy.is_empty());
+    }
 }

@@ -1,5 +1,6 @@
 //! The watchdog's checks: cgroup paths that must exist (and their repair),
-//! tasks stuck in uninterruptible sleep, and cgroups left frozen.
+//! tasks stuck in uninterruptible sleep (found by [`crate::procfs`]), and
+//! cgroups left frozen.
 //!
 //! Split like the rest of the daemon: the functions that touch the kernel take
 //! a [`Fs`] and the roots as arguments and run on the I/O threads (one call per
@@ -277,128 +278,6 @@ impl Repairs {
     }
 }
 
-/// A task's state as read from `/proc/PID/task/TID/stat`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskStat {
-    pub pid: u32,
-    pub tid: u32,
-    /// The command (`comm`), as the kernel shows it in the stat line.
-    pub comm: String,
-    /// The one-letter state (`R`, `S`, `D`, ...).
-    pub state: char,
-    /// When the task started, in clock ticks since boot: with the tid it
-    /// tells a reused tid from the task seen before.
-    pub start: u64,
-}
-
-/// Parses one `stat` line: `tid (comm) S ppid ... starttime ...`. The command
-/// may hold spaces and parentheses, so the fields after it are found from the
-/// last `)`.
-pub fn parse_stat(pid: u32, text: &str) -> Option<TaskStat> {
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    if close < open {
-        return None;
-    }
-    let tid = text[..open].trim().parse().ok()?;
-    let comm = text[open + 1..close].to_string();
-    let mut rest = text[close + 1..].split_whitespace();
-    let state = rest.next()?.chars().next()?;
-    // starttime is field 22 overall: the 20th after the state.
-    let start = rest.nth(18)?.parse().ok()?;
-    Some(TaskStat {
-        pid,
-        tid,
-        comm,
-        state,
-        start,
-    })
-}
-
-/// The cgroup of a task from its `/proc/.../cgroup`, relative to the cpuset
-/// hierarchy: the v2 line (`0::/path`) or the v1 line naming `cpuset`.
-pub fn parse_cgroup(text: &str, version: Version) -> Option<String> {
-    text.lines().find_map(|line| {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let ours = match version {
-            Version::V2 => controllers.is_empty(),
-            Version::V1 => controllers.split(',').any(|c| c == "cpuset"),
-        };
-        ours.then(|| path.trim().trim_start_matches('/').to_string())
-    })
-}
-
-/// A task found in uninterruptible sleep.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sleeper {
-    pub stat: TaskStat,
-    /// Its cgroup in the cpuset hierarchy, when readable.
-    pub cgroup: Option<String>,
-    /// The kernel function it sleeps in, when readable.
-    pub wchan: Option<String>,
-    /// Whose task it is: the owner of its `/proc` directory.
-    pub uid: Option<u32>,
-}
-
-/// Reads the tasks of process `pid` under `proc_root` and returns those in
-/// uninterruptible sleep (state `D`), each with its cgroup and `wchan` when
-/// readable. `Ok(vec![])` when the process is gone.
-pub fn read_dstate(
-    fs: &dyn Fs,
-    proc_root: &Path,
-    pid: u32,
-    version: Version,
-) -> io::Result<Vec<Sleeper>> {
-    let dir = proc_root.join(pid.to_string());
-    let tasks = match fs.read_dir(&dir.join("task")) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut out = Vec::new();
-    for task in tasks {
-        let tdir = dir.join("task").join(&task.name);
-        let Ok(text) = fs.read(&tdir.join("stat")) else {
-            continue; // exited
-        };
-        let Some(stat) = parse_stat(pid, &text) else {
-            continue;
-        };
-        if stat.state != 'D' {
-            continue;
-        }
-        let cgroup = fs
-            .read(&tdir.join("cgroup"))
-            .ok()
-            .and_then(|t| parse_cgroup(&t, version));
-        let wchan = fs
-            .read(&tdir.join("wchan"))
-            .ok()
-            .map(|w| w.trim().to_string())
-            .filter(|w| !w.is_empty() && w != "0");
-        let uid = fs.owner(&tdir).ok().map(|o| o.uid);
-        out.push(Sleeper {
-            stat,
-            cgroup,
-            wchan,
-            uid,
-        });
-    }
-    Ok(out)
-}
-
-/// The process ids under `proc_root` (its numeric entries).
-pub fn list_pids(fs: &dyn Fs, proc_root: &Path) -> io::Result<Vec<u32>> {
-    let mut pids: Vec<u32> = fs
-        .read_dir(proc_root)?
-        .into_iter()
-        .filter_map(|e| e.name.parse().ok())
-        .collect();
-    pids.sort_unstable();
-    Ok(pids)
-}
-
 /// Remembers since when each thing (a task, a cgroup) has been seen in a bad
 /// state, and reports those past the threshold. Things not seen in the latest
 /// check are forgotten: a task that woke up, a cgroup that thawed.
@@ -577,34 +456,6 @@ mod tests {
             required(&kubelet, &[], |_| true)[1],
             "kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice"
         );
-    }
-
-    #[test]
-    fn stat_lines_with_odd_commands_parse() {
-        let line = "4242 (my (odd) cmd) D 1 4242 4242 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 98765 1000 100";
-        let s = parse_stat(4242, line).unwrap();
-        assert_eq!(
-            (s.tid, s.comm.as_str(), s.state, s.start),
-            (4242, "my (odd) cmd", 'D', 98765)
-        );
-        assert!(parse_stat(1, "garbage").is_none());
-        assert!(parse_stat(1, "1 (x) S 1").is_none());
-        assert!(parse_stat(1, ") (").is_none());
-    }
-
-    #[test]
-    fn cgroup_lines_pick_the_cpuset_hierarchy() {
-        let v1 = "12:pids:/a\n5:cpuset,cpu:/kubepods/pod1/c1\n1:name=systemd:/x\n";
-        assert_eq!(
-            parse_cgroup(v1, Version::V1).as_deref(),
-            Some("kubepods/pod1/c1")
-        );
-        assert_eq!(
-            parse_cgroup("0::/kubepods.slice/x\n", Version::V2).as_deref(),
-            Some("kubepods.slice/x")
-        );
-        assert_eq!(parse_cgroup("0::/\n", Version::V2).as_deref(), Some(""));
-        assert_eq!(parse_cgroup("", Version::V2), None);
     }
 
     #[test]

@@ -69,6 +69,16 @@ pub enum Version {
     V2,
 }
 
+impl Version {
+    /// `"v1"` or `"v2"`, as the status document and `verify` say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::V1 => "v1",
+            Version::V2 => "v2",
+        }
+    }
+}
+
 /// Where the cgroup controllers pinctl uses are mounted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Hierarchy {

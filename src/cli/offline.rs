@@ -4,20 +4,20 @@
 //!
 //! What it knows: the topology (sysfs), the hierarchy, the reserved CPUs (the
 //! configuration), which cgroups ask for exclusive CPUs now and on whose word
-//! (each cgroup of the watched subtrees read and decided exactly as the daemon
-//! does, through [`intent::read`]), and the
-//! CPUs the daemon last assigned to each workload (the state file). A workload
+//! (each cgroup of the daemon's subtrees, [`Scope::roots`], read and decided
+//! by the daemon's own read of a cgroup, [`intent::read`]), and the CPUs the
+//! daemon last assigned to each workload (the state file). A workload
 //! that asks but has no assignment in the state file is shown as pending; an
 //! assignment whose cgroups no longer ask is a note. What it cannot know (the
 //! daemon's health, counters, failing writes, the watchdog's findings) is left
 //! empty and the health is `"unknown"`.
 //!
-//! It reads with blocking `std::fs` calls on the CLI's own thread: a cgroup
+//! It reads with blocking calls ([`RealFs`]) on the CLI's own thread: a cgroup
 //! read that hangs (a task in D state) hangs this command, never the daemon.
 //! It never writes anything, and never moves the state file
 //! ([`StateFile::peek`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result};
 
@@ -27,7 +27,7 @@ use crate::config::Config;
 use crate::cpuset::CpuSet;
 use crate::engine::SavedState;
 use crate::intent::{self, Intent};
-use crate::io::RealFs;
+use crate::io::{Fs, RealFs};
 use crate::state::{Peeked, StateFile};
 use crate::sysfs::Sysfs;
 
@@ -152,77 +152,64 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
             ));
         }
     }
-    let shared_pool = online.difference(&assigned);
+    let summary = format!(
+        "offline: built by pinctl at {} from {} and {}",
+        api::unix_secs(),
+        config.state_file.display(),
+        config.cgroup_root.display()
+    );
+    let health = api::Health {
+        state: UNKNOWN.to_string(),
+        reasons: vec!["offline: no daemon judged it".to_string()],
+    };
     let status = api::Status {
-        schema: api::SCHEMA,
-        daemon: api::Daemon {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            pid: 0,
-            started: 0,
-            ready: false,
-            summary: format!(
-                "offline: built by pinctl at {} from {} and {}",
-                api::unix_secs(),
-                config.state_file.display(),
-                config.cgroup_root.display()
-            ),
-        },
-        health: api::Health {
-            state: UNKNOWN.to_string(),
-            reasons: vec!["offline: no daemon judged it".to_string()],
-        },
-        hierarchy: match hier.version {
-            cgroup::Version::V1 => "v1",
-            cgroup::Version::V2 => "v2",
-        }
-        .to_string(),
-        hybrid: hier.hybrid,
-        topology: topo.to_file(),
-        online,
         reserved,
-        shared_pool,
+        shared_pool: online.difference(&assigned),
         workloads,
-        failing: Vec::new(),
-        watchdog: api::Watchdog::default(),
-        counters: api::Counters::default(),
-        config: api::RunningConfig::of(config),
+        ..api::Status::new(
+            api::Daemon::new(0, 0, false, summary),
+            health,
+            &hier,
+            &topo,
+            api::RunningConfig::of(config),
+        )
     };
     Ok(OfflineStatus { status, notes })
 }
 
 /// Reads every cgroup of the daemon's subtrees ([`Scope::roots`]: managed,
-/// shared and the rules' roots) and decides each one's intent through the
-/// daemon's own read path ([`intent::read`]). A cgroup below one that asks
-/// is part of that workload, not a workload of its own, so the walk does not
-/// look for intents there. Returns the asking cgroups and one note per
-/// cgroup that could not be read or whose request is malformed.
-fn scan(fs: &RealFs, hier: &Hierarchy, config: &Config) -> (Vec<Asking>, Vec<String>) {
+/// `shared_cgroups` and the rules' roots) with the daemon's own read of a
+/// cgroup, [`intent::read`]. A cgroup below one that asks is part of that
+/// workload, not a workload of its own, so the walk does not look for intents
+/// there. Returns the asking cgroups and one note per cgroup that could not be
+/// read or whose request is malformed.
+fn scan(fs: &dyn Fs, hier: &Hierarchy, config: &Config) -> (Vec<Asking>, Vec<String>) {
     let mut asking = Vec::new();
     let mut problems = Vec::new();
     let mut stack: Vec<Rel> = Scope::of(config).roots().to_vec();
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = BTreeSet::new();
     while let Some(rel) = stack.pop() {
         if !seen.insert(rel.clone()) {
             continue;
         }
-        let Some(r) = intent::read(fs, hier, config, &rel, None) else {
+        let Some(reading) = intent::read(fs, hier, config, &rel, None) else {
             continue;
         };
-        if let Some(e) = &r.obs.error {
+        if let Some(e) = &reading.obs.error {
             problems.push(format!("cannot read cgroup {rel}: {e}"));
         }
-        if let Some(p) = &r.problem {
+        if let Some(p) = &reading.problem {
             problems.push(format!("{rel}: {p}"));
         }
-        if let Some(i) = r.intent.filter(Intent::wants) {
+        if let Some(intent) = reading.intent.filter(Intent::wants) {
             asking.push(Asking {
-                key: r.key,
-                intent: i,
+                key: reading.key,
+                intent,
                 rel: rel.to_string(),
             });
             continue;
         }
-        for child in r.obs.children.iter().rev() {
+        for child in reading.obs.children.iter().rev() {
             stack.push(cgroup::child(&rel, child).into());
         }
     }
@@ -233,61 +220,102 @@ fn scan(fs: &RealFs, hier: &Hierarchy, config: &Config) -> (Vec<Asking>, Vec<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs;
-    use std::path::Path;
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::path::{Path, PathBuf};
 
-    /// A fake cgroup v2 tree: the root, `kubepods`, and `system.slice` with
-    /// one service; every directory owned by the test's own user, which
-    /// [`intent::trusted`] accepts as it does root.
-    fn tree(root: &Path) {
-        fs::create_dir_all(root).unwrap();
-        fs::write(root.join("cgroup.controllers"), "cpuset cpu\n").unwrap();
-        for rel in ["", "kubepods", "system.slice", "system.slice/db.service"] {
-            let dir = root.join(rel);
-            fs::create_dir_all(&dir).unwrap();
-            fs::write(dir.join("cpuset.cpus"), "").unwrap();
-            fs::write(dir.join("cpuset.cpus.effective"), "0-7\n").unwrap();
-            let mut perms = fs::metadata(&dir).unwrap().permissions();
-            std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-            fs::set_permissions(&dir, perms).unwrap();
+    /// A v2 cgroup in a fake tree, owned by whoever runs the test (trusted
+    /// like root: [`intent::trusted`]) and writable by nobody else.
+    fn cgroup(root: &Path, rel: &str, effective: &str) -> PathBuf {
+        let dir = root.join(rel);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(dir.join("cpuset.cpus"), "").unwrap();
+        std::fs::write(dir.join("cpuset.cpus.effective"), effective).unwrap();
+        dir
+    }
+
+    /// A machine of 4 CPUs, one core each, and a v2 tree in which a service
+    /// under `shared_cgroups` asks for 2 CPUs by xattr; no state file.
+    fn machine(tmp: &Path) -> Config {
+        let cpu = tmp.join("sys/devices/system/cpu");
+        std::fs::create_dir_all(&cpu).unwrap();
+        std::fs::write(cpu.join("online"), "0-3\n").unwrap();
+        for n in 0..4 {
+            let topo = cpu.join(format!("cpu{n}/topology"));
+            std::fs::create_dir_all(&topo).unwrap();
+            std::fs::write(topo.join("physical_package_id"), "0\n").unwrap();
+            std::fs::write(topo.join("core_id"), format!("{n}\n")).unwrap();
+        }
+        let root = tmp.join("cgroup");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("cgroup.controllers"), "cpuset cpu\n").unwrap();
+        cgroup(&root, "kubepods.slice", "0-3");
+        cgroup(&root, "system.slice", "0-3");
+        let job = cgroup(&root, "system.slice/batch.service", "0-3");
+        xattr::set(&job, cgroup::XATTR_CPUS, b"2").unwrap();
+        Config {
+            cgroup_root: root,
+            sysfs_root: tmp.join("sys"),
+            state_file: tmp.join("state.json"),
+            managed: vec!["kubepods.slice".into()],
+            shared_cgroups: vec!["system.slice".into()],
+            ..Config::default()
         }
     }
 
-    /// The daemon honours an xattr request in a `shared_cgroups` subtree
-    /// (`system.slice`); `--offline` once walked only the managed subtrees
-    /// and the rules' roots, and missed it.
+    /// The daemon scans `shared_cgroups` as well as the managed subtrees and
+    /// the rules' roots, and honours a request found there; `--offline`
+    /// once scanned only the latter two and missed it.
     #[test]
-    fn an_xattr_request_in_a_shared_subtree_is_seen_offline() {
-        let dir = tempfile::tempdir().unwrap();
-        let cg = dir.path().join("cgroup");
-        tree(&cg);
-        let service = cg.join("system.slice/db.service");
-        if xattr::set(&service, cgroup::XATTR_CPUS, b"2").is_err() {
-            eprintln!("skipped: no user xattrs on {}", cg.display());
-            return;
-        }
-        let sysfs =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/single-socket-nosmt");
-        let text = format!(
-            "cgroup_root = {:?}\nsysfs_root = {:?}\nstate_file = {:?}\nsocket = {:?}\nmanaged = [\"kubepods\"]\nshared_cgroups = [\"system.slice\"]\nreserved_cpus = \"0\"\n",
-            cg,
-            sysfs,
-            dir.path().join("state.json"),
-            dir.path().join("pinctl.sock"),
-        );
-        let config = crate::config::parse(&text, &dir.path().join("pinctld.toml")).unwrap();
-        let offline = build(&config).unwrap();
-        let asking: Vec<(&str, usize)> = offline
-            .status
-            .workloads
+    fn an_xattr_request_under_shared_cgroups_is_seen_offline() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = machine(tmp.path());
+        let hier = Hierarchy::detect(&RealFs, &config.cgroup_root, config.hierarchy).unwrap();
+        let (asking, problems) = scan(&RealFs, &hier, &config);
+        assert_eq!(problems, Vec::<String>::new());
+        let found: Vec<(&str, &str, usize)> = asking
             .iter()
-            .map(|w| (w.key.as_str(), w.requested))
+            .map(|a| (a.key.as_str(), a.rel.as_str(), a.intent.cpus))
             .collect();
         assert_eq!(
-            asking,
-            [("cgroup:system.slice/db.service", 2)],
-            "{:?}",
-            offline.notes
+            found,
+            [(
+                "cgroup:system.slice/batch.service",
+                "system.slice/batch.service",
+                2
+            )]
+        );
+    }
+
+    #[test]
+    fn without_a_state_file_a_request_is_pending_and_nobody_judged_the_health() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = machine(tmp.path());
+        let OfflineStatus { status, notes } = build(&config).unwrap();
+        assert_eq!(status.hierarchy, "v2");
+        assert_eq!(
+            (status.online.to_string(), status.reserved.to_string()),
+            ("0-3".into(), "0".into())
+        );
+        assert_eq!(status.shared_pool, status.online, "nothing is assigned");
+        assert_eq!(status.health.state, UNKNOWN);
+        assert_eq!((status.daemon.pid, status.daemon.ready), (0, false));
+        assert!(
+            status
+                .daemon
+                .summary
+                .starts_with("offline: built by pinctl at ")
+        );
+        assert_eq!(status.config, api::RunningConfig::of(&config));
+        let [w] = status.workloads.as_slice() else {
+            panic!("{:?}", status.workloads);
+        };
+        assert_eq!(w.cgroups, ["system.slice/batch.service"]);
+        assert_eq!((w.requested, w.cpus.as_ref()), (2, None));
+        assert_eq!(w.pending.as_ref().map(|p| p.available), Some(3));
+        assert!(
+            notes.iter().any(|n| n.starts_with("no state file at ")),
+            "{notes:?}"
         );
     }
 }

@@ -28,14 +28,15 @@
 //! not balance shared tasks onto them; a workload's cgroup that is gone (it
 //! may just have ended between the intent and the check).
 //!
-//! The reads are blocking `std::fs` calls on the CLI's thread: unlike the
-//! daemon, which must never block on a kernel file, a read that hangs here
-//! (a task in D state) only hangs this command, which the operator can
-//! interrupt. Nothing is written.
+//! Cgroups are read as the daemon reads them ([`cgroup::observe`]), tasks
+//! through [`procfs`], every file through an [`Fs`] ([`RealFs`] from the CLI,
+//! [`verify_with`] for another). The reads are blocking calls on the CLI's
+//! thread: unlike the daemon, which must never block on a kernel file, a read
+//! that hangs here (a task in D state) only hangs this command, which the
+//! operator can interrupt. Nothing is written.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -43,10 +44,11 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::api;
-use crate::cgroup::{self, Hierarchy, Version, layout};
+use crate::cgroup::{self, Hierarchy, Observed, Reads, Rel, Version, layout};
 use crate::config::HierarchyMode;
 use crate::cpuset::CpuSet;
-use crate::io::RealFs;
+use crate::io::{Fs, RealFs};
+use crate::procfs;
 
 /// Where the live kernel's files are.
 #[derive(Debug, Clone)]
@@ -57,7 +59,9 @@ pub struct Roots {
 }
 
 /// The subtrees, relative to the cgroup root, that must keep off exclusive
-/// CPUs: the configuration's `managed` and `shared_cgroups`.
+/// CPUs: the configuration's `managed` and `shared_cgroups`, walked as the
+/// roots of a [`cgroup::Scope`] (the rules' roots are not among them: the
+/// status document does not carry the rules).
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
     pub managed: Vec<String>,
@@ -188,8 +192,8 @@ impl Report {
 }
 
 /// Reads a kernel file; `Ok(None)` when it does not exist.
-fn read(path: &Path) -> io::Result<Option<String>> {
-    match fs::read_to_string(path) {
+fn read(fs: &dyn Fs, path: &Path) -> io::Result<Option<String>> {
+    match fs.read(path) {
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
@@ -207,123 +211,106 @@ enum Effective {
     Set(PathBuf, CpuSet),
 }
 
-/// The effective CPUs of cgroup `rel`. Old v1 kernels have no
-/// `cpuset.effective_cpus`; there the kernel enforces `cpuset.cpus` itself (a
-/// write outside the parent fails), so it is the effective set.
-fn effective(h: &Hierarchy, rel: &str) -> Result<Effective, (PathBuf, String)> {
-    let mut file = h.effective_file(rel);
-    let mut text = read(&file).map_err(|e| (file.clone(), e.to_string()))?;
-    if text.is_none() && h.version == Version::V1 {
-        file = h.cpus_file(rel);
-        text = read(&file).map_err(|e| (file.clone(), e.to_string()))?;
-    }
-    match text {
-        None if !h.dir(rel).is_dir() => Ok(Effective::Gone),
-        None if h.version == Version::V2 => Ok(Effective::Inherited),
-        None => Err((file, "no such file".into())),
-        Some(t) => t
-            .parse::<CpuSet>()
-            .map(|set| Effective::Set(file.clone(), set))
-            .map_err(|e| (file, e.to_string())),
-    }
+/// The live kernel under the roots, read through [`Fs`].
+struct Kernel<'a> {
+    fs: &'a dyn Fs,
+    h: Hierarchy,
+    proc_root: &'a Path,
 }
 
-/// The threads of cgroup `rel`, as (pid, tid) pairs: v1 `tasks` lists every
-/// thread; v2 `cgroup.procs` lists processes, whose threads are in
-/// `/proc/PID/task` (a fake tree may have only `/proc/PID/status`: then the
-/// process counts as its one thread).
-fn threads(h: &Hierarchy, proc_root: &Path, rel: &str) -> io::Result<Vec<(u32, u32)>> {
-    let Some(text) = read(&h.tasks_file(rel))? else {
-        return Ok(Vec::new());
-    };
-    let ids = text
-        .split_whitespace()
-        .filter_map(|t| t.parse::<u32>().ok());
-    let mut out = Vec::new();
-    for id in ids {
-        match h.version {
-            Version::V1 => out.push((id, id)),
-            Version::V2 => {
-                let dir = proc_root.join(id.to_string()).join("task");
-                match fs::read_dir(&dir) {
-                    Ok(entries) => out.extend(
-                        entries
-                            .filter_map(Result::ok)
-                            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                            .map(|tid| (id, tid)),
-                    ),
-                    Err(_) => out.push((id, id)),
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// `Name:` and `Cpus_allowed_list:` of a task's `status`; `None` when the
-/// task is gone.
-fn affinity(proc_root: &Path, pid: u32, tid: u32) -> Result<Option<(String, CpuSet)>, String> {
-    let status = if pid == tid {
-        proc_root.join(pid.to_string()).join("status")
-    } else {
-        proc_root
-            .join(pid.to_string())
-            .join("task")
-            .join(tid.to_string())
-            .join("status")
-    };
-    let Some(text) = read(&status).map_err(|e| format!("{}: {e}", status.display()))? else {
-        return Ok(None);
-    };
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| v.trim().to_string())
-    };
-    let comm = field("Name:").unwrap_or_default();
-    let allowed = field("Cpus_allowed_list:")
-        .ok_or_else(|| format!("{}: no Cpus_allowed_list", status.display()))?
-        .parse::<CpuSet>()
-        .map_err(|e| format!("{}: {e}", status.display()))?;
-    Ok(Some((comm, allowed)))
-}
-
-/// The cgroups at and below `rel`, parents first; nothing when it is gone.
-fn walk(h: &Hierarchy, rel: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![rel.to_string()];
-    while let Some(rel) = stack.pop() {
-        let Ok(entries) = fs::read_dir(h.dir(&rel)) else {
-            continue;
+impl Kernel<'_> {
+    /// The cgroups at and below `rel` as [`cgroup::observe`] reads them,
+    /// parents first; nothing when it is gone.
+    fn walk(&self, rel: &str) -> Vec<Observed> {
+        let reads = Reads {
+            mems: false,
+            limit: false,
         };
-        let mut children: Vec<String> = entries
-            .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| cgroup::name::encode(&e.file_name()).into_owned())
-            .collect();
-        children.sort();
-        for c in children.iter().rev() {
-            stack.push(cgroup::child(&rel, c));
+        let mut out = Vec::new();
+        let mut stack: Vec<Rel> = vec![rel.into()];
+        while let Some(rel) = stack.pop() {
+            let Some(obs) = cgroup::observe(self.fs, &self.h, &rel, reads) else {
+                continue;
+            };
+            for c in obs.children.iter().rev() {
+                stack.push(cgroup::child(&rel, c).into());
+            }
+            out.push(obs);
         }
-        out.push(rel);
+        out
     }
-    out
+
+    /// The effective CPUs of the cgroup `obs` read. Old v1 kernels have no
+    /// `cpuset.effective_cpus`; there the kernel enforces `cpuset.cpus` itself
+    /// (a write outside the parent fails), so it is the effective set.
+    fn effective(&self, obs: &Observed) -> Result<Effective, (PathBuf, String)> {
+        let mut file = self.h.effective_file(&obs.rel);
+        if let Some(set) = &obs.effective {
+            return Ok(Effective::Set(file, set.clone()));
+        }
+        // `observe` keeps only its first error: the file itself says why it
+        // gave no set.
+        let mut text = read(self.fs, &file).map_err(|e| (file.clone(), e.to_string()))?;
+        if text.is_none() && self.h.version == Version::V1 {
+            file = self.h.cpus_file(&obs.rel);
+            text = read(self.fs, &file).map_err(|e| (file.clone(), e.to_string()))?;
+        }
+        match text {
+            None if !self.fs.exists(&self.h.dir(&obs.rel)).unwrap_or(true) => Ok(Effective::Gone),
+            None if self.h.version == Version::V2 => Ok(Effective::Inherited),
+            None => Err((file, "no such file".into())),
+            Some(t) => t
+                .parse::<CpuSet>()
+                .map(|set| Effective::Set(file.clone(), set))
+                .map_err(|e| (file, e.to_string())),
+        }
+    }
+
+    /// The threads of cgroup `rel`, as (pid, tid) pairs: v1 `tasks` lists every
+    /// thread; v2 `cgroup.procs` lists processes, whose threads procfs lists
+    /// ([`procfs::threads`]).
+    fn threads(&self, rel: &str) -> io::Result<Vec<(u32, u32)>> {
+        let Some(text) = read(self.fs, &self.h.tasks_file(rel))? else {
+            return Ok(Vec::new());
+        };
+        let ids = text
+            .split_whitespace()
+            .filter_map(|t| t.parse::<u32>().ok());
+        Ok(match self.h.version {
+            Version::V1 => ids.map(|id| (id, id)).collect(),
+            Version::V2 => ids
+                .flat_map(|pid| {
+                    procfs::threads(self.fs, self.proc_root, pid)
+                        .into_iter()
+                        .map(move |tid| (pid, tid))
+                })
+                .collect(),
+        })
+    }
 }
 
-/// Checks the live kernel under `roots` against `status`; `scope` names the
-/// subtrees whose other cgroups must keep off exclusive CPUs.
+/// Checks the live kernel under `roots` against `status`, reading the real
+/// files ([`RealFs`]); see [`verify_with`].
 pub fn verify(status: &api::Status, roots: &Roots, scope: &Scope) -> Result<Report> {
-    let h =
-        Hierarchy::detect(&RealFs, &roots.cgroup_root, HierarchyMode::Auto).with_context(|| {
-            format!(
-                "cannot read the cgroup tree at {}",
-                roots.cgroup_root.display()
-            )
-        })?;
-    let found = match h.version {
-        Version::V1 => "v1",
-        Version::V2 => "v2",
-    };
+    verify_with(&RealFs, status, roots, scope)
+}
+
+/// Checks the live kernel under `roots`, read through `fs`, against
+/// `status`; `scope` names the subtrees whose other cgroups must keep off
+/// exclusive CPUs.
+pub fn verify_with(
+    fs: &dyn Fs,
+    status: &api::Status,
+    roots: &Roots,
+    scope: &Scope,
+) -> Result<Report> {
+    let h = Hierarchy::detect(fs, &roots.cgroup_root, HierarchyMode::Auto).with_context(|| {
+        format!(
+            "cannot read the cgroup tree at {}",
+            roots.cgroup_root.display()
+        )
+    })?;
+    let found = h.version.as_str();
     if found != status.hierarchy {
         bail!(
             "pinctld drives cgroup {} but {} is cgroup {found}: is --cgroup-root right?",
@@ -373,24 +360,30 @@ pub fn verify(status: &api::Status, roots: &Roots, scope: &Scope) -> Result<Repo
         });
     }
 
+    let kernel = Kernel {
+        fs,
+        h,
+        proc_root: &roots.proc_root,
+    };
     // Each workload's cgroups, those below them and their tasks.
     let mut inside: HashSet<String> = HashSet::new();
     let mut workload_roots: Vec<&str> = Vec::new();
     for (w, cpus) in &pinned {
         for rel in &w.cgroups {
             workload_roots.push(rel);
-            if !h.dir(rel).is_dir() {
+            let cgroups = kernel.walk(rel);
+            if cgroups.is_empty() {
                 report.warnings.push(format!(
                     "{}: cgroup {rel} is gone (it may just have ended)",
                     w.key
                 ));
                 continue;
             }
-            for sub in walk(&h, rel) {
+            for obs in cgroups {
                 report.checked.workload_cgroups += 1;
-                let is_root = sub == *rel;
-                check_cgroup(&h, roots, w, cpus, &sub, is_root, &mut report);
-                inside.insert(sub);
+                let is_root = *obs.rel == **rel;
+                check_cgroup(&kernel, w, cpus, &obs, is_root, &mut report);
+                inside.insert(obs.rel.to_string());
             }
         }
     }
@@ -407,18 +400,18 @@ pub fn verify(status: &api::Status, roots: &Roots, scope: &Scope) -> Result<Repo
             p = cgroup::parent(up);
         }
     }
-    let mut subtrees: BTreeSet<&str> = scope.managed.iter().map(String::as_str).collect();
-    subtrees.extend(scope.shared.iter().map(String::as_str));
-    let mut seen: HashSet<String> = HashSet::new();
-    for root in subtrees {
-        for rel in walk(&h, root) {
-            if inside.contains(&rel) || above.contains(rel.as_str()) || !seen.insert(rel.clone()) {
+    let subtrees = cgroup::Scope::new(scope.managed.clone(), scope.shared.clone(), Vec::new());
+    let mut seen: HashSet<Rel> = HashSet::new();
+    for root in subtrees.roots() {
+        for obs in kernel.walk(root) {
+            let rel = &*obs.rel;
+            if inside.contains(rel) || above.contains(rel) || !seen.insert(obs.rel.clone()) {
                 continue;
             }
             // The kubepods root, QoS parents and pod cgroups keep every CPU by
             // design: their children hold the workloads.
             if matches!(
-                layout::classify(&rel),
+                layout::classify(rel),
                 layout::Kind::KubepodsRoot { .. }
                     | layout::Kind::QosParent { .. }
                     | layout::Kind::Pod(_)
@@ -426,7 +419,7 @@ pub fn verify(status: &api::Status, roots: &Roots, scope: &Scope) -> Result<Repo
                 continue;
             }
             report.checked.other_cgroups += 1;
-            match effective(&h, &rel) {
+            match kernel.effective(&obs) {
                 // An inheriting cgroup is as its ancestor, checked itself.
                 Ok(Effective::Gone | Effective::Inherited) => {}
                 Ok(Effective::Set(_, set)) => {
@@ -438,7 +431,7 @@ pub fn verify(status: &api::Status, roots: &Roots, scope: &Scope) -> Result<Repo
                             .map(|(w, _)| w.key.clone())
                             .collect();
                         report.problems.push(Problem::SharedOnExclusive {
-                            cgroup: rel.clone(),
+                            cgroup: rel.to_string(),
                             effective: set,
                             exclusive: hit,
                             workloads,
@@ -456,7 +449,7 @@ pub fn verify(status: &api::Status, roots: &Roots, scope: &Scope) -> Result<Repo
 
     // Isolated CPUs in the shared pool.
     let isolated_file = roots.sysfs_root.join("devices/system/cpu/isolated");
-    match read(&isolated_file) {
+    match read(fs, &isolated_file) {
         Ok(Some(text)) => match text.parse::<CpuSet>() {
             Ok(isolated) => {
                 let shared = isolated.intersection(&status.shared_pool);
@@ -478,18 +471,18 @@ pub fn verify(status: &api::Status, roots: &Roots, scope: &Scope) -> Result<Repo
     Ok(report)
 }
 
-/// The effective set and the tasks of `rel`, a cgroup of workload `w`
-/// (`is_root`) or one below it.
+/// The effective set and the tasks of the cgroup `obs` read, a cgroup of
+/// workload `w` (`is_root`) or one below it.
 fn check_cgroup(
-    h: &Hierarchy,
-    roots: &Roots,
+    kernel: &Kernel<'_>,
     w: &api::Workload,
     cpus: &CpuSet,
-    rel: &str,
+    obs: &Observed,
     is_root: bool,
     report: &mut Report,
 ) {
-    match effective(h, rel) {
+    let rel = &*obs.rel;
+    match kernel.effective(obs) {
         Ok(Effective::Gone) => return,
         // Below the workload's own cgroup, a cgroup without cpuset files runs
         // on the workload's set (its tasks are checked below); the workload's
@@ -497,7 +490,7 @@ fn check_cgroup(
         Ok(Effective::Inherited) if is_root => {
             report.problems.push(Problem::Unreadable {
                 workload: Some(w.key.clone()),
-                path: h.effective_file(rel),
+                path: kernel.h.effective_file(rel),
                 error: "no such file: the cpuset controller is not enabled for it".into(),
             });
         }
@@ -519,22 +512,22 @@ fn check_cgroup(
             error,
         }),
     }
-    let tasks = match threads(h, &roots.proc_root, rel) {
+    let tasks = match kernel.threads(rel) {
         Ok(t) => t,
         Err(e) => {
             report.problems.push(Problem::Unreadable {
                 workload: Some(w.key.clone()),
-                path: h.dir(rel),
+                path: kernel.h.dir(rel),
                 error: format!("its tasks: {e}"),
             });
             return;
         }
     };
     for (pid, tid) in tasks {
-        match affinity(&roots.proc_root, pid, tid) {
+        match procfs::affinity(kernel.fs, kernel.proc_root, pid, tid) {
             // The task ended since the list was read.
             Ok(None) => {}
-            Ok(Some((comm, allowed))) => {
+            Ok(Some(procfs::Affinity { comm, allowed })) => {
                 report.checked.tasks += 1;
                 if !allowed.is_subset(cpus) {
                     report.problems.push(Problem::TaskOutside {
@@ -547,10 +540,10 @@ fn check_cgroup(
                     });
                 }
             }
-            Err(error) => report.problems.push(Problem::Unreadable {
+            Err(e) => report.problems.push(Problem::Unreadable {
                 workload: Some(w.key.clone()),
-                path: roots.proc_root.join(tid.to_string()),
-                error,
+                path: kernel.proc_root.join(tid.to_string()),
+                error: e.to_string(),
             }),
         }
     }
@@ -584,4 +577,186 @@ pub fn render(report: &Report, style: super::style::Style) -> String {
         let _ = writeln!(s, "{}", style.green("OK: the kernel matches the intent"));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    use crate::io::{Entry, Owner};
+
+    /// Files in memory, under paths that exist nowhere on disk: what verify
+    /// finds there it can only have read through its [`Fs`]. Every directory
+    /// is root's; nothing can be written.
+    #[derive(Default)]
+    struct MemFs(BTreeMap<PathBuf, String>);
+
+    impl MemFs {
+        fn put(&mut self, path: &str, text: &str) {
+            self.0.insert(PathBuf::from(path), text.to_string());
+        }
+
+        fn is_dir(&self, path: &Path) -> bool {
+            self.0.keys().any(|f| f != path && f.starts_with(path))
+        }
+    }
+
+    impl Fs for MemFs {
+        fn read(&self, path: &Path) -> io::Result<String> {
+            self.0
+                .get(path)
+                .cloned()
+                .ok_or_else(|| io::ErrorKind::NotFound.into())
+        }
+        fn write(&self, _: &Path, _: &str) -> io::Result<()> {
+            Err(io::ErrorKind::PermissionDenied.into())
+        }
+        fn read_dir(&self, path: &Path) -> io::Result<Vec<Entry>> {
+            if !self.is_dir(path) {
+                return Err(io::ErrorKind::NotFound.into());
+            }
+            let mut names: Vec<Entry> = self
+                .0
+                .keys()
+                .filter_map(|f| f.strip_prefix(path).ok()?.components().next())
+                .map(|c| {
+                    let name = c.as_os_str().to_string_lossy().into_owned();
+                    let is_dir = self.is_dir(&path.join(&name));
+                    Entry { name, is_dir }
+                })
+                .collect();
+            names.dedup();
+            Ok(names)
+        }
+        fn get_xattr(&self, _: &Path, _: &str) -> io::Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn set_xattr(&self, _: &Path, _: &str, _: &[u8]) -> io::Result<()> {
+            Err(io::ErrorKind::PermissionDenied.into())
+        }
+        fn mkdir(&self, _: &Path) -> io::Result<()> {
+            Err(io::ErrorKind::PermissionDenied.into())
+        }
+        fn exists(&self, path: &Path) -> io::Result<bool> {
+            Ok(self.0.contains_key(path) || self.is_dir(path))
+        }
+        fn owner(&self, path: &Path) -> io::Result<Owner> {
+            match self.exists(path)? {
+                true => Ok(Owner {
+                    uid: 0,
+                    mode: 0o755,
+                }),
+                false => Err(io::ErrorKind::NotFound.into()),
+            }
+        }
+    }
+
+    const JOB: &str = "hpc.slice/job.scope";
+
+    fn roots() -> Roots {
+        Roots {
+            cgroup_root: "/nowhere/cgroup".into(),
+            proc_root: "/nowhere/proc".into(),
+            sysfs_root: "/nowhere/sys".into(),
+        }
+    }
+
+    /// One workload, the job, on CPUs 2-3 of 0-3.
+    fn intent(hierarchy: &str) -> api::Status {
+        api::Status {
+            hierarchy: hierarchy.into(),
+            reserved: "0".parse().unwrap(),
+            shared_pool: "0-1".parse().unwrap(),
+            workloads: vec![api::Workload {
+                key: format!("cgroup:{JOB}"),
+                requested: 2,
+                source: api::Source::Xattr,
+                numa: Vec::new(),
+                cgroups: vec![JOB.into()],
+                cpus: Some("2-3".parse().unwrap()),
+                pending: None,
+                alignment: None,
+            }],
+            ..api::Status::starting()
+        }
+    }
+
+    fn scope() -> Scope {
+        Scope {
+            managed: Vec::new(),
+            shared: vec!["system.slice".into()],
+        }
+    }
+
+    /// A v1 kernel old enough to have no `cpuset.effective_cpus`: the kernel
+    /// enforces `cpuset.cpus` itself, so that is the set judged. The job's
+    /// process (v1 `tasks` lists threads) may run on CPU 0.
+    #[test]
+    fn an_old_v1_kernel_is_judged_by_cpuset_cpus_and_read_only_through_fs() {
+        let mut fs = MemFs::default();
+        fs.put("/nowhere/cgroup/cpuset/cpuset.cpus", "0-3\n");
+        fs.put("/nowhere/cgroup/cpuset/hpc.slice/cpuset.cpus", "0-3\n");
+        fs.put(
+            "/nowhere/cgroup/cpuset/hpc.slice/job.scope/cpuset.cpus",
+            "2-3\n",
+        );
+        fs.put(
+            "/nowhere/cgroup/cpuset/hpc.slice/job.scope/tasks",
+            "40\n41\n",
+        );
+        fs.put("/nowhere/cgroup/cpuset/system.slice/cpuset.cpus", "0-1\n");
+        fs.put(
+            "/nowhere/cgroup/cpuset/system.slice/a.service/cpuset.cpus",
+            "1-2\n",
+        );
+        fs.put(
+            "/nowhere/proc/40/status",
+            "Name:\tjob\nCpus_allowed_list:\t2-3\n",
+        );
+        fs.put(
+            "/nowhere/proc/41/status",
+            "Name:\tjob-io\nCpus_allowed_list:\t0,2\n",
+        );
+        fs.put("/nowhere/sys/devices/system/cpu/isolated", "\n");
+        let r = verify_with(&fs, &intent("v1"), &roots(), &scope()).unwrap();
+        let text = render(&r, super::super::style::Style::OFF);
+        assert_eq!(
+            (
+                r.checked.workload_cgroups,
+                r.checked.tasks,
+                r.checked.other_cgroups
+            ),
+            (1, 2, 2),
+            "{text}"
+        );
+        assert_eq!(
+            text,
+            "Checked 1 exclusive workload (1 cgroup, 2 tasks) and 2 other cgroups in /nowhere/cgroup (cgroup v1)\n\
+             problem: cgroup:hpc.slice/job.scope: task 41 (job-io) in hpc.slice/job.scope may run on CPUs 0,2 (Cpus_allowed_list), outside 2-3\n\
+             problem: system.slice/a.service is not a workload but gets CPUs 1-2, including exclusive CPUs 2 of cgroup:hpc.slice/job.scope\n"
+        );
+    }
+
+    /// `cgroup::observe` keeps only a cgroup's first error; the file that gave
+    /// no set is still the one named.
+    #[test]
+    fn a_garbled_effective_set_is_named_even_beside_a_garbled_cpuset_cpus() {
+        let mut fs = MemFs::default();
+        fs.put("/nowhere/cgroup/cgroup.controllers", "cpuset cpu\n");
+        fs.put("/nowhere/cgroup/hpc.slice/job.scope/cpuset.cpus", "x\n");
+        fs.put(
+            "/nowhere/cgroup/hpc.slice/job.scope/cpuset.cpus.effective",
+            "y\n",
+        );
+        let r = verify_with(&fs, &intent("v2"), &roots(), &scope()).unwrap();
+        assert_eq!(
+            r.problems,
+            [Problem::Unreadable {
+                workload: Some(format!("cgroup:{JOB}")),
+                path: "/nowhere/cgroup/hpc.slice/job.scope/cpuset.cpus.effective".into(),
+                error: "y\n".parse::<CpuSet>().unwrap_err().to_string(),
+            }]
+        );
+    }
 }

@@ -16,6 +16,7 @@ use crate::api;
 use crate::cgroup::{self, Hierarchy, Rel, Version};
 use crate::config::Config;
 use crate::io::IoPool;
+use crate::procfs;
 use crate::watchdog::{self, Decision, Mount, Repairs, Stuck};
 
 /// What the watchdog knows between its checks.
@@ -257,10 +258,10 @@ impl Daemon {
     }
 
     /// Tasks of the managed cgroups in D state longer than `dstate_threshold`.
-    fn act_on_sleepers(&mut self, sleepers: Vec<watchdog::Sleeper>) {
+    fn act_on_sleepers(&mut self, sleepers: Vec<procfs::Sleeper>) {
         let mut seen = Vec::new();
         let mut info = BTreeMap::new();
-        for watchdog::Sleeper {
+        for procfs::Sleeper {
             stat,
             cgroup,
             wchan,
@@ -354,7 +355,7 @@ pub(super) struct Findings {
     /// Required paths missing, or (with the error) that could not be checked.
     missing: Vec<(PathBuf, Option<String>)>,
     /// Tasks in D state, if the round looked.
-    sleepers: Option<Vec<watchdog::Sleeper>>,
+    sleepers: Option<Vec<procfs::Sleeper>>,
     /// Frozen cgroups, if the round looked.
     frozen: Option<Vec<(Rel, Option<u32>)>>,
 }
@@ -413,7 +414,7 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
         Some(proc_root) => {
             let root = proc_root.clone();
             match pool
-                .run_op("list", &proc_root, move |fs| watchdog::list_pids(fs, &root))
+                .run_op("list", &proc_root, move |fs| procfs::list_pids(fs, &root))
                 .await
             {
                 Ok(pids) => {
@@ -424,7 +425,7 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
                     let root = proc_root.clone();
                     let read = pool
                         .run_batch("read", items, move |fs, _, pid| {
-                            watchdog::read_dstate(fs, &root, *pid, version)
+                            procfs::read_dstate(fs, &root, *pid, version)
                         })
                         .await;
                     Some(read.into_iter().flatten().flatten().collect())

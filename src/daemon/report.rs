@@ -9,8 +9,6 @@ use tracing::info;
 use super::Daemon;
 use super::notify::Note;
 use crate::api;
-use crate::cgroup::Version;
-use crate::cpuset::CpuSet;
 use crate::server;
 use crate::watchdog::{self, Health};
 
@@ -32,8 +30,6 @@ pub(super) struct Socket {
     pub(super) metrics: Arc<server::Metrics>,
     /// Something changed since the last snapshot.
     pub(super) dirty: bool,
-    /// The topology in the API's form; `None` after the topology changed.
-    pub(super) topology: Option<crate::topology::TopologyFile>,
     pub(super) started: u64,
     pub(super) reconciles: u64,
     pub(super) last_reconcile_ms: u64,
@@ -46,13 +42,12 @@ impl Socket {
     pub(super) fn new() -> Self {
         Socket {
             snapshot: tokio::sync::watch::Sender::new(Arc::new(server::Snapshot {
-                status: empty_status(),
+                status: api::Status::starting(),
                 facts: watchdog::Facts::default(),
             })),
             events: Arc::new(server::Events::default()),
             metrics: Arc::new(server::Metrics::new()),
             dirty: true,
-            topology: None,
             started: api::unix_secs(),
             reconciles: 0,
             last_reconcile_ms: 0,
@@ -93,39 +88,14 @@ impl Daemon {
     }
 
     /// The status document, its health judged on `facts`.
-    pub fn status(&mut self, facts: &watchdog::Facts) -> api::Status {
-        let topo = self.engine.topology();
-        let topology = self
-            .socket
-            .topology
-            .get_or_insert_with(|| topo.to_file())
-            .clone();
-        let workloads = self.engine.status_workloads();
-        let failing = self.engine.failing();
+    pub fn status(&self, facts: &watchdog::Facts) -> api::Status {
         let health = watchdog::assess(facts);
         let metrics = &self.socket.metrics;
         api::Status {
-            schema: api::SCHEMA,
-            daemon: api::Daemon {
-                version: env!("CARGO_PKG_VERSION").to_string(),
-                pid: std::process::id(),
-                started: self.socket.started,
-                ready: self.ready,
-                summary: self.summary(&health),
-            },
-            health: server::health_doc(&health),
-            hierarchy: match self.hier.version {
-                Version::V1 => "v1",
-                Version::V2 => "v2",
-            }
-            .to_string(),
-            hybrid: self.hier.hybrid,
-            topology,
-            online: topo.online().clone(),
             reserved: self.engine.reserved().clone(),
             shared_pool: self.engine.shared_pool(),
-            workloads,
-            failing,
+            workloads: self.engine.status_workloads(),
+            failing: self.engine.failing(),
             watchdog: api::Watchdog {
                 hung_paths: Vec::new(),
                 stuck_tasks: self.dog.stuck_tasks.clone(),
@@ -143,32 +113,33 @@ impl Daemon {
                 repairs: self.dog.repairs.count,
                 cgroups: self.engine.len() as u64,
             },
-            config: api::RunningConfig {
-                file: self.config_path.clone(),
-                loaded: self.loaded.at,
-                restart_pending: self.loaded.restart_pending.clone(),
-                reload_error: self.loaded.error.clone(),
-                ..api::RunningConfig::of(&self.cfg)
-            },
+            ..api::Status::new(
+                api::Daemon::new(
+                    std::process::id(),
+                    self.socket.started,
+                    self.ready,
+                    self.summary(&health),
+                ),
+                server::health_doc(&health),
+                &self.hier,
+                self.engine.topology(),
+                api::RunningConfig {
+                    file: self.config_path.clone(),
+                    loaded: self.loaded.at,
+                    restart_pending: self.loaded.restart_pending.clone(),
+                    reload_error: self.loaded.error.clone(),
+                    ..api::RunningConfig::of(&self.cfg)
+                },
+            )
         }
     }
 
     /// One line for systemd's `STATUS=` and the log.
     pub fn summary(&self, health: &Health) -> String {
-        let workloads = self.engine.workloads();
-        let pinned: Vec<_> = workloads.values().filter(|w| w.cpus.is_some()).collect();
-        let exclusive: usize = pinned
-            .iter()
-            .filter_map(|w| w.cpus.as_ref())
-            .map(|c| c.len())
-            .sum();
-        let pending = workloads.values().filter(|w| w.pending.is_some()).count();
+        let t = self.engine.tally();
         let mut s = format!(
             "{} exclusive workloads on {} CPUs, {} pending, shared pool {} CPUs",
-            pinned.len(),
-            exclusive,
-            pending,
-            self.engine.shared_pool().len()
+            t.pinned, t.exclusive_cpus, t.pending, t.shared
         );
         if health.state != watchdog::HealthState::Healthy {
             s.push_str(&format!("; {health}"));
@@ -197,39 +168,5 @@ impl Daemon {
                 result: result.into(),
             })
             .inc();
-    }
-}
-
-/// The status before the first snapshot (never served: the first one is
-/// published before the socket is read).
-fn empty_status() -> api::Status {
-    api::Status {
-        schema: api::SCHEMA,
-        daemon: api::Daemon {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            pid: std::process::id(),
-            started: 0,
-            ready: false,
-            summary: "starting".into(),
-        },
-        health: api::Health {
-            state: "healthy".into(),
-            reasons: Vec::new(),
-        },
-        hierarchy: String::new(),
-        hybrid: false,
-        topology: crate::topology::TopologyFile {
-            cpus: Vec::new(),
-            isolated: None,
-            offline: None,
-        },
-        online: CpuSet::new(),
-        reserved: CpuSet::new(),
-        shared_pool: CpuSet::new(),
-        workloads: Vec::new(),
-        failing: Vec::new(),
-        watchdog: api::Watchdog::default(),
-        counters: api::Counters::default(),
-        config: api::RunningConfig::default(),
     }
 }

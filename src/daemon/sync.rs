@@ -237,7 +237,6 @@ impl Daemon {
                 Ok(topo) if topo.cpus() != self.engine.topology().cpus() => {
                     info!(before = %self.engine.topology().online(), after = %topo.online(), "CPU topology changed; re-planning");
                     self.engine.set_topology(topo);
-                    self.socket.topology = None;
                 }
                 Ok(_) => {}
                 Err(e) => warn!(error = %format!("{e:#}"), "cannot re-read the topology"),

@@ -1,0 +1,327 @@
+//! procfs: everything pinctl reads about processes and threads under `/proc`.
+//!
+//! The watchdog's look for tasks stuck in uninterruptible sleep (each task's
+//! `stat`, `cgroup` and `wchan`), the process list, and `pinctl verify`'s look
+//! at each task's threads and affinity (`task/` and `status`'s
+//! `Cpus_allowed_list`) all live here, and nowhere else.
+//!
+//! Every reader takes the procfs root (`proc_root`, `/proc` on a real machine)
+//! and the file operations ([`Fs`]) as arguments: the daemon runs them as jobs
+//! on its I/O threads, one call per process, since a file of a task in D state
+//! can hang (`KERNEL-NOTES.md`, "Reads that hang"); the CLI calls them with
+//! [`crate::io::RealFs`] on its own thread; tests point them at fake trees in a
+//! tempdir. The parsers are pure. Nothing here writes, and nothing here
+//! decides what a finding means: the watchdog and `verify` do.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::cgroup::Version;
+use crate::cpuset::CpuSet;
+use crate::io::Fs;
+
+/// A task's state as read from `/proc/PID/task/TID/stat`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskStat {
+    pub pid: u32,
+    pub tid: u32,
+    /// The command (`comm`), as the kernel shows it in the stat line.
+    pub comm: String,
+    /// The one-letter state (`R`, `S`, `D`, ...).
+    pub state: char,
+    /// When the task started, in clock ticks since boot: with the tid it
+    /// tells a reused tid from the task seen before.
+    pub start: u64,
+}
+
+/// Parses one `stat` line: `tid (comm) S ppid ... starttime ...`. The command
+/// may hold spaces and parentheses, so the fields after it are found from the
+/// last `)`.
+pub fn parse_stat(pid: u32, text: &str) -> Option<TaskStat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    if close < open {
+        return None;
+    }
+    let tid = text[..open].trim().parse().ok()?;
+    let comm = text[open + 1..close].to_string();
+    let mut rest = text[close + 1..].split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    // starttime is field 22 overall: the 20th after the state.
+    let start = rest.nth(18)?.parse().ok()?;
+    Some(TaskStat {
+        pid,
+        tid,
+        comm,
+        state,
+        start,
+    })
+}
+
+/// The cgroup of a task from its `/proc/.../cgroup`, relative to the cpuset
+/// hierarchy: the v2 line (`0::/path`) or the v1 line naming `cpuset`.
+pub fn parse_cgroup(text: &str, version: Version) -> Option<String> {
+    text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let ours = match version {
+            Version::V2 => controllers.is_empty(),
+            Version::V1 => controllers.split(',').any(|c| c == "cpuset"),
+        };
+        ours.then(|| path.trim().trim_start_matches('/').to_string())
+    })
+}
+
+/// A task found in uninterruptible sleep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sleeper {
+    pub stat: TaskStat,
+    /// Its cgroup in the cpuset hierarchy, when readable.
+    pub cgroup: Option<String>,
+    /// The kernel function it sleeps in, when readable.
+    pub wchan: Option<String>,
+    /// Whose task it is: the owner of its `/proc` directory.
+    pub uid: Option<u32>,
+}
+
+/// Reads the tasks of process `pid` under `proc_root` and returns those in
+/// uninterruptible sleep (state `D`), each with its cgroup and `wchan` when
+/// readable. `Ok(vec![])` when the process is gone.
+pub fn read_dstate(
+    fs: &dyn Fs,
+    proc_root: &Path,
+    pid: u32,
+    version: Version,
+) -> io::Result<Vec<Sleeper>> {
+    let dir = proc_root.join(pid.to_string());
+    let tasks = match fs.read_dir(&dir.join("task")) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for task in tasks {
+        let tdir = dir.join("task").join(&task.name);
+        let Ok(text) = fs.read(&tdir.join("stat")) else {
+            continue; // exited
+        };
+        let Some(stat) = parse_stat(pid, &text) else {
+            continue;
+        };
+        if stat.state != 'D' {
+            continue;
+        }
+        let cgroup = fs
+            .read(&tdir.join("cgroup"))
+            .ok()
+            .and_then(|t| parse_cgroup(&t, version));
+        let wchan = fs
+            .read(&tdir.join("wchan"))
+            .ok()
+            .map(|w| w.trim().to_string())
+            .filter(|w| !w.is_empty() && w != "0");
+        let uid = fs.owner(&tdir).ok().map(|o| o.uid);
+        out.push(Sleeper {
+            stat,
+            cgroup,
+            wchan,
+            uid,
+        });
+    }
+    Ok(out)
+}
+
+/// The process ids under `proc_root` (its numeric entries), sorted.
+pub fn list_pids(fs: &dyn Fs, proc_root: &Path) -> io::Result<Vec<u32>> {
+    let mut pids: Vec<u32> = fs
+        .read_dir(proc_root)?
+        .into_iter()
+        .filter_map(|e| e.name.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    Ok(pids)
+}
+
+/// The thread ids of process `pid`: the entries of `/proc/PID/task`. When
+/// that cannot be listed (a fake tree may have only `/proc/PID/status`) the
+/// process counts as its one thread.
+pub fn threads(fs: &dyn Fs, proc_root: &Path, pid: u32) -> Vec<u32> {
+    let dir = proc_root.join(pid.to_string()).join("task");
+    match fs.read_dir(&dir) {
+        Ok(entries) => entries.iter().filter_map(|e| e.name.parse().ok()).collect(),
+        Err(_) => vec![pid],
+    }
+}
+
+/// Where a task may run, from its `status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Affinity {
+    /// Its command (`Name:`); empty when the file has none.
+    pub comm: String,
+    /// `Cpus_allowed_list:`.
+    pub allowed: CpuSet,
+}
+
+/// The `status` file of thread `tid` of process `pid`: the process's own
+/// for its main thread, `task/TID/status` for the others.
+pub fn status_file(proc_root: &Path, pid: u32, tid: u32) -> PathBuf {
+    let dir = proc_root.join(pid.to_string());
+    if pid == tid {
+        dir.join("status")
+    } else {
+        dir.join("task").join(tid.to_string()).join("status")
+    }
+}
+
+/// Reads `Name:` and `Cpus_allowed_list:` of thread `tid` of process `pid`;
+/// `Ok(None)` when the task is gone. Every error names the file.
+pub fn affinity(fs: &dyn Fs, proc_root: &Path, pid: u32, tid: u32) -> io::Result<Option<Affinity>> {
+    let path = status_file(proc_root, pid, tid);
+    let invalid = |what: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {what}", path.display()),
+        )
+    };
+    let text = match fs.read(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    };
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+    };
+    let comm = field("Name:").unwrap_or_default();
+    let allowed = field("Cpus_allowed_list:")
+        .ok_or_else(|| invalid("no Cpus_allowed_list".into()))?
+        .parse::<CpuSet>()
+        .map_err(|e| invalid(e.to_string()))?;
+    Ok(Some(Affinity { comm, allowed }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::RealFs;
+
+    #[test]
+    fn stat_lines_with_odd_commands_parse() {
+        let line = "4242 (my (odd) cmd) D 1 4242 4242 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 98765 1000 100";
+        let s = parse_stat(4242, line).unwrap();
+        assert_eq!(
+            (s.tid, s.comm.as_str(), s.state, s.start),
+            (4242, "my (odd) cmd", 'D', 98765)
+        );
+        assert!(parse_stat(1, "garbage").is_none());
+        assert!(parse_stat(1, "1 (x) S 1").is_none());
+        assert!(parse_stat(1, ") (").is_none());
+    }
+
+    #[test]
+    fn cgroup_lines_pick_the_cpuset_hierarchy() {
+        let v1 = "12:pids:/a\n5:cpuset,cpu:/kubepods/pod1/c1\n1:name=systemd:/x\n";
+        assert_eq!(
+            parse_cgroup(v1, Version::V1).as_deref(),
+            Some("kubepods/pod1/c1")
+        );
+        assert_eq!(
+            parse_cgroup("0::/kubepods.slice/x\n", Version::V2).as_deref(),
+            Some("kubepods.slice/x")
+        );
+        assert_eq!(parse_cgroup("0::/\n", Version::V2).as_deref(), Some(""));
+        assert_eq!(parse_cgroup("", Version::V2), None);
+    }
+
+    /// Writes `text` to `rel` under `root`, making its directories.
+    fn put(root: &Path, rel: &str, text: &str) {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn stat(tid: u32, comm: &str, state: char) -> String {
+        format!("{tid} ({comm}) {state} 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0\n")
+    }
+
+    #[test]
+    fn dstate_tasks_of_a_process_with_their_cgroup_and_wchan() {
+        let tmp = tempfile::tempdir().unwrap();
+        let proc = tmp.path();
+        put(proc, "10/task/10/stat", &stat(10, "app", 'S'));
+        put(proc, "10/task/11/stat", &stat(11, "app io", 'D'));
+        put(proc, "10/task/11/cgroup", "0::/kubepods.slice/c1\n");
+        put(proc, "10/task/11/wchan", "io_schedule");
+        put(proc, "10/task/12/stat", &stat(12, "idle", 'D'));
+        put(proc, "10/task/12/wchan", "0");
+        put(proc, "self/status", "");
+        assert_eq!(list_pids(&RealFs, proc).unwrap(), [10]);
+        let mut got = read_dstate(&RealFs, proc, 10, Version::V2).unwrap();
+        got.sort_by_key(|s| s.stat.tid);
+        let summary: Vec<_> = got
+            .iter()
+            .map(|s| {
+                (
+                    s.stat.tid,
+                    s.stat.comm.as_str(),
+                    s.cgroup.as_deref(),
+                    s.wchan.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (11, "app io", Some("kubepods.slice/c1"), Some("io_schedule")),
+                (12, "idle", None, None)
+            ]
+        );
+        assert!(got.iter().all(|s| s.uid.is_some()));
+        assert_eq!(read_dstate(&RealFs, proc, 99, Version::V2).unwrap(), []);
+    }
+
+    #[test]
+    fn threads_and_their_affinity() {
+        let tmp = tempfile::tempdir().unwrap();
+        let proc = tmp.path();
+        put(proc, "20/status", "Name:\tdb\nCpus_allowed_list:\t3,11\n");
+        put(proc, "30/status", "Name:\tweb\nCpus_allowed_list:\t0-15\n");
+        put(proc, "30/task/30/status", "");
+        put(
+            proc,
+            "30/task/31/status",
+            "Name:\tworker\nCpus_allowed_list:\t2\n",
+        );
+        put(proc, "40/status", "Name:\tbad\n");
+        put(proc, "50/status", "Name:\tbad\nCpus_allowed_list:\tx\n");
+
+        assert_eq!(threads(&RealFs, proc, 20), [20], "no task/: one thread");
+        let mut tids = threads(&RealFs, proc, 30);
+        tids.sort_unstable();
+        assert_eq!(tids, [30, 31]);
+
+        let a = affinity(&RealFs, proc, 30, 31).unwrap().unwrap();
+        assert_eq!(
+            (a.comm.as_str(), a.allowed.to_string()),
+            ("worker", "2".into())
+        );
+        let a = affinity(&RealFs, proc, 30, 30).unwrap().unwrap();
+        assert_eq!(a.comm, "web", "the main thread reads the process's file");
+        assert_eq!(affinity(&RealFs, proc, 60, 60).unwrap(), None, "gone");
+
+        let e = affinity(&RealFs, proc, 40, 40).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("{}: no Cpus_allowed_list", proc.join("40/status").display())
+        );
+        let e = affinity(&RealFs, proc, 50, 50).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "{}: invalid CPU list",
+                proc.join("50/status").display()
+            )),
+            "{e}"
+        );
+    }
+}
