@@ -426,10 +426,7 @@ fn verify_cmd(args: &VerifyArgs, style: Style, out: &mut dyn Write) -> Result<()
         proc_root: args.proc_root.clone().unwrap_or(running.proc_root),
         sysfs_root: args.sysfs_root.clone().unwrap_or(running.sysfs_root),
     };
-    let scope = verify::Scope {
-        managed: running.managed,
-        shared: running.shared_cgroups,
-    };
+    let scope = crate::cgroup::Scope::new(running.managed, running.shared_cgroups, Vec::new());
     let report = verify::verify(&status, &roots, &scope)?;
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;

@@ -903,7 +903,8 @@ pub mod tree {
 mod verify {
     use super::tree::{Tree, V};
     use super::*;
-    use pinctl::cli::verify::{Problem, Report, Roots, Scope, render, verify};
+    use pinctl::cgroup::Scope;
+    use pinctl::cli::verify::{Problem, Report, Roots, render, verify};
 
     /// Pod slices with real UIDs, so they are recognised as structure.
     pub const POD1: &str = "kubepods.slice/kubepods-pod00000001_1111_4222_8333_0123456789ab.slice";
@@ -987,10 +988,11 @@ mod verify {
     }
 
     pub fn scope() -> Scope {
-        Scope {
-            managed: vec!["kubepods.slice".into(), "kubepods".into()],
-            shared: vec!["system.slice".into(), "user.slice".into()],
-        }
+        Scope::new(
+            vec!["kubepods.slice".into(), "kubepods".into()],
+            vec!["system.slice".into(), "user.slice".into()],
+            Vec::new(),
+        )
     }
 
     fn check(t: &Tree, doc: &api::Status) -> Report {

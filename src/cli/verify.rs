@@ -44,7 +44,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::api;
-use crate::cgroup::{self, Hierarchy, Observed, Reads, Rel, Version, layout};
+use crate::cgroup::{self, Hierarchy, Observed, Reads, Rel, Scope, Version, layout};
 use crate::config::HierarchyMode;
 use crate::cpuset::CpuSet;
 use crate::io::{Fs, RealFs};
@@ -56,16 +56,6 @@ pub struct Roots {
     pub cgroup_root: PathBuf,
     pub proc_root: PathBuf,
     pub sysfs_root: PathBuf,
-}
-
-/// The subtrees, relative to the cgroup root, that must keep off exclusive
-/// CPUs: the configuration's `managed` and `shared_cgroups`, walked as the
-/// roots of a [`cgroup::Scope`] (the rules' roots are not among them: the
-/// status document does not carry the rules).
-#[derive(Debug, Clone, Default)]
-pub struct Scope {
-    pub managed: Vec<String>,
-    pub shared: Vec<String>,
 }
 
 /// One mismatch between the intent and the kernel.
@@ -296,8 +286,10 @@ pub fn verify(status: &api::Status, roots: &Roots, scope: &Scope) -> Result<Repo
 }
 
 /// Checks the live kernel under `roots`, read through `fs`, against
-/// `status`; `scope` names the subtrees whose other cgroups must keep off
-/// exclusive CPUs.
+/// `status`; the roots of `scope` are the subtrees whose other cgroups must
+/// keep off exclusive CPUs: the configuration's `managed` and
+/// `shared_cgroups` (the rules' roots are not among them: the status
+/// document does not carry the rules).
 pub fn verify_with(
     fs: &dyn Fs,
     status: &api::Status,
@@ -400,9 +392,8 @@ pub fn verify_with(
             p = cgroup::parent(up);
         }
     }
-    let subtrees = cgroup::Scope::new(scope.managed.clone(), scope.shared.clone(), Vec::new());
     let mut seen: HashSet<Rel> = HashSet::new();
-    for root in subtrees.roots() {
+    for root in scope.roots() {
         for obs in kernel.walk(root) {
             let rel = &*obs.rel;
             if inside.contains(rel) || above.contains(rel) || !seen.insert(obs.rel.clone()) {
@@ -683,10 +674,7 @@ mod tests {
     }
 
     fn scope() -> Scope {
-        Scope {
-            managed: Vec::new(),
-            shared: vec!["system.slice".into()],
-        }
+        Scope::new(Vec::new(), vec!["system.slice".into()], Vec::new())
     }
 
     /// A v1 kernel old enough to have no `cpuset.effective_cpus`: the kernel
