@@ -1,0 +1,356 @@
+//! Property tests over sequences of events: the invariants hold after any,
+//! and a plan over what changed gives what a full plan gives; with the tests
+//! that the reach is really used and what a plan saves.
+
+use super::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add(u8, usize),
+    Remove(u8),
+    Foreign(u8),
+    Offline(u8),
+    Online,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u8..12, 0usize..7).prop_map(|(i, n)| Op::Add(i, n)),
+        2 => (0u8..12).prop_map(Op::Remove),
+        1 => (0u8..12).prop_map(Op::Foreign),
+        1 => (0u8..16).prop_map(Op::Offline),
+        1 => Just(Op::Online),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn invariants_hold_under_any_sequence(ops in proptest::collection::vec(op(), 1..40)) {
+        let mut e = engine();
+        kube_tree(&mut e);
+        e.end_startup();
+        for op in ops {
+            match op {
+                Op::Add(i, n) => add(&mut e, &format!("kubepods/w{i}"), "0-15", want(n)),
+                Op::Remove(i) => e.forget(&format!("kubepods/w{i}")),
+                Op::Foreign(i) => {
+                    e.observe_cpus(&format!("kubepods/w{i}"), Some(set("0-15")));
+                }
+                Op::Offline(c) => {
+                    let cpus: Vec<_> = topo().cpus().iter().copied().filter(|x| x.cpu != c as u32).collect();
+                    e.set_topology(Topology::new(cpus, CpuSet::new(), CpuSet::new()).unwrap());
+                }
+                Op::Online => e.set_topology(topo()),
+            }
+            let writes = apply(&mut e);
+            let online = e.topology().online().clone();
+            let mut seen = CpuSet::new();
+            for w in e.workloads().values() {
+                if let Some(c) = &w.cpus {
+                    prop_assert!(c.is_disjoint(&seen), "overlap at {}", w.key);
+                    prop_assert!(c.is_disjoint(e.reserved()), "reserved assigned");
+                    prop_assert!(c.is_subset(&online));
+                    prop_assert_eq!(c.len(), w.requested);
+                    seen.union_with(c);
+                }
+            }
+            prop_assert!(!e.shared_pool().is_empty(), "shared pool empty");
+            for w in &writes {
+                prop_assert!(!w.set.is_empty(), "empty write {:?}", w);
+            }
+            // After applying, every cgroup with a target has it.
+            for (rel, c) in &e.cgroups {
+                if let Some(t) = &c.target {
+                    prop_assert_eq!(c.cpus.as_ref(), Some(t), "{} not at target", rel);
+                }
+            }
+        }
+    }
+}
+
+/// One event of the equivalence test, on a tree of pods with containers
+/// (and sub-cgroups), services in the shared `system.slice` and jobs under
+/// the unmanaged `hpc`, whose CPUs lack 4-7 and 12-15.
+#[derive(Debug, Clone)]
+enum Event {
+    /// A container (re-)read: pod, container, request (6: none), with a
+    /// sub-cgroup, new as v1 makes it (empty sets).
+    Container(u8, u8, usize, bool, bool),
+    RemoveContainer(u8, u8),
+    RemovePod(u8),
+    Foreign(u8, u8),
+    Service(u8, usize),
+    Job(u8, usize),
+    RemoveJob(u8),
+    Offline(u8),
+    Online,
+    /// The writes to this container fail until the next event.
+    Fail(u8, u8),
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    let request = prop_oneof![2 => Just(6usize), 3 => 0usize..5];
+    prop_oneof![
+        6 => (0u8..3, 0u8..3, request.clone(), any::<bool>(), any::<bool>())
+            .prop_map(|(p, c, n, sub, new)| Event::Container(p, c, n, sub, new)),
+        2 => (0u8..3, 0u8..3).prop_map(|(p, c)| Event::RemoveContainer(p, c)),
+        1 => (0u8..3).prop_map(Event::RemovePod),
+        1 => (0u8..3, 0u8..3).prop_map(|(p, c)| Event::Foreign(p, c)),
+        2 => (0u8..3, request.clone()).prop_map(|(i, n)| Event::Service(i, n)),
+        2 => (0u8..2, request).prop_map(|(i, n)| Event::Job(i, n)),
+        1 => (0u8..2).prop_map(Event::RemoveJob),
+        1 => (0u8..16).prop_map(Event::Offline),
+        1 => Just(Event::Online),
+        1 => (0u8..3, 0u8..3).prop_map(|(p, c)| Event::Fail(p, c)),
+    ]
+}
+
+fn request(n: usize) -> Option<Intent> {
+    if n == 6 { None } else { want(n) }
+}
+
+/// Pods 0 and 1 are named as the kubelet names them (structure); pod 2 is
+/// a plain cgroup in the managed tree (shared).
+fn pod(p: u8) -> String {
+    if p < 2 {
+        format!("kubepods/pod{p:08}-2222-3333-4444-555555555555")
+    } else {
+        format!("kubepods/pod{p}")
+    }
+}
+
+fn container(p: u8, c: u8) -> String {
+    format!("{}/c{c}", pod(p))
+}
+
+/// Feeds `event` to the engine; returns the cgroup whose writes fail.
+fn feed(e: &mut Engine, event: &Event) -> Option<String> {
+    let plain = |e: &mut Engine, rel: &str, cpus: &str, intent: Option<Intent>| {
+        let obs = Observed {
+            rel: rel.into(),
+            cpus: Some(set(cpus)),
+            mems: Some(if cpus.is_empty() {
+                CpuSet::new()
+            } else {
+                set("0-1")
+            }),
+            ..Observed::default()
+        };
+        let key = if intent.is_some() {
+            format!("cgroup:{rel}")
+        } else {
+            String::new()
+        };
+        reading(e, obs, intent, &key);
+    };
+    match *event {
+        Event::Container(p, c, n, sub, new) => {
+            let cpus = if new { "" } else { "0-15" };
+            plain(e, &pod(p), "0-15", None);
+            plain(e, &container(p, c), cpus, request(n));
+            if sub {
+                plain(e, &format!("{}/sub", container(p, c)), cpus, None);
+            }
+        }
+        Event::RemoveContainer(p, c) => e.forget(&container(p, c)),
+        Event::RemovePod(p) => e.forget(&pod(p)),
+        Event::Foreign(p, c) => {
+            e.observe_cpus(&container(p, c), Some(set("0-15")));
+        }
+        Event::Service(i, n) => plain(e, &format!("system.slice/s{i}"), "0-15", request(n)),
+        Event::Job(i, n) => plain(e, &format!("hpc/job{i}"), "0-3,8-11", request(n)),
+        Event::RemoveJob(i) => e.forget(&format!("hpc/job{i}")),
+        Event::Offline(c) => {
+            let cpus: Vec<_> = topo()
+                .cpus()
+                .iter()
+                .copied()
+                .filter(|x| x.cpu != c as u32)
+                .collect();
+            e.set_topology(Topology::new(cpus, CpuSet::new(), CpuSet::new()).unwrap());
+        }
+        Event::Online => e.set_topology(topo()),
+        Event::Fail(p, c) => return Some(container(p, c)),
+    }
+    None
+}
+
+/// Plans and writes until the engine has nothing more to plan. With `full`
+/// every plan looks at every cgroup, and plans are made until one changes
+/// nothing: a workload that waits tries before a newer one is pinned, so the
+/// first full plan after a pin still shows how many CPUs were free before it.
+/// Writes to `failing` fail.
+fn settle(e: &mut Engine, full: bool, failing: Option<&str>) {
+    for _ in 0..4 {
+        let before = full.then(|| view(e));
+        if full {
+            e.replan_all();
+        }
+        let plan = e.plan();
+        for w in &plan.writes {
+            let result = match failing {
+                Some(f) if crate::cgroup::is_within(&w.rel, f) => Err(Failure {
+                    message: "injected".into(),
+                    errno: Some(16),
+                }),
+                _ => Ok(()),
+            };
+            e.written(w, result);
+        }
+        let settled = match before {
+            Some(before) => before == view(e),
+            None => !plan.more,
+        };
+        if settled {
+            return;
+        }
+    }
+    panic!("a plan that never settles");
+}
+
+type CgroupView = (
+    Rel,
+    Role,
+    Option<CpuSet>,
+    Option<CpuSet>,
+    Option<CpuSet>,
+    bool,
+    bool,
+);
+type WorkloadView = (
+    String,
+    usize,
+    Option<CpuSet>,
+    Option<Pending>,
+    BTreeSet<Rel>,
+    u64,
+);
+
+/// What both planners must agree on.
+fn view(e: &Engine) -> (Vec<CgroupView>, Vec<WorkloadView>) {
+    let cgroups = e
+        .cgroups
+        .iter()
+        .map(|(rel, c)| {
+            (
+                rel.clone(),
+                c.role,
+                c.target.as_deref().cloned(),
+                c.cpus.as_deref().cloned(),
+                c.mems.as_deref().cloned(),
+                c.ours,
+                c.failure.is_some(),
+            )
+        })
+        .collect();
+    let workloads = e
+        .workloads
+        .values()
+        .map(|w| {
+            (
+                w.key.clone(),
+                w.requested,
+                w.cpus.clone(),
+                w.pending.clone(),
+                w.cgroups.clone(),
+                w.seq,
+            )
+        })
+        .collect();
+    (cgroups, workloads)
+}
+
+proptest! {
+    /// The one planner's promise: a plan over the cgroups that changed
+    /// gives, once the engine has nothing more to plan, what a plan over
+    /// every cgroup gives, after any sequence of events.
+    #[test]
+    fn a_plan_over_what_changed_gives_what_a_full_plan_gives(
+        events in proptest::collection::vec(event(), 1..40)
+    ) {
+        let mut engines = [engine(), engine()];
+        for (full, e) in [false, true].into_iter().zip(engines.iter_mut()) {
+            kube_tree(e);
+            add(e, "hpc", "0-3,8-11", None);
+            settle(e, full, None);
+            e.end_startup();
+        }
+        let mut failing: Option<String> = None;
+        for (step, ev) in events.iter().enumerate() {
+            for (full, e) in [false, true].into_iter().zip(engines.iter_mut()) {
+                let fail = feed(e, ev);
+                settle(e, full, fail.as_deref().or(failing.as_deref()));
+                if full {
+                    failing = fail;
+                }
+            }
+            let [scoped, full] = &engines;
+            prop_assert_eq!(view(scoped), view(full), "after event {} {:?}", step, ev);
+        }
+    }
+}
+
+/// The reach is what makes a new container cheap at node scale: these
+/// events are each planned over the cgroups they touch, and a new pin's
+/// CPUs go out before the shared pool shrinks.
+#[test]
+fn everyday_events_are_planned_over_what_they_touch() {
+    let reached = || crate::engine::plan::REACHED_PLANS.with(|n| n.get());
+    let mut e = engine();
+    kube_tree(&mut e);
+    settle(&mut e, false, None);
+    e.end_startup();
+    let start = reached();
+    // A burstable container, and it going away.
+    feed(&mut e, &Event::Container(0, 0, 6, false, true));
+    settle(&mut e, false, None);
+    feed(&mut e, &Event::RemoveContainer(0, 0));
+    settle(&mut e, false, None);
+    assert_eq!(reached() - start, 2, "each over its reach");
+    // A Guaranteed container: its CPUs first, alone; then the shared pool.
+    feed(&mut e, &Event::Container(0, 1, 2, false, true));
+    let plan = e.plan();
+    assert!(plan.more && plan.assignments_changed);
+    let rels: Vec<&str> = plan.writes.iter().map(|w| &*w.rel).collect();
+    assert!(rels.iter().all(|r| r.starts_with(&pod(0))), "{rels:?}");
+    for w in &plan.writes {
+        e.written(w, Ok(()));
+    }
+    let shrink = e.plan();
+    assert!(!shrink.more);
+    assert!(shrink.writes.iter().any(|w| &*w.rel == "system.slice"));
+    // A foreign write to it is put right over its reach too.
+    feed(&mut e, &Event::Foreign(0, 1));
+    let before = reached();
+    let fix = e.plan();
+    assert_eq!(reached(), before + 1);
+    assert_eq!(fix.writes.len(), 1, "{:?}", fix.writes);
+}
+
+/// The state file lists each workload's cgroups: a cgroup joining or
+/// leaving a workload is a change to save, even when no CPU moves.
+#[test]
+fn a_cgroup_joining_or_leaving_a_workload_is_saved() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    settle(&mut e, false, None);
+    e.end_startup();
+    let [old, new] = ["kubepods/pod1/old", "kubepods/pod1/new"];
+    let obs = |rel: &str| Observed {
+        rel: rel.into(),
+        cpus: Some(set("0-15")),
+        mems: Some(set("0-1")),
+        ..Observed::default()
+    };
+    reading(&mut e, obs(old), want(2), "pod:1/app");
+    settle(&mut e, false, None);
+    reading(&mut e, obs(new), want(2), "pod:1/app");
+    let plan = e.plan();
+    assert!(plan.assignments_changed, "joined");
+    for w in &plan.writes {
+        e.written(w, Ok(()));
+    }
+    e.forget(old);
+    assert!(e.plan().assignments_changed, "left");
+    assert_eq!(e.saved_state().assignments["pod:1/app"].cgroups, [new]);
+}
