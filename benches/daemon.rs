@@ -55,22 +55,20 @@
 //! rebuild sched domains, for one, are far slower than a tmpfs write. These
 //! numbers are the daemon's own overhead.
 
+mod support;
+
 use std::fmt::Write as _;
 use std::fs;
-use std::io::{self, BufRead, BufReader, Write as _};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixDatagram;
-use std::os::unix::process::CommandExt;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::ExitStatus;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
+use support::{Daemon, Perf, PoolWatch, STEP_TIMEOUT, Stats, mb, ms, poll_in};
 
 /// The synthetic machine: 2 sockets × 4 NUMA nodes × 2 L3 groups × 16 cores ×
 /// 2 threads. Core `c` is CPUs `c` and `c + CORES` (Linux numbering: every
@@ -88,12 +86,6 @@ const CPUS: u32 = CORES * THREADS;
 const MAX_PINNED: usize = 256;
 /// Services in `system.slice` (shared pool).
 const SERVICES: usize = 8;
-/// The daemon counts as idle when its CPU time grows by at most this much...
-const IDLE_SLACK_NS: u64 = 50_000;
-/// ...over this long.
-const IDLE_QUIET: Duration = Duration::from_millis(20);
-/// How long any one step may take before the benchmark gives up.
-const STEP_TIMEOUT: Duration = Duration::from_secs(120);
 
 const KUBEPODS: &str = "kubepods.slice";
 const BURSTABLE: &str = "kubepods.slice/kubepods-burstable.slice";
@@ -628,454 +620,7 @@ impl Drop for Tree {
 }
 
 // ---------------------------------------------------------------------------
-// The daemon
-
-/// What the log says, parsed as it arrives.
-#[derive(Debug)]
-enum Log {
-    FirstReconcile { ms: u64 },
-    Reconcile { us: u64, cgroups: u64 },
-    Warning(String),
-}
-
-fn field(line: &str, key: &str) -> Option<u64> {
-    let rest = &line[line.find(key)? + key.len()..];
-    let end = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len());
-    rest[..end].parse().ok()
-}
-
-fn parse_log(line: &str) -> Option<Log> {
-    if line.contains(" WARN ") || line.contains(" ERROR ") {
-        return Some(Log::Warning(line.to_string()));
-    }
-    if line.contains("first reconcile done") {
-        return Some(Log::FirstReconcile {
-            ms: field(line, "elapsed_ms=")?,
-        });
-    }
-    if line.contains("reconcile done") {
-        return Some(Log::Reconcile {
-            us: field(line, "elapsed_us=")?,
-            cgroups: field(line, "cgroups=").unwrap_or(0),
-        });
-    }
-    None
-}
-
-/// A running `pinctld`, stopped on drop (SIGTERM, then SIGKILL); it also dies
-/// with this process (`PR_SET_PDEATHSIG`).
-struct Daemon {
-    child: Child,
-    pid: i32,
-    /// `sd_notify` messages with when they arrived, read by a thread of their
-    /// own: the daemon's `send` blocks once a few are left unread.
-    notify: mpsc::Receiver<(Instant, String)>,
-    logs: mpsc::Receiver<Log>,
-    log_file: PathBuf,
-    spawned: Instant,
-    warnings: Vec<String>,
-    first_reconcile_ms: Option<u64>,
-    reconciles: Vec<(u64, u64)>,
-}
-
-impl Daemon {
-    fn spawn(pinctld: &Path, tree: &Tree, run: &str, debug: bool) -> Result<Self> {
-        let config = tree.dir.join(format!("pinctld-{run}.toml"));
-        fs::write(&config, tree.config(if debug { "debug" } else { "info" }))?;
-        let socket = tree.dir.join(format!("notify-{run}.sock"));
-        let _ = fs::remove_file(&socket);
-        let sock = UnixDatagram::bind(&socket)
-            .with_context(|| format!("cannot bind {}", socket.display()))?;
-        sock.set_read_timeout(Some(Duration::from_millis(200)))?;
-        let (notify_tx, notify) = mpsc::channel();
-        thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            loop {
-                match sock.recv(&mut buf) {
-                    Ok(n) => {
-                        let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
-                        if notify_tx.send((Instant::now(), msg)).is_err() {
-                            break;
-                        }
-                    }
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::WouldBlock
-                                | io::ErrorKind::TimedOut
-                                | io::ErrorKind::Interrupted
-                        ) =>
-                    {
-                        // An empty message now and then only asks whether the
-                        // handle is still there; stop when it is not.
-                        if notify_tx.send((Instant::now(), String::new())).is_err() {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-        });
-        let log_file = tree.dir.join(format!("pinctld-{run}.log"));
-        let mut cmd = Command::new(pinctld);
-        cmd.arg("--config")
-            .arg(&config)
-            .env("NOTIFY_SOCKET", &socket)
-            .env_remove("WATCHDOG_USEC")
-            .env_remove("WATCHDOG_PID")
-            .env_remove("LISTEN_FDS")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if debug {
-            cmd.env("RUST_LOG", "pinctl=debug");
-        } else {
-            cmd.env_remove("RUST_LOG");
-        }
-        // SAFETY: prctl is async-signal-safe and touches no memory of ours.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let spawned = Instant::now();
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start {}", pinctld.display()))?;
-        let pid = i32::try_from(child.id()).context("pid out of range")?;
-        let stderr = child.stderr.take().expect("piped");
-        let (tx, logs) = mpsc::channel();
-        let mut out = fs::File::create(&log_file)?;
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let _ = writeln!(out, "{line}");
-                if let Some(parsed) = parse_log(&line)
-                    && tx.send(parsed).is_err()
-                {
-                    break;
-                }
-            }
-        });
-        Ok(Daemon {
-            child,
-            pid,
-            notify,
-            logs,
-            log_file,
-            spawned,
-            warnings: Vec::new(),
-            first_reconcile_ms: None,
-            reconciles: Vec::new(),
-        })
-    }
-
-    fn take(&mut self, log: Log) {
-        match log {
-            Log::FirstReconcile { ms } => self.first_reconcile_ms = Some(ms),
-            Log::Reconcile { us, cgroups } => self.reconciles.push((us, cgroups)),
-            Log::Warning(w) => self.warnings.push(w),
-        }
-    }
-
-    fn pump_logs(&mut self) {
-        while let Ok(log) = self.logs.try_recv() {
-            self.take(log);
-        }
-    }
-
-    /// Waits for the next `reconcile done` line.
-    fn wait_reconcile(&mut self) -> Result<(u64, u64)> {
-        let before = self.reconciles.len();
-        let deadline = Instant::now() + STEP_TIMEOUT;
-        while self.reconciles.len() == before {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.logs.recv_timeout(left) {
-                Ok(log) => self.take(log),
-                Err(_) => return Err(self.fail("no `reconcile done` line")),
-            }
-        }
-        Ok(self.reconciles[before])
-    }
-
-    /// The error for a step that did not happen, with the log's tail.
-    fn fail(&mut self, what: &str) -> anyhow::Error {
-        let status = self.child.try_wait().ok().flatten();
-        let log = fs::read_to_string(&self.log_file).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(15).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        anyhow::anyhow!(
-            "{what} (pinctld {}); its log ends:\n{}",
-            status.map_or("still running".to_string(), |s| format!("exited: {s}")),
-            tail.join("\n")
-        )
-    }
-
-    /// Waits for a `sd_notify` message that satisfies `want`; returns when it
-    /// arrived.
-    fn wait_notify(&mut self, what: &str, want: impl Fn(&str) -> bool) -> Result<Instant> {
-        let deadline = Instant::now() + STEP_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || self.child.try_wait()?.is_some() {
-                return Err(self.fail(&format!("no {what} from the daemon")));
-            }
-            if let Ok((at, msg)) = self
-                .notify
-                .recv_timeout(left.min(Duration::from_millis(500)))
-                && want(&msg)
-            {
-                return Ok(at);
-            }
-        }
-    }
-
-    /// The CPU time of all the daemon's threads, in nanoseconds.
-    fn cpu_ns(&self) -> u64 {
-        let Ok(tasks) = fs::read_dir(format!("/proc/{}/task", self.pid)) else {
-            return 0;
-        };
-        tasks
-            .flatten()
-            .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
-            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-            .sum()
-    }
-
-    /// Waits until the daemon has used no CPU for [`IDLE_QUIET`]; returns how
-    /// long it was still busy.
-    fn wait_idle(&mut self) -> Result<Duration> {
-        let start = Instant::now();
-        let mut last = self.cpu_ns();
-        let mut last_busy = start;
-        let mut mark = (start, last);
-        loop {
-            thread::sleep(Duration::from_millis(2));
-            let now = Instant::now();
-            let cpu = self.cpu_ns();
-            if cpu != last {
-                last_busy = now;
-                last = cpu;
-            }
-            // Saturating: an exiting thread takes its CPU time with it.
-            if cpu.saturating_sub(mark.1) > IDLE_SLACK_NS {
-                mark = (now, cpu);
-            } else if now - mark.0 >= IDLE_QUIET {
-                return Ok(last_busy - start);
-            }
-            if now - start > STEP_TIMEOUT || self.child.try_wait()?.is_some() {
-                return Err(self.fail("the daemon did not go idle"));
-            }
-        }
-    }
-
-    /// `VmRSS` and `VmHWM`, in kB.
-    fn memory(&self) -> Result<(u64, u64)> {
-        let status = fs::read_to_string(format!("/proc/{}/status", self.pid))?;
-        let kb = |key: &str| -> Result<u64> {
-            let line = status
-                .lines()
-                .find(|l| l.starts_with(key))
-                .with_context(|| format!("no {key} in /proc/{}/status", self.pid))?;
-            line.split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse().ok())
-                .with_context(|| format!("cannot parse {line:?}"))
-        };
-        Ok((kb("VmRSS:")?, kb("VmHWM:")?))
-    }
-
-    fn signal(&self, sig: Signal) -> Result<()> {
-        kill(Pid::from_raw(self.pid), sig).with_context(|| format!("cannot send {sig}"))
-    }
-
-    /// SIGTERM and wait; SIGKILL after 5 s.
-    fn stop(&mut self) -> Result<Option<ExitStatus>> {
-        if let Some(status) = self.child.try_wait()? {
-            return Ok(Some(status));
-        }
-        let _ = self.signal(Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait()? {
-                return Ok(Some(status));
-            }
-            thread::sleep(Duration::from_millis(5));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        Ok(None)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.stop();
-    }
-}
-
-/// `perf record` attached to the daemon for one phase, when asked for.
-struct Perf(Option<Child>);
-
-impl Perf {
-    fn start(opts: &Options, daemon: &Daemon, name: &str) -> Result<Self> {
-        let Some(dir) = &opts.perf else {
-            return Ok(Perf(None));
-        };
-        let out = dir.join(format!("{name}.data"));
-        let child = Command::new("perf")
-            .args([
-                "record",
-                "-q",
-                "-F",
-                "999",
-                "--call-graph",
-                "dwarf,16384",
-                "-o",
-            ])
-            .arg(&out)
-            .args(["-p", &daemon.pid.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .context("cannot run perf")?;
-        // perf needs a moment to attach.
-        thread::sleep(Duration::from_millis(300));
-        Ok(Perf(Some(child)))
-    }
-}
-
-impl Drop for Perf {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let pid = Pid::from_raw(child.id() as i32);
-            let _ = kill(pid, Signal::SIGINT);
-            let _ = child.wait();
-        }
-    }
-}
-
-/// An inotify watch on `cpuset.cpus` of every shared cgroup: a Guaranteed
-/// pod changes the shared pool, and the daemon is done with that change when
-/// it has written every one of them.
-struct PoolWatch {
-    ino: Inotify,
-    total: usize,
-    buf: Vec<u8>,
-}
-
-impl PoolWatch {
-    fn new(files: &[PathBuf]) -> Result<Self> {
-        let ino = Inotify::init().context("cannot start inotify")?;
-        for f in files {
-            ino.watches()
-                .add(f, WatchMask::CLOSE_WRITE)
-                .with_context(|| format!("cannot watch {}", f.display()))?;
-        }
-        Ok(PoolWatch {
-            ino,
-            total: files.len(),
-            buf: vec![0; 64 * 1024],
-        })
-    }
-
-    fn drain(&mut self) {
-        while self
-            .ino
-            .read_events(&mut self.buf)
-            .is_ok_and(|e| e.count() > 0)
-        {}
-    }
-
-    /// Waits until every file was written; returns when the last one was.
-    fn wait_all(&mut self) -> Result<Option<Instant>> {
-        let mut seen = std::collections::HashSet::new();
-        let deadline = Instant::now() + STEP_TIMEOUT;
-        while seen.len() < self.total {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
-            if !poll_in(&self.ino, left)? {
-                continue;
-            }
-            match self.ino.read_events(&mut self.buf) {
-                Ok(events) => seen.extend(
-                    events
-                        .filter(|e| e.mask.contains(EventMask::CLOSE_WRITE))
-                        .map(|e| e.wd),
-                ),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e).context("reading inotify events"),
-            }
-        }
-        Ok(Some(Instant::now()))
-    }
-}
-
-/// Waits up to `timeout` (at most a second) for `ino` to be readable.
-fn poll_in(ino: &Inotify, timeout: Duration) -> Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd: ino.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().clamp(1, 1000) as libc::c_int;
-    // SAFETY: one valid pollfd for the duration of the call.
-    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(false);
-        }
-        return Err(e).context("poll on inotify");
-    }
-    Ok(r > 0)
-}
-
-// ---------------------------------------------------------------------------
 // Measurements
-
-/// Nearest-rank percentile of a sorted slice.
-fn pct(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-struct Stats {
-    n: usize,
-    min: Duration,
-    median: Duration,
-    p90: Duration,
-    p99: Duration,
-    max: Duration,
-}
-
-impl Stats {
-    fn of(mut v: Vec<Duration>) -> Option<Stats> {
-        if v.is_empty() {
-            return None;
-        }
-        v.sort();
-        Some(Stats {
-            n: v.len(),
-            min: v[0],
-            median: pct(&v, 0.5),
-            p90: pct(&v, 0.9),
-            p99: pct(&v, 0.99),
-            max: v[v.len() - 1],
-        })
-    }
-}
-
 struct Latency {
     qos: Qos,
     /// Rename to `IN_CLOSE_WRITE` on the container's `cpuset.cpus`.
@@ -1118,7 +663,7 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
     );
 
     // Run A: info logging; cold start, latency, memory.
-    let mut d = Daemon::spawn(pinctld, &tree, "a", false)?;
+    let mut d = Daemon::spawn(pinctld, &tree.dir, &tree.config("info"), "a", false)?;
     let ready = d.wait_notify("READY=1", |m| m.lines().any(|l| l == "READY=1"))?;
     let cold_ready = ready - d.spawned;
     let cold_settle = d.wait_idle()?;
@@ -1128,7 +673,11 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
     let mut ino = Inotify::init().context("cannot start inotify")?;
     let mut pool = PoolWatch::new(&tree.shared)?;
     for qos in [Qos::Burstable, Qos::Guaranteed] {
-        let _perf = Perf::start(opts, &d, &format!("n{n}-latency-{}", qos.name()))?;
+        let _perf = Perf::start(
+            opts.perf.as_deref(),
+            &d,
+            &format!("n{n}-latency-{}", qos.name()),
+        )?;
         latencies.push(latency(&mut tree, &mut d, &mut ino, &mut pool, qos, opts)?);
     }
     drop(pool);
@@ -1141,13 +690,13 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
     drop(d);
 
     // Run B: debug logging; warm restart and full reconciles.
-    let mut d = Daemon::spawn(pinctld, &tree, "b", true)?;
+    let mut d = Daemon::spawn(pinctld, &tree.dir, &tree.config("debug"), "b", true)?;
     let ready = d.wait_notify("READY=1", |m| m.lines().any(|l| l == "READY=1"))?;
     let warm_ready = ready - d.spawned;
     d.wait_idle()?;
     d.pump_logs();
     d.reconciles.clear();
-    let perf = Perf::start(opts, &d, &format!("n{n}-reconcile"))?;
+    let perf = Perf::start(opts.perf.as_deref(), &d, &format!("n{n}-reconcile"))?;
     for _ in 0..opts.hups {
         d.signal(Signal::SIGHUP)?;
         d.wait_reconcile()?;
@@ -1346,14 +895,6 @@ fn wait_close_write(
 
 // ---------------------------------------------------------------------------
 // The report
-
-fn ms(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1e3)
-}
-
-fn mb(kb: u64) -> String {
-    format!("{:.1}", kb as f64 / 1024.0)
-}
 
 impl SizeResult {
     fn print_progress(&self) {

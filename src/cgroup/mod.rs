@@ -35,6 +35,10 @@ pub mod file {
     pub const MEMS: &str = "cpuset.mems";
     /// The CPUs a cgroup really gets, in v1.
     pub const EFFECTIVE_V1: &str = "cpuset.effective_cpus";
+    /// v1: whether the cpuset forms a scheduler load-balancing domain; the
+    /// root's `1` makes the whole machine one domain and every other
+    /// cpuset's flag moot (KERNEL-NOTES).
+    pub const SCHED_LOAD_BALANCE: &str = "cpuset.sched_load_balance";
     /// The CPUs a cgroup really gets, in v2.
     pub const EFFECTIVE_V2: &str = "cpuset.cpus.effective";
     /// The CPU limit in v2: `"<quota|max> <period>"`.

@@ -36,6 +36,7 @@ impl Daemon {
             align_memory: cfg.align_memory,
             mems_all: current.mems_all.clone(),
             empty_inherits: current.empty_inherits,
+            quiet_balance: current.quiet_balance,
         };
         // What leaves the subtrees is no longer the daemon's (its cpusets
         // stay as they are); what joins is found by the reconcile.

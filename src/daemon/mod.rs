@@ -26,7 +26,7 @@ mod report;
 mod startup;
 mod sync;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,7 +38,7 @@ use tracing::{info, warn};
 use crate::api;
 use crate::cgroup::{Hierarchy, Rel, Version};
 use crate::config::{Config, LogLevel};
-use crate::engine::Engine;
+use crate::engine::{Engine, Write};
 use crate::io::IoPool;
 use crate::server;
 use crate::state::{StateFile, StateLock};
@@ -88,6 +88,14 @@ pub struct Daemon {
     /// The last plan gave new workloads their CPUs first: the rest of it
     /// (the shared pool) is planned next ([`Event::PlanRest`]).
     plan_rest: bool,
+    /// The last plan's writes still to be made, one per turn of the loop
+    /// ([`Event::Write`]); a newer plan replaces them.
+    queue: VecDeque<Write>,
+    /// Cgroups written whose effective set is still to be read back.
+    unverified: BTreeSet<Rel>,
+    /// A plan changed assignments: the state file is saved when its urgent
+    /// writes are made.
+    save_due: bool,
     /// The configuration file read again on SIGHUP ([`Self::reload_from`]).
     config_path: Option<PathBuf>,
     /// How the configuration was last read.
@@ -108,6 +116,8 @@ enum Event {
     Unwatched,
     /// The rest of the last plan is due.
     PlanRest,
+    /// The next queued write of the last plan is due.
+    Write,
     /// systemd's watchdog wants to hear from us.
     Ping,
     /// The status socket's snapshot is stale.
@@ -236,6 +246,8 @@ impl Daemon {
         let found = checks::gather(self.check_input(true)).await;
         self.act(found).await;
         self.reconcile(false).await;
+        // READY=1 means the tree is as the first plan wants it.
+        self.drain().await;
         self.engine.end_startup();
         self.ready = true;
         info!(
@@ -255,6 +267,9 @@ impl Daemon {
         }
         info!("stopping");
         self.notifier.send(Note::Stopping);
+        // The shared pool's last writes: what is left of a plan is made
+        // before the daemon goes.
+        self.drain().await;
         server.abort();
         let _ = std::fs::remove_file(&self.cfg.socket);
         self.save_state().await;
@@ -270,20 +285,25 @@ impl Daemon {
                 None => std::future::pending().await,
             }
         };
+        // In this order: what the kernel and the operator say comes before
+        // the rest of a plan, so a new pin never waits behind the shared
+        // pool's writes; those go one per turn when nothing else is ready.
         tokio::select! {
+            biased;
             changes = self.watcher.next() => Event::Cgroups(changes),
             changes = cpu_tree => Event::CpuTree(changes),
-            _ = std::future::ready(()), if self.plan_rest => Event::PlanRest,
-            _ = timers.reconcile.tick() => Event::Reconcile,
-            _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
-            _ = timers.ping.tick(), if self.ping_every.is_some() => Event::Ping,
-            _ = timers.publish.tick(), if self.socket.dirty => Event::Publish,
-            _ = timers.checks.tick() => Event::ChecksDue,
-            Some((generation, found)) = self.dog.rx.recv() => Event::Checked(generation, found),
-            _ = signals.usr2.recv(), if self.wedge_on_usr2 => Event::Wedge,
-            _ = signals.hup.recv() => Event::Reload,
             _ = signals.term.recv() => Event::Stop,
             _ = signals.int.recv() => Event::Stop,
+            _ = signals.hup.recv() => Event::Reload,
+            _ = signals.usr2.recv(), if self.wedge_on_usr2 => Event::Wedge,
+            _ = timers.ping.tick(), if self.ping_every.is_some() => Event::Ping,
+            Some((generation, found)) = self.dog.rx.recv() => Event::Checked(generation, found),
+            _ = timers.reconcile.tick() => Event::Reconcile,
+            _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
+            _ = timers.checks.tick() => Event::ChecksDue,
+            _ = timers.publish.tick(), if self.socket.dirty => Event::Publish,
+            _ = std::future::ready(()), if self.plan_rest => Event::PlanRest,
+            _ = std::future::ready(()), if !self.queue.is_empty() => Event::Write,
         }
     }
 
@@ -299,6 +319,7 @@ impl Daemon {
             Event::Reconcile => self.reconcile(true).await,
             Event::Unwatched => self.reconcile(false).await,
             Event::PlanRest => self.apply().await,
+            Event::Write => self.write_next().await,
             Event::Ping => self.beat(),
             Event::Publish => self.publish(),
             Event::ChecksDue => self.start_checks(false),

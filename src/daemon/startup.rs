@@ -1,7 +1,7 @@
 //! Start-up: from a configuration to a daemon ready to run. Errors here are
 //! fatal; everything after is not.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,6 +22,18 @@ use crate::io::{IoConfig, IoPool, RealFs};
 use crate::state::{Loaded, StateFile};
 use crate::watch::Watcher;
 use crate::watchdog;
+
+/// cgroup v1: whether the root cpuset balances load over the whole machine
+/// (its `cpuset.sched_load_balance` reads 1), so that the flag of any other
+/// cpuset changes nothing but the cost of its writes
+/// ([`Settings::quiet_balance`]). v2, or unreadable: no.
+pub(super) async fn root_balances(pool: &IoPool, hier: &Hierarchy) -> bool {
+    if hier.version != Version::V1 {
+        return false;
+    }
+    let flag = hier.cpuset.join(crate::cgroup::file::SCHED_LOAD_BALANCE);
+    pool.read(&flag).await.is_ok_and(|t| t.trim() == "1")
+}
 
 impl Daemon {
     /// Start-up: detect the hierarchy, read the topology, load the state hint.
@@ -65,6 +77,7 @@ impl Daemon {
             .ok()
             .and_then(|t| t.parse::<CpuSet>().ok())
             .unwrap_or_default();
+        let quiet_balance = root_balances(&pool, &hier).await;
         let reserved = cfg.reserved_cpus.resolve(&topo);
         let saved = match state.load::<SavedState>() {
             Ok(Loaded::Fresh(s)) => {
@@ -92,6 +105,7 @@ impl Daemon {
         let settings = Settings {
             mems_all,
             empty_inherits: hier.version == Version::V2,
+            quiet_balance,
             ..Settings::default()
         };
         let engine = Engine::new(topo, settings, saved);
@@ -136,6 +150,9 @@ impl Daemon {
             socket: Socket::new(),
             leaving: Vec::new(),
             plan_rest: false,
+            queue: VecDeque::new(),
+            unverified: BTreeSet::new(),
+            save_due: false,
             config_path: None,
             loaded: Loads {
                 at: api::unix_secs(),

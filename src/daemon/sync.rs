@@ -341,6 +341,34 @@ impl Daemon {
         }
     }
 
+    /// Reads `cpuset.cpus` of the cgroups in `written` and tells the engine;
+    /// returns whether that changed what it knows (a foreign write).
+    async fn observe_written(&mut self, mut written: Vec<Rel>) -> bool {
+        written.sort_unstable();
+        written.dedup();
+        if written.is_empty() {
+            return false;
+        }
+        let items: Vec<(PathBuf, ())> = written
+            .iter()
+            .map(|rel| (self.hier.cpus_file(rel), ()))
+            .collect();
+        let texts = self
+            .pool
+            .run_batch("read", items, |fs, path, _| fs.read(path))
+            .await;
+        let mut changed = false;
+        for (rel, text) in written.iter().zip(texts) {
+            // An unreadable file (hung, say) tells nothing: keep what is
+            // known rather than plan a rewrite.
+            let Ok(text) = text else {
+                continue;
+            };
+            changed |= self.engine.observe_cpus(rel, text.parse::<CpuSet>().ok());
+        }
+        changed
+    }
+
     /// Acts on a batch of inotify changes, then plans once.
     pub(super) async fn handle(&mut self, changes: Vec<Change>) {
         let arrived = Instant::now();
@@ -349,6 +377,7 @@ impl Daemon {
         // Whether the batch changed what the engine knows; the echo of our own
         // writes does not, and then there is nothing to plan.
         let mut changed = false;
+        let mut written: Vec<Rel> = Vec::new();
         for change in changes {
             match change {
                 Change::Created(rel) => {
@@ -368,16 +397,9 @@ impl Daemon {
                     self.forget(&rel);
                 }
                 Change::CpusWritten(rel) => {
-                    if !self.engine.knows(&rel) {
-                        continue;
+                    if self.engine.knows(&rel) {
+                        written.push(rel);
                     }
-                    // An unreadable file (hung, say) tells nothing: keep what
-                    // is known rather than plan a rewrite.
-                    let Ok(text) = self.pool.read(&self.hier.cpus_file(&rel)).await else {
-                        continue;
-                    };
-                    let cpus: Option<CpuSet> = text.parse().ok();
-                    changed |= self.engine.observe_cpus(&rel, cpus);
                 }
                 Change::Changed(rel) => {
                     if !self.scope().holds(&rel) || !self.engine.knows(&rel) {
@@ -402,6 +424,9 @@ impl Daemon {
                 Change::Overflow => overflow = true,
             }
         }
+        // Written cpusets (mostly the echo of the daemon's own writes), read
+        // in one trip to an I/O thread.
+        changed |= self.observe_written(written).await;
         if overflow {
             warn!("inotify queue overflowed; full reconcile");
             self.reconcile(false).await;

@@ -46,6 +46,10 @@ pub(super) struct CgroupEntry {
     /// workload's memory (`align_memory`). When that ends (the workload
     /// leaves, alignment is turned off) all memory nodes are written back.
     pub mems_ours: bool,
+    /// Its `cpuset.sched_load_balance` was set to 0 by this daemon (v1, see
+    /// [`super::Settings::quiet_balance`]): its writes no longer rebuild the
+    /// scheduler domains.
+    pub balance_off: bool,
 }
 
 impl Default for CgroupEntry {
@@ -65,6 +69,7 @@ impl Default for CgroupEntry {
             bundle: None,
             ours: false,
             mems_ours: false,
+            balance_off: false,
         }
     }
 }

@@ -44,9 +44,13 @@ impl Engine {
         let old = match w.file {
             File::Cpus => e.cpus.as_deref().cloned(),
             File::Mems => e.mems.as_deref().cloned(),
+            File::Balance => None,
         };
         let workload = (e.role.is_exclusive() && !e.key.is_empty()).then(|| e.key.to_string());
         let reason = match e.role {
+            _ if w.file == File::Balance => {
+                "load balancing left to the root cpuset: cheaper writes".to_string()
+            }
             Role::Exclusive | Role::Inside => match self.workloads.get(&*e.key) {
                 Some(w) if w.cpus.is_some() => {
                     format!("exclusive CPUs of {}, from the {}", w.key, w.source)

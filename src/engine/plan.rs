@@ -24,7 +24,11 @@ impl Engine {
     /// bring the known cpusets to their targets.
     pub fn plan(&mut self) -> Plan {
         let full = std::mem::take(&mut self.full);
-        let dirty = std::mem::take(&mut self.dirty);
+        // Writes of an earlier plan never made (a newer plan came first):
+        // their cgroups are looked at again.
+        let outstanding = std::mem::take(&mut self.outstanding);
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.extend(outstanding.into_keys());
         let (reached, members) = self.update_roles((!full).then_some(dirty));
         // Assignments change only with the workloads, the topology or the
         // settings (or at start-up, adopting live sets): otherwise, with
@@ -53,7 +57,10 @@ impl Engine {
             Some(t) => (t, reached),
             None => (self.all_targets(), None),
         };
-        let writes = self.writes(&targets);
+        let (writes, urgent) = self.writes(&targets);
+        for w in &writes {
+            *self.outstanding.entry(w.rel.clone()).or_default() += 1;
+        }
         self.keep_targets(targets, scope);
         if more {
             self.full = true;
@@ -61,6 +68,7 @@ impl Engine {
         self.sets.purge();
         Plan {
             writes,
+            urgent,
             assignments_changed,
             more,
         }

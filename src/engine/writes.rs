@@ -8,6 +8,7 @@ use super::targets::Targets;
 use super::{Engine, File, Role, Write};
 use crate::cgroup;
 use crate::cpuset::CpuSet;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 impl Engine {
@@ -16,9 +17,17 @@ impl Engine {
     /// never asks a parent to drop a CPU a child still uses (EBUSY) nor gives a
     /// child a CPU its parent lacks (EACCES). `cpuset.mems` is set before a
     /// cgroup's CPUs so nothing can join it with an empty set.
-    pub(super) fn writes(&self, targets: &Targets) -> Vec<Write> {
-        let mut widen: Vec<(usize, &str, Write)> = Vec::new();
-        let mut narrow: Vec<(usize, Role, &str, Write)> = Vec::new();
+    ///
+    /// Urgent writes come first, in that order among themselves: every write
+    /// of an exclusive cgroup (or one below it), and of a cgroup widened over
+    /// CPUs that are not in the shared pool (an ancestor that must hold an
+    /// exclusive workload's CPUs). They depend on no other write: the rest
+    /// only hands the shared pool around. Returns the writes and how many are
+    /// urgent.
+    pub(super) fn writes(&self, targets: &Targets) -> (Vec<Write>, usize) {
+        // (urgent, depth, rel, write); narrow adds the role.
+        let mut widen: Vec<(bool, usize, &str, Write)> = Vec::new();
+        let mut narrow: Vec<(bool, usize, Role, &str, Write)> = Vec::new();
         let empty = CpuSet::new();
         for (rel, target) in targets {
             let Some(e) = self.cgroups.get(rel) else {
@@ -28,15 +37,30 @@ impl Engine {
                 continue;
             }
             let depth = cgroup::depth(rel);
+            let current = e.cpus.as_deref().unwrap_or(&empty);
+            // A v2 structural cgroup left empty inherits all CPUs: leave it so.
+            let inherits =
+                current.is_empty() && self.settings.empty_inherits && e.role == Role::Structural;
+            let cpus_change = current != &**target && !inherits;
+            // Widen within the online CPUs (v2 keeps offline CPUs in cpuset.cpus).
+            let wide = current.intersection(self.topo.online()).union(target);
+            // Widen only when that adds CPUs; narrow when what stands then is
+            // not the target.
+            let widened = cpus_change && !wide.is_subset(current);
+            // An exclusive cgroup's writes are urgent; another's widening
+            // is when it adds CPUs of the workloads (an ancestor that must
+            // hold them), its narrowing never (children first, bottom-up).
+            let exclusive = e.role.is_exclusive();
+            let urgent = exclusive || (widened && !wide.difference(current).is_subset(&self.pool));
+            let write = |file: File, set: Arc<CpuSet>| Write {
+                rel: rel.clone(),
+                file,
+                set,
+            };
             if let Some(mems) = self.target_mems(e, target)
                 && e.mems.as_deref() != Some(&mems)
                 && !mems.is_empty()
             {
-                let write = |set: CpuSet| Write {
-                    rel: rel.clone(),
-                    file: File::Mems,
-                    set: Arc::new(set),
-                };
                 // As for CPUs: widen top-down, narrow bottom-up (v1 refuses a
                 // parent's mems without a child's nodes). Unknown or empty:
                 // set at once, before the CPUs.
@@ -44,67 +68,94 @@ impl Engine {
                     Some(current) => {
                         let wide = current.union(&mems);
                         if &wide != current {
-                            widen.push((depth, rel, write(wide.clone())));
+                            widen.push((
+                                urgent,
+                                depth,
+                                rel,
+                                write(File::Mems, Arc::new(wide.clone())),
+                            ));
                         }
                         if wide != mems {
-                            narrow.push((depth, e.role, rel, write(mems)));
+                            narrow.push((
+                                exclusive,
+                                depth,
+                                e.role,
+                                rel,
+                                write(File::Mems, Arc::new(mems)),
+                            ));
                         }
                     }
-                    None => widen.push((depth, rel, write(mems))),
+                    None => widen.push((urgent, depth, rel, write(File::Mems, Arc::new(mems)))),
                 }
             }
-            let current = e.cpus.as_deref().unwrap_or(&empty);
-            if current == &**target {
+            if !cpus_change {
                 continue;
             }
-            // A v2 structural cgroup left empty inherits all CPUs: leave it so.
-            if current.is_empty() && self.settings.empty_inherits && e.role == Role::Structural {
-                continue;
-            }
-            // Widen within the online CPUs (v2 keeps offline CPUs in cpuset.cpus).
-            let wide = current.intersection(self.topo.online()).union(target);
-            // Widen only when that adds CPUs; narrow when what stands then is
-            // not the target.
-            let widened = !wide.is_subset(current);
+            // Before the first write of a shared cgroup: its own
+            // load-balancing flag off, so this write and every later one
+            // skip rebuilding the scheduler domains ([`Settings::quiet_balance`]).
+            let quiet = (self.settings.quiet_balance && e.role == Role::Shared && !e.balance_off)
+                .then(|| write(File::Balance, Arc::default()));
             let after = if widened { &wide } else { current };
-            if after != &**target {
-                narrow.push((
-                    depth,
-                    e.role,
-                    rel,
-                    Write {
-                        rel: rel.clone(),
-                        file: File::Cpus,
-                        set: target.clone(),
-                    },
-                ));
-            }
             if widened {
+                widen.extend(quiet.map(|q| (urgent, depth, &**rel, q)));
                 // Share the target when that is what the widening writes.
                 let set = if wide == **target {
                     target.clone()
                 } else {
-                    Arc::new(wide)
+                    Arc::new(wide.clone())
                 };
-                widen.push((
+                widen.push((urgent, depth, rel, write(File::Cpus, set)));
+            } else {
+                narrow.extend(quiet.map(|q| (exclusive, depth, e.role, &**rel, q)));
+            }
+            if after != &**target {
+                narrow.push((
+                    exclusive,
                     depth,
+                    e.role,
                     rel,
-                    Write {
-                        rel: rel.clone(),
-                        file: File::Cpus,
-                        set,
-                    },
+                    write(File::Cpus, target.clone()),
                 ));
             }
         }
-        // Stable sorts: within a cgroup, mems stays before cpus.
-        widen.sort_by_key(|(d, rel, _)| (*d, *rel));
-        narrow.sort_by(|a, b| (b.0, a.1, a.2).cmp(&(a.0, b.1, b.2)));
-        widen
+        // What an urgent write needs first: its ancestors widened (v1
+        // refuses a child a CPU or a node its parent lacks), even with CPUs
+        // of the shared pool (a workload that waits has the shared pool).
+        let mut below_urgent: BTreeSet<&str> = BTreeSet::new();
+        for rel in widen
+            .iter()
+            .map(|w| w.2)
+            .chain(narrow.iter().map(|w| w.3))
+            .zip(widen.iter().map(|w| w.0).chain(narrow.iter().map(|w| w.0)))
+            .filter_map(|(rel, urgent)| urgent.then_some(rel))
+        {
+            let mut p = cgroup::parent(rel);
+            while let Some(anc) = p {
+                if !below_urgent.insert(anc) {
+                    break;
+                }
+                p = cgroup::parent(anc);
+            }
+        }
+        for w in &mut widen {
+            w.0 |= below_urgent.contains(w.2);
+        }
+        // Stable sorts: within a cgroup, mems stays before the flag and the
+        // CPUs. Urgent first (`true` sorts last, hence the `!`).
+        widen.sort_by_key(|(u, d, rel, _)| (!*u, *d, *rel));
+        narrow.sort_by(|a, b| (!a.0, b.1, a.2, a.3).cmp(&(!b.0, a.1, b.2, b.3)));
+        let urgent = widen.iter().filter(|w| w.0).count() + narrow.iter().filter(|w| w.0).count();
+        let (urgent_widen, rest_widen): (Vec<_>, Vec<_>) = widen.into_iter().partition(|w| w.0);
+        let (urgent_narrow, rest_narrow): (Vec<_>, Vec<_>) = narrow.into_iter().partition(|w| w.0);
+        let writes = urgent_widen
             .into_iter()
-            .map(|(_, _, w)| w)
-            .chain(narrow.into_iter().map(|(_, _, _, w)| w))
-            .collect()
+            .map(|w| w.3)
+            .chain(urgent_narrow.into_iter().map(|w| w.4))
+            .chain(rest_widen.into_iter().map(|w| w.3))
+            .chain(rest_narrow.into_iter().map(|w| w.4))
+            .collect();
+        (writes, urgent)
     }
 
     /// The `cpuset.mems` a cgroup must have, if it must change: the NUMA nodes of

@@ -534,3 +534,84 @@ fn without_reserved_cpus_the_lowest_is_held_back() {
 }
 
 mod sequences;
+
+/// While the shared pool is still growing back after a release, a new pin
+/// must not wait behind it: its writes are the plan's urgent prefix, and
+/// the pool's writes come after.
+#[test]
+fn a_new_pin_goes_ahead_of_the_shared_pool() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    let pod = "kubepods/pod99999999-2222-3333-4444-555555555555";
+    add(&mut e, pod, "0-15", None);
+    add(&mut e, GUARANTEED, "0-15", want(4));
+    apply(&mut e);
+    e.end_startup();
+    // The workload leaves and, before the pool has grown back, another comes.
+    e.forget(GUARANTEED);
+    let next = format!("{pod}/cccc");
+    add(&mut e, &next, "0-15", want(2));
+    let plan = e.plan();
+    assert!(plan.urgent >= 1, "{:?}", plan.writes);
+    let (urgent, rest) = plan.writes.split_at(plan.urgent);
+    assert!(urgent.iter().all(|w| *w.rel == *next), "{urgent:?}");
+    assert!(
+        rest.iter().all(|w| *w.rel != *next),
+        "the pin is wholly in the urgent prefix: {rest:?}"
+    );
+    assert!(
+        rest.iter().any(|w| &*w.rel == "system.slice"),
+        "the pool follows: {rest:?}"
+    );
+}
+
+/// cgroup v1 with the root balancing: a shared cgroup's load-balancing flag
+/// goes off before its first write (after which its writes are cheap), once;
+/// exclusive cgroups, and every cgroup while the root's flag is 0, are left
+/// alone.
+#[test]
+fn a_shared_cgroups_balance_flag_goes_off_before_its_first_write() {
+    let quiet = |on: bool| {
+        let mut e = engine();
+        let mut s = e.settings().clone();
+        s.quiet_balance = on;
+        e.set_settings(s);
+        kube_tree(&mut e);
+        add(&mut e, "kubepods/pod9", "0-15", None);
+        add(&mut e, "kubepods/pod9/c", "0-15", want(2));
+        e
+    };
+    let burstable = "kubepods/burstable/pod11111111-2222-3333-4444-555555555555/aaaa";
+    let mut e = quiet(true);
+    let writes = apply(&mut e);
+    let flags: Vec<&str> = writes
+        .iter()
+        .filter(|w| w.file == File::Balance)
+        .map(|w| &*w.rel)
+        .collect();
+    assert_eq!(flags, [burstable, "system.slice"], "{writes:?}");
+    for rel in flags {
+        let flag = writes
+            .iter()
+            .position(|w| &*w.rel == rel && w.file == File::Balance);
+        let cpus = writes
+            .iter()
+            .position(|w| &*w.rel == rel && w.file == File::Cpus);
+        assert!(flag < cpus, "flag first: {writes:?}");
+    }
+    let flag = writes.iter().find(|w| w.file == File::Balance).unwrap();
+    assert_eq!(flag.data(), "0");
+    assert_eq!(flag.file.name(), "cpuset.sched_load_balance");
+    // The pool changes again: no second flag write.
+    e.forget("kubepods/pod9/c");
+    let writes = apply(&mut e);
+    assert!(
+        writes
+            .iter()
+            .any(|w| &*w.rel == burstable && w.file == File::Cpus)
+    );
+    assert!(writes.iter().all(|w| w.file != File::Balance), "{writes:?}");
+    // The root's flag is 0: never.
+    let mut e = quiet(false);
+    assert!(apply(&mut e).iter().all(|w| w.file != File::Balance));
+}

@@ -1,0 +1,893 @@
+//! `pinctld` on the kernel's own cgroupfs (issue #14): the figures that count.
+//!
+//! A fake tree in tmpfs makes a cgroup write free; on a real kernel a v1
+//! `cpuset.cpus` write rebuilds the scheduler domains over every cpuset.
+//! This benchmark runs the real daemon on this machine's cgroup hierarchy
+//! (v1: `cpuset` and `cpu` mounted under the root; v2: the unified tree),
+//! below a top cgroup of its own, `pinctl-bench-<pid>`, which it removes at
+//! the end (and on the next run, if a run was killed).
+//!
+//! Run as root: `sudo cargo bench --bench real_cgroup` (about 5 minutes on 2
+//! CPUs). Not root, or no cpuset hierarchy: it says why and exits 0. Without
+//! `--bench` (as `cargo test --benches` runs it) it does one quick pass at 10
+//! containers.
+//!
+//! For each size N (10, 1,000, 5,000 live containers by default):
+//! - N Burstable pods with one container each, cgroupfs driver naming
+//!   (`kubepods/burstable/pod<uid>/<64-hex id>`), made as runc makes them: on
+//!   v1 a directory in the cpuset and the cpu hierarchy, the cpuset one
+//!   given its parent's `cpuset.cpus` and `cpuset.mems` (runc copies them); on
+//!   v2 one directory, `+cpuset +cpu` enabled in its parent.
+//! - The daemon reserves every online CPU but the highest, which it hands out
+//!   exclusively: the shared pool is the rest.
+//! - Settled rounds: a Guaranteed pod with one container
+//!   (`kubepods/pod<uid>/<id>`, CFS quota = period: 1 CPU) is made; *pin* is
+//!   the time from the container's cpuset `mkdir` to its `cpuset.cpus`
+//!   reading the exclusive CPU; *narrowed* from the same `mkdir` until every
+//!   Burstable container's effective set (`cpuset.effective_cpus`,
+//!   `cpuset.cpus.effective`) has lost that CPU; then the pod is removed, and
+//!   *released* runs from its `rmdir` until every one has it back.
+//! - Churn: the same rounds back to back, the next pod made as soon as the
+//!   last one is pinned and removed, without waiting for the shared pool:
+//!   *pin under churn* is what a new pin costs while the daemon is still busy
+//!   with the last change.
+//! - A warm restart with debug logging, then SIGHUPs: each full reconcile's
+//!   time is the daemon's own `reconcile done ... elapsed_us=` line.
+//! - Memory: `VmRSS`/`VmHWM` after start-up and at the end of the rounds.
+//!
+//! The waits read the effective sets: after each inotify event on a
+//! container's `cpuset.cpus` (a write raises `IN_MODIFY`) that container's,
+//! and every 2 ms without events all that are still waiting (v2 narrows a
+//! child through its parent, with no event on the child).
+//!
+//! Knobs (environment): `PINCTL_BENCH_SIZES` (comma-separated container
+//! counts), `PINCTL_BENCH_ROUNDS` (settled rounds per size, default 30),
+//! `PINCTL_BENCH_CHURN` (churn rounds, default 200), `PINCTL_BENCH_BUDGET`
+//! (seconds per phase, default 30; at least 5 rounds regardless),
+//! `PINCTL_BENCH_HUPS` (full reconciles, default 5), `PINCTL_BENCH_CGROUP`
+//! (the cgroup mount, default `/sys/fs/cgroup`), `PINCTL_BENCH_PERF=<dir>`
+//! (`perf record` each phase).
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
+use nix::sys::signal::Signal;
+use support::{Daemon, Perf, STEP_TIMEOUT, Stats, mb, ms, poll_in};
+
+/// The targets at 1,000 live containers (issue #14).
+const TARGET_AT: usize = 1_000;
+const TARGET_PIN_P50: Duration = Duration::from_millis(1);
+const TARGET_PIN_P99: Duration = Duration::from_millis(10);
+const TARGET_NARROWED_V1: Duration = Duration::from_millis(150);
+const TARGET_NARROWED_V2: Duration = Duration::from_millis(100);
+
+struct Options {
+    full: bool,
+    sizes: Vec<usize>,
+    rounds: usize,
+    churn: usize,
+    budget: Duration,
+    hups: usize,
+    mount: PathBuf,
+    perf: Option<PathBuf>,
+}
+
+impl Options {
+    fn from_env() -> Result<Self> {
+        let full = std::env::args().any(|a| a == "--bench");
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let number = |name: &str, default: usize| -> Result<usize> {
+            var(name).map_or(Ok(default), |v| {
+                v.trim()
+                    .parse()
+                    .with_context(|| format!("{name}={v:?} is not a number"))
+            })
+        };
+        let sizes = match var("PINCTL_BENCH_SIZES") {
+            Some(v) => v
+                .split(',')
+                .map(|s| s.trim().parse::<usize>())
+                .collect::<Result<Vec<_>, _>>()
+                .with_context(|| format!("PINCTL_BENCH_SIZES={v:?}"))?,
+            None if full => vec![10, 1_000, 5_000],
+            None => vec![10],
+        };
+        Ok(Options {
+            full,
+            sizes,
+            rounds: number("PINCTL_BENCH_ROUNDS", if full { 30 } else { 5 })?.max(1),
+            churn: number("PINCTL_BENCH_CHURN", if full { 200 } else { 5 })?.max(1),
+            budget: Duration::from_secs(number("PINCTL_BENCH_BUDGET", 30)? as u64),
+            hups: number("PINCTL_BENCH_HUPS", if full { 5 } else { 1 })?.max(1),
+            mount: var("PINCTL_BENCH_CGROUP").map_or("/sys/fs/cgroup".into(), PathBuf::from),
+            perf: var("PINCTL_BENCH_PERF").map(PathBuf::from),
+        })
+    }
+}
+
+fn main() -> Result<()> {
+    let opts = Options::from_env()?;
+    let hier = match Hier::detect(&opts.mount) {
+        Ok(h) => h,
+        Err(why) => {
+            println!("real cgroupfs benchmark: skipped: {why}");
+            return Ok(());
+        }
+    };
+    let pinctld = PathBuf::from(env!("CARGO_BIN_EXE_pinctld"));
+    ensure!(pinctld.is_file(), "{} is missing", pinctld.display());
+    hier.remove_stale();
+    let online = read_list(Path::new("/sys/devices/system/cpu/online"))?;
+    ensure!(
+        online.len() >= 2,
+        "needs at least 2 online CPUs (one reserved, one exclusive)"
+    );
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    println!(
+        "pinctld on REAL cgroupfs: {} ({}), kernel {}, {} online CPUs, {}",
+        hier.version.name(),
+        hier.cpuset.display(),
+        kernel.trim(),
+        online.len(),
+        if opts.full {
+            "full run"
+        } else {
+            "quick pass (cargo bench runs the full one)"
+        }
+    );
+    let mut results = Vec::new();
+    for &n in &opts.sizes {
+        let r = run_size(&hier, &pinctld, &online, n, &opts)
+            .with_context(|| format!("at {n} live containers"))?;
+        eprintln!(
+            "[{n}] pin p50 {} ms, under churn p50 {} ms, narrowed p50 {} ms",
+            ms(r.pin.median),
+            ms(r.churn.median),
+            ms(r.narrowed.median)
+        );
+        results.push(r);
+    }
+    report(&hier, &results);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The hierarchy
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V1,
+    V2,
+}
+
+impl Version {
+    fn name(self) -> &'static str {
+        match self {
+            Version::V1 => "cgroup v1",
+            Version::V2 => "cgroup v2",
+        }
+    }
+}
+
+/// Where the cpuset and cpu controllers are, and their file names.
+struct Hier {
+    version: Version,
+    mount: PathBuf,
+    /// The cpuset hierarchy's root (v2: the mount).
+    cpuset: PathBuf,
+    /// The cpu hierarchy's root (v2: the mount).
+    cpu: PathBuf,
+}
+
+impl Hier {
+    fn detect(mount: &Path) -> Result<Hier, String> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(format!(
+                "not root (euid {}): the benchmark makes cgroups under {}",
+                nix::unistd::geteuid(),
+                mount.display()
+            ));
+        }
+        let v2 = fs::read_to_string(mount.join("cgroup.controllers")).ok();
+        if let Some(c) = v2 {
+            if !c.split_whitespace().any(|c| c == "cpuset") {
+                return Err(format!(
+                    "{} is cgroup v2 without the cpuset controller",
+                    mount.display()
+                ));
+            }
+            return Ok(Hier {
+                version: Version::V2,
+                mount: mount.into(),
+                cpuset: mount.into(),
+                cpu: mount.into(),
+            });
+        }
+        let (cpuset, cpu) = (mount.join("cpuset"), mount.join("cpu"));
+        if !cpuset.join("cpuset.cpus").exists() {
+            return Err(format!(
+                "no cgroup v1 cpuset hierarchy at {}",
+                cpuset.display()
+            ));
+        }
+        if !cpu.join("cpu.cfs_quota_us").exists() {
+            return Err(format!("no cgroup v1 cpu hierarchy at {}", cpu.display()));
+        }
+        Ok(Hier {
+            version: Version::V1,
+            mount: mount.into(),
+            cpuset,
+            cpu,
+        })
+    }
+
+    /// The hierarchies a cgroup is made in.
+    fn roots(&self) -> Vec<&Path> {
+        match self.version {
+            Version::V1 => vec![&self.cpuset, &self.cpu],
+            Version::V2 => vec![&self.cpuset],
+        }
+    }
+
+    /// Every hierarchy below the mount: the daemon's watchdog repairs its
+    /// required paths in all of them (v1), so all are cleaned up.
+    fn all_roots(&self) -> Vec<PathBuf> {
+        match self.version {
+            Version::V1 => fs::read_dir(&self.mount)
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                        .map(|e| e.path())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            Version::V2 => vec![self.mount.clone()],
+        }
+    }
+
+    fn effective(&self) -> &'static str {
+        match self.version {
+            Version::V1 => "cpuset.effective_cpus",
+            Version::V2 => "cpuset.cpus.effective",
+        }
+    }
+
+    /// Makes cgroup `rel` as runc does; `parent` says it will have children.
+    fn make(&self, rel: &str, parent: bool) -> Result<()> {
+        let dir = self.cpuset.join(rel);
+        fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        match self.version {
+            Version::V1 => {
+                // runc's cpuset: a new v1 cgroup has empty sets; copy the parent's.
+                let up = dir.parent().expect("below the top");
+                for f in ["cpuset.cpus", "cpuset.mems"] {
+                    let text = fs::read_to_string(up.join(f))?;
+                    write(&dir.join(f), text.trim())?;
+                }
+                let cpu = self.cpu.join(rel);
+                fs::create_dir(&cpu).with_context(|| format!("cannot create {}", cpu.display()))?;
+            }
+            Version::V2 => {
+                if parent {
+                    write(&dir.join("cgroup.subtree_control"), "+cpuset +cpu")?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One CPU's worth of CFS quota on cgroup `rel`: a Guaranteed container.
+    fn one_cpu_quota(&self, rel: &str) -> Result<()> {
+        match self.version {
+            Version::V1 => {
+                let dir = self.cpu.join(rel);
+                write(&dir.join("cpu.cfs_period_us"), "100000")?;
+                write(&dir.join("cpu.cfs_quota_us"), "100000")
+            }
+            Version::V2 => write(&self.cpu.join(rel).join("cpu.max"), "100000 100000"),
+        }
+    }
+
+    /// Removes cgroup `rel` and everything below it, in the hierarchies it
+    /// was made in.
+    fn remove(&self, rel: &str) {
+        for root in self.roots() {
+            remove_tree(&root.join(rel));
+        }
+    }
+
+    /// Removes cgroup `rel` and everything below it, in every hierarchy.
+    fn remove_everywhere(&self, rel: &str) {
+        for root in self.all_roots() {
+            remove_tree(&root.join(rel));
+        }
+    }
+
+    /// Removes the top cgroups of earlier runs that were killed.
+    fn remove_stale(&self) {
+        for root in self.all_roots() {
+            let Ok(entries) = fs::read_dir(&root) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let Some(pid) = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("pinctl-bench-"))
+                    .and_then(|p| p.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    remove_tree(&e.path());
+                }
+            }
+        }
+    }
+}
+
+/// `rmdir` bottom-up: the only way to remove a cgroup.
+fn remove_tree(dir: &Path) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&e.path());
+            }
+        }
+    }
+    let _ = fs::remove_dir(dir);
+}
+
+/// One `write(2)`, as `echo` does, to an existing control file.
+fn write(path: &Path, data: &str) -> Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    f.write_all(data.as_bytes())
+        .with_context(|| format!("cannot write {data:?} to {}", path.display()))
+}
+
+/// A CPU list file, as a sorted list of CPUs.
+fn read_list(path: &Path) -> Result<Vec<u32>> {
+    let text =
+        fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    parse_list(&text).with_context(|| format!("{} holds {text:?}", path.display()))
+}
+
+fn parse_list(text: &str) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for item in text.trim().split(',').filter(|s| !s.is_empty()) {
+        let (a, b) = item.split_once('-').unwrap_or((item, item));
+        let (a, b): (u32, u32) = (a.parse()?, b.parse()?);
+        out.extend(a..=b);
+    }
+    Ok(out)
+}
+
+fn list(cpus: &[u32]) -> String {
+    let mut out = String::new();
+    for (i, c) in cpus.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{c}");
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// One size's tree and daemon
+
+/// splitmix64: deterministic names.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// A pod UID and a container id, from a number.
+fn names(i: u64) -> (String, String) {
+    let a = mix(i);
+    let b = mix(a ^ 0x5bd1_e995);
+    let uid = format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xffff,
+        b >> 48,
+        b & 0xffff_ffff_ffff
+    );
+    let id = (0..4).map(|k| format!("{:016x}", mix(b ^ k))).collect();
+    (uid, id)
+}
+
+/// The top cgroup of one size, removed on drop (the daemon first).
+struct Rig<'a> {
+    hier: &'a Hier,
+    top: String,
+    tmp: tempfile::TempDir,
+    /// The effective-set file of every Burstable container.
+    shared: Vec<PathBuf>,
+    /// Their `cpuset.cpus`, whose writes wake the waits.
+    shared_cpus: Vec<PathBuf>,
+    exclusive: u32,
+    reserved: Vec<u32>,
+    next: u64,
+    daemon: Option<Daemon>,
+}
+
+impl Drop for Rig<'_> {
+    fn drop(&mut self) {
+        drop(self.daemon.take());
+        self.hier.remove_everywhere(&self.top);
+    }
+}
+
+impl<'a> Rig<'a> {
+    fn build(hier: &'a Hier, online: &[u32], n: usize) -> Result<Rig<'a>> {
+        let top = format!("pinctl-bench-{}", std::process::id());
+        let (&exclusive, reserved) = online.split_last().expect("two CPUs or more");
+        let mut rig = Rig {
+            hier,
+            top: top.clone(),
+            tmp: tempfile::Builder::new()
+                .prefix("pinctl-real-bench")
+                .tempdir()?,
+            shared: Vec::with_capacity(n),
+            shared_cpus: Vec::with_capacity(n),
+            exclusive,
+            reserved: reserved.to_vec(),
+            next: 1 << 40,
+            daemon: None,
+        };
+        hier.remove_everywhere(&top);
+        for root in hier.roots() {
+            fs::create_dir(root.join(&top))
+                .with_context(|| format!("cannot create {}", root.join(&top).display()))?;
+        }
+        match hier.version {
+            Version::V1 => {
+                // The top is outside the managed subtree: set it up here.
+                let dir = hier.cpuset.join(&top);
+                write(&dir.join("cpuset.cpus"), &list(online))?;
+                let mems = fs::read_to_string(hier.cpuset.join("cpuset.mems"))?;
+                write(&dir.join("cpuset.mems"), mems.trim())?;
+            }
+            Version::V2 => {
+                write(&hier.mount.join("cgroup.subtree_control"), "+cpuset +cpu")?;
+                write(
+                    &hier.cpuset.join(&top).join("cgroup.subtree_control"),
+                    "+cpuset +cpu",
+                )?;
+            }
+        }
+        for rel in ["kubepods", "kubepods/burstable", "kubepods/besteffort"] {
+            hier.make(&format!("{top}/{rel}"), true)?;
+        }
+        hier.make(&format!("{top}/system.slice"), false)?;
+        for i in 0..n {
+            let (uid, id) = names(i as u64);
+            let pod = format!("{top}/kubepods/burstable/pod{uid}");
+            hier.make(&pod, true)?;
+            let c = format!("{pod}/{id}");
+            hier.make(&c, false)?;
+            rig.shared.push(hier.cpuset.join(&c).join(hier.effective()));
+            rig.shared_cpus
+                .push(hier.cpuset.join(&c).join("cpuset.cpus"));
+        }
+        fs::create_dir(rig.tmp.path().join("bundles"))?;
+        Ok(rig)
+    }
+
+    fn config(&self, log_level: &str) -> String {
+        let p = |name: &str| self.tmp.path().join(name).display().to_string();
+        format!(
+            r#"# Written by benches/real_cgroup.rs.
+cgroup_root = "{mount}"
+sysfs_root = "/sys"
+proc_root = "/proc"
+state_file = "{state}"
+socket = "{socket}"
+reserved_cpus = "{reserved}"
+reconcile_interval = "1h"
+log_level = "{log_level}"
+managed = ["{top}/kubepods"]
+shared_cgroups = ["{top}/system.slice"]
+# Only the benchmark's own (empty) bundle directory: never the host's containers.
+bundle_dirs = ["{bundles}"]
+"#,
+            mount = self.hier.mount.display(),
+            state = p("state/state.json"),
+            socket = p("pinctl.sock"),
+            reserved = list(&self.reserved),
+            top = self.top,
+            bundles = p("bundles"),
+        )
+    }
+
+    fn start(&mut self, pinctld: &Path, run: &str, debug: bool) -> Result<(Duration, &mut Daemon)> {
+        let config = self.config(if debug { "debug" } else { "info" });
+        let mut d = Daemon::spawn(pinctld, self.tmp.path(), &config, run, debug)?;
+        let ready = d.wait_notify("READY=1", |m| m.lines().any(|l| l == "READY=1"))?;
+        let took = ready - d.spawned;
+        d.wait_idle()?;
+        d.pump_logs();
+        Ok((took, self.daemon.insert(d)))
+    }
+
+    fn daemon(&mut self) -> &mut Daemon {
+        self.daemon.as_mut().expect("the daemon runs")
+    }
+
+    /// Makes a Guaranteed pod with one container, as runc does (the cpuset
+    /// directory first, then the CPU quota); returns the pod and container
+    /// and when the container's cpuset `mkdir` started.
+    fn guaranteed(&mut self, watch: &mut Pinned) -> Result<(String, Instant)> {
+        self.next += 1;
+        let (uid, id) = names(self.next);
+        let pod = format!("{}/kubepods/pod{uid}", self.top);
+        self.hier.make(&pod, true)?;
+        self.hier.one_cpu_quota(&pod)?;
+        let c = format!("{pod}/{id}");
+        let t0 = Instant::now();
+        self.hier.make(&c, false)?;
+        watch.arm(&self.hier.cpuset.join(&c).join("cpuset.cpus"))?;
+        self.hier.one_cpu_quota(&c)?;
+        Ok((pod, t0))
+    }
+}
+
+/// Waits for one container's `cpuset.cpus` to read a given CPU.
+struct Pinned {
+    ino: Inotify,
+    wd: Option<WatchDescriptor>,
+    file: PathBuf,
+    buf: Vec<u8>,
+}
+
+impl Pinned {
+    fn new() -> Result<Self> {
+        Ok(Pinned {
+            ino: Inotify::init()?,
+            wd: None,
+            file: PathBuf::new(),
+            buf: vec![0; 4096],
+        })
+    }
+
+    fn arm(&mut self, file: &Path) -> Result<()> {
+        if let Some(wd) = self.wd.take() {
+            let _ = self.ino.watches().remove(wd);
+        }
+        self.wd = Some(self.ino.watches().add(file, WatchMask::MODIFY)?);
+        self.file = file.into();
+        Ok(())
+    }
+
+    /// When the file first read `cpu`, checked now and at each write.
+    fn wait(&mut self, cpu: u32) -> Result<Option<Instant>> {
+        let want = cpu.to_string();
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        loop {
+            if fs::read_to_string(&self.file).is_ok_and(|t| t.trim() == want) {
+                return Ok(Some(Instant::now()));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            if poll_in(&self.ino, left.min(Duration::from_millis(5)))? {
+                let _ = self.ino.read_events(&mut self.buf)?.count();
+            }
+        }
+    }
+}
+
+/// Waits until every shared container's effective set has, or lacks, a CPU.
+struct Pool {
+    ino: Inotify,
+    by_wd: HashMap<WatchDescriptor, usize>,
+    files: Vec<PathBuf>,
+    buf: Vec<u8>,
+}
+
+impl Pool {
+    fn new(effective: &[PathBuf], cpus: &[PathBuf]) -> Result<Self> {
+        let ino = Inotify::init()?;
+        let mut by_wd = HashMap::new();
+        for (i, f) in cpus.iter().enumerate() {
+            by_wd.insert(ino.watches().add(f, WatchMask::MODIFY)?, i);
+        }
+        Ok(Pool {
+            ino,
+            by_wd,
+            files: effective.to_vec(),
+            buf: vec![0; 64 * 1024],
+        })
+    }
+
+    fn drain(&mut self) {
+        while self
+            .ino
+            .read_events(&mut self.buf)
+            .is_ok_and(|e| e.count() > 0)
+        {}
+    }
+
+    fn holds(&self, i: usize, cpu: u32) -> Option<bool> {
+        let text = fs::read_to_string(&self.files[i]).ok()?;
+        Some(parse_list(&text).ok()?.contains(&cpu))
+    }
+
+    /// When every file first agreed that it `has` `cpu` (or not).
+    fn wait(&mut self, cpu: u32, has: bool) -> Result<Option<Instant>> {
+        let mut waiting: HashSet<usize> = (0..self.files.len()).collect();
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        let mut check: Vec<usize> = (0..self.files.len()).collect();
+        loop {
+            for i in check.drain(..) {
+                if waiting.contains(&i) && self.holds(i, cpu) == Some(has) {
+                    waiting.remove(&i);
+                }
+            }
+            if waiting.is_empty() {
+                return Ok(Some(Instant::now()));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            if poll_in(&self.ino, left.min(Duration::from_millis(2)))? {
+                match self.ino.read_events(&mut self.buf) {
+                    Ok(events) => check.extend(
+                        events
+                            .filter(|e| e.mask.contains(EventMask::MODIFY))
+                            .filter_map(|e| self.by_wd.get(&e.wd).copied()),
+                    ),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e).context("reading inotify events"),
+                }
+            } else {
+                check.extend(waiting.iter().copied());
+            }
+        }
+    }
+}
+
+struct SizeResult {
+    n: usize,
+    build: Duration,
+    ready: Duration,
+    pin: Stats,
+    narrowed: Stats,
+    released: Stats,
+    churn: Stats,
+    reconcile: Option<Stats>,
+    cgroups: u64,
+    mem_start: (u64, u64),
+    mem_end: (u64, u64),
+    warnings: Vec<String>,
+}
+
+fn run_size(
+    hier: &Hier,
+    pinctld: &Path,
+    online: &[u32],
+    n: usize,
+    opts: &Options,
+) -> Result<SizeResult> {
+    let t = Instant::now();
+    let mut rig = Rig::build(hier, online, n)?;
+    let build = t.elapsed();
+    eprintln!(
+        "[{n}] {n} Burstable containers made in {:.1} s; starting pinctld",
+        build.as_secs_f64()
+    );
+    let cpu = rig.exclusive;
+    let (ready, d) = rig.start(pinctld, "a", false)?;
+    let mem_start = d.memory()?;
+    let mut pinned = Pinned::new()?;
+    let mut pool = Pool::new(&rig.shared, &rig.shared_cpus)?;
+    let phase_ok = |i: usize, limit: usize, started: Instant| {
+        i < limit && (i < 5 || started.elapsed() < opts.budget)
+    };
+
+    // Settled rounds.
+    let (mut pin, mut narrowed, mut released) = (Vec::new(), Vec::new(), Vec::new());
+    let perf = Perf::start(opts.perf.as_deref(), rig.daemon(), &format!("n{n}-rounds"))?;
+    let started = Instant::now();
+    while phase_ok(pin.len(), opts.rounds, started) {
+        pool.drain();
+        let (pod, t0) = rig.guaranteed(&mut pinned)?;
+        let Some(at) = pinned.wait(cpu)? else {
+            return Err(rig.daemon().fail("the Guaranteed container was not pinned"));
+        };
+        pin.push(at - t0);
+        let Some(at) = pool.wait(cpu, false)? else {
+            return Err(rig
+                .daemon()
+                .fail("the shared pool did not lose the pinned CPU"));
+        };
+        narrowed.push(at - t0);
+        rig.daemon().wait_idle()?;
+        pool.drain();
+        let t1 = Instant::now();
+        hier.remove(&pod);
+        let Some(at) = pool.wait(cpu, true)? else {
+            return Err(rig
+                .daemon()
+                .fail("the shared pool did not get the CPU back"));
+        };
+        released.push(at - t1);
+        rig.daemon().wait_idle()?;
+    }
+    drop(perf);
+
+    // Churn: back to back.
+    let mut churn = Vec::new();
+    let perf = Perf::start(opts.perf.as_deref(), rig.daemon(), &format!("n{n}-churn"))?;
+    let started = Instant::now();
+    while phase_ok(churn.len(), opts.churn, started) {
+        let (pod, t0) = rig.guaranteed(&mut pinned)?;
+        let Some(at) = pinned.wait(cpu)? else {
+            return Err(rig
+                .daemon()
+                .fail("the Guaranteed container was not pinned under churn"));
+        };
+        churn.push(at - t0);
+        hier.remove(&pod);
+    }
+    drop(perf);
+    if pool.wait(cpu, true)?.is_none() {
+        return Err(rig
+            .daemon()
+            .fail("the shared pool did not settle after the churn"));
+    }
+    let d = rig.daemon();
+    d.wait_idle()?;
+    let mem_end = d.memory()?;
+    d.pump_logs();
+    let mut warnings = std::mem::take(&mut d.warnings);
+    d.stop()?;
+    rig.daemon = None;
+
+    // Full reconciles, with debug logging for the daemon's own timing.
+    let (_, d) = rig.start(pinctld, "b", true)?;
+    d.reconciles.clear();
+    let perf = Perf::start(opts.perf.as_deref(), d, &format!("n{n}-reconcile"))?;
+    for _ in 0..opts.hups {
+        d.signal(Signal::SIGHUP)?;
+        d.wait_reconcile()?;
+        d.wait_idle()?;
+    }
+    drop(perf);
+    let reconciles = std::mem::take(&mut d.reconciles);
+    d.pump_logs();
+    warnings.append(&mut d.warnings);
+    let reconcile = Stats::of(
+        reconciles
+            .iter()
+            .map(|&(us, _)| Duration::from_micros(us))
+            .collect(),
+    );
+    let some = |v: Vec<Duration>| Stats::of(v).context("no samples");
+    Ok(SizeResult {
+        n,
+        build,
+        ready,
+        pin: some(pin)?,
+        narrowed: some(narrowed)?,
+        released: some(released)?,
+        churn: some(churn)?,
+        reconcile,
+        cgroups: reconciles.first().map_or(0, |&(_, c)| c),
+        mem_start,
+        mem_end,
+        warnings,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// The report
+
+fn report(hier: &Hier, results: &[SizeResult]) {
+    let pair = |s: &Stats| format!("{}/{}", ms(s.median), ms(s.p99));
+    println!();
+    println!(
+        "REAL {} (times in ms, median/p99; memory in MB)",
+        hier.version.name()
+    );
+    println!(
+        "{:>6} {:>7} | {:>15} {:>15} {:>15} | {:>15} {:>4} | {:>9} {:>7} {:>11} | {:>5} {:>5} {:>5}",
+        "live",
+        "tree",
+        "pin",
+        "narrowed",
+        "released",
+        "pin (churn)",
+        "n",
+        "→READY",
+        "cgroups",
+        "reconcile",
+        "RSS",
+        "HWM",
+        "RSS end",
+    );
+    for r in results {
+        println!(
+            "{:>6} {:>7} | {:>15} {:>15} {:>15} | {:>15} {:>4} | {:>9} {:>7} {:>11} | {:>5} {:>5} {:>5}",
+            r.n,
+            format!("{:.1}s", r.build.as_secs_f64()),
+            pair(&r.pin),
+            pair(&r.narrowed),
+            pair(&r.released),
+            pair(&r.churn),
+            r.churn.n,
+            ms(r.ready),
+            r.cgroups,
+            r.reconcile.as_ref().map_or("-".into(), |s| ms(s.median)),
+            mb(r.mem_start.0),
+            mb(r.mem_start.1.max(r.mem_end.1)),
+            mb(r.mem_end.0),
+        );
+    }
+    println!(
+        "  pin: container's cpuset mkdir → its cpuset.cpus reads the exclusive CPU ({} settled rounds);",
+        results.first().map_or(0, |r| r.pin.n)
+    );
+    println!(
+        "  narrowed: the same mkdir → every Burstable container's effective set lacks it; released: pod rmdir → all have it back;"
+    );
+    println!(
+        "  pin (churn): rounds back to back, the shared pool never waited for; reconcile: SIGHUP, the daemon's `reconcile done elapsed_us`"
+    );
+    for r in results {
+        if let Some(w) = r.warnings.first() {
+            println!(
+                "  {} warnings from pinctld at {}, first: {w}",
+                r.warnings.len(),
+                r.n
+            );
+        }
+    }
+    println!();
+    println!("Targets (issue #14), at {TARGET_AT} live containers");
+    let verdict = |ok: bool| if ok { "PASS" } else { "FAIL" };
+    let Some(r) = results.iter().find(|r| r.n == TARGET_AT) else {
+        println!("  not measured");
+        return;
+    };
+    let narrowed_target = match hier.version {
+        Version::V1 => TARGET_NARROWED_V1,
+        Version::V2 => TARGET_NARROWED_V2,
+    };
+    for (what, s) in [("pin, settled", &r.pin), ("pin, churn", &r.churn)] {
+        println!(
+            "  {what}: p50 {} ms ≤ {} ms: {}; p99 {} ms ≤ {} ms: {}",
+            ms(s.median),
+            ms(TARGET_PIN_P50),
+            verdict(s.median <= TARGET_PIN_P50),
+            ms(s.p99),
+            ms(TARGET_PIN_P99),
+            verdict(s.p99 <= TARGET_PIN_P99),
+        );
+    }
+    println!(
+        "  whole shared pool narrowed: p50 {} ms, p99 {} ms ≤ {} ms: {}",
+        ms(r.narrowed.median),
+        ms(r.narrowed.p99),
+        ms(narrowed_target),
+        verdict(r.narrowed.p99 <= narrowed_target),
+    );
+}

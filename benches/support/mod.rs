@@ -1,0 +1,489 @@
+//! What the benchmarks of the `pinctld` binary share (`benches/daemon.rs` on
+//! a fake tree, `benches/real_cgroup.rs` on the kernel's cgroupfs): a running
+//! daemon with its log and `sd_notify` messages read as they arrive, its CPU
+//! time and memory, `perf record` on request, inotify waits, and the summary
+//! statistics of a set of timings.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::{self, BufRead, BufReader, Write as _};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixDatagram;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use inotify::{EventMask, Inotify, WatchMask};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// The daemon counts as idle when its CPU time grows by at most this much...
+const IDLE_SLACK_NS: u64 = 50_000;
+/// ...over this long.
+const IDLE_QUIET: Duration = Duration::from_millis(20);
+/// How long any one step may take before a benchmark gives up.
+pub const STEP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What the log says, parsed as it arrives.
+#[derive(Debug)]
+pub enum Log {
+    FirstReconcile { ms: u64 },
+    Reconcile { us: u64, cgroups: u64 },
+    Warning(String),
+}
+
+pub fn field(line: &str, key: &str) -> Option<u64> {
+    let rest = &line[line.find(key)? + key.len()..];
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+pub fn parse_log(line: &str) -> Option<Log> {
+    if line.contains(" WARN ") || line.contains(" ERROR ") {
+        return Some(Log::Warning(line.to_string()));
+    }
+    if line.contains("first reconcile done") {
+        return Some(Log::FirstReconcile {
+            ms: field(line, "elapsed_ms=")?,
+        });
+    }
+    if line.contains("reconcile done") {
+        return Some(Log::Reconcile {
+            us: field(line, "elapsed_us=")?,
+            cgroups: field(line, "cgroups=").unwrap_or(0),
+        });
+    }
+    None
+}
+
+/// A running `pinctld`, stopped on drop (SIGTERM, then SIGKILL); it also dies
+/// with this process (`PR_SET_PDEATHSIG`).
+pub struct Daemon {
+    pub child: Child,
+    pub pid: i32,
+    /// `sd_notify` messages with when they arrived, read by a thread of their
+    /// own: the daemon's `send` blocks once a few are left unread.
+    pub notify: mpsc::Receiver<(Instant, String)>,
+    pub logs: mpsc::Receiver<Log>,
+    pub log_file: PathBuf,
+    pub spawned: Instant,
+    pub warnings: Vec<String>,
+    pub first_reconcile_ms: Option<u64>,
+    pub reconciles: Vec<(u64, u64)>,
+}
+
+impl Daemon {
+    /// Starts `pinctld` with `config` (written to `dir/pinctld-RUN.toml`),
+    /// its `NOTIFY_SOCKET` and log in `dir`; `debug` sets
+    /// `RUST_LOG=pinctl=debug`.
+    pub fn spawn(pinctld: &Path, dir: &Path, config: &str, run: &str, debug: bool) -> Result<Self> {
+        let config_file = dir.join(format!("pinctld-{run}.toml"));
+        fs::write(&config_file, config)?;
+        let config = config_file;
+        let socket = dir.join(format!("notify-{run}.sock"));
+        let _ = fs::remove_file(&socket);
+        let sock = UnixDatagram::bind(&socket)
+            .with_context(|| format!("cannot bind {}", socket.display()))?;
+        sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let (notify_tx, notify) = mpsc::channel();
+        thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                match sock.recv(&mut buf) {
+                    Ok(n) => {
+                        let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+                        if notify_tx.send((Instant::now(), msg)).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock
+                                | io::ErrorKind::TimedOut
+                                | io::ErrorKind::Interrupted
+                        ) =>
+                    {
+                        // An empty message now and then only asks whether the
+                        // handle is still there; stop when it is not.
+                        if notify_tx.send((Instant::now(), String::new())).is_err() {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+        let log_file = dir.join(format!("pinctld-{run}.log"));
+        let mut cmd = Command::new(pinctld);
+        cmd.arg("--config")
+            .arg(&config)
+            .env("NOTIFY_SOCKET", &socket)
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_PID")
+            .env_remove("LISTEN_FDS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if debug {
+            cmd.env("RUST_LOG", "pinctl=debug");
+        } else {
+            cmd.env_remove("RUST_LOG");
+        }
+        // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let spawned = Instant::now();
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {}", pinctld.display()))?;
+        let pid = i32::try_from(child.id()).context("pid out of range")?;
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, logs) = mpsc::channel();
+        let mut out = fs::File::create(&log_file)?;
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let _ = writeln!(out, "{line}");
+                if let Some(parsed) = parse_log(&line)
+                    && tx.send(parsed).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Ok(Daemon {
+            child,
+            pid,
+            notify,
+            logs,
+            log_file,
+            spawned,
+            warnings: Vec::new(),
+            first_reconcile_ms: None,
+            reconciles: Vec::new(),
+        })
+    }
+
+    pub fn take(&mut self, log: Log) {
+        match log {
+            Log::FirstReconcile { ms } => self.first_reconcile_ms = Some(ms),
+            Log::Reconcile { us, cgroups } => self.reconciles.push((us, cgroups)),
+            Log::Warning(w) => self.warnings.push(w),
+        }
+    }
+
+    pub fn pump_logs(&mut self) {
+        while let Ok(log) = self.logs.try_recv() {
+            self.take(log);
+        }
+    }
+
+    /// Waits for the next `reconcile done` line.
+    pub fn wait_reconcile(&mut self) -> Result<(u64, u64)> {
+        let before = self.reconciles.len();
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        while self.reconciles.len() == before {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.logs.recv_timeout(left) {
+                Ok(log) => self.take(log),
+                Err(_) => return Err(self.fail("no `reconcile done` line")),
+            }
+        }
+        Ok(self.reconciles[before])
+    }
+
+    /// The error for a step that did not happen, with the log's tail.
+    pub fn fail(&mut self, what: &str) -> anyhow::Error {
+        let status = self.child.try_wait().ok().flatten();
+        let log = fs::read_to_string(&self.log_file).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(15).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        anyhow::anyhow!(
+            "{what} (pinctld {}); its log ends:\n{}",
+            status.map_or("still running".to_string(), |s| format!("exited: {s}")),
+            tail.join("\n")
+        )
+    }
+
+    /// Waits for a `sd_notify` message that satisfies `want`; returns when it
+    /// arrived.
+    pub fn wait_notify(&mut self, what: &str, want: impl Fn(&str) -> bool) -> Result<Instant> {
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.child.try_wait()?.is_some() {
+                return Err(self.fail(&format!("no {what} from the daemon")));
+            }
+            if let Ok((at, msg)) = self
+                .notify
+                .recv_timeout(left.min(Duration::from_millis(500)))
+                && want(&msg)
+            {
+                return Ok(at);
+            }
+        }
+    }
+
+    /// The CPU time of all the daemon's threads, in nanoseconds.
+    pub fn cpu_ns(&self) -> u64 {
+        let Ok(tasks) = fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+            return 0;
+        };
+        tasks
+            .flatten()
+            .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
+            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// Waits until the daemon has used no CPU for [`IDLE_QUIET`]; returns how
+    /// long it was still busy.
+    pub fn wait_idle(&mut self) -> Result<Duration> {
+        let start = Instant::now();
+        let mut last = self.cpu_ns();
+        let mut last_busy = start;
+        let mut mark = (start, last);
+        loop {
+            thread::sleep(Duration::from_millis(2));
+            let now = Instant::now();
+            let cpu = self.cpu_ns();
+            if cpu != last {
+                last_busy = now;
+                last = cpu;
+            }
+            // Saturating: an exiting thread takes its CPU time with it.
+            if cpu.saturating_sub(mark.1) > IDLE_SLACK_NS {
+                mark = (now, cpu);
+            } else if now - mark.0 >= IDLE_QUIET {
+                return Ok(last_busy - start);
+            }
+            if now - start > STEP_TIMEOUT || self.child.try_wait()?.is_some() {
+                return Err(self.fail("the daemon did not go idle"));
+            }
+        }
+    }
+
+    /// `VmRSS` and `VmHWM`, in kB.
+    pub fn memory(&self) -> Result<(u64, u64)> {
+        let status = fs::read_to_string(format!("/proc/{}/status", self.pid))?;
+        let kb = |key: &str| -> Result<u64> {
+            let line = status
+                .lines()
+                .find(|l| l.starts_with(key))
+                .with_context(|| format!("no {key} in /proc/{}/status", self.pid))?;
+            line.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse().ok())
+                .with_context(|| format!("cannot parse {line:?}"))
+        };
+        Ok((kb("VmRSS:")?, kb("VmHWM:")?))
+    }
+
+    pub fn signal(&self, sig: Signal) -> Result<()> {
+        kill(Pid::from_raw(self.pid), sig).with_context(|| format!("cannot send {sig}"))
+    }
+
+    /// SIGTERM and wait; SIGKILL after 5 s.
+    pub fn stop(&mut self) -> Result<Option<ExitStatus>> {
+        if let Some(status) = self.child.try_wait()? {
+            return Ok(Some(status));
+        }
+        let _ = self.signal(Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(Some(status));
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        Ok(None)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// `perf record` attached to the daemon for one phase, when asked for.
+pub struct Perf(Option<Child>);
+
+impl Perf {
+    /// Records `daemon` into `dir/NAME.data` until dropped, when `dir` is set.
+    pub fn start(dir: Option<&Path>, daemon: &Daemon, name: &str) -> Result<Self> {
+        let Some(dir) = dir else {
+            return Ok(Perf(None));
+        };
+        let out = dir.join(format!("{name}.data"));
+        let child = Command::new("perf")
+            .args([
+                "record",
+                "-q",
+                "-F",
+                "999",
+                "--call-graph",
+                "dwarf,16384",
+                "-o",
+            ])
+            .arg(&out)
+            .args(["-p", &daemon.pid.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .context("cannot run perf")?;
+        // perf needs a moment to attach.
+        thread::sleep(Duration::from_millis(300));
+        Ok(Perf(Some(child)))
+    }
+}
+
+impl Drop for Perf {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let pid = Pid::from_raw(child.id() as i32);
+            let _ = kill(pid, Signal::SIGINT);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// An inotify watch on `cpuset.cpus` of every shared cgroup: a Guaranteed
+/// pod changes the shared pool, and the daemon is done with that change when
+/// it has written every one of them.
+pub struct PoolWatch {
+    ino: Inotify,
+    total: usize,
+    buf: Vec<u8>,
+}
+
+impl PoolWatch {
+    pub fn new(files: &[PathBuf]) -> Result<Self> {
+        let ino = Inotify::init().context("cannot start inotify")?;
+        for f in files {
+            ino.watches()
+                .add(f, WatchMask::CLOSE_WRITE)
+                .with_context(|| format!("cannot watch {}", f.display()))?;
+        }
+        Ok(PoolWatch {
+            ino,
+            total: files.len(),
+            buf: vec![0; 64 * 1024],
+        })
+    }
+
+    pub fn drain(&mut self) {
+        while self
+            .ino
+            .read_events(&mut self.buf)
+            .is_ok_and(|e| e.count() > 0)
+        {}
+    }
+
+    /// Waits until every file was written; returns when the last one was.
+    pub fn wait_all(&mut self) -> Result<Option<Instant>> {
+        let mut seen = std::collections::HashSet::new();
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        while seen.len() < self.total {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            if !poll_in(&self.ino, left)? {
+                continue;
+            }
+            match self.ino.read_events(&mut self.buf) {
+                Ok(events) => seen.extend(
+                    events
+                        .filter(|e| e.mask.contains(EventMask::CLOSE_WRITE))
+                        .map(|e| e.wd),
+                ),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e).context("reading inotify events"),
+            }
+        }
+        Ok(Some(Instant::now()))
+    }
+}
+
+/// Waits up to `timeout` (at most a second) for `ino` to be readable.
+pub fn poll_in(ino: &Inotify, timeout: Duration) -> Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: ino.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().clamp(1, 1000) as libc::c_int;
+    // SAFETY: one valid pollfd for the duration of the call.
+    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e).context("poll on inotify");
+    }
+    Ok(r > 0)
+}
+
+// ---------------------------------------------------------------------------
+// Statistics
+
+/// Nearest-rank percentile of a sorted slice.
+pub fn pct(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+pub struct Stats {
+    pub n: usize,
+    pub min: Duration,
+    pub median: Duration,
+    pub p90: Duration,
+    pub p99: Duration,
+    pub max: Duration,
+}
+
+impl Stats {
+    pub fn of(mut v: Vec<Duration>) -> Option<Stats> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort();
+        Some(Stats {
+            n: v.len(),
+            min: v[0],
+            median: pct(&v, 0.5),
+            p90: pct(&v, 0.9),
+            p99: pct(&v, 0.99),
+            max: v[v.len() - 1],
+        })
+    }
+}
+
+pub fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+pub fn mb(kb: u64) -> String {
+    format!("{:.1}", kb as f64 / 1024.0)
+}
