@@ -259,7 +259,8 @@ pub struct PlanArgs {
     /// threads per core).
     #[arg(long)]
     pub full_pcpus_only: bool,
-    /// Split the request evenly across the fewest NUMA nodes that can hold it.
+    /// Split the request evenly across the fewest NUMA nodes that can hold an
+    /// even split; else spread it as the kubelet does, never less evenly.
     #[arg(long)]
     pub distribute_across_numa: bool,
     /// Take one thread per core before any SMT sibling.
