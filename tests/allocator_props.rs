@@ -438,7 +438,8 @@ proptest! {
     }
 
     /// `distribute_across_numa`: an even split over the fewest nodes that can
-    /// hold one; the packed fallback only when no node set can.
+    /// hold one; else a remainder spread over as many nodes as the kubelet
+    /// would use; the packed fallback only when the kubelet packs too.
     #[test]
     fn distribute_splits_evenly(input in arb_input()) {
         if input.avail.is_empty() {
@@ -456,13 +457,32 @@ proptest! {
                 prop_assert!(even, "{} is split {:?}", got, counts);
                 prop_assert_eq!(counts.len(), k, "{} is split {:?}", got, counts);
             }
-            None => {
-                prop_assert!(counts.len() > 1);
-                let want = min_numa_nodes(&input.topo, &input.avail, n);
-                prop_assert_eq!(counts.len(), want, "packed fallback {}", got);
-            }
+            None => match fewest_nodes_the_kubelet_spreads_over(&input.topo, &input.avail, n) {
+                // No even split, but the kubelet spreads a remainder over
+                // `k` nodes: so does pinctl, never less evenly.
+                Some(k) => prop_assert_eq!(counts.len(), k, "uneven spread {} {:?}", got, counts),
+                None => {
+                    prop_assert!(counts.len() > 1);
+                    let want = min_numa_nodes(&input.topo, &input.avail, n);
+                    prop_assert_eq!(counts.len(), want, "packed fallback {}", got);
+                }
+            },
         }
     }
+}
+
+/// The kubelet's rule for an uneven spread (`takeByTopologyNUMADistributed`,
+/// one CPU per group): the fewest `k` nodes that each hold `n / k` and
+/// together hold `n`. Its fullest `k` nodes are the best candidates.
+fn fewest_nodes_the_kubelet_spreads_over(
+    topo: &Topology,
+    avail: &CpuSet,
+    n: usize,
+) -> Option<usize> {
+    let mut free: Vec<usize> = per_node(topo, avail).into_values().collect();
+    free.sort_unstable_by(|a, b| b.cmp(a));
+    (1..=free.len().min(n))
+        .find(|&k| free[..k].iter().all(|&f| f >= n / k) && free[..k].iter().sum::<usize>() >= n)
 }
 
 /// The fewest NUMA nodes `k` such that `n` split as evenly as possible over `k`
