@@ -139,7 +139,7 @@ impl Daemon {
                     _ => {}
                 }
             }
-            self.save_state().await;
+            self.save_state();
         }
         self.notify_status(false);
         self.socket.dirty = true;
@@ -168,17 +168,35 @@ impl Daemon {
         });
     }
 
-    /// Saves the state file. A failure (a read-only or full disk) degrades
-    /// health until a save works again: the next plan's apply tries again.
-    pub(super) async fn save_state(&mut self) {
+    /// Saves the state file in the background: the loop goes on with the
+    /// next event while the disk syncs ([`super::Event::Saved`] brings the
+    /// outcome). One save at a time; a save asked for meanwhile follows it,
+    /// with the state as it is then.
+    pub(super) fn save_state(&mut self) {
+        if self.saving {
+            self.save_again = true;
+            return;
+        }
+        self.saving = true;
         let body = self.engine.saved_state();
         let state = StateFile::new(self.state.path());
-        let result = tokio::task::spawn_blocking(move || state.save(&body)).await;
-        let error = match result {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(format!("{:#}", anyhow::Error::from(e))),
-            Err(e) => Some(format!("the save task failed: {e}")),
-        };
+        let done = self.saved_tx.clone();
+        let task = tokio::task::spawn_blocking(move || state.save(&body));
+        tokio::spawn(async move {
+            let error = match task.await {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(format!("{:#}", anyhow::Error::from(e))),
+                Err(e) => Some(format!("the save task failed: {e}")),
+            };
+            let _ = done.send(error);
+        });
+    }
+
+    /// A save ended with `error` (or none). A failure (a read-only or full
+    /// disk) degrades health until a save works again: each plan that
+    /// follows tries again.
+    pub(super) fn saved(&mut self, error: Option<String>) {
+        self.saving = false;
         match (&self.state_error, &error) {
             (None, Some(e)) => {
                 warn!(error = %e, "cannot save the state file; trying again at each change")
@@ -189,9 +207,27 @@ impl Daemon {
         if error.is_some() {
             self.socket.metrics.state_save_failures.inc();
         }
-        if error != self.state_error {
+        let changed = error != self.state_error;
+        self.state_error = error;
+        if changed {
+            self.notify_status(false);
             self.socket.dirty = true;
         }
-        self.state_error = error;
+        if std::mem::take(&mut self.save_again) {
+            self.save_state();
+        }
+    }
+
+    /// Waits for the saves in flight (stop): the last one has the state as
+    /// it is now.
+    pub(super) async fn finish_saves(&mut self) {
+        // One more, after any in flight: the state as it is now.
+        self.save_state();
+        while self.saving {
+            match self.saved_rx.recv().await {
+                Some(error) => self.saved(error),
+                None => break,
+            }
+        }
     }
 }

@@ -96,6 +96,12 @@ pub struct Daemon {
     /// A plan changed assignments: the state file is saved when its urgent
     /// writes are made.
     save_due: bool,
+    /// A save of the state file runs in the background ([`Event::Saved`]).
+    saving: bool,
+    /// Another save was asked for while one ran: it follows.
+    save_again: bool,
+    saved_tx: tokio::sync::mpsc::UnboundedSender<Option<String>>,
+    saved_rx: tokio::sync::mpsc::UnboundedReceiver<Option<String>>,
     /// The configuration file read again on SIGHUP ([`Self::reload_from`]).
     config_path: Option<PathBuf>,
     /// How the configuration was last read.
@@ -118,6 +124,8 @@ enum Event {
     PlanRest,
     /// The next queued write of the last plan is due.
     Write,
+    /// A save of the state file ended, with its error if it failed.
+    Saved(Option<String>),
     /// systemd's watchdog wants to hear from us.
     Ping,
     /// The status socket's snapshot is stale.
@@ -272,7 +280,7 @@ impl Daemon {
         self.drain().await;
         server.abort();
         let _ = std::fs::remove_file(&self.cfg.socket);
-        self.save_state().await;
+        self.finish_saves().await;
         self.pool.shutdown();
         Ok(())
     }
@@ -298,6 +306,7 @@ impl Daemon {
             _ = signals.usr2.recv(), if self.wedge_on_usr2 => Event::Wedge,
             _ = timers.ping.tick(), if self.ping_every.is_some() => Event::Ping,
             Some((generation, found)) = self.dog.rx.recv() => Event::Checked(generation, found),
+            Some(error) = self.saved_rx.recv() => Event::Saved(error),
             _ = timers.reconcile.tick() => Event::Reconcile,
             _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
             _ = timers.checks.tick() => Event::ChecksDue,
@@ -320,6 +329,7 @@ impl Daemon {
             Event::Unwatched => self.reconcile(false).await,
             Event::PlanRest => self.apply().await,
             Event::Write => self.write_next().await,
+            Event::Saved(error) => self.saved(error),
             Event::Ping => self.beat(),
             Event::Publish => self.publish(),
             Event::ChecksDue => self.start_checks(false),

@@ -129,6 +129,7 @@ impl Daemon {
                     Vec::new()
                 })
         };
+        let (saved_tx, saved_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut daemon = Daemon {
             _lock: lock,
             state_error: None,
@@ -153,6 +154,10 @@ impl Daemon {
             queue: VecDeque::new(),
             unverified: BTreeSet::new(),
             save_due: false,
+            saving: false,
+            save_again: false,
+            saved_tx,
+            saved_rx,
             config_path: None,
             loaded: Loads {
                 at: api::unix_secs(),

@@ -436,10 +436,16 @@ proptest! {
         // Whether a cgroup's set is "ours" (written for an exclusive
         // workload) says under which role it was last written, and a write
         // made later may be made under a newer role: compared without it.
+        // Likewise an unmanaged cgroup given back its parent's CPUs gets
+        // them as they are when the give-back is written, which a plan cut
+        // short moves in time: its set is its own business from then on.
         let unowned = |e: &Engine| {
             let (mut cgroups, workloads) = view(e);
             for c in &mut cgroups {
                 c.5 = false;
+                if c.1 == Role::Unmanaged {
+                    (c.2, c.3) = (None, None);
+                }
             }
             (cgroups, workloads)
         };
