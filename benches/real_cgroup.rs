@@ -431,6 +431,11 @@ impl Drop for Rig<'_> {
     fn drop(&mut self) {
         drop(self.daemon.take());
         self.hier.remove_everywhere(&self.top);
+        if std::env::var_os("PINCTL_BENCH_KEEP").is_some() {
+            let kept = std::env::temp_dir().join(format!("{}-kept", self.top));
+            let _ = fs::rename(self.tmp.path(), &kept);
+            eprintln!("kept the daemon's files in {}", kept.display());
+        }
     }
 }
 
@@ -695,7 +700,11 @@ fn run_size(
         build.as_secs_f64()
     );
     let cpu = rig.exclusive;
-    let (ready, d) = rig.start(pinctld, "a", false)?;
+    let (ready, d) = rig.start(
+        pinctld,
+        "a",
+        std::env::var_os("PINCTL_BENCH_DEBUG").is_some(),
+    )?;
     let mem_start = d.memory()?;
     let mut pinned = Pinned::new()?;
     let mut pool = Pool::new(&rig.shared, &rig.shared_cpus)?;

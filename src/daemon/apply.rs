@@ -30,7 +30,15 @@ impl Daemon {
     /// workloads their CPUs first leaves the rest of the change (the shared
     /// pool) to the next plan.
     pub(super) async fn apply(&mut self) {
+        let started = std::time::Instant::now();
         let plan = self.engine.plan();
+        debug!(
+            elapsed_us = started.elapsed().as_micros() as u64,
+            writes = plan.writes.len(),
+            urgent = plan.urgent,
+            more = plan.more,
+            "planned"
+        );
         self.plan_rest = plan.more;
         self.save_due |= plan.assignments_changed;
         let mut writes = plan.writes.into_iter();

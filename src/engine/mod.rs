@@ -199,14 +199,16 @@ pub struct Plan {
     /// The first `urgent` writes give exclusive workloads their CPUs (and
     /// widen the ancestors that must hold them): the daemon makes them at
     /// once. The rest (the shared pool following) may be cut short by a
-    /// newer plan: what was not written is planned again
-    /// ([`Engine::plan`] reaches every cgroup with a write outstanding).
+    /// newer plan: what was not written is planned again by the next full
+    /// plan (a plan over a reach then makes only its urgent writes, and
+    /// asks for a full one: [`Self::more`]).
     pub urgent: usize,
     /// Whether any assignment changed (the state file needs saving).
     pub assignments_changed: bool,
-    /// These writes give new workloads their CPUs first; the rest of the
-    /// change (the shared pool shrinking) is planned by the next call, to be
-    /// made as soon as these writes are done.
+    /// These writes give new workloads their CPUs first, or come while an
+    /// earlier plan was cut short; the rest of the change (the shared pool
+    /// shrinking, what the earlier plan did not write) is planned by the
+    /// next call, a full plan, to be made as soon as these writes are done.
     pub more: bool,
 }
 
@@ -255,8 +257,8 @@ pub struct Engine {
     /// them).
     membership_changed: bool,
     /// Cgroups with writes of a plan not yet reported done
-    /// ([`Engine::written`]), and how many: the next plan reaches them, so a
-    /// plan cut short is finished by the next one.
+    /// ([`Engine::written`]), and how many: a plan cut short is finished by
+    /// the next full plan.
     outstanding: BTreeMap<Rel, u32>,
 }
 

@@ -25,10 +25,10 @@ impl Engine {
     pub fn plan(&mut self) -> Plan {
         let full = std::mem::take(&mut self.full);
         // Writes of an earlier plan never made (a newer plan came first):
-        // their cgroups are looked at again.
-        let outstanding = std::mem::take(&mut self.outstanding);
-        let mut dirty = std::mem::take(&mut self.dirty);
-        dirty.extend(outstanding.into_keys());
+        // a full plan covers them. A plan over a reach leaves them to the
+        // next plan, a full one, so that it stays as cheap as its reach.
+        let cut_short = !std::mem::take(&mut self.outstanding).is_empty();
+        let dirty = std::mem::take(&mut self.dirty);
         let (reached, members) = self.update_roles((!full).then_some(dirty));
         // Assignments change only with the workloads, the topology or the
         // settings (or at start-up, adopting live sets): otherwise, with
@@ -48,7 +48,7 @@ impl Engine {
             Some(reached) if !moved => self.reached_targets(reached),
             _ => None,
         };
-        let more = pinned && reached_only.is_some();
+        let more = (pinned || cut_short) && reached_only.is_some();
         #[cfg(test)]
         if reached_only.is_some() {
             REACHED_PLANS.with(|n| n.set(n.get() + 1));
@@ -57,7 +57,14 @@ impl Engine {
             Some(t) => (t, reached),
             None => (self.all_targets(), None),
         };
-        let (writes, urgent) = self.writes(&targets);
+        let (mut writes, urgent) = self.writes(&targets);
+        // After a plan cut short, a plan over a reach makes only its urgent
+        // writes: they depend on no other, while the rest might depend on
+        // writes still outstanding (a parent narrowed before a child the
+        // earlier plan was to narrow). The full plan that follows makes them.
+        if more && cut_short {
+            writes.truncate(urgent);
+        }
         for w in &writes {
             *self.outstanding.entry(w.rel.clone()).or_default() += 1;
         }
