@@ -2,8 +2,6 @@
 //! server: a regular machine (`topology::synthetic::Shape`), reserved CPUs,
 //! and workloads whose CPUs the real allocator plans, as the daemon would.
 
-#![allow(dead_code)]
-
 use pinctl::alloc::{self, Options};
 use pinctl::api::{self, Source};
 use pinctl::cpuset::CpuSet;

@@ -15,13 +15,10 @@
 //! daemon makes has no control files, and the daemon writes only existing
 //! files (no `O_CREAT`).
 
-#![allow(dead_code)]
-
 /// One `#[test]` per cgroup version for a scenario function:
 /// `on_both_versions!(name => scenario(args))` makes `name::v1` and
-/// `name::v2`, each calling `scenario(Version::V1 or V2, args)`. Exported so
-/// every test crate that includes this file can use it, or not, unwarned.
-#[macro_export]
+/// `name::v2`, each calling `scenario(Version::V1 or V2, args)`. In scope in
+/// every module declared after `support` in `main.rs` (`#[macro_use]`).
 macro_rules! on_both_versions {
     ($name:ident => $scenario:ident($($arg:expr),*)) => {
         mod $name {

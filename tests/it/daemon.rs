@@ -10,10 +10,7 @@
 //! On failure the message carries the tree, the state file and the daemon's
 //! log.
 
-#[path = "support/fake_cgroup.rs"]
-mod fake_cgroup;
-#[path = "support/pinctld.rs"]
-mod pinctld;
+use crate::support::{fake_cgroup, pinctld};
 
 use std::fmt::Write as _;
 use std::fs;

@@ -7,8 +7,6 @@
 //! reaps it and stops the reader: no test leaves a daemon behind, even when it
 //! panics.
 
-#![allow(dead_code)]
-
 use std::fs;
 use std::io::ErrorKind;
 use std::os::unix::net::UnixDatagram;

@@ -5,8 +5,7 @@
 //! `status`, `describe`, `verify` and `events` end to end through the
 //! socket. The real daemon's socket is `tests/socket.rs`.
 
-#[path = "support/status_doc.rs"]
-mod status_doc;
+use crate::support::status_doc;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::CommandExt as _;

@@ -19,12 +19,7 @@
 //! `FakeCgroup::effective`; v1 has none and `verify` reads `cpuset.cpus`),
 //! a task list and a fake `/proc`.
 
-#[path = "support/fake_cgroup.rs"]
-mod fake_cgroup;
-#[path = "support/status_doc.rs"]
-mod status_doc;
-#[path = "support/status_map.rs"]
-mod status_map;
+use crate::support::{fake_cgroup, status_doc, status_map};
 
 use std::fmt::Write as _;
 use std::fs;

@@ -34,10 +34,7 @@
 //! when it fails. On failure the message carries the trees, the sd-notify
 //! messages and the daemon's log.
 
-#[path = "support/fake_cgroup.rs"]
-mod fake_cgroup;
-#[path = "support/pinctld.rs"]
-mod pinctld;
+use crate::support::{fake_cgroup, pinctld};
 
 use std::fmt::Write as _;
 use std::fs;
