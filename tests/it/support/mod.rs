@@ -15,3 +15,4 @@ pub mod kubelet;
 pub mod pinctld;
 pub mod status_doc;
 pub mod status_map;
+pub mod world;
