@@ -11,7 +11,6 @@
 //! log.
 
 use std::fs;
-use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -21,11 +20,12 @@ use pinctl::CpuSet;
 use pinctl::engine::SavedState;
 use pinctl::state::{Loaded, StateFile};
 
+use crate::support::copy_dir;
 use crate::support::fake_cgroup::{
     self, Driver, ONLINE, Qos, Spec, Version, container_id, set, uid,
 };
 use crate::support::pinctld::PINCTLD;
-use crate::support::world::{FIXTURE, Options, RESERVED, SYSTEM, World, copy_dir};
+use crate::support::world::{FIXTURE, Options, RESERVED, SYSTEM, World};
 
 /// The NUMA node (= socket) of a CPU of the fixture.
 fn node_of(cpu: u32) -> u32 {
@@ -55,18 +55,7 @@ struct Env {
     online: CpuSet,
 }
 
-impl Deref for Env {
-    type Target = World;
-    fn deref(&self) -> &World {
-        &self.w
-    }
-}
-
-impl DerefMut for Env {
-    fn deref_mut(&mut self) -> &mut World {
-        &mut self.w
-    }
-}
+env_of_world!(Env);
 
 impl Env {
     fn new(version: Version, driver: Driver, opts: Options) -> Env {

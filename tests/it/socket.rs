@@ -21,7 +21,6 @@
 
 use std::fs;
 use std::io::BufRead as _;
-use std::ops::{Deref, DerefMut};
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
@@ -51,18 +50,7 @@ struct Env {
     w: World,
 }
 
-impl Deref for Env {
-    type Target = World;
-    fn deref(&self) -> &World {
-        &self.w
-    }
-}
-
-impl DerefMut for Env {
-    fn deref_mut(&mut self) -> &mut World {
-        &mut self.w
-    }
-}
+env_of_world!(Env);
 
 /// The workloads every world has.
 struct Cast {

@@ -36,7 +36,6 @@
 
 use std::fs;
 use std::io::{self, Write as _};
-use std::ops::{Deref, DerefMut};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -123,18 +122,7 @@ struct Env {
     proc: FakeProc,
 }
 
-impl Deref for Env {
-    type Target = World;
-    fn deref(&self) -> &World {
-        &self.w
-    }
-}
-
-impl DerefMut for Env {
-    fn deref_mut(&mut self) -> &mut World {
-        &mut self.w
-    }
-}
+env_of_world!(Env);
 
 impl Env {
     fn new(version: Version, driver: Driver, opts: Options) -> Env {

@@ -8,6 +8,8 @@
 //! - [`status_doc`] and [`status_map`]: synthetic status documents, and the
 //!   CPU map of `pinctl status` read back.
 //! - [`kubelet`]: a model of the kubelet's packed CPU allocator.
+//! - [`world`]: the one test world of the suites that run the real
+//!   `pinctld` (daemon, watchdog, socket), and its `env_of_world!` macro.
 
 #[macro_use]
 pub mod fake_cgroup;
@@ -15,4 +17,22 @@ pub mod kubelet;
 pub mod pinctld;
 pub mod status_doc;
 pub mod status_map;
+#[macro_use]
 pub mod world;
+
+use std::fs;
+use std::path::Path;
+
+/// Copies directory `from` to `to`, recursively.
+pub fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}

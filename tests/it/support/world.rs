@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use pinctl::CpuSet;
 
+use super::copy_dir;
 use super::fake_cgroup::{Driver, FakeCgroup, Layout, MEMS, ONLINE, Spec, Version, container_id};
 use super::pinctld::{Launch, Pinctld, logs_text, poll};
 
@@ -69,6 +70,26 @@ impl Default for Options {
             copy_sysfs: false,
         }
     }
+}
+
+/// Makes a suite's `Env`, which holds its [`World`] in field `w`, deref to
+/// that world: the world's fields and methods are the `Env`'s, and the suite
+/// adds only its own.
+macro_rules! env_of_world {
+    ($env:ident) => {
+        impl std::ops::Deref for $env {
+            type Target = $crate::support::world::World;
+            fn deref(&self) -> &Self::Target {
+                &self.w
+            }
+        }
+
+        impl std::ops::DerefMut for $env {
+            fn deref_mut(&mut self) -> &mut Self::Target {
+                &mut self.w
+            }
+        }
+    };
 }
 
 /// One test's world: see the module's documentation.
@@ -360,19 +381,5 @@ impl World {
                 Err(format!("it has {got:?} ({} CPUs)", got.len()))
             }
         })
-    }
-}
-
-/// Copies directory `from` to `to`, recursively.
-pub fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &dest);
-        } else {
-            fs::copy(entry.path(), &dest).unwrap();
-        }
     }
 }
