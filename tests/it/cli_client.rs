@@ -3,10 +3,9 @@
 //! makes of answers, errors and missing daemons (not running, a stale socket,
 //! permission denied, HTTP errors, another schema, a timeout), and
 //! `status`, `describe`, `verify` and `events` end to end through the
-//! socket. The real daemon's socket is `tests/socket.rs`.
+//! socket. The real daemon's socket is the `socket` module.
 
-#[path = "support/status_doc.rs"]
-mod status_doc;
+use crate::support::status_doc;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::CommandExt as _;
@@ -505,7 +504,7 @@ fn events_follow_prints_new_events_until_interrupted() {
 }
 
 /// `verify` over the socket against a fake tree (the tree of
-/// `tests/cli_status.rs`, built here the same way).
+/// the `cli_status` module, built here the same way).
 #[test]
 fn verify_over_the_socket_exits_1_on_problems_and_0_when_clean() {
     let dir = tempfile::tempdir().unwrap();

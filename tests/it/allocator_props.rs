@@ -2,8 +2,7 @@
 //! including a comparison against a model of the kubelet's static CPU manager
 //! (`takeByTopologyNUMAPacked`, see `support/kubelet.rs`).
 
-#[path = "support/kubelet.rs"]
-mod kubelet;
+use crate::support::kubelet;
 
 use std::collections::BTreeMap;
 

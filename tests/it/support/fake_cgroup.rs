@@ -15,13 +15,10 @@
 //! daemon makes has no control files, and the daemon writes only existing
 //! files (no `O_CREAT`).
 
-#![allow(dead_code)]
-
 /// One `#[test]` per cgroup version for a scenario function:
 /// `on_both_versions!(name => scenario(args))` makes `name::v1` and
-/// `name::v2`, each calling `scenario(Version::V1 or V2, args)`. Exported so
-/// every test crate that includes this file can use it, or not, unwarned.
-#[macro_export]
+/// `name::v2`, each calling `scenario(Version::V1 or V2, args)`. In scope in
+/// every module declared after `support` in `main.rs` (`#[macro_use]`).
 macro_rules! on_both_versions {
     ($name:ident => $scenario:ident($($arg:expr),*)) => {
         mod $name {
@@ -366,24 +363,45 @@ impl FakeCgroup {
         cgroups_below(&self.cpuset_base())
     }
 
-    /// One line per cgroup: its path, `cpuset.cpus` and `cpuset.mems`.
+    /// One line per cgroup: its path, `cpuset.cpus`, `cpuset.mems` and the
+    /// xattr when it has them; with [`Self::mount_v1_hierarchies`], every
+    /// hierarchy under its own heading.
     pub fn dump(&self) -> String {
         let mut s = String::new();
-        for rel in self.cgroups() {
-            let dir = self.dir(&rel);
-            let cpus = fs::read_to_string(dir.join("cpuset.cpus")).unwrap_or_default();
-            let mems = fs::read_to_string(dir.join("cpuset.mems")).unwrap_or_default();
-            let x = xattr::get(&dir, "user.pinctl.cpus")
-                .ok()
-                .flatten()
-                .map(|v| format!(" xattr={}", String::from_utf8_lossy(&v)))
-                .unwrap_or_default();
-            let _ = writeln!(
-                s,
-                "  {rel}: cpus={:?} mems={:?}{x}",
-                cpus.trim(),
-                mems.trim()
-            );
+        let bases: Vec<(Option<&str>, PathBuf)> = if self.has_v1_hierarchies() {
+            V1_HIERARCHIES
+                .iter()
+                .map(|h| (Some(*h), self.hier_dir(h, "")))
+                .collect()
+        } else {
+            vec![(None, self.cpuset_base())]
+        };
+        for (name, base) in bases {
+            if let Some(name) = name {
+                let _ = writeln!(s, "  {name}:");
+            }
+            for rel in cgroups_below(&base) {
+                let dir = join(&base, &rel);
+                // Only regular files: a FIFO put there by a test would block.
+                let file = |f: &str| {
+                    let path = dir.join(f);
+                    if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                        return None;
+                    }
+                    fs::read_to_string(path).ok().map(|t| t.trim().to_string())
+                };
+                let _ = write!(s, "  {rel}:");
+                if let Some(c) = file("cpuset.cpus") {
+                    let _ = write!(s, " cpus={c:?}");
+                }
+                if let Some(m) = file("cpuset.mems") {
+                    let _ = write!(s, " mems={m:?}");
+                }
+                if let Ok(Some(x)) = xattr::get(&dir, "user.pinctl.cpus") {
+                    let _ = write!(s, " xattr={}", String::from_utf8_lossy(&x));
+                }
+                let _ = writeln!(s);
+            }
         }
         s
     }
@@ -428,6 +446,11 @@ impl FakeCgroup {
             fs::create_dir_all(&dir).unwrap();
             write(&dir.join("cgroup.procs"), "1\n");
         }
+    }
+
+    /// Whether [`Self::mount_v1_hierarchies`] laid the root out.
+    fn has_v1_hierarchies(&self) -> bool {
+        self.version == Version::V1 && self.root.join("cpu,cpuacct").is_dir()
     }
 
     /// v1: the directory of `rel` in hierarchy `name` (an entry of

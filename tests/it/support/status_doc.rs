@@ -2,13 +2,14 @@
 //! server: a regular machine (`topology::synthetic::Shape`), reserved CPUs,
 //! and workloads whose CPUs the real allocator plans, as the daemon would.
 
-#![allow(dead_code)]
-
 use pinctl::alloc::{self, Options};
 use pinctl::api::{self, Source};
-use pinctl::cpuset::CpuSet;
 use pinctl::topology::Topology;
 use pinctl::topology::synthetic::Shape;
+
+/// The names and CPU lists of the fake trees, so that documents and trees
+/// agree.
+pub use super::fake_cgroup::{container_id, set, uid};
 
 /// 1 socket, 1 NUMA node, 8 cores, 2 threads: 16 CPUs (core c = {c, c+8}).
 pub const SHAPE_16: Shape = Shape {
@@ -28,10 +29,6 @@ pub const SHAPE_256: Shape = Shape {
     cores_per_l3: 16,
     threads_per_core: 2,
 };
-
-pub fn set(text: &str) -> CpuSet {
-    text.parse().unwrap()
-}
 
 /// A workload to plan: key, cgroup, CPUs requested and source.
 #[derive(Debug, Clone)]
@@ -68,14 +65,6 @@ pub fn job(n: u32, cpus: usize) -> Ask {
             line: 42,
         },
     }
-}
-
-pub fn uid(n: u32) -> String {
-    format!("{n:08x}-1111-4222-8333-0123456789ab")
-}
-
-pub fn container_id(n: u32) -> String {
-    format!("{n:08x}{}", "c0ffee00".repeat(7))
 }
 
 /// The status of a daemon on `shape` with `reserved` CPUs that planned

@@ -34,12 +34,6 @@
 //! when it fails. On failure the message carries the trees, the sd-notify
 //! messages and the daemon's log.
 
-#[path = "support/fake_cgroup.rs"]
-mod fake_cgroup;
-#[path = "support/pinctld.rs"]
-mod pinctld;
-
-use std::fmt::Write as _;
 use std::fs;
 use std::io::{self, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -47,25 +41,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use fake_cgroup::{
-    Driver, FakeCgroup, Layout, MEMS, ONLINE, Qos, Spec, V1_HIERARCHIES, Version, container_id, uid,
-};
 use nix::sys::signal::Signal;
 use nix::sys::stat::Mode;
 use pinctl::io::{Entry, Fs, RealFs};
 use pinctl::watchdog::{self, Mount, MountKind};
-use pinctld::{Launch, Pinctld, logs_text, poll};
 
-const FIXTURE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/sysfs/intel-2s-smt"
-);
-const RESERVED: &str = "0,16";
-const SYSTEM: &str = "system.slice";
-/// How long the daemon may take to do what a test waits for: generous, the
-/// machine may be busy.
-const WAIT: Duration = Duration::from_secs(10);
-const READY_TIMEOUT: Duration = Duration::from_secs(20);
+use crate::support::fake_cgroup::{
+    self, Driver, Layout, MEMS, ONLINE, Qos, Spec, V1_HIERARCHIES, Version, container_id, uid,
+};
+use crate::support::pinctld::Launch;
+use crate::support::world::{self, World};
+
 /// How long a test watches for something that must not happen: several
 /// watchdog intervals of [`Options::default`].
 const HOLD: Duration = Duration::from_millis(1200);
@@ -108,242 +94,78 @@ impl Default for Options {
     }
 }
 
-/// A tempdir with the fake cgroup tree (v1: every hierarchy of
-/// [`V1_HIERARCHIES`]), the kubepods skeleton of one driver and
-/// `system.slice` in every hierarchy, an empty fake `/proc`, the config file,
-/// and the daemon when it runs.
-struct Env {
-    // Dropped first: the daemon stops before its files go.
-    daemon: Option<Pinctld>,
-    tmp: tempfile::TempDir,
-    tree: FakeCgroup,
-    k: Layout,
-    proc: FakeProc,
-    config: PathBuf,
-    logs: Vec<PathBuf>,
+impl Options {
+    /// The world's options: these keys after the common ones.
+    fn world(&self) -> world::Options {
+        world::Options {
+            keys: vec![
+                format!("watchdog_interval = {:?}", self.watchdog_interval),
+                format!("read_timeout = {:?}", self.read_timeout),
+                format!("repair = {}", self.repair),
+                format!("repair_cooldown = {:?}", self.repair_cooldown),
+                format!("dstate_threshold = {:?}", self.dstate_threshold),
+                format!("frozen_threshold = {:?}", self.frozen_threshold),
+                format!("thaw_frozen = {}", self.thaw_frozen),
+                format!("required_paths = {:?}", self.required_paths),
+            ],
+            ..world::Options::default()
+        }
+    }
 }
+
+/// One test's [`World`], with what only this suite needs: v1 trees with
+/// every hierarchy of [`V1_HIERARCHIES`] (the kubepods skeleton and
+/// `system.slice` in each), v2 trees with the `cgroup.controllers` a repair
+/// reads, and tasks in the world's fake `/proc`.
+struct Env {
+    w: World,
+    proc: FakeProc,
+}
+
+env_of_world!(Env);
 
 impl Env {
     fn new(version: Version, driver: Driver, opts: Options) -> Env {
-        let tmp = tempfile::Builder::new()
-            .prefix("pinctld-watchdog")
-            .tempdir()
-            .unwrap();
-        let root = tmp.path().join("cgroup");
-        fs::create_dir(&root).unwrap();
-        let tree = FakeCgroup::new(&root, version);
-        if version == Version::V1 {
-            tree.mount_v1_hierarchies();
-        }
-        let proc = FakeProc::new(&tmp.path().join("proc"), version);
-        fs::create_dir(tmp.path().join("bundles")).unwrap();
-        let k = Layout::new(driver);
+        let w = World::new("pinctld-watchdog", version, driver, &opts.world());
         let env = Env {
-            daemon: None,
-            config: tmp.path().join("pinctld.toml"),
-            tmp,
-            tree,
-            k,
-            proc,
-            logs: Vec::new(),
+            proc: FakeProc {
+                root: w.proc_root.clone(),
+                version,
+            },
+            w,
         };
-        for rel in k.skeleton().iter().map(String::as_str).chain([SYSTEM]) {
-            env.make(rel, &env.existing());
+        // The world made its cgroups in the cpuset (and v1 cpu) hierarchy:
+        // the rest of each, parents first.
+        if env.v1() {
+            env.tree.mount_v1_hierarchies();
         }
-        env.write_config(&opts);
+        for rel in env.tree.cgroups() {
+            env.make_elsewhere(&rel);
+        }
         env
-    }
-
-    /// The spec of a cgroup that existed before the daemon started: all CPUs
-    /// (v1), or none written (v2, where that means the parent's).
-    fn existing(&self) -> Spec {
-        match self.tree.version() {
-            Version::V1 => Spec::default().cpuset(ONLINE, MEMS),
-            Version::V2 => Spec::default(),
-        }
     }
 
     fn v1(&self) -> bool {
         self.tree.version() == Version::V1
     }
 
-    /// Makes cgroup `rel` in every hierarchy. v2: with the
-    /// `cgroup.controllers` the kernel shows (its parent's
-    /// `cgroup.subtree_control`), which a repair below it reads.
+    /// Makes cgroup `rel` in every hierarchy.
     fn make(&self, rel: &str, spec: &Spec) {
         self.tree.create(rel, spec);
+        self.make_elsewhere(rel);
+    }
+
+    /// What the kubelet and the kernel add to cgroup `rel` made in the cpuset
+    /// hierarchy. v1: `rel` in every other hierarchy. v2: the
+    /// `cgroup.controllers` the kernel shows (its parent's
+    /// `cgroup.subtree_control`), which a repair below it reads.
+    fn make_elsewhere(&self, rel: &str) {
         if self.v1() {
             self.tree.create_in_others(rel);
         } else {
             let parent = fake_cgroup::parent(rel).unwrap();
             let enabled = self.tree.read_file(parent, "cgroup.subtree_control");
             self.tree.write_file(rel, "cgroup.controllers", &enabled);
-        }
-    }
-
-    fn write_config(&self, o: &Options) {
-        let p = |p: &Path| format!("{:?}", p.display().to_string());
-        let mut t = String::new();
-        let _ = writeln!(t, "cgroup_root = {}", p(self.tree.root()));
-        let _ = writeln!(t, "sysfs_root = {}", p(Path::new(FIXTURE)));
-        let _ = writeln!(t, "proc_root = {}", p(&self.proc.root));
-        let _ = writeln!(
-            t,
-            "state_file = {}",
-            p(&self.tmp.path().join("state/state.json"))
-        );
-        let _ = writeln!(t, "socket = {}", p(&self.tmp.path().join("pinctl.sock")));
-        let _ = writeln!(t, "reserved_cpus = {RESERVED:?}");
-        let _ = writeln!(t, "reconcile_interval = \"1h\"");
-        let _ = writeln!(t, "log_level = \"debug\"");
-        let _ = writeln!(t, "shared_cgroups = [{SYSTEM:?}]");
-        let _ = writeln!(t, "bundle_dirs = [{}]", p(&self.tmp.path().join("bundles")));
-        let _ = writeln!(t, "watchdog_interval = {:?}", o.watchdog_interval);
-        let _ = writeln!(t, "read_timeout = {:?}", o.read_timeout);
-        let _ = writeln!(t, "repair = {}", o.repair);
-        let _ = writeln!(t, "repair_cooldown = {:?}", o.repair_cooldown);
-        let _ = writeln!(t, "dstate_threshold = {:?}", o.dstate_threshold);
-        let _ = writeln!(t, "frozen_threshold = {:?}", o.frozen_threshold);
-        let _ = writeln!(t, "thaw_frozen = {}", o.thaw_frozen);
-        let _ = writeln!(t, "required_paths = {:?}", o.required_paths);
-        fs::write(&self.config, t).unwrap();
-    }
-
-    // --- the daemon ---------------------------------------------------------
-
-    /// Starts the daemon; returns at once (see [`Self::wait_ready`]).
-    fn spawn(&mut self, launch: &Launch) {
-        assert!(self.daemon.is_none(), "the daemon is already running");
-        let n = self.logs.len() + 1;
-        let log = self.tmp.path().join(format!("daemon-{n}.log"));
-        let notify = self.tmp.path().join(format!("notify-{n}.sock"));
-        self.daemon = Some(Pinctld::spawn(&self.config, &log, &notify, launch));
-        self.logs.push(log);
-    }
-
-    /// Waits for `READY=1`.
-    fn wait_ready(&mut self) {
-        let d = self.daemon.as_mut().expect("the daemon was started");
-        if let Err(e) = d.wait_ready(READY_TIMEOUT) {
-            self.fail(&e);
-        }
-    }
-
-    fn start(&mut self) {
-        self.spawn(&Launch::default());
-        self.wait_ready();
-    }
-
-    fn d(&self) -> &Pinctld {
-        self.daemon.as_ref().expect("the daemon runs")
-    }
-
-    /// The log of the current run.
-    fn log(&self) -> String {
-        self.d().log_text()
-    }
-
-    /// Waits until the log of the current run holds `needle` at least `n`
-    /// times.
-    fn wait_log(&self, needle: &str, n: usize) {
-        self.wait_for(&format!("{n} log line(s) with {needle:?}"), || {
-            let got = self.log().matches(needle).count();
-            if got >= n {
-                Ok(())
-            } else {
-                Err(format!("{got} so far"))
-            }
-        });
-    }
-
-    /// Waits until the last `STATUS=` satisfies `ok`; returns it.
-    fn wait_status(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        self.wait_for(&format!("STATUS= {what}"), || {
-            let s = self.d().status();
-            if ok(&s) {
-                Ok(s)
-            } else {
-                Err(format!("STATUS={s}"))
-            }
-        })
-    }
-
-    // --- checks -------------------------------------------------------------
-
-    /// Panics with `msg` and everything needed to understand it.
-    fn fail(&self, msg: &str) -> ! {
-        let mut notes = String::new();
-        if let Some(d) = &self.daemon {
-            let t0 = d.notes().first().map(|(at, _)| *at);
-            for (at, n) in d.notes() {
-                let ms = t0.map_or(0, |t0| at.duration_since(t0).as_millis());
-                let _ = writeln!(notes, "  +{ms}ms {}", n.replace('\n', " | "));
-            }
-        }
-        let logs = logs_text(&self.logs);
-        panic!(
-            "{msg}\n--- cgroup trees ({:?}, {:?}) ---\n{}--- sd-notify messages ---\n{notes}{logs}",
-            self.tree.version(),
-            self.k.driver,
-            self.dump()
-        );
-    }
-
-    /// Every directory of every hierarchy, with its cpuset files when it has
-    /// them.
-    fn dump(&self) -> String {
-        let mut out = String::new();
-        let bases: Vec<(String, PathBuf)> = if self.v1() {
-            V1_HIERARCHIES
-                .iter()
-                .map(|h| (h.to_string(), self.tree.hier_dir(h, "")))
-                .collect()
-        } else {
-            vec![("v2".to_string(), self.tree.root().to_path_buf())]
-        };
-        for (name, base) in bases {
-            let _ = writeln!(out, "  {name}:");
-            for rel in fake_cgroup::cgroups_below(&base) {
-                let dir = base.join(&rel);
-                // Only regular files: a FIFO put there by a test would block.
-                let file = |f: &str| {
-                    let path = dir.join(f);
-                    if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
-                        return None;
-                    }
-                    fs::read_to_string(path).ok().map(|t| t.trim().to_string())
-                };
-                let _ = write!(out, "    {rel}");
-                if let Some(c) = file("cpuset.cpus") {
-                    let _ = write!(out, " cpus={c:?}");
-                }
-                if let Some(m) = file("cpuset.mems") {
-                    let _ = write!(out, " mems={m:?}");
-                }
-                let _ = writeln!(out);
-            }
-        }
-        out
-    }
-
-    /// Polls `check` until it returns `Ok`, for up to [`WAIT`].
-    fn wait_for<T>(&self, what: &str, check: impl FnMut() -> Result<T, String>) -> T {
-        poll(WAIT, check).unwrap_or_else(|e| {
-            self.fail(&format!("timed out after {WAIT:?} waiting for {what}: {e}"))
-        })
-    }
-
-    /// Checks that `check` holds now and for `long`.
-    fn hold(&self, what: &str, long: Duration, mut check: impl FnMut() -> Result<(), String>) {
-        let end = Instant::now() + long;
-        loop {
-            if let Err(e) = check() {
-                self.fail(&format!("{what} did not hold: {e}"));
-            }
-            if Instant::now() > end {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -393,18 +215,6 @@ impl Env {
         let ctr = self.k.container(&pod, &container_id(n));
         self.make(&ctr, &self.existing());
         ctr
-    }
-
-    /// Waits until `rel` has `n` CPUs in `cpuset.cpus`; returns them.
-    fn wait_pinned(&self, rel: &str, n: usize) -> pinctl::CpuSet {
-        self.wait_for(&format!("{n} exclusive CPUs on {rel}"), || {
-            let got = self.tree.cpus(rel);
-            if got.len() == n {
-                Ok(got)
-            } else {
-                Err(format!("it has {got:?}"))
-            }
-        })
     }
 
     // --- playing the kernel -------------------------------------------------------
@@ -503,21 +313,13 @@ fn other_root(k: Layout) -> String {
     }
 }
 
-/// A fake `/proc`: `<pid>/task/<tid>/{stat,cgroup,wchan}`.
+/// Tasks in the world's fake `/proc`: `<pid>/task/<tid>/{stat,cgroup,wchan}`.
 struct FakeProc {
     root: PathBuf,
     version: Version,
 }
 
 impl FakeProc {
-    fn new(root: &Path, version: Version) -> FakeProc {
-        fs::create_dir(root).unwrap();
-        FakeProc {
-            root: root.to_path_buf(),
-            version,
-        }
-    }
-
     /// Writes a file whole, so the daemon never reads half of it.
     fn put(&self, path: &Path, text: &str) {
         let tmp = path.with_extension("new");
@@ -1266,6 +1068,7 @@ fn watchdog_pings_go_on_while_a_path_hangs_and_stop_when_the_loop_wedges() {
     env.spawn(&Launch {
         watchdog_usec: Some(200_000),
         env: vec![("PINCTL_TEST_WEDGE".into(), "1".into())],
+        ..Launch::default()
     });
     env.wait_ready();
     // 15 are due in 1.5 s; a busy machine may delay a few.
@@ -1529,7 +1332,7 @@ fn a_watchdog_period_too_short_to_serve_is_logged_not_a_panic() {
     let mut env = Env::new(Version::V2, Driver::Systemd, Options::default());
     env.spawn(&Launch {
         watchdog_usec: Some(1),
-        env: Vec::new(),
+        ..Launch::default()
     });
     env.wait_ready();
     env.wait_log("WATCHDOG_USEC is shorter than the 2 ms", 1);

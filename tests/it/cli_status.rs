@@ -3,10 +3,7 @@
 //! fake cgroup trees (v1 and v2) with planted problems, and the formatting of
 //! events.
 
-#[path = "support/status_doc.rs"]
-mod status_doc;
-#[path = "support/status_map.rs"]
-mod status_map;
+use crate::support::{status_doc, status_map};
 
 use pinctl::api::{self, Source};
 use pinctl::cli::status::{self, Mode};
@@ -758,7 +755,7 @@ pub mod tree {
     //! `cgroup.procs`), `/proc/PID/status` files and sysfs's isolated list.
 
     use std::fs;
-    use std::path::{Path, PathBuf};
+    use std::path::PathBuf;
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum V {
@@ -892,10 +889,6 @@ pub mod tree {
 
         pub fn remove(&self, rel: &str) {
             fs::remove_dir_all(self.base().join(rel)).unwrap();
-        }
-
-        pub fn path(&self) -> &Path {
-            self.dir.path()
         }
     }
 }

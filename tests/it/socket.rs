@@ -19,64 +19,38 @@
 //! `FakeCgroup::effective`; v1 has none and `verify` reads `cpuset.cpus`),
 //! a task list and a fake `/proc`.
 
-#[path = "support/fake_cgroup.rs"]
-mod fake_cgroup;
-#[path = "support/status_doc.rs"]
-mod status_doc;
-#[path = "support/status_map.rs"]
-mod status_map;
-
-use std::fmt::Write as _;
 use std::fs;
 use std::io::BufRead as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fake_cgroup::{
-    Driver, FakeCgroup, Layout, MEMS, ONLINE, Qos, Spec, Version, container_id, set, uid,
-};
-use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use pinctl::api;
 use pinctl::client::Client;
 
-const PINCTLD: &str = env!("CARGO_BIN_EXE_pinctld");
+use crate::support::fake_cgroup::{Driver, ONLINE, Qos, Spec, Version, container_id, set, uid};
+use crate::support::pinctld::Launch;
+use crate::support::world::{Options, World};
+use crate::support::{status_doc, status_map};
+
 const PINCTL: &str = env!("CARGO_BIN_EXE_pinctl");
-const FIXTURE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/sysfs/intel-2s-smt"
-);
 const WAIT: Duration = Duration::from_secs(10);
-/// The rule's glob and its line in the generated configuration.
+/// The rule's glob.
 const RULE: &str = "hpc.slice/job-*.scope";
 
-/// One test's world: the fake tree, bundles, config, a fake /proc, the
-/// daemon.
-struct World {
-    daemon: Option<Child>,
-    tmp: tempfile::TempDir,
-    tree: FakeCgroup,
-    k: Layout,
-    config: PathBuf,
-    socket: PathBuf,
-    state: PathBuf,
-    proc_root: PathBuf,
-    log: PathBuf,
+/// One test's [`World`] with `hpc.slice` and a rule for its jobs, and what
+/// only this suite does: the cast of workloads, the `pinctl` binary, and the
+/// kernel's view of a task for `verify`.
+struct Env {
+    w: World,
 }
 
-impl Drop for World {
-    fn drop(&mut self) {
-        if let Some(mut d) = self.daemon.take() {
-            let _ = kill(Pid::from_raw(d.id() as i32), Signal::SIGKILL);
-            let _ = d.wait();
-        }
-    }
-}
+env_of_world!(Env);
 
 /// The workloads every world has.
 struct Cast {
@@ -92,78 +66,15 @@ struct Cast {
     web: String,
 }
 
-impl World {
-    fn new(version: Version, driver: Driver) -> World {
-        let tmp = tempfile::Builder::new()
-            .prefix("pinctl-socket")
-            .tempdir()
-            .unwrap();
-        let root = tmp.path().join("cgroup");
-        fs::create_dir(&root).unwrap();
-        let tree = FakeCgroup::new(&root, version);
-        let k = Layout::new(driver);
-        let w = World {
-            daemon: None,
-            config: tmp.path().join("pinctld.toml"),
-            socket: tmp.path().join("pinctl.sock"),
-            state: tmp.path().join("state/state.json"),
-            proc_root: tmp.path().join("proc"),
-            log: tmp.path().join("pinctld.log"),
-            tmp,
-            tree,
-            k,
+impl Env {
+    fn new(version: Version, driver: Driver) -> Env {
+        let opts = Options {
+            rules: vec![(RULE, 2)],
+            ..Options::default()
         };
-        fs::create_dir(w.tmp.path().join("bundles")).unwrap();
-        fs::create_dir(&w.proc_root).unwrap();
-        for rel in k
-            .skeleton()
-            .iter()
-            .map(String::as_str)
-            .chain(["system.slice", "hpc.slice"])
-        {
-            w.tree.create(rel, &w.existing());
-        }
-        let p = |p: &Path| format!("{:?}", p.display().to_string());
-        let mut toml = String::new();
-        let _ = writeln!(toml, "cgroup_root = {}", p(w.tree.root()));
-        let _ = writeln!(toml, "sysfs_root = {}", p(Path::new(FIXTURE)));
-        let _ = writeln!(toml, "state_file = {}", p(&w.state));
-        let _ = writeln!(toml, "socket = {}", p(&w.socket));
-        let _ = writeln!(toml, "reserved_cpus = \"0,16\"");
-        let _ = writeln!(toml, "reconcile_interval = \"1h\"");
-        let _ = writeln!(toml, "log_level = \"debug\"");
-        let _ = writeln!(toml, "shared_cgroups = [\"system.slice\"]");
-        let _ = writeln!(toml, "bundle_dirs = [{}]", p(&w.tmp.path().join("bundles")));
-        // Line 10: the rule's header.
-        let _ = writeln!(toml, "[[rule]]\nmatch = {RULE:?}\ncpus = 2");
-        fs::write(&w.config, toml).unwrap();
-        w
-    }
-
-    fn existing(&self) -> Spec {
-        match self.tree.version() {
-            Version::V1 => Spec::default().cpuset(ONLINE, MEMS),
-            Version::V2 => Spec::default(),
-        }
-    }
-
-    fn bundle(&self, n: u32, pod_uid: &str, name: &str, cpus: Option<&str>) -> PathBuf {
-        let dir = self.tmp.path().join("bundles").join(container_id(n));
-        fs::create_dir_all(&dir).unwrap();
-        let mut annotations = serde_json::json!({
-            "io.kubernetes.cri.container-name": name,
-            "io.kubernetes.cri.sandbox-uid": pod_uid,
-        });
-        if let Some(c) = cpus {
-            annotations["pinctl.io/cpus"] = c.into();
-        }
-        let file = dir.join("config.json");
-        fs::write(
-            &file,
-            serde_json::json!({"annotations": annotations}).to_string(),
-        )
-        .unwrap();
-        file
+        let w = World::new("pinctl-socket", version, driver, &opts);
+        w.tree.create("hpc.slice", &w.existing());
+        Env { w }
     }
 
     fn container(&self, qos: Qos, n: u32, name: &str, spec: Spec, cpus: Option<&str>) -> String {
@@ -189,53 +100,23 @@ impl World {
         }
     }
 
-    fn start(&mut self) {
-        self.spawn(None);
-    }
-
     /// Starts the daemon with soft and hard limits of `nofile` open files.
     fn start_with_nofile(&mut self, nofile: u64) {
-        self.spawn(Some(nofile));
+        self.spawn(&Launch {
+            nofile: Some(nofile),
+            ..Launch::default()
+        });
+        self.wait_ready();
     }
 
-    fn spawn(&mut self, nofile: Option<u64>) {
-        let log = fs::File::create(&self.log).unwrap();
-        let mut cmd = Command::new(PINCTLD);
-        if let Some(n) = nofile {
-            // SAFETY: setrlimit is async-signal-safe and touches only the
-            // child's own limits.
-            unsafe {
-                cmd.pre_exec(move || {
-                    setrlimit(Resource::RLIMIT_NOFILE, n, n).map_err(std::io::Error::from)
-                });
-            }
+    /// Ends the daemon with `sig`: a clean stop (SIGTERM) or a crash
+    /// (SIGKILL).
+    fn end(&mut self, sig: Signal) {
+        match sig {
+            Signal::SIGKILL => self.crash(),
+            Signal::SIGTERM => self.stop(),
+            _ => unreachable!("{sig} ends no daemon here"),
         }
-        let child = cmd
-            .arg("--config")
-            .arg(&self.config)
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("WATCHDOG_USEC")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.daemon = Some(child);
-    }
-
-    fn stop(&mut self, sig: Signal) {
-        let mut d = self.daemon.take().unwrap();
-        kill(Pid::from_raw(d.id() as i32), sig).unwrap();
-        let _ = d.wait();
-    }
-
-    fn fail(&self, msg: &str) -> ! {
-        panic!(
-            "{msg}\n--- tree ---\n{}--- pinctld log ---\n{}",
-            self.tree.dump(),
-            fs::read_to_string(&self.log).unwrap_or_default()
-        );
     }
 
     /// The status document, through the CLI's client.
@@ -248,8 +129,9 @@ impl World {
             .map_err(|e| e.to_string())
     }
 
-    /// Waits until the daemon is ready and `check` holds on its status.
-    fn wait_status(&self, what: &str, check: impl Fn(&api::Status) -> bool) -> api::Status {
+    /// Waits until the daemon is ready and `check` holds on the status it
+    /// serves.
+    fn wait_served(&self, what: &str, check: impl Fn(&api::Status) -> bool) -> api::Status {
         let deadline = Instant::now() + WAIT;
         loop {
             let got = self.status();
@@ -319,7 +201,7 @@ impl World {
         .unwrap();
     }
 
-    /// Removes the effective sets [`World::kernel_view`] wrote (v2).
+    /// Removes the effective sets [`Env::kernel_view`] wrote (v2).
     fn forget_kernel_view(&self) {
         if self.tree.version() == Version::V2 {
             for cg in self.tree.cgroups() {
@@ -337,10 +219,10 @@ fn workload<'a>(s: &'a api::Status, cgroup: &str) -> Option<&'a api::Workload> {
 
 /// Every command against the real daemon, then without it.
 fn every_command(version: Version, driver: Driver, end: Signal) {
-    let mut w = World::new(version, driver);
+    let mut w = Env::new(version, driver);
     let cast = w.cast();
     w.start();
-    let status = w.wait_status("app, db and the job pinned, big pending", |s| {
+    let status = w.wait_served("app, db and the job pinned, big pending", |s| {
         [&cast.app, &cast.db, &cast.job]
             .iter()
             .all(|c| workload(s, c).is_some_and(|w| w.cpus.is_some()))
@@ -426,9 +308,10 @@ fn every_command(version: Version, driver: Driver, end: Signal) {
         "{page}"
     );
     let page = w.ok(&["describe", "job-1"]);
+    let line = w.config_line("[[rule]]");
     assert!(
         page.contains(&format!(
-            "Source:     the [[rule]] matching {RULE:?} (line 10 of the configuration)"
+            "Source:     the [[rule]] matching {RULE:?} (line {line} of the configuration)"
         )),
         "{page}"
     );
@@ -583,7 +466,7 @@ fn every_command(version: Version, driver: Driver, end: Signal) {
     }
 
     // --- without the daemon -----------------------------------------------------------
-    w.stop(end);
+    w.end(end);
     let state_before = fs::read(&w.state).unwrap();
     let sock = w.socket.display().to_string();
     let (code, out, err) = w.pinctl(&["status"]);
@@ -654,10 +537,10 @@ fn every_command_over_the_socket_v1_cgroupfs_then_a_clean_stop() {
 /// one from its first event (its numbers start again at 1).
 #[test]
 fn events_follow_survives_a_daemon_restart() {
-    let mut w = World::new(Version::V2, Driver::Systemd);
+    let mut w = Env::new(Version::V2, Driver::Systemd);
     let cast = w.cast();
     w.start();
-    w.wait_status("app pinned", |s| {
+    w.wait_served("app pinned", |s| {
         workload(s, &cast.app).is_some_and(|x| x.cpus.is_some())
     });
     let mut follow = Command::new(PINCTL)
@@ -682,7 +565,7 @@ fn events_follow_survives_a_daemon_restart() {
         })
     })
     .collect();
-    let wait_line = |w: &World, what: &str, f: &dyn Fn(&str) -> bool| {
+    let wait_line = |w: &Env, what: &str, f: &dyn Fn(&str) -> bool| {
         let deadline = Instant::now() + WAIT;
         while !lines.lock().unwrap().iter().any(|l| f(l)) {
             if Instant::now() > deadline {
@@ -695,12 +578,12 @@ fn events_follow_survives_a_daemon_restart() {
         }
     };
     wait_line(&w, "the first pinning", &|l| l.contains(&cast.app));
-    w.stop(Signal::SIGTERM);
+    w.end(Signal::SIGTERM);
     wait_line(&w, "that the daemon went away", &|l| {
         l.contains("pinctld is not running")
     });
     w.start();
-    w.wait_status("the restarted daemon ready", |_| true);
+    w.wait_served("the restarted daemon ready", |_| true);
     let late = w.container(Qos::Guaranteed, 5, "late", Spec::limit(2), None);
     wait_line(&w, "the restart", &|l| l.contains("pinctld restarted"));
     wait_line(&w, "the new daemon's write", &|l| l.contains(&late));
@@ -723,13 +606,13 @@ fn idle_connections_beyond_the_cap_leave_the_daemon_descriptors_to_pin_new_workl
     const NOFILE: u64 = 256;
     const IDLE: usize = 300;
     let cap = pinctl::server::connection_cap(NOFILE);
-    let mut w = World::new(Version::V2, Driver::Systemd);
+    let mut w = Env::new(Version::V2, Driver::Systemd);
     let cast = w.cast();
     w.start_with_nofile(NOFILE);
-    w.wait_status("app pinned", |s| {
+    w.wait_served("app pinned", |s| {
         workload(s, &cast.app).is_some_and(|x| x.cpus.is_some())
     });
-    let pid = w.daemon.as_ref().unwrap().id();
+    let pid = w.d().pid();
     let fds = || fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
     let before = fds();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -782,7 +665,7 @@ fn idle_connections_beyond_the_cap_leave_the_daemon_descriptors_to_pin_new_workl
         }
         (late, held.len())
     });
-    w.wait_status("the late container in the status", |s| {
+    w.wait_served("the late container in the status", |s| {
         workload(s, &late).is_some_and(|x| x.cpus.is_some())
     });
     let metrics = rt.block_on(Client::new(&w.socket).get("/metrics")).unwrap();

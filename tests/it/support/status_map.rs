@@ -1,8 +1,6 @@
 //! Reads the CPU map of `pinctl status` back and checks it against the
 //! document it was drawn from.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 
 use pinctl::api;

@@ -15,6 +15,8 @@ use pinctl::Topology;
 use pinctl::sysfs::{Sysfs, SysfsError};
 use pinctl::topology::{CpuInfo, TopologyFile};
 
+use crate::support::copy_dir;
+
 macro_rules! fixture {
     ($name:literal) => {
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sysfs/", $name)
@@ -89,19 +91,6 @@ fn read_int(path: &Path) -> i64 {
     let s = read(path);
     s.parse()
         .unwrap_or_else(|e| panic!("{}: {s:?}: {e}", path.display()))
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &dest);
-        } else {
-            fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
 }
 
 /// A writable copy of a fixture: (guard, root).

@@ -7,11 +7,10 @@
 //! reaps it and stops the reader: no test leaves a daemon behind, even when it
 //! panics.
 
-#![allow(dead_code)]
-
 use std::fs;
 use std::io::ErrorKind;
 use std::os::unix::net::UnixDatagram;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -33,6 +33,11 @@ pub struct Launch {
     pub watchdog_usec: Option<u64>,
     /// More environment variables (`PINCTL_TEST_WEDGE=1`).
     pub env: Vec<(String, String)>,
+    /// Soft and hard limits of open files (`RLIMIT_NOFILE`) for the daemon.
+    /// Set in the child between `fork` and `exec`, never in the test process:
+    /// every test runs in that one process, and a lower limit there would
+    /// starve the tests running beside this one.
+    pub nofile: Option<u64>,
 }
 
 /// A running (or exited) `pinctld`.
@@ -95,6 +100,15 @@ impl Pinctld {
                 c
             }
         };
+        if let Some(n) = launch.nofile {
+            // SAFETY: setrlimit is async-signal-safe and, after fork, touches
+            // only the child's own limits (which exec keeps).
+            unsafe {
+                cmd.pre_exec(move || {
+                    setrlimit(Resource::RLIMIT_NOFILE, n, n).map_err(std::io::Error::from)
+                });
+            }
+        }
         let child = cmd
             .env_remove("RUST_LOG")
             .env_remove("PINCTL_TEST_WEDGE")

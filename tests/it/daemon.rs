@@ -10,35 +10,22 @@
 //! On failure the message carries the tree, the state file and the daemon's
 //! log.
 
-#[path = "support/fake_cgroup.rs"]
-mod fake_cgroup;
-#[path = "support/pinctld.rs"]
-mod pinctld;
-
-use std::fmt::Write as _;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fake_cgroup::{
-    Driver, FakeCgroup, Layout, MEMS, ONLINE, Qos, Spec, Version, container_id, set, uid,
-};
 use nix::sys::signal::Signal;
 use pinctl::CpuSet;
 use pinctl::engine::SavedState;
 use pinctl::state::{Loaded, StateFile};
-use pinctld::{Launch, PINCTLD, Pinctld, logs_text, poll};
 
-const FIXTURE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/sysfs/intel-2s-smt"
-);
-const RESERVED: &str = "0,16";
-const SYSTEM: &str = "system.slice";
-/// How long the daemon may take to do what a test waits for.
-const WAIT: Duration = Duration::from_secs(5);
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::support::copy_dir;
+use crate::support::fake_cgroup::{
+    self, Driver, ONLINE, Qos, Spec, Version, container_id, set, uid,
+};
+use crate::support::pinctld::PINCTLD;
+use crate::support::world::{FIXTURE, Options, RESERVED, SYSTEM, World};
 
 /// The NUMA node (= socket) of a CPU of the fixture.
 fn node_of(cpu: u32) -> u32 {
@@ -61,177 +48,21 @@ fn whole_cores(cpus: &CpuSet) -> bool {
 // The daemon under test
 // ---------------------------------------------------------------------------
 
-/// What a test configures.
-#[derive(Debug, Clone)]
-struct Options {
-    reconcile_interval: &'static str,
-    kubelet_rule: bool,
-    /// `[[rule]]` tables: (glob, cpus).
-    rules: Vec<(&'static str, usize)>,
-    /// Copy the sysfs fixture into the tempdir (to edit it) instead of using it
-    /// in place.
-    copy_sysfs: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            reconcile_interval: "1h",
-            kubelet_rule: true,
-            rules: Vec::new(),
-            copy_sysfs: false,
-        }
-    }
-}
-
-/// One test's world: a tempdir with the fake cgroup tree, the config, the
-/// state file, bundles, logs, and the daemon when it runs.
+/// One test's [`World`], and what only this suite keeps: the CPUs the fake
+/// machine has online now.
 struct Env {
-    // Dropped first: the daemon stops before its files go.
-    daemon: Option<Pinctld>,
-    tmp: tempfile::TempDir,
-    tree: FakeCgroup,
-    k: Layout,
-    sysfs: PathBuf,
-    config: PathBuf,
-    state: PathBuf,
-    logs: Vec<PathBuf>,
-    /// The CPUs the fake machine has online now.
+    w: World,
     online: CpuSet,
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &dest);
-        } else {
-            fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
-}
+env_of_world!(Env);
 
 impl Env {
-    /// The tempdir, the fake tree with the kubepods skeleton and
-    /// `system.slice`, and the config file. Cgroups that exist before the
-    /// daemon starts have the CPUs a running node gives them: all (v1), or
-    /// none written (v2, where that means the parent's).
     fn new(version: Version, driver: Driver, opts: Options) -> Env {
-        let tmp = tempfile::Builder::new()
-            .prefix("pinctld-test")
-            .tempdir()
-            .unwrap();
-        let root = tmp.path().join("cgroup");
-        fs::create_dir(&root).unwrap();
-        let tree = FakeCgroup::new(&root, version);
-        let k = Layout::new(driver);
-        fs::create_dir(tmp.path().join("bundles")).unwrap();
-        let sysfs = if opts.copy_sysfs {
-            let dest = tmp.path().join("sysfs");
-            copy_dir(Path::new(FIXTURE), &dest);
-            dest
-        } else {
-            PathBuf::from(FIXTURE)
-        };
-        let env = Env {
-            daemon: None,
-            config: tmp.path().join("pinctld.toml"),
-            state: tmp.path().join("state/state.json"),
-            tmp,
-            tree,
-            k,
-            sysfs,
-            logs: Vec::new(),
+        Env {
+            w: World::new("pinctld-test", version, driver, &opts),
             online: set(ONLINE),
-        };
-        for rel in k.skeleton().iter().map(String::as_str).chain([SYSTEM]) {
-            env.tree.create(rel, &env.existing());
         }
-        env.write_config(&opts);
-        env
-    }
-
-    /// The spec of a cgroup that existed before the daemon started.
-    fn existing(&self) -> Spec {
-        match self.tree.version() {
-            Version::V1 => Spec::default().cpuset(ONLINE, MEMS),
-            Version::V2 => Spec::default(),
-        }
-    }
-
-    fn write_config(&self, opts: &Options) {
-        let p = |p: &Path| format!("{:?}", p.display().to_string());
-        let mut toml = String::new();
-        let _ = writeln!(toml, "cgroup_root = {}", p(self.tree.root()));
-        let _ = writeln!(toml, "sysfs_root = {}", p(&self.sysfs));
-        let _ = writeln!(toml, "state_file = {}", p(&self.state));
-        let _ = writeln!(toml, "socket = {}", p(&self.tmp.path().join("pinctl.sock")));
-        let _ = writeln!(toml, "reserved_cpus = {RESERVED:?}");
-        let _ = writeln!(toml, "reconcile_interval = {:?}", opts.reconcile_interval);
-        let _ = writeln!(toml, "log_level = \"debug\"");
-        let _ = writeln!(toml, "shared_cgroups = [{SYSTEM:?}]");
-        let _ = writeln!(toml, "kubelet_rule = {}", opts.kubelet_rule);
-        let _ = writeln!(
-            toml,
-            "bundle_dirs = [{}]",
-            p(&self.tmp.path().join("bundles"))
-        );
-        for (glob, cpus) in &opts.rules {
-            let _ = writeln!(toml, "\n[[rule]]\nmatch = {glob:?}\ncpus = {cpus}");
-        }
-        fs::write(&self.config, toml).unwrap();
-    }
-
-    // --- the daemon ---------------------------------------------------------
-
-    /// Starts the daemon and waits for `READY=1`.
-    fn start(&mut self) {
-        assert!(self.daemon.is_none(), "the daemon is already running");
-        let n = self.logs.len() + 1;
-        let log = self.tmp.path().join(format!("daemon-{n}.log"));
-        let notify = self.tmp.path().join(format!("notify-{n}.sock"));
-        let mut daemon = Pinctld::spawn(&self.config, &log, &notify, &Launch::default());
-        self.logs.push(log);
-        let ready = daemon.wait_ready(READY_TIMEOUT);
-        self.daemon = Some(daemon);
-        if let Err(e) = ready {
-            self.fail(&e);
-        }
-    }
-
-    /// SIGTERM, and the daemon must exit 0 (it saves its state on the way).
-    fn stop(&mut self) {
-        let mut d = self.daemon.take().expect("the daemon runs");
-        d.signal(Signal::SIGTERM);
-        let status = d.wait(WAIT);
-        self.daemon = Some(d);
-        match status {
-            Some(s) if s.success() => {
-                self.daemon = None;
-            }
-            Some(s) => self.fail(&format!("pinctld exited with {s} on SIGTERM")),
-            None => self.fail("pinctld did not exit within 5 s of SIGTERM"),
-        }
-    }
-
-    /// SIGKILL: a crash, no chance to save anything.
-    fn crash(&mut self) {
-        let mut d = self.daemon.take().expect("the daemon runs");
-        d.kill();
-    }
-
-    /// Every `sd_notify` message of the running daemon.
-    fn notes(&self) -> Vec<String> {
-        self.daemon
-            .as_ref()
-            .map(|d| d.notes().into_iter().map(|(_, note)| note).collect())
-            .unwrap_or_default()
-    }
-
-    fn logs(&self) -> String {
-        logs_text(&self.logs)
     }
 
     /// The `cpuset.cpus` writes run `run` (1-based) of the daemon logged so
@@ -247,32 +78,6 @@ impl Env {
                     .then(|| (path.to_string(), set(data)))
             })
             .collect()
-    }
-
-    /// Panics with `msg` and everything needed to understand it.
-    fn fail(&self, msg: &str) -> ! {
-        let state = fs::read_to_string(&self.state).unwrap_or_else(|e| format!("({e})"));
-        panic!(
-            "{msg}\n--- cgroup tree ({:?}, {:?}) ---\n{}--- state file ---\n{state}\n{}",
-            self.tree.version(),
-            self.k.driver,
-            self.tree.dump(),
-            self.logs()
-        );
-    }
-
-    /// Polls `check` until it returns `Ok`, for up to `limit`.
-    fn wait_within<T>(
-        &self,
-        limit: Duration,
-        what: &str,
-        check: impl FnMut() -> Result<T, String>,
-    ) -> T {
-        poll(limit, check).unwrap_or_else(|e| {
-            self.fail(&format!(
-                "timed out after {limit:?} waiting for {what}: {e}"
-            ))
-        })
     }
 
     /// Asks the daemon for a full reconcile (SIGHUP) and waits until it is
@@ -297,10 +102,6 @@ impl Env {
                 Err("not yet".into())
             }
         });
-    }
-
-    fn wait_for<T>(&self, what: &str, check: impl FnMut() -> Result<T, String>) -> T {
-        self.wait_within(WAIT, what, check)
     }
 
     /// Waits until every cgroup in `rels` has `cpuset.cpus` = `want`.
@@ -334,18 +135,6 @@ impl Env {
         Ok(())
     }
 
-    /// Waits until `rel` has exactly `n` CPUs, and returns them.
-    fn wait_pinned(&self, rel: &str, n: usize) -> CpuSet {
-        self.wait_for(&format!("{n} exclusive CPUs on {rel}"), || {
-            let got = self.tree.cpus(rel);
-            if got.len() == n {
-                Ok(got)
-            } else {
-                Err(format!("it has {got:?} ({} CPUs)", got.len()))
-            }
-        })
-    }
-
     // --- the world ------------------------------------------------------------
 
     /// Creates a pod cgroup.
@@ -360,23 +149,6 @@ impl Env {
         let rel = self.k.container(pod, &container_id(n));
         self.tree.create(&rel, spec);
         rel
-    }
-
-    /// Writes the OCI bundle of container `n`, as containerd does before the
-    /// container's cgroup appears.
-    fn bundle(&self, n: u32, pod_uid: &str, name: &str, cpus: Option<&str>) {
-        let dir = self.tmp.path().join("bundles").join(container_id(n));
-        fs::create_dir_all(&dir).unwrap();
-        let mut annotations = serde_json::json!({
-            "io.kubernetes.cri.container-type": "container",
-            "io.kubernetes.cri.container-name": name,
-            "io.kubernetes.cri.sandbox-uid": pod_uid,
-        });
-        if let Some(c) = cpus {
-            annotations["pinctl.io/cpus"] = c.into();
-        }
-        let config = serde_json::json!({"ociVersion": "1.1.0", "annotations": annotations});
-        fs::write(dir.join("config.json"), config.to_string()).unwrap();
     }
 
     /// The state file, verified with the daemon's own reader (on a copy, so
@@ -954,7 +726,7 @@ on_both_versions!(kubelet_rule_off => kubelet_rule_off(Driver::Cgroupfs));
 /// annotated one still is.
 fn kubelet_rule_off(version: Version, driver: Driver) {
     let opts = Options {
-        kubelet_rule: false,
+        keys: vec!["kubelet_rule = false".into()],
         ..Options::default()
     };
     let mut env = Env::new(version, driver, opts);

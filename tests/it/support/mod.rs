@@ -1,0 +1,38 @@
+//! The shared harness of the integration tests: what more than one area
+//! needs, and nothing that is one area's own.
+//!
+//! - [`fake_cgroup`]: fake cgroup v1 and v2 trees in a tempdir, the kubelet's
+//!   cgroup names, and the `on_both_versions!` macro.
+//! - [`pinctld`]: one run of the real `pinctld` binary and the reader of its
+//!   sd-notify messages.
+//! - [`status_doc`] and [`status_map`]: synthetic status documents, and the
+//!   CPU map of `pinctl status` read back.
+//! - [`kubelet`]: a model of the kubelet's packed CPU allocator.
+//! - [`world`]: the one test world of the suites that run the real
+//!   `pinctld` (daemon, watchdog, socket), and its `env_of_world!` macro.
+
+#[macro_use]
+pub mod fake_cgroup;
+pub mod kubelet;
+pub mod pinctld;
+pub mod status_doc;
+pub mod status_map;
+#[macro_use]
+pub mod world;
+
+use std::fs;
+use std::path::Path;
+
+/// Copies directory `from` to `to`, recursively.
+pub fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
