@@ -1,5 +1,5 @@
 //! The configuration's own unit tests (the file-level ones are in
-//! `tests/config.rs`).
+//! `tests/it/config.rs`).
 
 use super::raw::*;
 use super::*;

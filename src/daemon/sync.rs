@@ -320,10 +320,20 @@ impl Daemon {
         for change in changes {
             match change {
                 Change::Created(rel) if self.scope().holds(&rel) => {
-                    if let Some(cw) = self.cpu_watcher.as_mut() {
-                        let _ = cw.watch(&rel);
+                    // What the cpuset side knows below it: a runtime may
+                    // have made their cpu directories before this watch
+                    // (runc makes them one after the other, `mkdir -p`
+                    // shows only the top), and inotify tells nothing of them.
+                    let mut below = self.engine.subtree(&rel);
+                    if below.first() != Some(&rel) {
+                        below.insert(0, rel);
                     }
-                    reread.push(Change::Changed(rel));
+                    for rel in below {
+                        if let Some(cw) = self.cpu_watcher.as_mut() {
+                            let _ = cw.watch(&rel);
+                        }
+                        reread.push(Change::Changed(rel));
+                    }
                 }
                 Change::Removed(rel) => {
                     self.note_removed(&rel);

@@ -1802,3 +1802,46 @@ fn hostile_cgroup_names_neither_forge_labels_nor_break_the_scrape() {
         "a forged label:\n{metrics}"
     );
 }
+
+/// Found by the real-cgroupfs benchmark (runc's order on v1: the cpuset
+/// directories first, the cpu ones and their quota after). When the daemon
+/// watches a pod's cpu directory only after the container's cpu directory
+/// is already in it, inotify never reports that container: its quota, and so
+/// its pin, went unseen until the next full reconcile.
+#[test]
+fn a_container_cpu_directory_made_before_its_pods_is_watched_is_seen() {
+    let mut env = Env::new(Version::V1, Driver::Cgroupfs, Options::default());
+    env.start();
+    let pod = env.k.pod(Qos::Guaranteed, &uid(1));
+    let app = env.k.container(&pod, &container_id(1));
+    // The cpuset side, as a runtime makes it: empty sets, no cpu side yet.
+    let stage = env.tmp.path().join("stage");
+    for (i, rel) in [&pod, &app].into_iter().enumerate() {
+        let dir = stage.join(format!("cpuset-{i}"));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("cpuset.cpus"), "\n").unwrap();
+        fs::write(dir.join("cpuset.mems"), "\n").unwrap();
+        fs::rename(&dir, env.tree.dir(rel)).unwrap();
+        // Known to the daemon: it gave the new cgroup its memory nodes.
+        env.wait_for(&format!("{rel} read"), || {
+            let mems = env.tree.mems(rel);
+            if mems.is_empty() {
+                Err("no memory nodes yet".to_string())
+            } else {
+                Ok(())
+            }
+        });
+    }
+    // The pod's cpu directory appears with the container's already in it.
+    let cpu = stage.join("cpu");
+    let quota = |dir: &Path| {
+        fs::create_dir_all(dir).unwrap();
+        fs::write(dir.join("cpu.cfs_quota_us"), "200000\n").unwrap();
+        fs::write(dir.join("cpu.cfs_period_us"), "100000\n").unwrap();
+    };
+    quota(&cpu);
+    quota(&cpu.join(container_id(1)));
+    fs::rename(&cpu, env.tree.cpu_dir(&pod)).unwrap();
+    let cpus = env.wait_pinned(&app, 2);
+    well_placed(&env, "the Guaranteed container", &cpus, 2);
+}
