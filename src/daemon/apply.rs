@@ -17,11 +17,14 @@ use crate::engine::{Failure, File, Write};
 use crate::io::IoError;
 use crate::state::StateFile;
 
-/// Queued writes made in one job on an I/O thread, per turn of the loop: a
-/// new event waits for at most this many. With v1's load-balancing flag off
-/// a write costs 11-14 µs, so a chunk about half a millisecond; a write that
-/// rebuilds the scheduler domains costs 0.2-0.6 ms at 1,000-3,000 cpusets.
-const WRITE_CHUNK: usize = 32;
+/// How long one chunk of queued writes (one job on an I/O thread, one turn
+/// of the loop) should take: a new event waits for at most about this long.
+/// A write costs what the kernel makes it cost: 11-14 µs on v1 with the
+/// load-balancing flag off, 0.2-1 ms where it rebuilds the scheduler domains
+/// (1,000-5,000 cpusets), so the chunk's size follows the last one's cost.
+const CHUNK_TIME: std::time::Duration = std::time::Duration::from_millis(1);
+/// The most writes in one chunk.
+const MAX_CHUNK: usize = 64;
 
 impl Daemon {
     /// Plans, makes the urgent writes (exclusive CPUs) at once and queues
@@ -51,19 +54,25 @@ impl Daemon {
         }
     }
 
-    /// Makes the next [`WRITE_CHUNK`] queued writes; after the last, settles.
+    /// Makes the next chunk of queued writes, as many as take about
+    /// [`CHUNK_TIME`] at the last chunk's cost; after the last, settles.
     pub(super) async fn write_next(&mut self) {
-        let n = self.queue.len().min(WRITE_CHUNK);
+        let n = self.queue.len().min(self.chunk);
         let chunk: Vec<Write> = self.queue.drain(..n).collect();
+        let started = std::time::Instant::now();
         self.write(chunk).await;
+        let each = started.elapsed() / n.max(1) as u32;
+        self.chunk =
+            (CHUNK_TIME.as_nanos() / each.as_nanos().max(1)).clamp(1, MAX_CHUNK as u128) as usize;
         if self.queue.is_empty() {
             self.settle().await;
         }
     }
 
-    /// Makes every queued write now (start-up, stop).
+    /// Makes every queued cpuset write now (start-up, stop); what is left
+    /// then is load-balancing flags only, made by the loop as usual.
     pub(super) async fn drain(&mut self) {
-        while !self.queue.is_empty() {
+        while self.queue.iter().any(|w| w.file != File::Balance) {
             self.beat();
             self.write_next().await;
         }

@@ -93,6 +93,8 @@ pub struct Daemon {
     queue: VecDeque<Write>,
     /// Cgroups written whose effective set is still to be read back.
     unverified: BTreeSet<Rel>,
+    /// How many queued writes the next turn makes (follows their cost).
+    chunk: usize,
     /// A plan changed assignments: the state file is saved when its urgent
     /// writes are made.
     save_due: bool,

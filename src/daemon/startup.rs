@@ -153,6 +153,7 @@ impl Daemon {
             plan_rest: false,
             queue: VecDeque::new(),
             unverified: BTreeSet::new(),
+            chunk: 8,
             save_due: false,
             saving: false,
             save_again: false,

@@ -22,12 +22,14 @@ impl Engine {
     /// of an exclusive cgroup (or one below it), and of a cgroup widened over
     /// CPUs that are not in the shared pool (an ancestor that must hold an
     /// exclusive workload's CPUs). They depend on no other write: the rest
-    /// only hands the shared pool around. Returns the writes and how many are
-    /// urgent.
+    /// only hands the shared pool around. Last come the load-balancing flags
+    /// of shared cgroups that are not written now (v1). Returns the writes
+    /// and how many are urgent.
     pub(super) fn writes(&self, targets: &Targets) -> (Vec<Write>, usize) {
         // (urgent, depth, rel, write); narrow adds the role.
         let mut widen: Vec<(bool, usize, &str, Write)> = Vec::new();
         let mut narrow: Vec<(bool, usize, Role, &str, Write)> = Vec::new();
+        let mut lone: Vec<Write> = Vec::new();
         let empty = CpuSet::new();
         for (rel, target) in targets {
             let Some(e) = self.cgroups.get(rel) else {
@@ -88,14 +90,17 @@ impl Engine {
                     None => widen.push((urgent, depth, rel, write(File::Mems, Arc::new(mems)))),
                 }
             }
-            if !cpus_change {
-                continue;
-            }
             // Before the first write of a shared cgroup: its own
             // load-balancing flag off, so this write and every later one
             // skip rebuilding the scheduler domains ([`Settings::quiet_balance`]).
             let quiet = (self.settings.quiet_balance && e.role == Role::Shared && !e.balance_off)
                 .then(|| write(File::Balance, Arc::default()));
+            if !cpus_change {
+                // Not written now: the flag goes off anyway, last of all,
+                // so that the first change of the shared pool finds it off.
+                lone.extend(quiet);
+                continue;
+            }
             let after = if widened { &wide } else { current };
             if widened {
                 widen.extend(quiet.map(|q| (urgent, depth, &**rel, q)));
@@ -154,6 +159,7 @@ impl Engine {
             .chain(urgent_narrow.into_iter().map(|w| w.4))
             .chain(rest_widen.into_iter().map(|w| w.3))
             .chain(rest_narrow.into_iter().map(|w| w.4))
+            .chain(lone)
             .collect();
         (writes, urgent)
     }

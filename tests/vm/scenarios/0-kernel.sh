@@ -59,6 +59,31 @@ if [ "$HIER" = v1 ]; then
     is v1-empty-cpuset-tasks-move-up "$K" "$_where"
     cpu_online 2 1
     kill -9 "$P"
+    # The load-balancing flag (the daemon turns a shared cgroup's off before
+    # writing it, while the root's is 1: its writes then skip rebuilding the
+    # scheduler domains). With the root's flag at 1 the whole machine is one
+    # balancing domain and no other cpuset's flag changes scheduling: the
+    # scheduler domains (/proc/schedstat's domainN lines) stay as they were.
+    doms() { grep -c '^domain' /proc/schedstat 2>/dev/null || echo 0; }
+    is v1-root-balances 1 "$(cat "$CS/cpuset.sched_load_balance")"
+    _d=$(doms)
+    is v1-balance-flag-off OK "$(wr "$CS/$K/cpuset.sched_load_balance" 0)"
+    is v1-balance-flag-reads-0 0 "$(cat "$CS/$K/cpuset.sched_load_balance")"
+    sleep 0.2
+    is v1-balance-off-keeps-domains "$_d" "$(doms)" "domain lines in /proc/schedstat, root's flag 1"
+    # The probe sees a change where there is one: with the root's flag 0 too,
+    # CPUs lose their domains (the operator's isolation, never touched).
+    wr "$CS/cpuset.sched_load_balance" 0 >/dev/null
+    sleep 0.2
+    _off=$(doms)
+    wr "$CS/cpuset.sched_load_balance" 1 >/dev/null
+    sleep 0.2
+    if [ "$_d" -gt 0 ] && [ "$_off" -lt "$_d" ]; then
+        pass v1-balance-probe-sees-domains "$_d domain lines; $_off with the root's flag 0"
+    else
+        fail v1-balance-probe-sees-domains "expected fewer than $_d domain lines with the root's flag 0, got $_off"
+    fi
+    is v1-root-balances-again "$_d" "$(doms)"
 else
     is v2-new-cpus-empty "" "$(cpus "$K")"
     is v2-new-effective-is-parents "$ALL" "$(eff "$K")"
