@@ -84,18 +84,30 @@ impl Daemon {
         if writes.is_empty() {
             return;
         }
-        let items: Vec<(PathBuf, String)> = writes
+        let items: Vec<(PathBuf, (String, bool))> = writes
             .iter()
-            .map(|w| (self.hier.dir(&w.rel).join(w.file.name()), w.data()))
+            .map(|w| {
+                let path = self.hier.dir(&w.rel).join(w.file.name());
+                (path, (w.data(), w.file == File::Balance))
+            })
             .collect();
         let results = self
             .pool
-            .run_batch("write", items.clone(), |fs, path, data| {
-                fs.write(path, data)
+            .run_batch("write", items.clone(), |fs, path, (data, flag)| {
+                // A flag already off (a restart) is left as it is: nothing
+                // is written that would not change.
+                if *flag && fs.read(path)?.trim() == data {
+                    return Ok(false);
+                }
+                fs.write(path, data).map(|()| true)
             })
             .await;
-        for ((w, (path, data)), result) in writes.iter().zip(&items).zip(results) {
-            self.written(w, path, data, result);
+        for ((w, (path, (data, _))), result) in writes.iter().zip(&items).zip(results) {
+            match result {
+                Ok(false) => self.engine.written(w, Ok(())),
+                Ok(true) => self.written(w, path, data, Ok(())),
+                Err(e) => self.written(w, path, data, Err(e)),
+            }
         }
     }
 

@@ -1845,3 +1845,50 @@ fn a_container_cpu_directory_made_before_its_pods_is_watched_is_seen() {
     let cpus = env.wait_pinned(&app, 2);
     well_placed(&env, "the Guaranteed container", &cpus, 2);
 }
+
+/// cgroup v1 with the root cpuset balancing: a shared cgroup's
+/// `cpuset.sched_load_balance` goes to 0 (its writes then skip rebuilding the
+/// scheduler domains), an exclusive one's is left alone, a restart writes no
+/// flag that is already off, and with the root's flag at 0 (an operator's
+/// isolated domains) no flag is touched.
+#[test]
+fn shared_cgroups_stop_balancing_only_while_the_root_balances() {
+    const FLAG: &str = "cpuset.sched_load_balance";
+    for root_flag in ["1", "0"] {
+        let mut env = Env::new(Version::V1, Driver::Cgroupfs, Options::default());
+        env.tree.write_file("", FLAG, &format!("{root_flag}\n"));
+        let bpod = env.pod(Qos::Burstable, &uid(1));
+        let b1 = env.container(&bpod, 1, &Spec::default().cpuset(ONLINE, "0-1"));
+        for rel in [&b1, SYSTEM] {
+            env.tree.write_file(rel, FLAG, "1\n");
+        }
+        env.start();
+        let gpod = env.pod(Qos::Guaranteed, &uid(2));
+        let app = env.container(&gpod, 2, &Spec::limit(2));
+        env.tree.write_file(&app, FLAG, "1\n");
+        let cpus = env.wait_pinned(&app, 2);
+        env.wait_cpus(&[&b1, SYSTEM], &set(ONLINE).difference(&cpus));
+        let want = if root_flag == "1" { "0" } else { "1" };
+        for rel in [b1.as_str(), SYSTEM] {
+            env.wait_for(&format!("{FLAG} of {rel} = {want}"), || {
+                match env.tree.read_file(rel, FLAG).trim() {
+                    got if got == want => Ok(()),
+                    got => Err(format!("it reads {got}")),
+                }
+            });
+        }
+        if env.tree.read_file(&app, FLAG).trim() != "1" {
+            env.fail("the exclusive container's flag was touched");
+        }
+        env.stop();
+        env.start();
+        env.stop();
+        let log = fs::read_to_string(&env.logs[1]).unwrap_or_default();
+        if log
+            .lines()
+            .any(|l| l.contains(" written ") && l.contains(FLAG))
+        {
+            env.fail("the restarted daemon wrote a flag again");
+        }
+    }
+}
