@@ -29,7 +29,7 @@
 //! in the most-occupied slice of the set.
 //!
 //! With `distribute_across_numa` the node counts come first
-//! ([`Planner::distributed`]): the kubelet's `takeByTopologyNUMADistributed`
+//! (`Planner::distributed`): the kubelet's `takeByTopologyNUMADistributed`
 //! rules (each of `k` nodes takes `N / k`, the fewest `k` that qualify), with the
 //! remainder water-filled so the shares are never further apart than the
 //! kubelet's; each node's share is then planned as above.
