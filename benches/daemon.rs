@@ -68,7 +68,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 use nix::sys::signal::Signal;
-use support::{Daemon, Perf, PoolWatch, STEP_TIMEOUT, Stats, mb, ms, poll_in};
+use support::{Daemon, Knobs, Perf, PoolWatch, STEP_TIMEOUT, Stats, mb, ms, poll_in};
 
 /// The synthetic machine: 2 sockets × 4 NUMA nodes × 2 L3 groups × 16 cores ×
 /// 2 threads. Core `c` is CPUs `c` and `c + CORES` (Linux numbering: every
@@ -115,30 +115,11 @@ struct Options {
 
 impl Options {
     fn from_env() -> Result<Self> {
-        // `cargo bench` passes `--bench`; `cargo test --benches` does not, and
-        // then one quick pass proves the benchmark still works.
-        let full = std::env::args().any(|a| a == "--bench");
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        let number = |name: &str, default: usize| -> Result<usize> {
-            var(name).map_or(Ok(default), |v| {
-                v.trim()
-                    .parse()
-                    .with_context(|| format!("{name}={v:?} is not a number"))
-            })
-        };
-        let sizes = match var("PINCTL_BENCH_SIZES") {
-            Some(v) => v
-                .split(',')
-                .map(|s| s.trim().parse::<usize>())
-                .collect::<Result<Vec<_>, _>>()
-                .with_context(|| format!("PINCTL_BENCH_SIZES={v:?}"))?,
-            None if full => vec![10, 1_000, 5_000, 10_000],
-            None => vec![10],
-        };
-        ensure!(
-            sizes.iter().all(|&n| n >= 1),
-            "PINCTL_BENCH_SIZES: sizes must be at least 1"
-        );
+        let k = Knobs::new();
+        let full = k.full;
+        let number = |name: &str, default: usize| k.number(name, default);
+        let var = |name: &str| k.var(name);
+        let sizes = k.sizes(&[10, 1_000, 5_000, 10_000])?;
         let samples = number("PINCTL_BENCH_SAMPLES", if full { 200 } else { 5 })?;
         Ok(Options {
             sizes,

@@ -60,7 +60,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 use nix::sys::signal::Signal;
-use support::{Daemon, Perf, STEP_TIMEOUT, Stats, mb, ms, poll_in};
+use support::{Daemon, Knobs, Perf, STEP_TIMEOUT, Stats, mb, ms, poll_in};
 
 /// The targets at 1,000 live containers (issue #14).
 const TARGET_AT: usize = 1_000;
@@ -82,24 +82,11 @@ struct Options {
 
 impl Options {
     fn from_env() -> Result<Self> {
-        let full = std::env::args().any(|a| a == "--bench");
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        let number = |name: &str, default: usize| -> Result<usize> {
-            var(name).map_or(Ok(default), |v| {
-                v.trim()
-                    .parse()
-                    .with_context(|| format!("{name}={v:?} is not a number"))
-            })
-        };
-        let sizes = match var("PINCTL_BENCH_SIZES") {
-            Some(v) => v
-                .split(',')
-                .map(|s| s.trim().parse::<usize>())
-                .collect::<Result<Vec<_>, _>>()
-                .with_context(|| format!("PINCTL_BENCH_SIZES={v:?}"))?,
-            None if full => vec![10, 1_000, 5_000],
-            None => vec![10],
-        };
+        let k = Knobs::new();
+        let full = k.full;
+        let number = |name: &str, default: usize| k.number(name, default);
+        let var = |name: &str| k.var(name);
+        let sizes = k.sizes(&[10, 1_000, 5_000])?;
         Ok(Options {
             full,
             sizes,

@@ -22,6 +22,54 @@ use inotify::{EventMask, Inotify, WatchMask};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+/// The knobs a benchmark reads from its environment.
+pub struct Knobs {
+    /// `cargo bench` passes `--bench`; `cargo test --benches` does not, and
+    /// then one quick pass proves the benchmark still works.
+    pub full: bool,
+}
+
+impl Knobs {
+    pub fn new() -> Self {
+        Knobs {
+            full: std::env::args().any(|a| a == "--bench"),
+        }
+    }
+
+    /// A variable's value, when set and not empty.
+    pub fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+
+    /// A number, or `default`.
+    pub fn number(&self, name: &str, default: usize) -> Result<usize> {
+        self.var(name).map_or(Ok(default), |v| {
+            v.trim()
+                .parse()
+                .with_context(|| format!("{name}={v:?} is not a number"))
+        })
+    }
+
+    /// `PINCTL_BENCH_SIZES` (comma-separated, each at least 1), or `full`
+    /// for a full run and 10 for a quick pass.
+    pub fn sizes(&self, full: &[usize]) -> Result<Vec<usize>> {
+        let sizes = match self.var("PINCTL_BENCH_SIZES") {
+            Some(v) => v
+                .split(',')
+                .map(|s| s.trim().parse::<usize>())
+                .collect::<Result<Vec<_>, _>>()
+                .with_context(|| format!("PINCTL_BENCH_SIZES={v:?}"))?,
+            None if self.full => full.to_vec(),
+            None => vec![10],
+        };
+        anyhow::ensure!(
+            sizes.iter().all(|&n| n >= 1),
+            "PINCTL_BENCH_SIZES: sizes must be at least 1"
+        );
+        Ok(sizes)
+    }
+}
+
 /// The daemon counts as idle when its CPU time grows by at most this much...
 const IDLE_SLACK_NS: u64 = 50_000;
 /// ...over this long.
