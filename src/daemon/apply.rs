@@ -4,12 +4,12 @@
 //! the audit trail and the counters, and the state file saved when
 //! assignments changed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 use tracing::{debug, info, warn};
 
-use super::{Daemon, chain};
+use super::{Daemon, chain, release_free_memory};
 use crate::api;
 use crate::cgroup::Rel;
 use crate::cpuset::CpuSet;
@@ -65,6 +65,12 @@ impl Daemon {
         self.chunk =
             (CHUNK_TIME.as_nanos() / each.as_nanos().max(1)).clamp(1, MAX_CHUNK as u128) as usize;
         if self.queue.is_empty() {
+            // The end of a plan over thousands of cgroups: its memory goes
+            // back to the system, as after a full reconcile.
+            if self.queue.capacity() > 1024 {
+                self.queue = VecDeque::new();
+                release_free_memory();
+            }
             self.settle().await;
         }
     }

@@ -145,6 +145,15 @@ impl Engine {
             if e.role != Role::Exclusive && e.target.is_some() && e.target != t {
                 return None;
             }
+            // ...and which the cgroups below it take too: when it changes
+            // (a waiting workload pinned), they must be written first (v1
+            // refuses to narrow a parent below a child's CPUs with EBUSY).
+            if e.role == Role::Exclusive
+                && e.target != t
+                && cgroup::subtree(&self.cgroups, rel).nth(1).is_some()
+            {
+                return None;
+            }
             if let Some(t) = t {
                 targets.insert(rel.clone(), t);
             }

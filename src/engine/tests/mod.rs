@@ -630,3 +630,34 @@ fn a_shared_cgroups_balance_flag_goes_off_before_its_first_write() {
     let mut e = quiet(false);
     assert!(apply(&mut e).iter().all(|w| w.file != File::Balance));
 }
+
+/// Found by the cut-short property test's check of v1's rules: a workload
+/// that waited in the shared pool with a cgroup below it, once pinned, had
+/// its own cpuset narrowed while the one below still held the pool (EBUSY
+/// on v1). The cgroups below it now come along, and first.
+#[test]
+fn a_waiting_workload_pinned_narrows_the_cgroups_below_it_first() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    let pod = "kubepods/pod99999999-2222-3333-4444-555555555555";
+    add(&mut e, pod, "0-15", None);
+    add(&mut e, GUARANTEED, "0-15", want(16));
+    let sub = format!("{GUARANTEED}/sub");
+    add(&mut e, &sub, "0-15", None);
+    apply(&mut e);
+    e.end_startup();
+    assert!(
+        e.workloads()[&format!("cgroup:{GUARANTEED}")]
+            .pending
+            .is_some()
+    );
+    add(&mut e, GUARANTEED, "0-15", want(2));
+    let writes = e.plan().writes;
+    let pos = |rel: &str| {
+        writes
+            .iter()
+            .position(|w| &*w.rel == rel && w.file == File::Cpus)
+    };
+    let (child, parent) = (pos(&sub), pos(GUARANTEED));
+    assert!(child.is_some() && child < parent, "{writes:?}");
+}
