@@ -1,19 +1,20 @@
 //! What the benchmarks of the `pinctld` binary share (`benches/daemon.rs` on
-//! a fake tree, `benches/real_cgroup.rs` on the kernel's cgroupfs): a running
-//! daemon with its log and `sd_notify` messages read as they arrive, its CPU
-//! time and memory, `perf record` on request, inotify waits, and the summary
-//! statistics of a set of timings.
+//! a fake tree, `benches/real_cgroup.rs` on the kernel's cgroupfs): the
+//! tests' own launcher (`tests/it/support/pinctld.rs`: the process, its log,
+//! its `sd_notify` messages) with the log parsed as it grows and the daemon's
+//! CPU time and memory, `perf record` on request, inotify waits, the
+//! environment's knobs and the summary statistics of a set of timings.
 
 #![allow(dead_code)]
 
+#[path = "../../tests/it/support/pinctld.rs"]
+mod pinctld;
+
 use std::fs;
-use std::io::{self, BufRead, BufReader, Write as _};
+use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixDatagram;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,8 @@ use anyhow::{Context, Result};
 use inotify::{EventMask, Inotify, WatchMask};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+pub use pinctld::PINCTLD;
+use pinctld::{Launch, Pinctld};
 
 /// The knobs a benchmark reads from its environment.
 pub struct Knobs {
@@ -111,16 +114,17 @@ pub fn parse_log(line: &str) -> Option<Log> {
     None
 }
 
-/// A running `pinctld`, stopped on drop (SIGTERM, then SIGKILL); it also dies
-/// with this process (`PR_SET_PDEATHSIG`).
+/// A running `pinctld` for a benchmark: the tests' launcher ([`Pinctld`]:
+/// the process, its log, its sd-notify messages, stopped on drop), with what
+/// a benchmark reads besides: the log parsed as it grows, the daemon's CPU
+/// time and memory. It also dies with this process (`PR_SET_PDEATHSIG`).
 pub struct Daemon {
-    pub child: Child,
+    p: Pinctld,
     pub pid: i32,
-    /// `sd_notify` messages with when they arrived, read by a thread of their
-    /// own: the daemon's `send` blocks once a few are left unread.
-    pub notify: mpsc::Receiver<(Instant, String)>,
-    pub logs: mpsc::Receiver<Log>,
-    pub log_file: PathBuf,
+    /// The next sd-notify message not yet looked at.
+    seen: usize,
+    /// How much of the log was parsed.
+    log_pos: usize,
     pub spawned: Instant,
     pub warnings: Vec<String>,
     pub first_reconcile_ms: Option<u64>,
@@ -132,93 +136,35 @@ impl Daemon {
     /// its `NOTIFY_SOCKET` and log in `dir`; `debug` sets
     /// `RUST_LOG=pinctl=debug`.
     pub fn spawn(pinctld: &Path, dir: &Path, config: &str, run: &str, debug: bool) -> Result<Self> {
+        anyhow::ensure!(
+            pinctld == Path::new(PINCTLD),
+            "the launcher runs {PINCTLD}, not {}",
+            pinctld.display()
+        );
         let config_file = dir.join(format!("pinctld-{run}.toml"));
         fs::write(&config_file, config)?;
-        let config = config_file;
-        let socket = dir.join(format!("notify-{run}.sock"));
-        let _ = fs::remove_file(&socket);
-        let sock = UnixDatagram::bind(&socket)
-            .with_context(|| format!("cannot bind {}", socket.display()))?;
-        sock.set_read_timeout(Some(Duration::from_millis(200)))?;
-        let (notify_tx, notify) = mpsc::channel();
-        thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            loop {
-                match sock.recv(&mut buf) {
-                    Ok(n) => {
-                        let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
-                        if notify_tx.send((Instant::now(), msg)).is_err() {
-                            break;
-                        }
-                    }
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::WouldBlock
-                                | io::ErrorKind::TimedOut
-                                | io::ErrorKind::Interrupted
-                        ) =>
-                    {
-                        // An empty message now and then only asks whether the
-                        // handle is still there; stop when it is not.
-                        if notify_tx.send((Instant::now(), String::new())).is_err() {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-        });
-        let log_file = dir.join(format!("pinctld-{run}.log"));
-        let mut cmd = Command::new(pinctld);
-        cmd.arg("--config")
-            .arg(&config)
-            .env("NOTIFY_SOCKET", &socket)
-            .env_remove("WATCHDOG_USEC")
-            .env_remove("WATCHDOG_PID")
-            .env_remove("LISTEN_FDS")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if debug {
-            cmd.env("RUST_LOG", "pinctl=debug");
-        } else {
-            cmd.env_remove("RUST_LOG");
-        }
-        // SAFETY: prctl is async-signal-safe and touches no memory of ours.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        let launch = Launch {
+            env: if debug {
+                vec![("RUST_LOG".into(), "pinctl=debug".into())]
+            } else {
+                Vec::new()
+            },
+            die_with_parent: true,
+            ..Launch::default()
+        };
         let spawned = Instant::now();
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start {}", pinctld.display()))?;
-        let pid = i32::try_from(child.id()).context("pid out of range")?;
-        let stderr = child.stderr.take().expect("piped");
-        let (tx, logs) = mpsc::channel();
-        let mut out = fs::File::create(&log_file)?;
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let _ = writeln!(out, "{line}");
-                if let Some(parsed) = parse_log(&line)
-                    && tx.send(parsed).is_err()
-                {
-                    break;
-                }
-            }
-        });
+        let p = Pinctld::spawn(
+            &config_file,
+            &dir.join(format!("pinctld-{run}.log")),
+            &dir.join(format!("notify-{run}.sock")),
+            &launch,
+        );
+        let pid = i32::try_from(p.pid()).context("pid out of range")?;
         Ok(Daemon {
-            child,
+            p,
             pid,
-            notify,
-            logs,
-            log_file,
+            seen: 0,
+            log_pos: 0,
             spawned,
             warnings: Vec::new(),
             first_reconcile_ms: None,
@@ -226,7 +172,7 @@ impl Daemon {
         })
     }
 
-    pub fn take(&mut self, log: Log) {
+    fn take(&mut self, log: Log) {
         match log {
             Log::FirstReconcile { ms } => self.first_reconcile_ms = Some(ms),
             Log::Reconcile { us, cgroups } => self.reconciles.push((us, cgroups)),
@@ -234,9 +180,18 @@ impl Daemon {
         }
     }
 
+    /// Parses the log's complete lines written since the last call.
     pub fn pump_logs(&mut self) {
-        while let Ok(log) = self.logs.try_recv() {
-            self.take(log);
+        let text = self.p.log_text();
+        let Some(end) = text.get(self.log_pos..).and_then(|t| t.rfind('\n')) else {
+            return;
+        };
+        let fresh = text[self.log_pos..self.log_pos + end].to_string();
+        self.log_pos += end + 1;
+        for line in fresh.lines() {
+            if let Some(parsed) = parse_log(line) {
+                self.take(parsed);
+            }
         }
     }
 
@@ -245,19 +200,19 @@ impl Daemon {
         let before = self.reconciles.len();
         let deadline = Instant::now() + STEP_TIMEOUT;
         while self.reconciles.len() == before {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.logs.recv_timeout(left) {
-                Ok(log) => self.take(log),
-                Err(_) => return Err(self.fail("no `reconcile done` line")),
+            if Instant::now() > deadline {
+                return Err(self.fail("no `reconcile done` line"));
             }
+            thread::sleep(Duration::from_millis(1));
+            self.pump_logs();
         }
         Ok(self.reconciles[before])
     }
 
     /// The error for a step that did not happen, with the log's tail.
     pub fn fail(&mut self, what: &str) -> anyhow::Error {
-        let status = self.child.try_wait().ok().flatten();
-        let log = fs::read_to_string(&self.log_file).unwrap_or_default();
+        let status = self.p.exited();
+        let log = self.p.log_text();
         let tail: Vec<&str> = log.lines().rev().take(15).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         anyhow::anyhow!(
@@ -272,17 +227,17 @@ impl Daemon {
     pub fn wait_notify(&mut self, what: &str, want: impl Fn(&str) -> bool) -> Result<Instant> {
         let deadline = Instant::now() + STEP_TIMEOUT;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || self.child.try_wait()?.is_some() {
+            let notes = self.p.notes();
+            for (at, msg) in &notes[self.seen.min(notes.len())..] {
+                self.seen += 1;
+                if want(msg) {
+                    return Ok(*at);
+                }
+            }
+            if Instant::now() > deadline || self.p.exited().is_some() {
                 return Err(self.fail(&format!("no {what} from the daemon")));
             }
-            if let Ok((at, msg)) = self
-                .notify
-                .recv_timeout(left.min(Duration::from_millis(500)))
-                && want(&msg)
-            {
-                return Ok(at);
-            }
+            thread::sleep(Duration::from_millis(1));
         }
     }
 
@@ -319,7 +274,7 @@ impl Daemon {
             } else if now - mark.0 >= IDLE_QUIET {
                 return Ok(last_busy - start);
             }
-            if now - start > STEP_TIMEOUT || self.child.try_wait()?.is_some() {
+            if now - start > STEP_TIMEOUT || self.p.exited().is_some() {
                 return Err(self.fail("the daemon did not go idle"));
             }
         }
@@ -345,28 +300,18 @@ impl Daemon {
         kill(Pid::from_raw(self.pid), sig).with_context(|| format!("cannot send {sig}"))
     }
 
-    /// SIGTERM and wait; SIGKILL after 5 s.
+    /// SIGTERM and wait; SIGKILL after 5 s (`None`).
     pub fn stop(&mut self) -> Result<Option<ExitStatus>> {
-        if let Some(status) = self.child.try_wait()? {
+        if let Some(status) = self.p.exited() {
             return Ok(Some(status));
         }
-        let _ = self.signal(Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait()? {
-                return Ok(Some(status));
-            }
-            thread::sleep(Duration::from_millis(5));
+        self.p.signal(Signal::SIGTERM);
+        let status = self.p.wait(Duration::from_secs(5));
+        if status.is_none() {
+            self.p.kill();
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        Ok(None)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.stop();
+        self.pump_logs();
+        Ok(status)
     }
 }
 

@@ -38,6 +38,9 @@ pub struct Launch {
     /// every test runs in that one process, and a lower limit there would
     /// starve the tests running beside this one.
     pub nofile: Option<u64>,
+    /// The daemon gets SIGKILL when the process that started it dies
+    /// (`PR_SET_PDEATHSIG`): a benchmark killed outright leaves no daemon.
+    pub die_with_parent: bool,
 }
 
 /// A running (or exited) `pinctld`.
@@ -106,6 +109,17 @@ impl Pinctld {
             unsafe {
                 cmd.pre_exec(move || {
                     setrlimit(Resource::RLIMIT_NOFILE, n, n).map_err(std::io::Error::from)
+                });
+            }
+        }
+        if launch.die_with_parent {
+            // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
                 });
             }
         }
