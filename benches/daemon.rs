@@ -135,7 +135,7 @@ impl Options {
 
 fn main() -> Result<()> {
     let opts = Options::from_env()?;
-    let pinctld = PathBuf::from(env!("CARGO_BIN_EXE_pinctld"));
+    let pinctld = PathBuf::from(support::PINCTLD);
     ensure!(
         pinctld.is_file(),
         "{} is missing: build it with `cargo build --release --bin pinctld`",

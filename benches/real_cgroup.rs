@@ -46,7 +46,8 @@
 //! (seconds per phase, default 30; at least 5 rounds regardless),
 //! `PINCTL_BENCH_HUPS` (full reconciles, default 5), `PINCTL_BENCH_CGROUP`
 //! (the cgroup mount, default `/sys/fs/cgroup`), `PINCTL_BENCH_PERF=<dir>`
-//! (`perf record` each phase).
+//! (`perf record` each phase), `PINCTL_BENCH_PINCTLD` (the daemon to run;
+//! the VM test bed's `bench` scenario runs this benchmark in a guest).
 
 mod support;
 
@@ -109,7 +110,9 @@ fn main() -> Result<()> {
             return Ok(());
         }
     };
-    let pinctld = PathBuf::from(env!("CARGO_BIN_EXE_pinctld"));
+    // Inside the VM test bed the daemon is not where cargo built it.
+    let pinctld = std::env::var_os("PINCTL_BENCH_PINCTLD")
+        .map_or_else(|| PathBuf::from(support::PINCTLD), PathBuf::from);
     ensure!(pinctld.is_file(), "{} is missing", pinctld.display());
     hier.remove_stale();
     let online = read_list(Path::new("/sys/devices/system/cpu/online"))?;
@@ -198,16 +201,24 @@ impl Hier {
                 cpu: mount.into(),
             });
         }
-        let (cpuset, cpu) = (mount.join("cpuset"), mount.join("cpu"));
+        let cpuset = mount.join("cpuset");
         if !cpuset.join("cpuset.cpus").exists() {
             return Err(format!(
                 "no cgroup v1 cpuset hierarchy at {}",
                 cpuset.display()
             ));
         }
-        if !cpu.join("cpu.cfs_quota_us").exists() {
-            return Err(format!("no cgroup v1 cpu hierarchy at {}", cpu.display()));
-        }
+        // `cpu`, or `cpu,cpuacct` where both are mounted together.
+        let Some(cpu) = ["cpu", "cpu,cpuacct"]
+            .iter()
+            .map(|name| mount.join(name))
+            .find(|dir| dir.join("cpu.cfs_quota_us").exists())
+        else {
+            return Err(format!(
+                "no cgroup v1 cpu hierarchy below {}",
+                mount.display()
+            ));
+        };
         Ok(Hier {
             version: Version::V1,
             mount: mount.into(),

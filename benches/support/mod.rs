@@ -136,11 +136,6 @@ impl Daemon {
     /// its `NOTIFY_SOCKET` and log in `dir`; `debug` sets
     /// `RUST_LOG=pinctl=debug`.
     pub fn spawn(pinctld: &Path, dir: &Path, config: &str, run: &str, debug: bool) -> Result<Self> {
-        anyhow::ensure!(
-            pinctld == Path::new(PINCTLD),
-            "the launcher runs {PINCTLD}, not {}",
-            pinctld.display()
-        );
         let config_file = dir.join(format!("pinctld-{run}.toml"));
         fs::write(&config_file, config)?;
         let launch = Launch {
@@ -150,6 +145,7 @@ impl Daemon {
                 Vec::new()
             },
             die_with_parent: true,
+            program: Some(pinctld.to_path_buf()),
             ..Launch::default()
         };
         let spawned = Instant::now();

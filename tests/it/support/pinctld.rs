@@ -38,6 +38,9 @@ pub struct Launch {
     /// every test runs in that one process, and a lower limit there would
     /// starve the tests running beside this one.
     pub nofile: Option<u64>,
+    /// Another `pinctld` than the one cargo built beside the test (a
+    /// benchmark inside the VM test bed).
+    pub program: Option<PathBuf>,
     /// The daemon gets SIGKILL when the process that started it dies
     /// (`PR_SET_PDEATHSIG`): a benchmark killed outright leaves no daemon.
     pub die_with_parent: bool,
@@ -82,6 +85,7 @@ impl Pinctld {
             })
         };
         let file = fs::File::create(log).unwrap();
+        let program = launch.program.as_deref().unwrap_or(Path::new(PINCTLD));
         let mut cmd = match launch.watchdog_usec {
             // The pid is only known once the process exists: a shell exports
             // its own pid and execs the daemon, which keeps it.
@@ -89,13 +93,13 @@ impl Pinctld {
                 let mut c = Command::new("/bin/sh");
                 c.arg("-c")
                     .arg(r#"WATCHDOG_PID=$$; export WATCHDOG_PID; exec "$0" --config "$1""#)
-                    .arg(PINCTLD)
+                    .arg(program)
                     .arg(config)
                     .env("WATCHDOG_USEC", usec.to_string());
                 c
             }
             None => {
-                let mut c = Command::new(PINCTLD);
+                let mut c = Command::new(program);
                 c.arg("--config")
                     .arg(config)
                     .env_remove("WATCHDOG_USEC")

@@ -1,0 +1,16 @@
+# Opt-in scenario (PINCTL_VM_SCENARIOS=bench): benches/real_cgroup.rs, the
+# real-cgroupfs benchmark, on this guest's kernel and hierarchy (cgroup v2,
+# or v1). Its report is printed with a BENCH| prefix; the check is that it
+# ran to the end. Software emulation makes every figure slower than on
+# hardware: compare them with each other (v1 with v2, before with after),
+# not with the targets.
+_sizes=${BENCH_SIZES:-10,1000}
+note "benchmark at $_sizes live containers"
+if PINCTL_BENCH_PINCTLD=/bin/pinctld PINCTL_BENCH_SIZES=$_sizes PINCTL_BENCH_ROUNDS=10 \
+    PINCTL_BENCH_CHURN=30 PINCTL_BENCH_HUPS=2 PINCTL_BENCH_BUDGET=60 \
+    pinctl-bench --bench > /tmp/bench.out 2>&1; then
+    pass ran "benchmark at $_sizes containers"
+else
+    fail ran "the benchmark failed (exit $?)"
+fi
+sed 's/^/BENCH| /' /tmp/bench.out
