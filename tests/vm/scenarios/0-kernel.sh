@@ -108,6 +108,20 @@ else
     is v2-clear-with-newline OK "$(wr "$CS/$K/a/cpuset.cpus" "
 ")"
     is v2-cleared-inherits "1-$HI" "$(eff "$K/a")" "cpuset.cpus '$(cpus "$K/a")'"
+    # What a shared-pool write per subtree (issue #14) relies on: a child
+    # that inherits (empty) or lists every CPU (as a runtime may write it)
+    # follows its parent's narrowing and widening in one write of the parent,
+    # its own cpuset.cpus untouched.
+    mkdir "$CS/$K/b"
+    wr "$CS/$K/b/cpuset.cpus" "0-$HI" >/dev/null
+    wr "$CS/$K/cpuset.cpus" "1-2" >/dev/null
+    is v2-empty-child-follows-parent-narrowing 1-2 "$(eff "$K/a")"
+    is v2-wide-child-follows-parent-narrowing 1-2 "$(eff "$K/b")" "cpuset.cpus $(cpus "$K/b")"
+    is v2-wide-child-keeps-its-own-set "0-$HI" "$(cl norm "$(cpus "$K/b")")"
+    wr "$CS/$K/cpuset.cpus" "1-$HI" >/dev/null
+    is v2-empty-child-follows-parent-widening "1-$HI" "$(eff "$K/a")"
+    is v2-wide-child-follows-parent-widening "1-$HI" "$(eff "$K/b")"
+    rmdir "$CS/$K/b"
     is v2-partition-file present "$( [ -e "$CS/$K/a/cpuset.cpus.partition" ] && echo present)"
 fi
 vm-helper setxattr "$CS/$K" user.pinctl.cpus 4 && is xattr-on-cgroupfs 4 "$(vm-helper getxattr "$CS/$K" user.pinctl.cpus)"
