@@ -179,7 +179,9 @@ pub fn find_bundle(fs: &dyn Fs, dirs: &[PathBuf], id: &str) -> Option<Bundle> {
             let reason = match fs.read_beneath(dir, Path::new(&rel), MAX_BUNDLE_BYTES) {
                 Ok(text) => match parse_bundle(&path, &text) {
                     Ok(bundle) => return Some(bundle),
-                    Err(e) => format!("not an OCI config: {e}"),
+                    // serde's message quotes the value it choked on, whole:
+                    // a 4 MiB string would be a 4 MiB problem at every read.
+                    Err(e) => format!("not an OCI config: {}", cut(&e.to_string())),
                 },
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
@@ -438,6 +440,16 @@ pub fn quote(raw: &str) -> String {
     match raw.char_indices().nth(SHOWN) {
         None => format!("{raw:?}"),
         Some((cut, _)) => format!("{:?}… ({} bytes in all)", &raw[..cut], raw.len()),
+    }
+}
+
+/// A message of our own that may hold someone else's value: cut to a few
+/// hundred characters.
+fn cut(message: &str) -> String {
+    const SHOWN: usize = 200;
+    match message.char_indices().nth(SHOWN) {
+        None => message.to_string(),
+        Some((at, _)) => format!("{}… ({} bytes in all)", &message[..at], message.len()),
     }
 }
 
