@@ -297,12 +297,27 @@ impl FakeCgroup {
 
     /// `cpuset.cpus` of `rel`, as written.
     pub fn cpus(&self, rel: &str) -> CpuSet {
-        set(&self.read(rel, "cpuset.cpus"))
+        self.read_set(rel, "cpuset.cpus")
     }
 
     /// `cpuset.mems` of `rel`.
     pub fn mems(&self, rel: &str) -> CpuSet {
-        set(&self.read(rel, "cpuset.mems"))
+        self.read_set(rel, "cpuset.mems")
+    }
+
+    /// A CPU or node list file of `rel`. A control file is written and read
+    /// whole by the kernel; a regular file is not: a read while the test
+    /// and the daemon both write it (a foreign write and its revert) can see
+    /// a torn file (seen once in about 40 runs: "0-31\n7-18"). Such a read is
+    /// made again; a file that stays garbage panics with its text.
+    fn read_set(&self, rel: &str, file: &str) -> CpuSet {
+        for _ in 0..5 {
+            if let Ok(s) = self.read(rel, file).parse() {
+                return s;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        set(&self.read(rel, file))
     }
 
     /// Writes `cpuset.cpus` of `rel` as another program would (`echo > file`).
