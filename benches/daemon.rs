@@ -68,7 +68,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 use nix::sys::signal::Signal;
-use support::{Daemon, Knobs, Perf, PoolWatch, STEP_TIMEOUT, Stats, mb, ms, poll_in};
+use support::{Daemon, Knobs, Perf, PoolWatch, STEP_TIMEOUT, Stats, mb, mix, ms, poll_in};
 
 /// The synthetic machine: 2 sockets × 4 NUMA nodes × 2 L3 groups × 16 cores ×
 /// 2 threads. Core `c` is CPUs `c` and `c + CORES` (Linux numbering: every
@@ -215,21 +215,8 @@ impl Drop for Workspace {
 
 /// Removes the scratch directories of earlier runs that were killed outright.
 fn remove_stale(base: &Path) {
-    let Ok(entries) = fs::read_dir(base) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("pinctl-bench-"))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = fs::remove_dir_all(entry.path());
-        }
+    for dir in support::stale_runs(base) {
+        let _ = fs::remove_dir_all(dir);
     }
 }
 
@@ -345,14 +332,6 @@ impl Qos {
             Qos::Burstable => "burstable",
         }
     }
-}
-
-/// splitmix64: deterministic names.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 /// One pod with one container.

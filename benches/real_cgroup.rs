@@ -61,7 +61,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 use nix::sys::signal::Signal;
-use support::{Daemon, Knobs, Perf, STEP_TIMEOUT, Stats, mb, ms, poll_in};
+use support::{Daemon, Knobs, Perf, STEP_TIMEOUT, Stats, mb, mix, ms, poll_in};
 
 /// The targets at 1,000 live containers (issue #14).
 const TARGET_AT: usize = 1_000;
@@ -313,21 +313,8 @@ impl Hier {
     /// Removes the top cgroups of earlier runs that were killed.
     fn remove_stale(&self) {
         for root in self.all_roots() {
-            let Ok(entries) = fs::read_dir(&root) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                let name = e.file_name();
-                let Some(pid) = name
-                    .to_str()
-                    .and_then(|n| n.strip_prefix("pinctl-bench-"))
-                    .and_then(|p| p.parse::<u32>().ok())
-                else {
-                    continue;
-                };
-                if !Path::new(&format!("/proc/{pid}")).exists() {
-                    remove_tree(&e.path());
-                }
+            for top in support::stale_runs(&root) {
+                remove_tree(&top);
             }
         }
     }
@@ -385,14 +372,6 @@ fn list(cpus: &[u32]) -> String {
 
 // ---------------------------------------------------------------------------
 // One size's tree and daemon
-
-/// splitmix64: deterministic names.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
 
 /// A pod UID and a container id, from a number.
 fn names(i: u64) -> (String, String) {

@@ -73,6 +73,33 @@ impl Knobs {
     }
 }
 
+/// splitmix64: deterministic names.
+pub fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The entries of `dir` named `pinctl-bench-<pid>` whose process is gone:
+/// what a run killed outright left behind.
+pub fn stale_runs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("pinctl-bench-"))
+                .and_then(|p| p.parse::<u32>().ok())
+                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
 /// The daemon counts as idle when its CPU time grows by at most this much...
 const IDLE_SLACK_NS: u64 = 50_000;
 /// ...over this long.
