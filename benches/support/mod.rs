@@ -205,12 +205,22 @@ impl Daemon {
 
     /// Parses the log's complete lines written since the last call.
     pub fn pump_logs(&mut self) {
-        let text = self.p.log_text();
-        let Some(end) = text.get(self.log_pos..).and_then(|t| t.rfind('\n')) else {
+        // Only what was appended: a debug log grows to megabytes, and this
+        // is polled every millisecond beside the daemon being measured.
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        let mut fresh = Vec::new();
+        let read = fs::File::open(&self.p.log).and_then(|mut f| {
+            f.seek(SeekFrom::Start(self.log_pos as u64))?;
+            f.read_to_end(&mut fresh)
+        });
+        if read.is_err() {
+            return;
+        }
+        let Some(end) = fresh.iter().rposition(|&b| b == b'\n') else {
             return;
         };
-        let fresh = text[self.log_pos..self.log_pos + end].to_string();
         self.log_pos += end + 1;
+        let fresh = String::from_utf8_lossy(&fresh[..end]).into_owned();
         for line in fresh.lines() {
             if let Some(parsed) = parse_log(line) {
                 self.take(parsed);
