@@ -30,11 +30,14 @@
 //!   outside the watched tree and `rename`d into place (so the daemon sees the
 //!   whole cgroup at once). The clock starts just before the `rename` and stops
 //!   at `IN_CLOSE_WRITE` on the container's `cpuset.cpus`, from this process's
-//!   own inotify watch, set while it was staged. Burstable pods get the shared
-//!   pool; Guaranteed pods one exclusive CPU, which shrinks the shared pool,
-//!   so the daemon then rewrites every shared cgroup: the time until the last
-//!   of them is written (another inotify watch, on all of them) is shown as
-//!   "pool shrunk". Each pod is moved out again afterwards (so the pool never
+//!   own inotify watch, set while it was staged. Guaranteed pods get one
+//!   exclusive CPU, which shrinks the shared pool, so the daemon then writes
+//!   the shared subtrees (v2: the QoS slices and the shared slices, which
+//!   what lies below them follows): the time until the last of them is
+//!   written (another inotify watch, on each) is shown as "pool shrunk". A
+//!   Burstable pod needs no write on v2 (its container follows its QoS
+//!   slice): that is checked once per size, not timed. Each pod is moved
+//!   out again afterwards (so the pool never
 //!   runs out; "regrown" likewise), and the next step waits until the daemon
 //!   is idle (its threads' CPU time, `/proc/<pid>/task/*/schedstat`, unchanged
 //!   for 20 ms).
@@ -461,8 +464,9 @@ struct Tree {
     pinned: usize,
     /// Cgroups in the managed and shared subtrees.
     cgroups: usize,
-    /// `cpuset.cpus` of every cgroup in the shared pool (Burstable containers,
-    /// the slices and services).
+    /// `cpuset.cpus` of the cgroups a change of the shared pool writes on
+    /// v2: the QoS slices and the shared slices (Burstable pods and
+    /// containers, and services, made empty, follow them).
     shared: Vec<PathBuf>,
     next: u64,
     keep: bool,
@@ -486,7 +490,6 @@ impl Tree {
             &cpulist(0..SOCKETS * NODES_PER_SOCKET),
         )?;
         let mut cgroups = 0;
-        let mut shared = Vec::new();
         for rel in [
             KUBEPODS,
             BURSTABLE,
@@ -497,12 +500,14 @@ impl Tree {
             make_cgroup(&cgroup.join(rel), true, "max 100000")?;
             cgroups += 1;
         }
-        shared.push(cgroup.join("system.slice/cpuset.cpus"));
-        shared.push(cgroup.join("user.slice/cpuset.cpus"));
+        // On v2 the cgroups below these follow them with no write.
+        let shared = [BURSTABLE, BESTEFFORT, "system.slice", "user.slice"]
+            .iter()
+            .map(|rel| cgroup.join(rel).join("cpuset.cpus"))
+            .collect();
         for s in 0..SERVICES {
             let dir = cgroup.join(format!("system.slice/svc-{s}.service"));
             make_cgroup(&dir, false, "max 100000")?;
-            shared.push(dir.join("cpuset.cpus"));
             cgroups += 1;
         }
         // Every tenth workload is Guaranteed, up to MAX_PINNED.
@@ -518,14 +523,6 @@ impl Tree {
             let spec = PodSpec::new(i as u64, qos);
             let parent = cgroup.join(spec.parent);
             spec.create(&parent, &bundles)?;
-            if qos == Qos::Burstable {
-                shared.push(
-                    parent
-                        .join(&spec.pod)
-                        .join(&spec.container)
-                        .join("cpuset.cpus"),
-                );
-            }
             cgroups += 2;
         }
         Ok(Tree {
@@ -632,7 +629,11 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
     let mut latencies = Vec::new();
     let mut ino = Inotify::init().context("cannot start inotify")?;
     let mut pool = PoolWatch::new(&tree.shared)?;
-    for qos in [Qos::Burstable, Qos::Guaranteed] {
+    // A Burstable container needs no write on v2 (it follows its QoS
+    // slice): checked once, not timed.
+    let mut warnings = burstable_untouched(&mut tree, &mut d)?;
+    let qos = Qos::Guaranteed;
+    {
         let _perf = Perf::start(
             opts.perf.as_deref(),
             &d,
@@ -645,7 +646,7 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
     let stopped = d.stop()?;
     d.pump_logs();
     let first_reconcile_ms = d.first_reconcile_ms;
-    let mut warnings = std::mem::take(&mut d.warnings);
+    warnings.append(&mut d.warnings);
     warnings.extend(exit_problem("run A", stopped));
     drop(d);
 
@@ -693,6 +694,31 @@ fn exit_problem(run: &str, stopped: Option<ExitStatus>) -> Option<String> {
             "{run}: pinctld did not stop within 5 s of SIGTERM; killed"
         )),
     }
+}
+
+/// A Burstable pod made and removed: on v2 its container follows its QoS
+/// slice, so the daemon must leave its `cpuset.cpus` empty. A warning if not.
+fn burstable_untouched(tree: &mut Tree, d: &mut Daemon) -> Result<Vec<String>> {
+    tree.next += 1;
+    let spec = PodSpec::new(tree.next, Qos::Burstable);
+    spec.create(&tree.staging, &tree.bundles)?;
+    let live = tree.cgroup.join(spec.parent).join(&spec.pod);
+    fs::rename(tree.staging.join(&spec.pod), &live)?;
+    d.wait_idle()?;
+    let own = fs::read_to_string(live.join(&spec.container).join("cpuset.cpus"))?;
+    let gone = tree.staging.join(format!("gone-{}", spec.pod));
+    fs::rename(&live, &gone)?;
+    d.wait_idle()?;
+    fs::remove_dir_all(&gone)?;
+    fs::remove_dir_all(tree.bundles.join(&spec.id))?;
+    Ok(if own.trim().is_empty() {
+        Vec::new()
+    } else {
+        vec![format!(
+            "a new Burstable container was written ({}): on v2 it follows its QoS slice",
+            own.trim()
+        )]
+    })
 }
 
 /// Latency samples of one kind until the count or the time budget runs out.
@@ -982,7 +1008,10 @@ fn report(results: &[SizeResult]) {
         }
     }
     println!(
-        "  pool shrunk / regrown: rename in / out → the last shared cgroup's cpuset.cpus written (the end of the pass over the shared pool)"
+        "  pool shrunk / regrown: rename in / out → the last of the shared subtrees' cpuset.cpus written (v2: the QoS and shared slices; what lies below follows)"
+    );
+    println!(
+        "  a Burstable container is not written on v2 (it follows its QoS slice): checked once per size, not timed"
     );
 
     for r in results {

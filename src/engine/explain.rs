@@ -58,6 +58,9 @@ impl Engine {
                 Some(w) => format!("shared pool while {} waits, from the {}", w.key, w.source),
                 None => "exclusive workload".to_string(),
             },
+            Role::Structural if self.settings.empty_inherits => {
+                "kubepods structure: the shared pool, for what lies below to follow".to_string()
+            }
             Role::Structural => "kubepods structure: every online CPU".to_string(),
             Role::Shared => "shared pool".to_string(),
             Role::Unmanaged => "unmanaged: widened over an exclusive cgroup below".to_string(),

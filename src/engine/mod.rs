@@ -14,10 +14,12 @@
 //!   pool while it is pending);
 //! - *inside*: below an exclusive cgroup (a container's sub-cgroups): the same
 //!   set as its exclusive ancestor, because v1 requires children ⊆ parent;
-//! - *structural*: the kubepods root, QoS parents and pod cgroups: all online
-//!   CPUs. They hold no tasks, and shrinking them in cgroup v1 makes container
-//!   runtimes fail to create containers with EACCES when they write an explicit
-//!   cpuset wider than the parent (KERNEL-NOTES), so they are never shrunk;
+//! - *structural*: the kubepods root, QoS parents and pod cgroups. They hold
+//!   no tasks. In cgroup v1 they keep all online CPUs: shrinking them makes
+//!   container runtimes fail to create containers with EACCES when they
+//!   write an explicit cpuset wider than the parent (KERNEL-NOTES). In v2,
+//!   which refuses no such write, they get the shared pool, so that what lies
+//!   below follows them (see *one write per subtree* below);
 //! - *shared*: every other cgroup in a managed subtree or in `shared_cgroups`:
 //!   the shared pool;
 //! - *unmanaged*: watched only because a rule might match below it; not written,
@@ -26,6 +28,15 @@
 //! Then the ancestor closure: a cgroup's target always contains the targets of
 //! its descendants (v1 rejects a child CPU its parent lacks with EACCES, and v2
 //! silently falls back to the parent's set).
+//!
+//! # One write per subtree (v2)
+//! In v2 a cgroup gets its own `cpuset.cpus` ∩ its parent's, all of its
+//! parent's when its own is empty (as runtimes make containers). So a cgroup
+//! whose target is its parent's is not written while its own set is empty or
+//! holds the whole target (`writes.rs`, `Engine::inherits`): a change of the shared pool
+//! writes the QoS slices, `system.slice` and the few cgroups whose parent
+//! holds exclusive CPUs too (a Guaranteed pod's other containers), not every
+//! container. v1 needs every cgroup written (children within their parent).
 //!
 //! # One planner
 //! A plan runs the same four steps over a *reach*: every cgroup, or only the

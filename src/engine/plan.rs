@@ -57,7 +57,11 @@ impl Engine {
             Some(t) => (t, reached),
             None => (self.all_targets(), None),
         };
-        let (mut writes, urgent) = self.writes(&targets);
+        let super::writes::Ordered {
+            mut writes,
+            urgent,
+            given_back,
+        } = self.writes(&targets);
         // After a plan cut short, a plan over a reach makes only its urgent
         // writes: they depend on no other, while the rest might depend on
         // writes still outstanding (a parent narrowed before a child the
@@ -68,7 +72,7 @@ impl Engine {
         for w in &writes {
             *self.outstanding.entry(w.rel.clone()).or_default() += 1;
         }
-        self.keep_targets(targets, scope);
+        self.keep_targets(targets, scope, &given_back);
         if more {
             self.full = true;
         }
@@ -103,22 +107,13 @@ impl Engine {
     }
 
     /// Stores the plan's targets: of the `reached` cgroups, or of every one.
-    fn keep_targets(&mut self, targets: Targets, reached: Option<Vec<Rel>>) {
+    /// The `given_back` cgroups have what they are given back already:
+    /// from now on they are left alone, with no target of their own.
+    fn keep_targets(&mut self, targets: Targets, reached: Option<Vec<Rel>>, given_back: &[Rel]) {
         let keep = |e: &mut super::entry::CgroupEntry, target: Option<_>| {
             // An unmanaged cgroup is widened over what is below it only while
             // it lacks CPUs: that is no target of its own to keep.
             e.target = target.filter(|_| e.role != Role::Unmanaged || e.ours);
-            // Already back on what it is given back (no write needed): from
-            // now on it is left alone, with no target of its own.
-            if e.ours
-                && !e.mems_ours
-                && e.role == Role::Unmanaged
-                && e.target.is_some()
-                && e.cpus == e.target
-            {
-                e.ours = false;
-                e.target = None;
-            }
         };
         match reached {
             Some(rels) => {
@@ -136,6 +131,12 @@ impl Engine {
                 for (rel, e) in self.cgroups.iter_mut() {
                     keep(e, targets.next_if(|(k, _)| k == rel).map(|(_, t)| t));
                 }
+            }
+        }
+        for rel in given_back {
+            if let Some(e) = self.cgroups.get_mut(rel) {
+                e.ours = false;
+                e.target = None;
             }
         }
     }

@@ -53,6 +53,10 @@ impl Engine {
             }
             // The parent comes first in path order and has the same set.
             Role::Inside => parent,
+            // v1: never shrunk (runtimes write explicit sets wider than the
+            // parent and v1 refuses them). v2 refuses nothing: the shared
+            // pool, so that what lies below follows it without a write.
+            Role::Structural if self.settings.empty_inherits => Some(pools.shared.clone()),
             Role::Structural => Some(pools.online.clone()),
             Role::Shared => Some(pools.shared.clone()),
             // Given back what it had before it was pinned: its parent's
@@ -139,7 +143,15 @@ impl Engine {
                     .or_else(|| self.cgroups.get(p)?.target.as_ref())
                     .cloned()
             });
-            let t = self.own_target(rel, e, &mut pools, parent);
+            let mut t = self.own_target(rel, e, &mut pools, parent);
+            // A structural or shared cgroup holds the CPUs of the workloads
+            // pinned below it (the closure, as `all_targets` makes it).
+            if let Some(own) = &t
+                && let Some(closed) = self.closure(rel, e.role, own)
+                && closed != **own
+            {
+                t = Some(Arc::new(closed));
+            }
             // An exclusive cgroup's target is its workload's CPUs, which no
             // ancestor was widened over but by this check below.
             if e.role != Role::Exclusive && e.target.is_some() && e.target != t {
@@ -177,6 +189,28 @@ impl Engine {
             }
         }
         Some(targets)
+    }
+
+    /// The target of a structural or shared cgroup `rel` whose own is `own`:
+    /// with the CPUs of every pinned workload below it (only those, and
+    /// cgroups whose targets are the shared pool, lie below such a cgroup in
+    /// a managed or shared subtree). `None` for the other roles, whose
+    /// closure this does not know.
+    fn closure(&self, rel: &str, role: Role, own: &CpuSet) -> Option<CpuSet> {
+        if !matches!(role, Role::Structural | Role::Shared) {
+            return None;
+        }
+        let mut closed = own.clone();
+        for w in self.workloads.values() {
+            if let Some(cpus) = &w.cpus
+                && w.cgroups
+                    .iter()
+                    .any(|c| &**c != rel && cgroup::is_within(c, rel))
+            {
+                closed.union_with(cpus);
+            }
+        }
+        Some(closed)
     }
 
     /// Whether `t` holds CPUs that the current set of cgroup `e` lacks (for an

@@ -6,10 +6,20 @@
 use super::entry::CgroupEntry;
 use super::targets::Targets;
 use super::{Engine, File, Role, Write};
-use crate::cgroup;
+use crate::cgroup::{self, Rel};
 use crate::cpuset::CpuSet;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+
+/// A plan's writes, in order.
+pub(super) struct Ordered {
+    pub writes: Vec<Write>,
+    /// The first `urgent` writes are urgent ([`super::Plan::urgent`]).
+    pub urgent: usize,
+    /// Unmanaged cgroups given back their CPUs already (no write needed):
+    /// from now on left alone.
+    pub given_back: Vec<Rel>,
+}
 
 impl Engine {
     /// Orders the writes: widen every changed cgroup to old ∪ new top-down, then
@@ -23,13 +33,13 @@ impl Engine {
     /// CPUs that are not in the shared pool (an ancestor that must hold an
     /// exclusive workload's CPUs). They depend on no other write: the rest
     /// only hands the shared pool around. Last come the load-balancing flags
-    /// of shared cgroups that are not written now (v1). Returns the writes
-    /// and how many are urgent.
-    pub(super) fn writes(&self, targets: &Targets) -> (Vec<Write>, usize) {
+    /// of shared cgroups that are not written now (v1).
+    pub(super) fn writes(&self, targets: &Targets) -> Ordered {
         // (urgent, depth, rel, write); narrow adds the role.
         let mut widen: Vec<(bool, usize, &str, Write)> = Vec::new();
         let mut narrow: Vec<(bool, usize, Role, &str, Write)> = Vec::new();
         let mut lone: Vec<Write> = Vec::new();
+        let mut given_back: Vec<Rel> = Vec::new();
         let empty = CpuSet::new();
         for (rel, target) in targets {
             let Some(e) = self.cgroups.get(rel) else {
@@ -40,10 +50,7 @@ impl Engine {
             }
             let depth = cgroup::depth(rel);
             let current = e.cpus.as_deref().unwrap_or(&empty);
-            // A v2 structural cgroup left empty inherits all CPUs: leave it so.
-            let inherits =
-                current.is_empty() && self.settings.empty_inherits && e.role == Role::Structural;
-            let cpus_change = current != &**target && !inherits;
+            let cpus_change = current != &**target && !self.inherits(rel, current, target, targets);
             // Widen within the online CPUs (v2 keeps offline CPUs in cpuset.cpus).
             let wide = current.intersection(self.topo.online()).union(target);
             // Widen only when that adds CPUs; narrow when what stands then is
@@ -99,6 +106,9 @@ impl Engine {
                 // Not written now: the flag goes off anyway, last of all,
                 // so that the first change of the shared pool finds it off.
                 lone.extend(quiet);
+                if e.role == Role::Unmanaged && e.ours && !e.mems_ours {
+                    given_back.push(rel.clone());
+                }
                 continue;
             }
             let after = if widened { &wide } else { current };
@@ -161,7 +171,40 @@ impl Engine {
             .chain(rest_narrow.into_iter().map(|w| w.4))
             .chain(lone)
             .collect();
-        (writes, urgent)
+        Ordered {
+            writes,
+            urgent,
+            given_back,
+        }
+    }
+
+    /// Whether cgroup `rel`, whose own `cpuset.cpus` is `current`, already
+    /// gets `target` from its parent, with no write of its own: in v2 a
+    /// cgroup gets its own set ∩ its parent's (all of the parent's when its
+    /// own is empty), so one that is empty or holds all of `target` gets
+    /// `target` when its parent does. This is what makes a v2 shared-pool
+    /// change a write per shared subtree (a QoS slice, `system.slice`, a
+    /// pod whose parent holds exclusive CPUs too), not per container.
+    /// `targets` are this plan's; a parent not in them keeps the last
+    /// plan's. The hierarchy's root has every online CPU.
+    pub(super) fn inherits(
+        &self,
+        rel: &str,
+        current: &CpuSet,
+        target: &CpuSet,
+        targets: &Targets,
+    ) -> bool {
+        if !self.settings.empty_inherits || !(current.is_empty() || target.is_subset(current)) {
+            return false;
+        }
+        match cgroup::parent(rel) {
+            Some("") if !self.cgroups.contains_key("") => target == self.topo.online(),
+            Some(p) => targets
+                .get(p)
+                .or_else(|| self.cgroups.get(p)?.target.as_ref())
+                .is_some_and(|t| **t == *target),
+            None => false,
+        }
     }
 
     /// The `cpuset.mems` a cgroup must have, if it must change: the NUMA nodes of

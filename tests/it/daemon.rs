@@ -104,30 +104,18 @@ impl Env {
         });
     }
 
-    /// Waits until every cgroup in `rels` has `cpuset.cpus` = `want`.
+    /// Waits until the kernel would let the tasks of every cgroup in `rels`
+    /// use exactly `want` (v2: an empty `cpuset.cpus` inherits the parent's
+    /// set; a cgroup that follows its parent needs no write of its own).
     fn wait_cpus(&self, rels: &[&str], want: &CpuSet) {
-        self.wait_for(&format!("cpuset.cpus = {want} on {rels:?}"), || {
+        self.wait_for(&format!("CPUs = {want} on {rels:?}"), || {
             self.expect_cpus(rels, want)
-        });
-    }
-
-    /// Waits until the kernel would let the tasks of every cgroup in `rels` use
-    /// exactly `want` (v2: an empty `cpuset.cpus` inherits the parent's set).
-    fn wait_effective(&self, rels: &[&str], want: &CpuSet) {
-        self.wait_for(&format!("effective CPUs = {want} on {rels:?}"), || {
-            for rel in rels {
-                let got = self.tree.effective(rel);
-                if &got != want {
-                    return Err(format!("{rel} has effective {got:?}"));
-                }
-            }
-            Ok(())
         });
     }
 
     fn expect_cpus(&self, rels: &[&str], want: &CpuSet) -> Result<(), String> {
         for rel in rels {
-            let got = self.tree.cpus(rel);
+            let got = self.tree.effective(rel);
             if &got != want {
                 return Err(format!("{rel} has {got:?}"));
             }
@@ -187,12 +175,12 @@ impl Env {
         let mut taken = CpuSet::new();
         let mut sets = Vec::new();
         for group in exclusive {
-            let first = self.tree.cpus(group[0]);
+            let first = self.tree.effective(group[0]);
             if first.is_empty() {
                 return Err(format!("exclusive {} has no CPUs", group[0]));
             }
             for rel in &group[1..] {
-                let other = self.tree.cpus(rel);
+                let other = self.tree.effective(rel);
                 if other != first {
                     return Err(format!(
                         "{rel} has {other} but {} of the same workload has {first}",
@@ -214,19 +202,19 @@ impl Env {
         }
         let pool = self.online.difference(&taken);
         for rel in shared.iter().copied().chain([SYSTEM]) {
-            let got = self.tree.cpus(rel);
+            let got = self.tree.effective(rel);
             if got.is_empty() || got != pool {
                 return Err(format!("shared {rel} has {got:?}, not the pool {pool}"));
             }
         }
         if self.tree.version() == Version::V1 {
             for rel in self.tree.cgroups() {
-                let cpus = self.tree.cpus(&rel);
+                let cpus = self.tree.effective(&rel);
                 if cpus.is_empty() {
                     continue;
                 }
                 let parent = fake_cgroup::parent(&rel).unwrap();
-                let up = self.tree.cpus(parent);
+                let up = self.tree.effective(parent);
                 if !cpus.is_subset(&up) {
                     return Err(format!(
                         "v1: {rel} has {cpus}, outside its parent's {up} (EACCES)"
@@ -277,8 +265,10 @@ on_both_versions!(pin_on_create_systemd => pin_on_create(Driver::Systemd));
 on_both_versions!(pin_on_create_cgroupfs => pin_on_create(Driver::Cgroupfs));
 
 /// A Guaranteed container with a 4-CPU limit gets 2 whole cores on one node;
-/// everything else that is not structure runs on the rest; the structure keeps
-/// every CPU; deleting the container gives its CPUs back.
+/// everything else that is not structure runs on the rest; deleting the
+/// container gives its CPUs back. The structure keeps every CPU on v1; on
+/// v2 the QoS slices get the shared pool, and the containers below follow
+/// them without a write of their own.
 fn pin_on_create(version: Version, driver: Driver) {
     let mut env = Env::new(version, driver, Options::default());
     let k = env.k;
@@ -289,7 +279,7 @@ fn pin_on_create(version: Version, driver: Driver) {
     let root = k.root();
     let burstable = k.qos_parent(Qos::Burstable);
     let besteffort = k.qos_parent(Qos::BestEffort);
-    env.wait_effective(&[&root, &burstable, &besteffort, &bpod], &online);
+    env.wait_cpus(&[&root, &burstable, &besteffort, &bpod], &online);
     env.wait_cpus(&[&b1, SYSTEM], &online);
 
     // The pod and its containers appear as the kubelet and containerd make
@@ -300,15 +290,29 @@ fn pin_on_create(version: Version, driver: Driver) {
     let cpus = env.wait_pinned(&app, 4);
     well_placed(&env, "the Guaranteed container", &cpus, 4);
     let pool = online.difference(&cpus);
+    let qos_side = match version {
+        Version::V1 => online.clone(),
+        Version::V2 => pool.clone(),
+    };
     env.wait_cpus(&[&b1, &pause, SYSTEM], &pool);
-    env.wait_effective(&[&root, &burstable, &besteffort, &bpod, &gpod], &online);
+    env.wait_cpus(&[&root, &gpod], &online);
+    env.wait_cpus(&[&burstable, &besteffort, &bpod], &qos_side);
 
     // A burstable container that arrives later runs on the shared pool.
     let bpod2 = env.pod(Qos::Burstable, &uid(3));
     let b2 = env.container(&bpod2, 4, &Spec::default());
     env.wait_cpus(&[&b2], &pool);
-    env.wait_effective(&[&bpod2], &online);
+    env.wait_cpus(&[&bpod2], &qos_side);
     env.invariants(&[&[&app]], &[&b1, &b2, &pause]);
+    if version == Version::V2 {
+        // Made empty, as a runtime makes them: they follow their QoS slice.
+        for rel in [&bpod, &b1, &bpod2, &b2] {
+            let own = env.tree.cpus(rel);
+            if !own.is_empty() {
+                env.fail(&format!("{rel} was written ({own}): it follows its parent"));
+            }
+        }
+    }
     if let Err(e) = env.expect_cpus(&[&app], &cpus) {
         env.fail(&format!("the pinned container moved: {e}"));
     }
@@ -316,7 +320,7 @@ fn pin_on_create(version: Version, driver: Driver) {
     // The container goes: its CPUs are shared again.
     env.tree.remove(&app);
     env.wait_cpus(&[&b1, &b2, &pause, SYSTEM], &online);
-    env.wait_effective(&[&root, &burstable, &bpod, &bpod2, &gpod], &online);
+    env.wait_cpus(&[&root, &burstable, &bpod, &bpod2, &gpod], &online);
     env.invariants(&[], &[&b1, &b2, &pause]);
 }
 
@@ -461,7 +465,8 @@ fn set_socket1_online(sysfs: &Path, online: bool) {
 /// Two 8-CPU workloads, one per socket. With socket 1 gone the daemon still
 /// starts, the socket-0 workload keeps its CPUs, the other one waits in the
 /// shared pool (6 usable CPUs are left), and no cgroup gets a CPU that is not
-/// there. With socket 1 back (seen by the periodic reconcile) the new CPUs
+/// there (the structure gets every CPU on v1, the shared pool with the CPUs
+/// pinned below on v2). With socket 1 back (seen by the periodic reconcile) the new CPUs
 /// are used again.
 fn topology_changes(version: Version, driver: Driver) {
     let opts = Options {
@@ -487,7 +492,7 @@ fn topology_changes(version: Version, driver: Driver) {
             "expected one workload per NUMA node, got {a_cpus} and {b_cpus}"
         )),
     };
-    let cpus0 = env.tree.cpus(&on0);
+    let cpus0 = env.tree.effective(&on0);
     env.invariants(&[&[&a], &[&b_app]], &[&b]);
     env.stop();
 
@@ -502,16 +507,38 @@ fn topology_changes(version: Version, driver: Driver) {
     // 14 usable CPUs minus 8 leave 6: the other workload waits in the pool.
     let pool = env.online.difference(&cpus0);
     env.wait_cpus(&[&on1, &b, SYSTEM], &pool);
-    let structure = [
-        env.k.root(),
-        env.k.qos_parent(Qos::Burstable),
-        env.k.qos_parent(Qos::BestEffort),
-        pod_a.clone(),
-        pod_b.clone(),
-        bpod.clone(),
-    ];
-    let structure: Vec<&str> = structure.iter().map(String::as_str).collect();
-    env.wait_effective(&structure, &env.online);
+    let (pod0, pod1) = if on0 == a {
+        (&pod_a, &pod_b)
+    } else {
+        (&pod_b, &pod_a)
+    };
+    // The structure: every CPU on v1; on v2 the shared pool, with the CPUs
+    // of the workloads pinned below.
+    let structure = |env: &Env, pool: &CpuSet, pinned: &[(&str, &CpuSet)]| {
+        env.wait_cpus(&[&env.k.root()], &env.online);
+        let on_v2 = |pod: &str| {
+            let mut got = pool.clone();
+            for (p, cpus) in pinned {
+                if *p == pod {
+                    got.union_with(cpus);
+                }
+            }
+            match version {
+                Version::V1 => env.online.clone(),
+                Version::V2 => got,
+            }
+        };
+        for rel in [
+            &env.k.qos_parent(Qos::Burstable),
+            &env.k.qos_parent(Qos::BestEffort),
+            &bpod,
+            pod0,
+            pod1,
+        ] {
+            env.wait_cpus(&[rel], &on_v2(rel));
+        }
+    };
+    structure(&env, &pool, &[(pod0, &cpus0)]);
     env.wait_for("STATUS= to report the pending workload", || {
         let notes = env.notes();
         notes
@@ -522,7 +549,7 @@ fn topology_changes(version: Version, driver: Driver) {
     });
     env.invariants(&[&[&on0]], &[&on1, &b]);
     for rel in env.tree.cgroups() {
-        let cpus = env.tree.cpus(&rel);
+        let cpus = env.tree.effective(&rel);
         if !cpus.is_disjoint(&gone) {
             env.fail(&format!("{rel} has {cpus}, with CPUs that are not online"));
         }
@@ -544,7 +571,7 @@ fn topology_changes(version: Version, driver: Driver) {
     env.online = set(ONLINE);
     env.tree.set_online(&env.online);
     let b_new = env.wait_for("the pending workload pinned on socket 1", || {
-        let got = env.tree.cpus(&on1);
+        let got = env.tree.effective(&on1);
         if got.len() == 8 && nodes_of(&got) == [1] {
             Ok(got)
         } else {
@@ -559,7 +586,7 @@ fn topology_changes(version: Version, driver: Driver) {
             "none of the CPUs back online is shared: pool {pool}"
         ));
     }
-    env.wait_effective(&structure, &env.online);
+    structure(&env, &pool, &[(pod0, &cpus0), (pod1, &b_new)]);
     if let Err(e) = env.expect_cpus(&[&on0], &cpus0) {
         env.fail(&format!("the socket-0 workload must keep {cpus0}: {e}"));
     }
@@ -816,7 +843,7 @@ fn opt_out_after_the_rule(version: Version, driver: Driver) {
     env.wait_pinned(job, 2);
     env.tree.set_xattr(job, "0");
     let online = set(ONLINE);
-    env.wait_effective(&[job, "hpc.slice"], &online);
+    env.wait_cpus(&[job, "hpc.slice"], &online);
     env.wait_cpus(&[SYSTEM], &online);
 }
 
@@ -839,7 +866,7 @@ fn reload_rule(version: Version, driver: Driver) {
     env.tree.set_xattr(asking, "3");
     env.start();
     let online = set(ONLINE);
-    env.wait_effective(&[job, asking], &online);
+    env.wait_cpus(&[job, asking], &online);
 
     let with_rule = Options {
         rules: vec![("hpc.slice/job-*.scope", 2)],
@@ -859,7 +886,7 @@ fn reload_rule(version: Version, driver: Driver) {
     // Out of the watched subtrees again: both get back what they had.
     env.write_config(&Options::default());
     env.reconcile();
-    env.wait_effective(&[job, asking], &online);
+    env.wait_cpus(&[job, asking], &online);
     env.wait_cpus(&[SYSTEM], &online);
 }
 
@@ -892,7 +919,7 @@ fn reload_narrows_the_subtrees_back() {
 
     env.write_config(&Options::default());
     env.reconcile();
-    env.wait_effective(&["job-1.scope"], &set(ONLINE));
+    env.wait_cpus(&["job-1.scope"], &set(ONLINE));
     env.reconcile();
     assert_eq!(known(), before, "what was known before the rule, no more");
 }
@@ -1507,9 +1534,9 @@ fn untrusted_cgroups(version: Version, driver: Driver) {
     let g = env.wait_pinned(&guaranteed, 4);
     let j = env.wait_pinned(job, 2);
     let pool = online.difference(&g).difference(&j);
-    env.wait_effective(&[SYSTEM, greedy], &pool);
+    env.wait_cpus(&[SYSTEM, greedy], &pool);
     // Outside the managed trees and not pinned: left as it was.
-    env.wait_effective(&[open], &online);
+    env.wait_cpus(&[open], &online);
     env.reconcile();
     env.reconcile();
     let logs = env.logs();
@@ -1529,8 +1556,8 @@ fn untrusted_cgroups(version: Version, driver: Driver) {
     // trusted (chmod raises IN_ATTRIB): it gets its parent's CPUs back, and
     // its CPUs go back to the pool.
     fs::set_permissions(env.tree.dir(job), fs::Permissions::from_mode(0o757)).unwrap();
-    env.wait_effective(&[job], &online);
-    env.wait_effective(&[SYSTEM, greedy], &online.difference(&g));
+    env.wait_cpus(&[job], &online);
+    env.wait_cpus(&[SYSTEM, greedy], &online.difference(&g));
     env.invariants(&[&[&guaranteed]], &[greedy]);
 }
 
@@ -1745,9 +1772,22 @@ fn not_utf8(version: Version, driver: Driver) {
         }
     });
     let pool = set(ONLINE).difference(&g).difference(&pinned);
-    env.wait_for("odd-\\xff\\xfe in the shared pool", || match read(&odd) {
-        Some(c) if c == pool => Ok(()),
-        other => Err(format!("it has {other:?}, not {pool}")),
+    // What it gets (v2: its own set within system.slice's, or all of it).
+    env.wait_for("odd-\\xff\\xfe in the shared pool", || {
+        let own = read(&odd).unwrap_or_default();
+        let got = match version {
+            Version::V1 => own,
+            Version::V2 => {
+                let up = env.tree.effective(SYSTEM);
+                let both = own.intersection(&up);
+                if both.is_empty() { up } else { both }
+            }
+        };
+        if got == pool {
+            Ok(())
+        } else {
+            Err(format!("it gets {got}, not {pool}"))
+        }
     });
 }
 

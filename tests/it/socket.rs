@@ -648,7 +648,7 @@ fn idle_connections_beyond_the_cap_leave_the_daemon_descriptors_to_pin_new_workl
         // The daemon's own work goes on.
         let late = w.container(Qos::Guaranteed, 5, "late", Spec::limit(2), None);
         let deadline = Instant::now() + WAIT;
-        while w.tree.cpus(&late).len() != 2 {
+        while w.tree.effective(&late).len() != 2 {
             if Instant::now() > deadline {
                 w.fail(&format!("{late} was not pinned while the socket was full"));
             }

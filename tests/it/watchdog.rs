@@ -398,7 +398,7 @@ fn missing_qos_slice_v1(driver: Driver) {
             env.fail(&format!("{} was not made before READY=1", dir.display()));
         }
     }
-    let (cpus, mems) = (env.tree.cpus(&besteffort), env.tree.mems(&besteffort));
+    let (cpus, mems) = (env.tree.effective(&besteffort), env.tree.mems(&besteffort));
     if (cpus.to_string().as_str(), mems.to_string().as_str()) != (ONLINE, MEMS) {
         env.fail(&format!(
             "the repaired cpuset has cpus {cpus} mems {mems}, not its parent's {ONLINE} {MEMS}"
@@ -552,7 +552,7 @@ fn removed_at_once(version: Version, driver: Driver) {
             remove(&dir);
             env.open_gate(gate, &besteffort);
             env.wait_log(&format!("{REPAIRED} path={}", dir.display()), 1);
-            let (cpus, mems) = (env.tree.cpus(&besteffort), env.tree.mems(&besteffort));
+            let (cpus, mems) = (env.tree.effective(&besteffort), env.tree.mems(&besteffort));
             if (cpus.to_string().as_str(), mems.to_string().as_str()) != (ONLINE, MEMS) {
                 env.fail(&format!(
                     "the repaired cpuset has cpus {cpus} mems {mems}, not {ONLINE} {MEMS}"
@@ -817,10 +817,10 @@ fn hung_read(version: Version, driver: Driver) {
     // Still serving events: a new workload is pinned, away from the first.
     let second = env.guaranteed(2, 4);
     let x2 = env.wait_pinned(&second, 4);
-    if !x2.is_disjoint(&x1) || env.tree.cpus(&first) != x1 {
+    if !x2.is_disjoint(&x1) || env.tree.effective(&first) != x1 {
         env.fail(&format!(
             "pinned {x2} next to {}; the first had {x1}",
-            env.tree.cpus(&first)
+            env.tree.effective(&first)
         ));
     }
     env.wait_status("2 workloads, 1 hung path", |s| {
@@ -857,7 +857,7 @@ fn hung_read(version: Version, driver: Driver) {
     if env.log().matches("cannot read cgroup").count() != 2 {
         env.fail("expected one timeout and one refusal of the hung pod, no more");
     }
-    if env.tree.cpus(&first) != x1 || env.tree.cpus(&second) != x2 {
+    if env.tree.effective(&first) != x1 || env.tree.effective(&second) != x2 {
         env.fail("a workload lost its CPUs after the hang");
     }
     env.hold("healthy after the hang", Duration::from_millis(600), || {

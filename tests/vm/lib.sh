@@ -415,13 +415,28 @@ shared_ok() {
     done
 }
 
-# structure_ok NAME REL...: the kubepods roots, the QoS cgroups and the pod
-# cgroups REL have every online CPU (they are never shrunk; in v1 a missing
-# CPU there makes a container's write fail with EACCES).
+# structure_set EX [OWN]: what a kubepods structure cgroup gets when EX are
+# the exclusive CPUs and OWN those of the workloads below it: every online CPU
+# on v1 (never shrunk: a missing CPU there makes a container's write fail with
+# EACCES); on v2 the shared pool with OWN, so that what lies below follows.
+structure_set() {
+    if [ "$HIER" = v1 ]; then online; else cl union "$(cl minus "$(online)" "$1")" "${2:-}"; fi
+}
+
+# structure_ok NAME EX POD=SET...: the kubepods roots, the QoS cgroups and
+# the pod cgroups POD get what structure_set says, where the pinned CPUs
+# below each are the SETs of the pods within it.
 structure_ok() {
-    _n=$1; shift
-    for _r in kubepods.slice kubepods.slice/kubepods-burstable.slice kubepods.slice/kubepods-besteffort.slice \
-        kubepods kubepods/burstable kubepods/besteffort "$@"; do
-        expect "$_n/${_r##*/}" "$(online)" eff "$_r"
+    _n=$1; _ex=$2; shift 2
+    for _r in kubepods.slice kubepods kubepods.slice/kubepods-burstable.slice kubepods.slice/kubepods-besteffort.slice \
+        kubepods/burstable kubepods/besteffort; do
+        _own=""
+        for _ps in "$@"; do
+            case "${_ps%%=*}" in "$_r"/*) _own=$(cl union "$_own" "${_ps#*=}") ;; esac
+        done
+        expect "$_n/${_r##*/}" "$(structure_set "$_ex" "$_own")" eff "$_r"
+    done
+    for _ps in "$@"; do
+        expect "$_n/${_ps%%=*}" "$(structure_set "$_ex" "${_ps#*=}")" eff "${_ps%%=*}"
     done
 }

@@ -36,6 +36,66 @@ fn engine() -> Engine {
     )
 }
 
+/// [`engine`] on cgroup v2: an empty `cpuset.cpus` inherits the parent's.
+fn engine_v2() -> Engine {
+    let mut e = engine();
+    let mut s = e.settings().clone();
+    s.empty_inherits = true;
+    e.set_settings(s);
+    e
+}
+
+/// What every known cgroup gets on cgroup v2, from the sets the engine
+/// knows (its own ∩ its parent's, the parent's when that is empty; the
+/// root has every online CPU), in path order. Cgroups below an unknown
+/// parent other than the root are left out.
+fn v2_effective(e: &Engine) -> BTreeMap<Rel, CpuSet> {
+    let online = e.topology().online().clone();
+    let mut got: BTreeMap<Rel, CpuSet> = BTreeMap::new();
+    for (rel, c) in &e.cgroups {
+        let parent = match crate::cgroup::parent(rel) {
+            Some("") => online.clone(),
+            Some(p) => match got.get(p) {
+                Some(p) => p.clone(),
+                None => continue,
+            },
+            None => continue,
+        };
+        let own = c.cpus.as_deref().cloned().unwrap_or_default();
+        let both = own.intersection(&parent);
+        got.insert(rel.clone(), if both.is_empty() { parent } else { both });
+    }
+    got
+}
+
+/// On v2, every cgroup with a target gets it, written or inherited (but
+/// where a write failed, there or above).
+fn assert_v2_targets_hold(e: &Engine) -> Result<(), String> {
+    let got = v2_effective(e);
+    let online = e.topology().online();
+    let failed = |rel: &str| {
+        let mut at = Some(rel);
+        while let Some(r) = at {
+            if e.cgroups.get(r).is_some_and(|c| c.failure.is_some()) {
+                return true;
+            }
+            at = crate::cgroup::parent(r);
+        }
+        false
+    };
+    for (rel, c) in &e.cgroups {
+        if failed(rel) {
+            continue;
+        }
+        if let (Some(t), Some(g)) = (&c.target, got.get(rel))
+            && t.intersection(online) != *g
+        {
+            return Err(format!("{rel} gets {g}, not its target {t}"));
+        }
+    }
+    Ok(())
+}
+
 fn want(cpus: usize) -> Option<Intent> {
     Some(Intent {
         cpus,
@@ -660,4 +720,60 @@ fn a_waiting_workload_pinned_narrows_the_cgroups_below_it_first() {
     };
     let (child, parent) = (pos(&sub), pos(GUARANTEED));
     assert!(child.is_some() && child < parent, "{writes:?}");
+}
+
+/// cgroup v2: a change of the shared pool is a write per shared subtree,
+/// not per container. Containers made empty (as runtimes make them on v2)
+/// follow their QoS slice; only a cgroup whose parent holds exclusive CPUs
+/// too (a Guaranteed pod's other containers) is written.
+#[test]
+fn a_v2_shared_pool_change_writes_the_subtrees_not_the_containers() {
+    let mut e = engine_v2();
+    for rel in ["kubepods", "kubepods/burstable", "system.slice"] {
+        add(&mut e, rel, "", None);
+    }
+    let pods: Vec<String> = (0..20)
+        .map(|i| format!("kubepods/burstable/pod{i:08}-2222-3333-4444-555555555555"))
+        .collect();
+    for pod in &pods {
+        add(&mut e, pod, "", None);
+        add(&mut e, &format!("{pod}/c"), "", None);
+    }
+    apply(&mut e);
+    assert_v2_targets_hold(&e).unwrap();
+    e.end_startup();
+    let gpod = "kubepods/pod99999999-2222-3333-4444-555555555555";
+    add(&mut e, gpod, "", None);
+    add(&mut e, &format!("{gpod}/pause"), "", None);
+    apply(&mut e);
+    // The pin, then the pool: the QoS slice and system.slice, and the
+    // Guaranteed pod's pause container (its pod holds the exclusive CPUs).
+    add(&mut e, GUARANTEED, "", want(4));
+    let mut written: Vec<String> = Vec::new();
+    for _ in 0..2 {
+        written.extend(apply(&mut e).iter().map(|w| w.rel.to_string()));
+    }
+    assert_v2_targets_hold(&e).unwrap();
+    let shared = e.shared_pool();
+    assert_eq!(shared.len(), 12);
+    assert_eq!(target(&e, "kubepods/burstable"), shared);
+    assert_eq!(target(&e, &format!("{}/c", pods[7])), shared);
+    written.sort();
+    written.dedup();
+    // (The pod itself holds the shared pool and the pin: all of kubepods'.)
+    assert_eq!(
+        written,
+        [
+            "kubepods/burstable".to_string(),
+            GUARANTEED.into(),
+            format!("{gpod}/pause"),
+            "system.slice".into(),
+        ],
+    );
+    // The release: the same few.
+    e.forget(GUARANTEED);
+    let written: Vec<String> = apply(&mut e).iter().map(|w| w.rel.to_string()).collect();
+    assert_v2_targets_hold(&e).unwrap();
+    assert!(written.len() <= 4, "{written:?}");
+    assert!(written.iter().all(|r| !r.ends_with("/c")), "{written:?}");
 }

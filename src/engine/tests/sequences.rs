@@ -25,8 +25,11 @@ fn op() -> impl Strategy<Value = Op> {
 
 proptest! {
     #[test]
-    fn invariants_hold_under_any_sequence(ops in proptest::collection::vec(op(), 1..40)) {
-        let mut e = engine();
+    fn invariants_hold_under_any_sequence(
+        ops in proptest::collection::vec(op(), 1..40),
+        v2 in any::<bool>(),
+    ) {
+        let mut e = if v2 { engine_v2() } else { engine() };
         kube_tree(&mut e);
         e.end_startup();
         for op in ops {
@@ -58,10 +61,15 @@ proptest! {
             for w in &writes {
                 prop_assert!(!w.set.is_empty(), "empty write {:?}", w);
             }
-            // After applying, every cgroup with a target has it.
-            for (rel, c) in &e.cgroups {
-                if let Some(t) = &c.target {
-                    prop_assert_eq!(c.cpus.as_ref(), Some(t), "{} not at target", rel);
+            // After applying, every cgroup with a target has it (v2: gets
+            // it, written or from its parent).
+            if v2 {
+                prop_assert_eq!(assert_v2_targets_hold(&e), Ok(()));
+            } else {
+                for (rel, c) in &e.cgroups {
+                    if let Some(t) = &c.target {
+                        prop_assert_eq!(c.cpus.as_ref(), Some(t), "{} not at target", rel);
+                    }
                 }
             }
         }
@@ -266,9 +274,10 @@ proptest! {
     /// every cgroup gives, after any sequence of events.
     #[test]
     fn a_plan_over_what_changed_gives_what_a_full_plan_gives(
-        events in proptest::collection::vec(event(), 1..40)
+        events in proptest::collection::vec(event(), 1..40),
+        v2 in any::<bool>(),
     ) {
-        let mut engines = [engine(), engine()];
+        let mut engines = if v2 { [engine_v2(), engine_v2()] } else { [engine(), engine()] };
         for (full, e) in [false, true].into_iter().zip(engines.iter_mut()) {
             kube_tree(e);
             add(e, "hpc", "0-3,8-11", None);
@@ -286,6 +295,9 @@ proptest! {
             }
             let [scoped, full] = &engines;
             prop_assert_eq!(view(scoped), view(full), "after event {} {:?}", step, ev);
+            if v2 {
+                prop_assert_eq!(assert_v2_targets_hold(full), Ok(()), "after event {} {:?}", step, ev);
+            }
         }
     }
 }
@@ -295,8 +307,12 @@ proptest! {
 /// CPUs go out before the shared pool shrinks.
 #[test]
 fn everyday_events_are_planned_over_what_they_touch() {
+    everyday_events(engine());
+    everyday_events(engine_v2());
+}
+
+fn everyday_events(mut e: Engine) {
     let reached = || crate::engine::plan::REACHED_PLANS.with(|n| n.get());
-    let mut e = engine();
     kube_tree(&mut e);
     settle(&mut e, false, None);
     e.end_startup();
@@ -328,6 +344,31 @@ fn everyday_events_are_planned_over_what_they_touch() {
     let fix = e.plan();
     assert_eq!(reached(), before + 1);
     assert_eq!(fix.writes.len(), 1, "{:?}", fix.writes);
+    for w in &fix.writes {
+        e.written(w, Ok(()));
+    }
+    // Its pod read again (a pod holding exclusive CPUs, on v2 the shared
+    // pool with them): over its reach.
+    feed(&mut e, &Event::Container(0, 2, 6, false, true));
+    let before = reached();
+    let plan = e.plan();
+    assert_eq!(reached(), before + 1, "{:?}", plan.writes);
+    for w in &plan.writes {
+        e.written(w, Ok(()));
+    }
+    // A Guaranteed pod seen with its container in one go (a `mkdir -p`, a
+    // rename): the pin still goes first, alone (on v2 the new pod holds the
+    // shrunk pool and the pin).
+    feed(&mut e, &Event::Container(1, 0, 2, false, true));
+    let before = reached();
+    let plan = e.plan();
+    assert_eq!(reached(), before + 1, "{:?}", plan.writes);
+    assert!(plan.more, "{:?}", plan.writes);
+    assert!(
+        plan.writes.iter().all(|w| w.rel.starts_with(&pod(1))),
+        "{:?}",
+        plan.writes
+    );
 }
 
 /// The state file lists each workload's cgroups: a cgroup joining or

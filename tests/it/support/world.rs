@@ -374,7 +374,7 @@ impl World {
     /// Waits until `rel` has exactly `n` CPUs in `cpuset.cpus`; returns them.
     pub fn wait_pinned(&self, rel: &str, n: usize) -> CpuSet {
         self.wait_for(&format!("{n} exclusive CPUs on {rel}"), || {
-            let got = self.tree.cpus(rel);
+            let got = self.tree.effective(rel);
             if got.len() == n {
                 Ok(got)
             } else {

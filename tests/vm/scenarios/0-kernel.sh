@@ -121,6 +121,12 @@ else
     wr "$CS/$K/cpuset.cpus" "1-$HI" >/dev/null
     is v2-empty-child-follows-parent-widening "1-$HI" "$(eff "$K/a")"
     is v2-wide-child-follows-parent-widening "1-$HI" "$(eff "$K/b")"
+    # ...and one whose own set holds all of its parent's new set, but not
+    # every CPU (written by the daemon before the pool shrank).
+    wr "$CS/$K/b/cpuset.cpus" "1-3" >/dev/null
+    wr "$CS/$K/cpuset.cpus" "1-2" >/dev/null
+    is v2-holding-child-follows-parent-narrowing 1-2 "$(eff "$K/b")" "cpuset.cpus $(cpus "$K/b")"
+    wr "$CS/$K/cpuset.cpus" "1-$HI" >/dev/null
     rmdir "$CS/$K/b"
     is v2-partition-file present "$( [ -e "$CS/$K/a/cpuset.cpus.partition" ] && echo present)"
 fi

@@ -22,7 +22,7 @@ expect shared-offline-g-kept "$XG" eff "$G"
 note "CPU $S (shared) online"
 cpu_online "$S" 1
 shared_ok shared-online "$(cl union "$XA" "$XG")" burstable=$B_PID system=$SYS_PID pause=$B_PAUSE
-structure_ok shared-online-structure "$A_POD" "$G_POD"
+structure_ok shared-online-structure "$(cl union "$XA" "$XG")" "$A_POD=$XA" "$G_POD=$XG"
 expect shared-online-a-kept "$XA" eff "$A"
 
 # 2. A CPU of workload A goes offline: A is re-planned on 2 online CPUs.
@@ -44,7 +44,7 @@ shared_ok exclusive-offline "$(cl union "$XA2" "$XG")" burstable=$B_PID system=$
 note "CPU $V online"
 cpu_online "$V" 1
 shared_ok exclusive-online "$(cl union "$XA2" "$XG")" burstable=$B_PID system=$SYS_PID
-structure_ok exclusive-online-structure "$A_POD" "$G_POD"
+structure_ok exclusive-online-structure "$(cl union "$XA2" "$XG")" "$A_POD=$XA2" "$G_POD=$XG"
 expect exclusive-online-a-kept "$XA2" eff "$A"
 
 # 2b. Both CPUs of G (a whole core) go offline. v2: G's effective set falls
@@ -78,7 +78,7 @@ shared_ok core-offline "$(cl union "$XA2" "$XG3")" burstable=$B_PID system=$SYS_
 note "CPUs $XG online"
 for c in $(cl list "$XG"); do cpu_online "$c" 1; done
 shared_ok core-online "$(cl union "$XA2" "$XG3")" burstable=$B_PID system=$SYS_PID pause=$B_PAUSE
-structure_ok core-online-structure "$A_POD" "$G_POD"
+structure_ok core-online-structure "$(cl union "$XA2" "$XG3")" "$A_POD=$XA2" "$G_POD=$XG3"
 expect core-online-g-kept "$XG3" eff "$G"
 XG_GONE=$XG; XG=$XG3
 
@@ -107,7 +107,7 @@ daemon_start || return
 shared_ok restart-online "$(cl union "$XA2" "$XG2")" burstable=$B_PID system=$SYS_PID pause=$B_PAUSE
 expect restart-online-a-kept "$XA2" eff "$A"
 expect restart-online-g-kept "$XG2" eff "$G"
-structure_ok restart-online-structure "$A_POD" "$G_POD"
+structure_ok restart-online-structure "$(cl union "$XA2" "$XG2")" "$A_POD=$XA2" "$G_POD=$XG2"
 
 # Every CPU that came back can be handed out again: a new workload asks for
 # all the free whole cores.
