@@ -54,8 +54,8 @@ impl Engine {
             REACHED_PLANS.with(|n| n.set(n.get() + 1));
         }
         let (targets, scope) = match reached_only {
-            Some(t) => (t, reached),
-            None => (self.all_targets(), None),
+            Some(t) => (Targets::Reached(t), reached.unwrap_or_default()),
+            None => (self.all_targets(), Vec::new()),
         };
         let super::writes::Ordered {
             mut writes,
@@ -106,30 +106,28 @@ impl Engine {
         changes
     }
 
-    /// Stores the plan's targets: of the `reached` cgroups, or of every one.
-    /// The `given_back` cgroups have what they are given back already:
-    /// from now on they are left alone, with no target of their own.
-    fn keep_targets(&mut self, targets: Targets, reached: Option<Vec<Rel>>, given_back: &[Rel]) {
+    /// Stores the plan's targets: of the `reached` cgroups (a plan over a
+    /// reach), or of every one. The `given_back` cgroups have what they are
+    /// given back already: from now on they are left alone, with no target
+    /// of their own.
+    fn keep_targets(&mut self, targets: Targets, reached: Vec<Rel>, given_back: &[Rel]) {
         let keep = |e: &mut super::entry::CgroupEntry, target: Option<_>| {
             // An unmanaged cgroup is widened over what is below it only while
             // it lacks CPUs: that is no target of its own to keep.
             e.target = target.filter(|_| e.role != Role::Unmanaged || e.ours);
         };
-        match reached {
-            Some(rels) => {
-                let mut targets = targets;
-                for rel in rels {
+        match targets {
+            Targets::Reached(mut targets) => {
+                for rel in reached {
                     if let Some(e) = self.cgroups.get_mut(&rel) {
                         keep(e, targets.remove(&rel));
                     }
                 }
             }
-            None => {
-                // Both maps are in path order and every target is of a known
-                // cgroup.
-                let mut targets = targets.into_iter().peekable();
-                for (rel, e) in self.cgroups.iter_mut() {
-                    keep(e, targets.next_if(|(k, _)| k == rel).map(|(_, t)| t));
+            // A slot per known cgroup, in the same order.
+            Targets::All(slots) => {
+                for (e, slot) in self.cgroups.values_mut().zip(slots) {
+                    keep(e, slot.target);
                 }
             }
         }

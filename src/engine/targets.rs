@@ -3,7 +3,7 @@
 //! step of a plan: for every cgroup, or for the reached ones when that gives
 //! the same answer ([`Engine::reached_targets`] says when it cannot).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::entry::CgroupEntry;
@@ -11,8 +11,65 @@ use super::{Engine, Role};
 use crate::cgroup::{self, Rel};
 use crate::cpuset::CpuSet;
 
-/// Targets by cgroup, in path order.
-pub(super) type Targets = BTreeMap<Rel, Arc<CpuSet>>;
+/// The targets of some cgroups (a plan over a reach), by cgroup.
+pub(super) type Reached = BTreeMap<Rel, Arc<CpuSet>>;
+
+/// A plan's targets: of every known cgroup, or of the reached ones.
+pub(super) enum Targets {
+    /// One slot per known cgroup, in path order (the engine's map's):
+    /// looked up by position, never by path, so that a plan over tens of
+    /// thousands of cgroups compares no paths.
+    All(Vec<Slot>),
+    Reached(Reached),
+}
+
+/// The target of one cgroup in a plan over every cgroup.
+pub(super) struct Slot {
+    pub target: Option<Arc<CpuSet>>,
+    /// The slot of its parent, when the parent is known.
+    pub parent: Option<u32>,
+}
+
+/// One cgroup of a plan, as [`Targets::each`] gives it.
+pub(super) struct Planned<'a> {
+    pub rel: &'a Rel,
+    pub entry: &'a CgroupEntry,
+    pub target: &'a Arc<CpuSet>,
+    /// Its parent's target in this plan (a parent a plan over a reach did
+    /// not reach: the last plan's), if any.
+    pub parent: Option<&'a Arc<CpuSet>>,
+}
+
+impl Targets {
+    /// Every cgroup with a target, in path order.
+    pub fn each<'a>(&'a self, engine: &'a Engine) -> Box<dyn Iterator<Item = Planned<'a>> + 'a> {
+        match self {
+            Targets::All(slots) => Box::new(engine.cgroups.iter().zip(slots).filter_map(
+                |((rel, entry), slot)| {
+                    Some(Planned {
+                        rel,
+                        entry,
+                        target: slot.target.as_ref()?,
+                        parent: slot.parent.and_then(|p| slots[p as usize].target.as_ref()),
+                    })
+                },
+            )),
+            Targets::Reached(map) => Box::new(map.iter().filter_map(|(rel, target)| {
+                let entry = engine.cgroups.get(rel)?;
+                let parent = cgroup::parent(rel).and_then(|p| {
+                    map.get(p)
+                        .or_else(|| engine.cgroups.get(p)?.target.as_ref())
+                });
+                Some(Planned {
+                    rel,
+                    entry,
+                    target,
+                    parent,
+                })
+            })),
+        }
+    }
+}
 
 /// What every target is made of, computed once per plan.
 struct Pools {
@@ -75,51 +132,64 @@ impl Engine {
     /// The target `cpuset.cpus` of every cgroup that gets one.
     pub(super) fn all_targets(&self) -> Targets {
         let mut pools = self.pools();
-        let mut targets = Targets::new();
-        for (rel, e) in &self.cgroups {
-            let parent = cgroup::parent(rel).and_then(|p| targets.get(p).cloned());
-            if let Some(t) = self.own_target(rel, e, &mut pools, parent) {
-                targets.insert(rel.clone(), t);
+        let entries: Vec<&CgroupEntry> = self.cgroups.values().collect();
+        let mut slots: Vec<Slot> = Vec::with_capacity(entries.len());
+        // The known ancestors of the cgroup at hand, by slot: path order
+        // is depth-first, so a cgroup's parent, if known, is on this stack.
+        let mut stack: Vec<(u32, &Rel)> = Vec::new();
+        for (i, (rel, e)) in self.cgroups.iter().enumerate() {
+            while stack
+                .last()
+                .is_some_and(|(_, top)| !(cgroup::is_within(rel, top) && *top != rel))
+            {
+                stack.pop();
             }
+            let parent = stack
+                .last()
+                .filter(|(_, top)| cgroup::parent(rel) == Some(&***top))
+                .map(|&(p, _)| p);
+            let from_parent = parent.and_then(|p| slots[p as usize].target.clone());
+            slots.push(Slot {
+                target: self.own_target(rel, e, &mut pools, from_parent),
+                parent,
+            });
+            stack.push((i as u32, rel));
         }
         // Ancestor closure, deepest first so that it carries all the way up:
         // an ancestor that had a target of its own carries it further when its
         // turn comes (it sorts before its descendants), so the walk stops
         // there; one widened here only (unmanaged) does not.
-        let rels: Vec<Rel> = targets.keys().rev().cloned().collect();
-        let mut widened_only: BTreeSet<Rel> = BTreeSet::new();
-        for rel in rels {
-            let Some(t) = targets.get(&rel).cloned() else {
+        let mut widened_only = vec![false; slots.len()];
+        for i in (0..slots.len()).rev() {
+            let Some(t) = slots[i].target.clone() else {
                 continue;
             };
-            let mut p = cgroup::parent(&rel);
-            while let Some(anc) = p {
-                let Some((anc_rel, e)) = self.cgroups.get_key_value(anc) else {
-                    break;
-                };
-                match targets.get_mut(anc) {
+            let mut p = slots[i].parent;
+            while let Some(anc) = p.map(|p| p as usize) {
+                match &mut slots[anc].target {
                     Some(at) => {
                         if !t.is_subset(at) {
                             Arc::make_mut(at).union_with(&t);
                         }
-                        if !widened_only.contains(anc) {
+                        if !widened_only[anc] {
                             break;
                         }
                     }
                     None => {
                         // An unmanaged ancestor is widened only when it lacks
                         // CPUs.
+                        let e = entries[anc];
                         if self.lacks(e, &t) {
                             let cur = e.cpus.as_deref().cloned().unwrap_or_default();
-                            targets.insert(anc_rel.clone(), Arc::new(cur.union(&t)));
-                            widened_only.insert(anc_rel.clone());
+                            slots[anc].target = Some(Arc::new(cur.union(&t)));
+                            widened_only[anc] = true;
                         }
                     }
                 }
-                p = cgroup::parent(anc);
+                p = slots[anc].parent;
             }
         }
-        targets
+        Targets::All(slots)
     }
 
     /// The targets of the `reached` cgroups (path order) alone, or `None`
@@ -127,9 +197,9 @@ impl Engine {
     /// when another cgroup's target would change: a target that changed and
     /// that ancestors may have been widened over, a cgroup given back its
     /// parent's CPUs, an ancestor that lacks a new target's CPUs.
-    pub(super) fn reached_targets(&self, reached: &[Rel]) -> Option<Targets> {
+    pub(super) fn reached_targets(&self, reached: &[Rel]) -> Option<Reached> {
         let mut pools = self.pools();
-        let mut targets = Targets::new();
+        let mut targets = Reached::new();
         for rel in reached {
             let Some(e) = self.cgroups.get(rel) else {
                 continue;

@@ -4,7 +4,7 @@
 //! CPUs.
 
 use super::entry::CgroupEntry;
-use super::targets::Targets;
+use super::targets::{Planned, Targets};
 use super::{Engine, File, Role, Write};
 use crate::cgroup::{self, Rel};
 use crate::cpuset::CpuSet;
@@ -41,18 +41,26 @@ impl Engine {
         let mut lone: Vec<Write> = Vec::new();
         let mut given_back: Vec<Rel> = Vec::new();
         let empty = CpuSet::new();
-        for (rel, target) in targets {
-            let Some(e) = self.cgroups.get(rel) else {
-                continue;
-            };
+        for Planned {
+            rel,
+            entry: e,
+            target,
+            parent,
+        } in targets.each(self)
+        {
             if target.is_empty() {
                 continue;
             }
             let depth = cgroup::depth(rel);
             let current = e.cpus.as_deref().unwrap_or(&empty);
-            let cpus_change = current != &**target && !self.inherits(rel, current, target, targets);
+            let cpus_change =
+                current != &**target && !self.inherits(rel, current, target, parent.map(|p| &**p));
             // Widen within the online CPUs (v2 keeps offline CPUs in cpuset.cpus).
-            let wide = current.intersection(self.topo.online()).union(target);
+            let wide = if cpus_change {
+                current.intersection(self.topo.online()).union(target)
+            } else {
+                CpuSet::new()
+            };
             // Widen only when that adds CPUs; narrow when what stands then is
             // not the target.
             let widened = cpus_change && !wide.is_subset(current);
@@ -185,25 +193,25 @@ impl Engine {
     /// `target` when its parent does. This is what makes a v2 shared-pool
     /// change a write per shared subtree (a QoS slice, `system.slice`, a
     /// pod whose parent holds exclusive CPUs too), not per container.
-    /// `targets` are this plan's; a parent not in them keeps the last
-    /// plan's. The hierarchy's root has every online CPU.
+    /// `parent` is the parent's target ([`Planned::parent`]); the
+    /// hierarchy's root, unknown, has every online CPU.
     pub(super) fn inherits(
         &self,
         rel: &str,
         current: &CpuSet,
         target: &CpuSet,
-        targets: &Targets,
+        parent: Option<&CpuSet>,
     ) -> bool {
         if !self.settings.empty_inherits || !(current.is_empty() || target.is_subset(current)) {
             return false;
         }
-        match cgroup::parent(rel) {
-            Some("") if !self.cgroups.contains_key("") => target == self.topo.online(),
-            Some(p) => targets
-                .get(p)
-                .or_else(|| self.cgroups.get(p)?.target.as_ref())
-                .is_some_and(|t| **t == *target),
-            None => false,
+        match parent {
+            Some(p) => p == target,
+            None => {
+                cgroup::parent(rel) == Some("")
+                    && !self.cgroups.contains_key("")
+                    && target == self.topo.online()
+            }
         }
     }
 
