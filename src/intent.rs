@@ -227,6 +227,8 @@ pub fn read(
 ) -> Option<Reading> {
     let kind = classify(rel);
     let reads = Reads {
+        // Read back after the daemon's own writes instead.
+        effective: false,
         // An empty v2 set inherits; in v1 it must be filled.
         mems: hier.version == Version::V1 || cfg.align_memory,
         limit: needs_limit(&kind, cfg),

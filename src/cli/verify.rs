@@ -213,6 +213,7 @@ impl Kernel<'_> {
     /// parents first; nothing when it is gone.
     fn walk(&self, rel: &str) -> Vec<Observed> {
         let reads = Reads {
+            effective: true,
             mems: false,
             limit: false,
         };

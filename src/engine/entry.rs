@@ -23,7 +23,6 @@ pub(super) struct CgroupEntry {
     /// Last known `cpuset.cpus`.
     pub cpus: Option<Arc<CpuSet>>,
     pub mems: Option<Arc<CpuSet>>,
-    pub effective: Option<Arc<CpuSet>>,
     /// A problem with its request (a malformed xattr or annotation).
     pub problem: Option<Box<str>>,
     /// The last failed write or verification.
@@ -60,7 +59,6 @@ impl Default for CgroupEntry {
             key: Box::default(),
             cpus: None,
             mems: None,
-            effective: None,
             problem: None,
             failure: None,
             role: Role::Unmanaged,

@@ -368,13 +368,11 @@ impl Engine {
         } = r;
         let cpus = obs.cpus.map(|s| self.sets.get(s));
         let mems = obs.mems.map(|s| self.sets.get(s));
-        let effective = obs.effective.map(|s| self.sets.get(s));
         self.dirty.insert(obs.rel.clone());
         let entry = self.cgroups.entry(obs.rel).or_default();
         entry.update(&kind, intent, key, problem, bundle);
         entry.cpus = cpus;
         entry.mems = mems;
-        entry.effective = effective;
         if let Some(e) = obs.error {
             entry.failure = Some(Box::new(Failure {
                 message: e,
@@ -579,7 +577,7 @@ impl Engine {
         }
     }
 
-    /// Records the effective set read back after writes; a mismatch with the
+    /// Checks the effective set read back after writes: a mismatch with the
     /// target (v2's silent fallback to the parent's set) is a failure.
     pub fn verified(&mut self, rel: &str, effective: CpuSet) {
         let Some(e) = self.cgroups.get_mut(rel) else {
@@ -594,7 +592,6 @@ impl Engine {
                 errno: None,
             }));
         }
-        e.effective = Some(self.sets.get(effective));
     }
 
     /// The state to save.
