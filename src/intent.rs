@@ -239,8 +239,15 @@ pub fn read(
         _ => None,
     };
     // Only containers have bundles, so only they have one remembered; one
-    // that could not be used is read again once its file changed.
-    let mut bundle = bundle.filter(|b| !b.stale(fs)).or_else(read_bundle);
+    // that could not be used is read again once its file changed. A
+    // container with none in `bundle_dirs` asks for nothing there, for
+    // good: a runtime writes the bundle before it makes the cgroup
+    // (`bundle_dirs` changes with a restart), so it is not looked for again
+    // at every reconcile (a directory and two paths per container).
+    let mut bundle = bundle
+        .filter(|b| !b.stale(fs))
+        .or_else(read_bundle)
+        .or_else(|| matches!(kind, Kind::Container { .. }).then(Bundle::summary));
     let (intent, problem) = decide(&kind, &obs, bundle.as_deref(), cfg);
     // The identity matters only for a workload that wants CPUs; it may come
     // from the bundle.
@@ -509,6 +516,53 @@ mod tests {
 
     fn owned(uid: u32, mode: u32) -> Option<Owner> {
         Some(Owner { uid, mode })
+    }
+
+    /// A container with no bundle in `bundle_dirs` is not looked for again
+    /// at every read (a runtime writes the bundle before the cgroup): what
+    /// is remembered of it is the summary of a bundle that asks for nothing.
+    #[test]
+    fn a_container_without_a_bundle_is_not_looked_for_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (cgroup, bundles) = (tmp.path().join("cgroup"), tmp.path().join("bundles"));
+        let id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        let rel: Rel =
+            format!("kubepods/burstable/pod11111111-2222-3333-4444-555555555555/{id}").into();
+        let dir = cgroup.join(&*rel);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&bundles).unwrap();
+        std::fs::write(dir.join("cpuset.cpus"), "").unwrap();
+        let hier = Hierarchy {
+            version: Version::V2,
+            root: cgroup.clone(),
+            cpuset: cgroup.clone(),
+            cpu: Some(cgroup),
+            hybrid: false,
+        };
+        let text = format!("bundle_dirs = [{:?}]\n", bundles.display().to_string());
+        let cfg = crate::config::parse(&text, Path::new("/etc/pinctl/pinctld.toml")).unwrap();
+        let fs = crate::io::RealFs;
+        let first = read(&fs, &hier, &cfg, &rel, None).unwrap();
+        let kept = first.bundle.expect("remembered");
+        assert!(kept.is_summary());
+        // A bundle that turns up later is not seen...
+        std::fs::create_dir(bundles.join(id)).unwrap();
+        std::fs::write(
+            bundles.join(id).join("config.json"),
+            r#"{"annotations":{"pinctl.io/cpus":"2"}}"#,
+        )
+        .unwrap();
+        let again = read(&fs, &hier, &cfg, &rel, Some(kept)).unwrap();
+        assert_eq!(again.intent.map(|i| i.cpus).unwrap_or(0), 0);
+        // ...but by a fresh read (a restart).
+        let fresh = read(&fs, &hier, &cfg, &rel, None).unwrap();
+        let fresh = fresh.intent.expect("asks");
+        assert_eq!(fresh.cpus, 2);
+        assert!(
+            matches!(fresh.source, Source::Annotation { .. }),
+            "{:?}",
+            fresh.source
+        );
     }
 
     #[test]
