@@ -419,7 +419,7 @@ impl Engine {
 
     /// The problem with `rel`'s request, as last read.
     pub fn problem(&self, rel: &str) -> Option<&str> {
-        self.cgroups.get(rel)?.problem.as_deref()
+        self.cgroups.get(rel)?.problem.get()
     }
 
     /// Whether `rel` is part of an exclusive workload (its cgroup, or below).

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::entry::CgroupEntry;
+use super::entry::{CgroupEntry, Thin};
 use super::{Engine, Role, Workload};
 use crate::cgroup::{self, Rel, Scope};
 
@@ -171,37 +171,40 @@ impl Walk<'_> {
     /// being, part of one itself (what is below it changes role with it).
     fn visit(&mut self, rel: &Rel, e: &mut CgroupEntry, inside: bool) -> bool {
         let (role, member) = if inside {
-            (Role::Inside, None)
+            (Role::Inside, Thin::default())
         } else if e.wants() {
-            (Role::Exclusive, Some(e.key.clone()))
+            (Role::Exclusive, e.key.clone())
         } else {
-            (Engine::base_role(self.scope, rel, e.structural), None)
+            (
+                Engine::base_role(self.scope, rel, e.structural),
+                Thin::default(),
+            )
         };
         let flipped = e.role.is_exclusive() != role.is_exclusive();
         if e.member_of != member {
             self.moved = true;
-            if let Some(old) = &e.member_of {
-                if let Some(w) = self.workloads.get_mut(&**old) {
+            if let Some(old) = e.member_of.get() {
+                if let Some(w) = self.workloads.get_mut(old) {
                     w.cgroups.remove(rel);
                 }
-                self.touched.insert(old.clone());
+                self.touched.insert(old.into());
             }
-            if let Some(new) = &member {
-                match self.workloads.get_mut(&**new) {
+            if let Some(new) = member.get() {
+                match self.workloads.get_mut(new) {
                     Some(w) => {
                         w.cgroups.insert(rel.clone());
-                        self.touched.insert(new.clone());
+                        self.touched.insert(new.into());
                     }
                     None => self
                         .joining
-                        .entry(new.clone())
+                        .entry(new.into())
                         .or_default()
                         .push(rel.clone()),
                 }
             }
-        } else if let Some(key) = &member {
+        } else if let Some(key) = member.get() {
             // Its request may have changed.
-            self.touched.insert(key.clone());
+            self.touched.insert(key.into());
         }
         e.role = role;
         e.member_of = member;

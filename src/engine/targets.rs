@@ -79,6 +79,17 @@ struct Pools {
     assigned: BTreeMap<Box<str>, Arc<CpuSet>>,
 }
 
+/// Whether every descendant of cgroup `a` sorts before `b`, which sorts
+/// after `a`: `b` neither lies below `a` nor extends its name with a
+/// character that sorts before `/`.
+fn past(a: &str, b: &str) -> bool {
+    match b.strip_prefix(a) {
+        _ if a.is_empty() => false,
+        Some(rest) => rest.as_bytes().first().is_some_and(|&c| c > b'/'),
+        None => true,
+    }
+}
+
 impl Engine {
     fn pools(&self) -> Pools {
         Pools {
@@ -104,7 +115,7 @@ impl Engine {
                 };
                 let shared = pools
                     .assigned
-                    .entry(e.key.clone())
+                    .entry(Box::from(&*e.key))
                     .or_insert_with(|| Arc::new(cpus.clone()));
                 Some(shared.clone())
             }
@@ -134,20 +145,25 @@ impl Engine {
         let mut pools = self.pools();
         let entries: Vec<&CgroupEntry> = self.cgroups.values().collect();
         let mut slots: Vec<Slot> = Vec::with_capacity(entries.len());
-        // The known ancestors of the cgroup at hand, by slot: path order
-        // is depth-first, so a cgroup's parent, if known, is on this stack.
+        // Cgroups whose descendants may still come, by slot. A cgroup's
+        // descendants sort right after it but for siblings that extend its
+        // name with a character before `/` (`kubepods.slice` sorts between
+        // `kubepods` and `kubepods/burstable`): one leaves the stack only
+        // once a path sorts beyond all of its descendants' (monotone from the
+        // top: what lies above it on the stack extends its name).
         let mut stack: Vec<(u32, &Rel)> = Vec::new();
         for (i, (rel, e)) in self.cgroups.iter().enumerate() {
-            while stack
-                .last()
-                .is_some_and(|(_, top)| !(cgroup::is_within(rel, top) && *top != rel))
-            {
+            while stack.last().is_some_and(|(_, top)| past(top, rel)) {
                 stack.pop();
             }
-            let parent = stack
-                .last()
-                .filter(|(_, top)| cgroup::parent(rel) == Some(&***top))
-                .map(|&(p, _)| p);
+            let parent = cgroup::parent(rel).and_then(|p| {
+                stack
+                    .iter()
+                    .rev()
+                    .find(|(_, anc)| cgroup::is_within(rel, anc))
+                    .filter(|(_, anc)| ***anc == *p)
+                    .map(|&(slot, _)| slot)
+            });
             let from_parent = parent.and_then(|p| slots[p as usize].target.clone());
             slots.push(Slot {
                 target: self.own_target(rel, e, &mut pools, from_parent),

@@ -127,8 +127,14 @@ fn pod(p: u8) -> String {
     }
 }
 
+/// Container 2 is named so that it sorts between container 0 and the
+/// cgroups below it (`c0` < `c0.x` < `c0/sub`: `.` sorts before `/`), as
+/// `kubepods.slice` sorts between `kubepods` and `kubepods/burstable`.
 fn container(p: u8, c: u8) -> String {
-    format!("{}/c{c}", pod(p))
+    match c {
+        2 => format!("{}/c0.x", pod(p)),
+        c => format!("{}/c{c}", pod(p)),
+    }
 }
 
 /// Feeds `event` to the engine; returns the cgroup whose writes fail.
