@@ -5,6 +5,9 @@
 # hardware: compare them with each other (v1 with v2, before with after),
 # not with the targets.
 _sizes=${BENCH_SIZES:-10,1000}
+# 5,000 containers are 10,000 cgroups, each watched by the daemon, and the
+# bench watches a file of each container: more than a small guest's default.
+echo 1048576 > /proc/sys/fs/inotify/max_user_watches
 note "benchmark at $_sizes live containers"
 if PINCTL_BENCH_PINCTLD=/bin/pinctld PINCTL_BENCH_SIZES=$_sizes PINCTL_BENCH_ROUNDS=10 \
     PINCTL_BENCH_CHURN=30 PINCTL_BENCH_HUPS=2 PINCTL_BENCH_BUDGET=60 \
