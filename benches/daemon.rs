@@ -578,16 +578,14 @@ impl Drop for Tree {
 
 // ---------------------------------------------------------------------------
 // Measurements
+/// Samples of Guaranteed pods (a Burstable one needs no write on v2).
 struct Latency {
-    qos: Qos,
     /// Rename to `IN_CLOSE_WRITE` on the container's `cpuset.cpus`.
     write: Stats,
-    /// Rename in until every shared cgroup has the smaller pool (Guaranteed
-    /// only).
-    applied: Option<Stats>,
-    /// Rename out until every shared cgroup has the larger pool (Guaranteed
-    /// only).
-    released: Option<Stats>,
+    /// Rename in until every shared subtree has the smaller pool.
+    applied: Stats,
+    /// Rename out until every shared subtree has the larger pool.
+    released: Stats,
     /// Samples whose container got the wrong set.
     wrong: usize,
     example: String,
@@ -605,7 +603,7 @@ struct SizeResult {
     reconciles: Vec<(u64, u64)>,
     mem_start: (u64, u64),
     mem_end: (u64, u64),
-    latencies: Vec<Latency>,
+    latency: Latency,
     warnings: Vec<String>,
 }
 
@@ -626,21 +624,19 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
     let cold_settle = d.wait_idle()?;
     d.pump_logs();
     let mem_start = d.memory()?;
-    let mut latencies = Vec::new();
     let mut ino = Inotify::init().context("cannot start inotify")?;
     let mut pool = PoolWatch::new(&tree.shared)?;
     // A Burstable container needs no write on v2 (it follows its QoS
     // slice): checked once, not timed.
     let mut warnings = burstable_untouched(&mut tree, &mut d)?;
-    let qos = Qos::Guaranteed;
-    {
+    let latency = {
         let _perf = Perf::start(
             opts.perf.as_deref(),
             &d,
-            &format!("n{n}-latency-{}", qos.name()),
+            &format!("n{n}-latency-{}", Qos::Guaranteed.name()),
         )?;
-        latencies.push(latency(&mut tree, &mut d, &mut ino, &mut pool, qos, opts)?);
-    }
+        latency(&mut tree, &mut d, &mut ino, &mut pool, opts)?
+    };
     drop(pool);
     let mem_end = d.memory()?;
     let stopped = d.stop()?;
@@ -680,7 +676,7 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
         reconciles: std::mem::take(&mut d.reconciles),
         mem_start,
         mem_end,
-        latencies,
+        latency,
         warnings,
     })
 }
@@ -721,13 +717,12 @@ fn burstable_untouched(tree: &mut Tree, d: &mut Daemon) -> Result<Vec<String>> {
     })
 }
 
-/// Latency samples of one kind until the count or the time budget runs out.
+/// Latency samples until the count or the time budget runs out.
 fn latency(
     tree: &mut Tree,
     d: &mut Daemon,
     ino: &mut Inotify,
     pool: &mut PoolWatch,
-    qos: Qos,
     opts: &Options,
 ) -> Result<Latency> {
     let started = Instant::now();
@@ -736,64 +731,47 @@ fn latency(
     let mut released = Vec::new();
     let mut wrong = 0;
     let mut example = String::new();
-    let shared = CPUS as usize - tree.pinned;
     while write.len() < opts.samples
         && (write.len() < opts.min_samples || started.elapsed() < opts.budget)
     {
-        let s = sample(tree, d, ino, pool, qos)?;
-        let ok = match qos {
-            // One exclusive CPU, never the reserved CPU 0.
-            Qos::Guaranteed => s.cpus.parse::<u32>().is_ok_and(|c| c != 0),
-            // The shared pool: every CPU not pinned.
-            Qos::Burstable => count_cpus(&s.cpus) == Some(shared),
-        };
-        if !ok {
+        let s = sample(tree, d, ino, pool)?;
+        // One exclusive CPU, never the reserved CPU 0.
+        if !s.cpus.parse::<u32>().is_ok_and(|c| c != 0) {
             wrong += 1;
         }
         if example.is_empty() {
             example = s.cpus.clone();
         }
         write.push(s.write);
-        applied.extend(s.applied);
-        released.extend(s.released);
+        applied.push(s.applied);
+        released.push(s.released);
     }
+    let stats = |samples| Stats::of(samples).expect("at least one sample");
     Ok(Latency {
-        qos,
-        write: Stats::of(write).expect("at least one sample"),
-        applied: Stats::of(applied),
-        released: Stats::of(released),
+        write: stats(write),
+        applied: stats(applied),
+        released: stats(released),
         wrong,
         example,
     })
 }
 
-fn count_cpus(list: &str) -> Option<usize> {
-    let mut n = 0;
-    for item in list.trim().split(',').filter(|s| !s.is_empty()) {
-        let (a, b) = item.split_once('-').unwrap_or((item, item));
-        let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-        n += b.checked_sub(a)? + 1;
-    }
-    Some(n)
-}
-
 struct Sample {
     write: Duration,
-    applied: Option<Duration>,
-    released: Option<Duration>,
+    applied: Duration,
+    released: Duration,
     cpus: String,
 }
 
-/// One pod in and out. See the module documentation.
+/// One Guaranteed pod in and out. See the module documentation.
 fn sample(
     tree: &mut Tree,
     d: &mut Daemon,
     ino: &mut Inotify,
     pool: &mut PoolWatch,
-    qos: Qos,
 ) -> Result<Sample> {
     tree.next += 1;
-    let spec = PodSpec::new(tree.next, qos);
+    let spec = PodSpec::new(tree.next, Qos::Guaranteed);
     spec.create(&tree.staging, &tree.bundles)?;
     let staged = tree.staging.join(&spec.pod);
     let live = tree.cgroup.join(spec.parent).join(&spec.pod);
@@ -813,12 +791,9 @@ fn sample(
     let cpus = fs::read_to_string(live.join(&spec.container).join("cpuset.cpus"))?
         .trim()
         .to_string();
-    let applied = match qos {
-        Qos::Guaranteed => match pool.wait_all()? {
-            Some(at) => Some(at - t0),
-            None => return Err(d.fail("the shared pool was not rewritten after a new pod")),
-        },
-        Qos::Burstable => None,
+    let applied = match pool.wait_all()? {
+        Some(at) => at - t0,
+        None => return Err(d.fail("the shared pool was not rewritten after a new pod")),
     };
     d.wait_idle()?;
     let _ = ino.watches().remove(wd);
@@ -827,12 +802,9 @@ fn sample(
     let gone = tree.staging.join(format!("gone-{}", spec.pod));
     let t1 = Instant::now();
     fs::rename(&live, &gone).with_context(|| format!("cannot move out {}", live.display()))?;
-    let released = match qos {
-        Qos::Guaranteed => match pool.wait_all()? {
-            Some(at) => Some(at - t1),
-            None => return Err(d.fail("the shared pool was not rewritten after a removed pod")),
-        },
-        Qos::Burstable => None,
+    let released = match pool.wait_all()? {
+        Some(at) => at - t1,
+        None => return Err(d.fail("the shared pool was not rewritten after a removed pod")),
     };
     d.wait_idle()?;
     fs::remove_dir_all(&gone)?;
@@ -885,14 +857,10 @@ fn wait_close_write(
 impl SizeResult {
     fn print_progress(&self) {
         eprintln!(
-            "[{} workloads] done: cold start {} ms, latency medians {}",
+            "[{} workloads] done: cold start {} ms, latency median {} ms",
             self.workloads,
             ms(self.cold_ready),
-            self.latencies
-                .iter()
-                .map(|l| format!("{} {} ms", l.qos.name(), ms(l.write.median)))
-                .collect::<Vec<_>>()
-                .join(", ")
+            ms(self.latency.write.median),
         );
     }
 
@@ -978,34 +946,29 @@ fn report(results: &[SizeResult]) {
         "regrown med/p99",
         "wrong",
     );
+    let pair = |s: &Stats| format!("{}/{}", ms(s.median), ms(s.p99));
     for r in results {
-        for l in &r.latencies {
-            let pair = |s: &Option<Stats>| {
-                s.as_ref().map_or("-".to_string(), |s| {
-                    format!("{}/{}", ms(s.median), ms(s.p99))
-                })
-            };
-            let example = if l.example.len() > 28 {
-                format!("{}…", &l.example[..27])
-            } else {
-                l.example.clone()
-            };
-            println!(
-                "{:>9} {:>10} {:>5} | {:>8} {:>8} {:>8} {:>8} {:>8} | {:>19} {:>16} | {:>5} {}",
-                r.workloads,
-                l.qos.name(),
-                l.write.n,
-                ms(l.write.min),
-                ms(l.write.median),
-                ms(l.write.p90),
-                ms(l.write.p99),
-                ms(l.write.max),
-                pair(&l.applied),
-                pair(&l.released),
-                l.wrong,
-                example,
-            );
-        }
+        let l = &r.latency;
+        let example = if l.example.len() > 28 {
+            format!("{}…", &l.example[..27])
+        } else {
+            l.example.clone()
+        };
+        println!(
+            "{:>9} {:>10} {:>5} | {:>8} {:>8} {:>8} {:>8} {:>8} | {:>19} {:>16} | {:>5} {}",
+            r.workloads,
+            Qos::Guaranteed.name(),
+            l.write.n,
+            ms(l.write.min),
+            ms(l.write.median),
+            ms(l.write.p90),
+            ms(l.write.p99),
+            ms(l.write.max),
+            pair(&l.applied),
+            pair(&l.released),
+            l.wrong,
+            example,
+        );
     }
     println!(
         "  pool shrunk / regrown: rename in / out → the last of the shared subtrees' cpuset.cpus written (v2: the QoS and shared slices; what lies below follows)"
@@ -1032,20 +995,19 @@ fn report(results: &[SizeResult]) {
     let at = |n: usize| results.iter().find(|r| r.workloads == n);
     match at(TARGET_LATENCY_AT) {
         Some(r) => {
-            for l in &r.latencies {
-                println!(
-                    "  latency at {} workloads ({}, n={}): median {} ms < {} ms: {}; p99 {} ms < {} ms: {}",
-                    r.workloads,
-                    l.qos.name(),
-                    l.write.n,
-                    ms(l.write.median),
-                    ms(TARGET_MEDIAN),
-                    verdict(l.write.median < TARGET_MEDIAN),
-                    ms(l.write.p99),
-                    ms(TARGET_P99),
-                    verdict(l.write.p99 < TARGET_P99),
-                );
-            }
+            let l = &r.latency;
+            println!(
+                "  latency at {} workloads ({}, n={}): median {} ms < {} ms: {}; p99 {} ms < {} ms: {}",
+                r.workloads,
+                Qos::Guaranteed.name(),
+                l.write.n,
+                ms(l.write.median),
+                ms(TARGET_MEDIAN),
+                verdict(l.write.median < TARGET_MEDIAN),
+                ms(l.write.p99),
+                ms(TARGET_P99),
+                verdict(l.write.p99 < TARGET_P99),
+            );
         }
         None => println!("  latency at {TARGET_LATENCY_AT} workloads: not measured"),
     }

@@ -143,7 +143,7 @@ impl Engine {
     /// The target `cpuset.cpus` of every cgroup that gets one.
     pub(super) fn all_targets(&self) -> Targets {
         let mut pools = self.pools();
-        let entries: Vec<&CgroupEntry> = self.cgroups.values().collect();
+        let entries: Vec<(&Rel, &CgroupEntry)> = self.cgroups.iter().collect();
         let mut slots: Vec<Slot> = Vec::with_capacity(entries.len());
         // Cgroups whose descendants may still come, by slot. A cgroup's
         // descendants sort right after it but for siblings that extend its
@@ -152,7 +152,7 @@ impl Engine {
         // once a path sorts beyond all of its descendants' (monotone from the
         // top: what lies above it on the stack extends its name).
         let mut stack: Vec<(u32, &Rel)> = Vec::new();
-        for (i, (rel, e)) in self.cgroups.iter().enumerate() {
+        for (i, &(rel, e)) in entries.iter().enumerate() {
             while stack.last().is_some_and(|(_, top)| past(top, rel)) {
                 stack.pop();
             }
@@ -194,7 +194,7 @@ impl Engine {
                     None => {
                         // An unmanaged ancestor is widened only when it lacks
                         // CPUs.
-                        let e = entries[anc];
+                        let e = entries[anc].1;
                         if self.lacks(e, &t) {
                             let cur = e.cpus.as_deref().cloned().unwrap_or_default();
                             slots[anc].target = Some(Arc::new(cur.union(&t)));

@@ -1777,11 +1777,7 @@ fn not_utf8(version: Version, driver: Driver) {
         let own = read(&odd).unwrap_or_default();
         let got = match version {
             Version::V1 => own,
-            Version::V2 => {
-                let up = env.tree.effective(SYSTEM);
-                let both = own.intersection(&up);
-                if both.is_empty() { up } else { both }
-            }
+            Version::V2 => fake_cgroup::v2_gets(&own, &env.tree.effective(SYSTEM)),
         };
         if got == pool {
             Ok(())

@@ -128,12 +128,17 @@ fn reading(e: &mut Engine, obs: Observed, intent: Option<Intent>, key: &str) {
     });
 }
 
+/// Reports `writes` made, as the daemon does once they succeed.
+fn made(e: &mut Engine, writes: &[Write]) {
+    for w in writes {
+        e.written(w, Ok(()));
+    }
+}
+
 /// Applies every write as the kernel would (no rules), like a fake tree.
 fn apply(e: &mut Engine) -> Vec<Write> {
     let plan = e.plan();
-    for w in &plan.writes {
-        e.written(w, Ok(()));
-    }
+    made(e, &plan.writes);
     plan.writes
 }
 

@@ -335,33 +335,25 @@ fn everyday_events(mut e: Engine) {
     assert!(plan.more && plan.assignments_changed);
     let rels: Vec<&str> = plan.writes.iter().map(|w| &*w.rel).collect();
     assert!(rels.iter().all(|r| r.starts_with(&pod(0))), "{rels:?}");
-    for w in &plan.writes {
-        e.written(w, Ok(()));
-    }
+    made(&mut e, &plan.writes);
     let shrink = e.plan();
     assert!(!shrink.more);
     assert!(shrink.writes.iter().any(|w| &*w.rel == "system.slice"));
-    for w in &shrink.writes {
-        e.written(w, Ok(()));
-    }
+    made(&mut e, &shrink.writes);
     // A foreign write to it is put right over its reach too.
     feed(&mut e, &Event::Foreign(0, 1));
     let before = reached();
     let fix = e.plan();
     assert_eq!(reached(), before + 1);
     assert_eq!(fix.writes.len(), 1, "{:?}", fix.writes);
-    for w in &fix.writes {
-        e.written(w, Ok(()));
-    }
+    made(&mut e, &fix.writes);
     // Its pod read again (a pod holding exclusive CPUs, on v2 the shared
     // pool with them): over its reach.
     feed(&mut e, &Event::Container(0, 2, 6, false, true));
     let before = reached();
     let plan = e.plan();
     assert_eq!(reached(), before + 1, "{:?}", plan.writes);
-    for w in &plan.writes {
-        e.written(w, Ok(()));
-    }
+    made(&mut e, &plan.writes);
     // A Guaranteed pod seen with its container in one go (a `mkdir -p`, a
     // rename): the pin still goes first, alone (on v2 the new pod holds the
     // shrunk pool and the pin).
@@ -397,9 +389,7 @@ fn a_cgroup_joining_or_leaving_a_workload_is_saved() {
     reading(&mut e, obs(new), want(2), "pod:1/app");
     let plan = e.plan();
     assert!(plan.assignments_changed, "joined");
-    for w in &plan.writes {
-        e.written(w, Ok(()));
-    }
+    made(&mut e, &plan.writes);
     e.forget(old);
     assert!(e.plan().assignments_changed, "left");
     assert_eq!(e.saved_state().assignments["pod:1/app"].cgroups, [new]);

@@ -135,6 +135,14 @@ pub fn parent(rel: &str) -> Option<&str> {
 }
 
 /// Parses a CPU list, panicking with the text on garbage.
+/// What a v2 cgroup whose own `cpuset.cpus` is `own` gets below a parent
+/// that gets `up`: their intersection, or all of `up` when that is empty
+/// (an empty `own` inherits).
+pub fn v2_gets(own: &CpuSet, up: &CpuSet) -> CpuSet {
+    let both = own.intersection(up);
+    if both.is_empty() { up.clone() } else { both }
+}
+
 pub fn set(text: &str) -> CpuSet {
     text.parse()
         .unwrap_or_else(|e| panic!("not a CPU list: {text:?}: {e}"))
@@ -363,11 +371,7 @@ impl FakeCgroup {
             Version::V1 => self.cpus(rel),
             Version::V2 => match parent(rel) {
                 None => set(&self.read("", "cpuset.cpus.effective")),
-                Some(p) => {
-                    let up = self.effective(p);
-                    let own = self.cpus(rel).intersection(&up);
-                    if own.is_empty() { up } else { own }
-                }
+                Some(p) => v2_gets(&self.cpus(rel), &self.effective(p)),
             },
         }
     }
