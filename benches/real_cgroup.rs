@@ -27,6 +27,11 @@
 //!   Burstable container's effective set (`cpuset.effective_cpus`,
 //!   `cpuset.cpus.effective`) has lost that CPU; then the pod is removed, and
 //!   *released* runs from its `rmdir` until every one has it back.
+//! - Where a pin's time goes: *steps* from that `mkdir` until the runtime's
+//!   last write (the quota), *reaction* from there until pinned; and the
+//!   kernel's *floor*, the same pod and container made in a cgroup the
+//!   daemon does not manage (`<top>/floor`) with the pin's one write made by
+//!   the benchmark itself as soon as the quota is in.
 //! - Churn: the same rounds back to back, the next pod made as soon as the
 //!   last one is pinned and removed, without waiting for the shared pool:
 //!   *pin under churn* is what a new pin costs while the daemon is still busy
@@ -512,22 +517,38 @@ bundle_dirs = ["{bundles}"]
         self.daemon.as_mut().expect("the daemon runs")
     }
 
-    /// Makes a Guaranteed pod with one container, as runc does (the cpuset
-    /// directory first, then the CPU quota); returns the pod and container
-    /// and when the container's cpuset `mkdir` started.
-    fn guaranteed(&mut self, watch: &mut Pinned) -> Result<(String, Instant)> {
+    /// Makes a Guaranteed pod with one container below `parent` (a path
+    /// under the top), as runc does: the cpuset directory first, then the
+    /// CPU quota. Says when the container's cpuset `mkdir` started and when
+    /// its quota was in (from then on only the daemon can make the pin).
+    fn guaranteed(&mut self, parent: &str, watch: &mut Pinned) -> Result<Made> {
         self.next += 1;
         let (uid, id) = names(self.next);
-        let pod = format!("{}/kubepods/pod{uid}", self.top);
+        let pod = format!("{}/{parent}/pod{uid}", self.top);
         self.hier.make(&pod, true)?;
         self.hier.one_cpu_quota(&pod)?;
-        let c = format!("{pod}/{id}");
-        let t0 = Instant::now();
-        self.hier.make(&c, false)?;
-        watch.arm(&self.hier.cpuset.join(&c).join("cpuset.cpus"))?;
-        self.hier.one_cpu_quota(&c)?;
-        Ok((pod, t0))
+        let container = format!("{pod}/{id}");
+        let mkdir = Instant::now();
+        self.hier.make(&container, false)?;
+        watch.arm(&self.hier.cpuset.join(&container).join("cpuset.cpus"))?;
+        self.hier.one_cpu_quota(&container)?;
+        Ok(Made {
+            pod,
+            container,
+            mkdir,
+            quota: Instant::now(),
+        })
     }
+}
+
+/// A Guaranteed pod the benchmark made, and when.
+struct Made {
+    pod: String,
+    container: String,
+    /// The container's cpuset `mkdir` started.
+    mkdir: Instant,
+    /// The runtime's last step, its CPU quota, was written.
+    quota: Instant,
 }
 
 /// Waits for one container's `cpuset.cpus` to read a given CPU.
@@ -666,6 +687,14 @@ struct SizeResult {
     narrowed: Stats,
     released: Stats,
     churn: Stats,
+    /// Of a settled pin: the runtime's steps (mkdir to quota written) and
+    /// the daemon's reaction (quota written to pinned).
+    steps: Stats,
+    reaction: Stats,
+    /// The kernel's floor: the same steps, and the pin's one write made at
+    /// once by the benchmark (quota written to pinned).
+    floor_steps: Stats,
+    floor_write: Stats,
     reconcile: Option<Stats>,
     cgroups: u64,
     mem_start: (u64, u64),
@@ -700,17 +729,48 @@ fn run_size(
         i < limit && (i < 5 || started.elapsed() < opts.budget)
     };
 
+    // The kernel's floor: the same runtime steps in a cgroup the daemon
+    // does not manage, and the pin's one write made by the benchmark itself
+    // at once, the daemon idle beside it. What a pin costs above this is
+    // the daemon's.
+    let (mut floor_steps, mut floor_write) = (Vec::new(), Vec::new());
+    hier.make(&format!("{}/floor", rig.top), true)?;
+    let started = Instant::now();
+    while phase_ok(floor_steps.len(), opts.rounds, started) {
+        let made = rig.guaranteed("floor", &mut pinned)?;
+        write(
+            &hier.cpuset.join(&made.container).join("cpuset.cpus"),
+            &cpu.to_string(),
+        )?;
+        let Some(at) = pinned.wait(cpu)? else {
+            return Err(rig
+                .daemon()
+                .fail("the benchmark's own pin did not read back"));
+        };
+        floor_steps.push(made.quota - made.mkdir);
+        floor_write.push(at - made.quota);
+        hier.remove(&made.pod);
+    }
+
     // Settled rounds.
     let (mut pin, mut narrowed, mut released) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut steps, mut reaction) = (Vec::new(), Vec::new());
     let perf = Perf::start(opts.perf.as_deref(), rig.daemon(), &format!("n{n}-rounds"))?;
     let started = Instant::now();
     while phase_ok(pin.len(), opts.rounds, started) {
         pool.drain();
-        let (pod, t0) = rig.guaranteed(&mut pinned)?;
+        let Made {
+            pod,
+            mkdir: t0,
+            quota,
+            ..
+        } = rig.guaranteed("kubepods", &mut pinned)?;
         let Some(at) = pinned.wait(cpu)? else {
             return Err(rig.daemon().fail("the Guaranteed container was not pinned"));
         };
         pin.push(at - t0);
+        steps.push(quota - t0);
+        reaction.push(at - quota);
         let Some(at) = pool.wait(cpu, false)? else {
             return Err(rig
                 .daemon()
@@ -736,14 +796,14 @@ fn run_size(
     let perf = Perf::start(opts.perf.as_deref(), rig.daemon(), &format!("n{n}-churn"))?;
     let started = Instant::now();
     while phase_ok(churn.len(), opts.churn, started) {
-        let (pod, t0) = rig.guaranteed(&mut pinned)?;
+        let made = rig.guaranteed("kubepods", &mut pinned)?;
         let Some(at) = pinned.wait(cpu)? else {
             return Err(rig
                 .daemon()
                 .fail("the Guaranteed container was not pinned under churn"));
         };
-        churn.push(at - t0);
-        hier.remove(&pod);
+        churn.push(at - made.mkdir);
+        hier.remove(&made.pod);
     }
     drop(perf);
     if pool.wait(cpu, true)?.is_none() {
@@ -787,6 +847,10 @@ fn run_size(
         narrowed: some(narrowed)?,
         released: some(released)?,
         churn: some(churn)?,
+        steps: some(steps)?,
+        reaction: some(reaction)?,
+        floor_steps: some(floor_steps)?,
+        floor_write: some(floor_write)?,
         reconcile,
         cgroups: reconciles.first().map_or(0, |&(_, c)| c),
         mem_start,
@@ -849,6 +913,25 @@ fn report(hier: &Hier, results: &[SizeResult]) {
     println!(
         "  pin (churn): rounds back to back, the shared pool never waited for; reconcile: SIGHUP, the daemon's `reconcile done elapsed_us`"
     );
+    println!(
+        "  where a settled pin's time goes (p50 ms): the runtime's steps (mkdir to quota written) + the daemon's reaction (quota to pinned),"
+    );
+    println!(
+        "  against the kernel's floor: the same steps in an unmanaged cgroup + the pin's one write made at once by the benchmark"
+    );
+    for r in results {
+        println!(
+            "  {:>6}: pin {} = steps {} + reaction {}; floor {} = steps {} + write {}; the daemon's share {}",
+            r.n,
+            ms(r.pin.median),
+            ms(r.steps.median),
+            ms(r.reaction.median),
+            ms(r.floor_steps.median + r.floor_write.median),
+            ms(r.floor_steps.median),
+            ms(r.floor_write.median),
+            ms(r.reaction.median.saturating_sub(r.floor_write.median)),
+        );
+    }
     for r in results {
         if let Some(w) = r.warnings.first() {
             println!(

@@ -244,15 +244,17 @@ pub fn read(
     // good: a runtime writes the bundle before it makes the cgroup
     // (`bundle_dirs` changes with a restart), so it is not looked for again
     // at every reconcile (a directory and two paths per container).
-    let mut bundle = bundle
-        .filter(|b| !b.stale(fs))
+    let known = bundle.filter(|b| !b.stale(fs));
+    let looked = known.is_none();
+    let mut bundle = known
         .or_else(read_bundle)
         .or_else(|| matches!(kind, Kind::Container { .. }).then(Bundle::summary));
     let (intent, problem) = decide(&kind, &obs, bundle.as_deref(), cfg);
     // The identity matters only for a workload that wants CPUs; it may come
-    // from the bundle.
+    // from a bundle remembered as a summary (not when one was just looked
+    // for: a pin's read looks once).
     let wants = intent.as_ref().is_some_and(Intent::wants);
-    if wants && bundle.as_deref().is_some_and(Bundle::is_summary) {
+    if wants && !looked && bundle.as_deref().is_some_and(Bundle::is_summary) {
         bundle = read_bundle();
     }
     let key = if wants {
@@ -524,23 +526,14 @@ mod tests {
     #[test]
     fn a_container_without_a_bundle_is_not_looked_for_again() {
         let tmp = tempfile::tempdir().unwrap();
-        let (cgroup, bundles) = (tmp.path().join("cgroup"), tmp.path().join("bundles"));
-        let id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-        let rel: Rel =
-            format!("kubepods/burstable/pod11111111-2222-3333-4444-555555555555/{id}").into();
-        let dir = cgroup.join(&*rel);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::create_dir_all(&bundles).unwrap();
-        std::fs::write(dir.join("cpuset.cpus"), "").unwrap();
-        let hier = Hierarchy {
-            version: Version::V2,
-            root: cgroup.clone(),
-            cpuset: cgroup.clone(),
-            cpu: Some(cgroup),
-            hybrid: false,
-        };
-        let text = format!("bundle_dirs = [{:?}]\n", bundles.display().to_string());
-        let cfg = crate::config::parse(&text, Path::new("/etc/pinctl/pinctld.toml")).unwrap();
+        let Container {
+            id,
+            rel,
+            bundles,
+            hier,
+            cfg,
+            ..
+        } = Container::new(tmp.path(), "kubepods/burstable");
         let fs = crate::io::RealFs;
         let first = read(&fs, &hier, &cfg, &rel, None).unwrap();
         let kept = first.bundle.expect("remembered");
@@ -563,6 +556,111 @@ mod tests {
             "{:?}",
             fresh.source
         );
+    }
+
+    /// A container's cgroup on a fake v2 tree below `root`, in a pod under
+    /// `parent`, with a config whose one bundle directory is empty.
+    struct Container {
+        id: &'static str,
+        rel: Rel,
+        dir: PathBuf,
+        bundles: PathBuf,
+        hier: Hierarchy,
+        cfg: Config,
+    }
+
+    impl Container {
+        fn new(root: &Path, parent: &str) -> Container {
+            let (cgroup, bundles) = (root.join("cgroup"), root.join("bundles"));
+            let id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+            let rel: Rel = format!("{parent}/pod11111111-2222-3333-4444-555555555555/{id}").into();
+            let dir = cgroup.join(&*rel);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::create_dir_all(&bundles).unwrap();
+            std::fs::write(dir.join("cpuset.cpus"), "").unwrap();
+            let hier = Hierarchy {
+                version: Version::V2,
+                root: cgroup.clone(),
+                cpuset: cgroup.clone(),
+                cpu: Some(cgroup),
+                hybrid: false,
+            };
+            let text = format!("bundle_dirs = [{:?}]\n", bundles.display().to_string());
+            let cfg = crate::config::parse(&text, Path::new("/etc/pinctl/pinctld.toml")).unwrap();
+            Container {
+                id,
+                rel,
+                dir,
+                bundles,
+                hier,
+                cfg,
+            }
+        }
+    }
+
+    /// Counts bundle probes; everything else is the real filesystem.
+    struct Probes(std::sync::atomic::AtomicUsize);
+
+    impl Fs for Probes {
+        fn read(&self, path: &Path) -> std::io::Result<String> {
+            crate::io::RealFs.read(path)
+        }
+        fn write(&self, path: &Path, data: &str) -> std::io::Result<()> {
+            crate::io::RealFs.write(path, data)
+        }
+        fn read_dir(&self, path: &Path) -> std::io::Result<Vec<crate::io::Entry>> {
+            crate::io::RealFs.read_dir(path)
+        }
+        fn get_xattr(&self, path: &Path, name: &str) -> std::io::Result<Option<Vec<u8>>> {
+            crate::io::RealFs.get_xattr(path, name)
+        }
+        fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> std::io::Result<()> {
+            crate::io::RealFs.set_xattr(path, name, value)
+        }
+        fn mkdir(&self, path: &Path) -> std::io::Result<()> {
+            crate::io::RealFs.mkdir(path)
+        }
+        fn exists(&self, path: &Path) -> std::io::Result<bool> {
+            crate::io::RealFs.exists(path)
+        }
+        fn read_beneath(&self, dir: &Path, rel: &Path, max: u64) -> std::io::Result<String> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            crate::io::RealFs.read_beneath(dir, rel, max)
+        }
+    }
+
+    #[test]
+    fn a_pin_without_a_bundle_looks_for_it_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let Container {
+            rel,
+            dir,
+            hier,
+            cfg,
+            ..
+        } = Container::new(tmp.path(), "kubepods");
+        std::fs::write(dir.join("cpu.max"), "200000 100000").unwrap();
+        let fs = Probes(Default::default());
+        let probes = || fs.0.load(std::sync::atomic::Ordering::Relaxed);
+        let first = read(&fs, &hier, &cfg, &rel, None).unwrap();
+        assert_eq!(
+            first.intent.as_ref().map(|i| i.cpus),
+            Some(2),
+            "the kubelet rule"
+        );
+        assert_eq!(
+            probes(),
+            2,
+            "the two layouts of the one bundle directory, once"
+        );
+        assert_eq!(first.key, format!("cgroup:{rel}"));
+        let kept = first.bundle.expect("remembered as none there");
+        assert!(kept.is_summary());
+        // The next read of the pinned container (its quota written again,
+        // a reconcile) looks again for the identity the key may come from.
+        let again = read(&fs, &hier, &cfg, &rel, Some(kept)).unwrap();
+        assert_eq!(again.key, first.key);
+        assert_eq!(probes(), 4);
     }
 
     #[test]

@@ -13,8 +13,9 @@
 //! own tempdir.
 //!
 //! Two suites stay binaries of their own, because CI runs them by name and
-//! they are opt-in: `tests/real_cgroup_v1.rs` (`PINCTL_REAL_CGROUP=1`, one
-//! test at a time, on this machine's real cgroup v1 hierarchy) and
+//! they are opt-in: `tests/real_cgroup_v1/` (`PINCTL_REAL_CGROUP=1`, one
+//! test at a time, on this machine's real cgroup v1 hierarchy, with real
+//! processes and runc's containers) and
 //! `tests/vm.rs` (`PINCTL_VM=1`, the VM test bed).
 
 #[macro_use]
