@@ -88,11 +88,11 @@ struct Runc {
     started: Vec<(String, u32)>,
 }
 
-/// The first of `names` found on `PATH`.
-fn on_path(names: &[&str]) -> Option<PathBuf> {
+/// Where `name` is found on `PATH`.
+fn on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
-        .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
+        .map(|dir| dir.join(name))
         .find(|p| p.is_file())
 }
 
@@ -111,14 +111,14 @@ impl Runc {
     /// rig's directory; panics, saying what to install, when runc or a
     /// static busybox is missing.
     fn new(rig: &Rig) -> Runc {
-        let runc = on_path(&["runc"]).unwrap_or_else(|| {
+        let runc = on_path("runc").unwrap_or_else(|| {
             panic!(
                 "{}: PINCTL_REAL_CGROUP=1 runs the real-runtime tests too, and runc is not on \
                  PATH (apt-get install runc)",
                 rig.test
             )
         });
-        let busybox = on_path(&["busybox"]).unwrap_or_else(|| {
+        let busybox = on_path("busybox").unwrap_or_else(|| {
             panic!(
                 "{}: the containers' root filesystem is one static busybox, and busybox is \
                  not on PATH (apt-get install busybox-static)",
