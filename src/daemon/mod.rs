@@ -264,6 +264,7 @@ impl Daemon {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "first reconcile done"
         );
+        self.warn_unconfined();
         self.notify_status(true);
         self.publish();
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tracing::info;
+use tracing::{info, warn};
 
 use super::Daemon;
 use super::notify::Note;
@@ -56,6 +56,27 @@ impl Socket {
 }
 
 impl Daemon {
+    /// On cgroup v1, a `shared_cgroups` entry that is not in the cpuset
+    /// hierarchy confines nothing: systemd keeps its services in the root
+    /// cpuset there, on every CPU (the VM bed's systemd boots show it). Said
+    /// once, at start, with what the operator can do.
+    pub(super) fn warn_unconfined(&self) {
+        if self.hier.version != crate::cgroup::Version::V1 {
+            return;
+        }
+        for rel in &self.cfg.shared_cgroups {
+            if self.engine.rel(rel).is_none() {
+                warn!(
+                    cgroup = %rel,
+                    hierarchy = %self.hier.cpuset.display(),
+                    "shared cgroup is not in the cpuset hierarchy, so it confines nothing: on cgroup v1 systemd \
+                     keeps its services in the root cpuset, on every CPU (CPUAffinity= in \
+                     /etc/systemd/system.conf keeps them off exclusive CPUs)"
+                );
+            }
+        }
+    }
+
     /// The daemon's health, judged on what it knows now.
     pub fn health(&self) -> Health {
         watchdog::assess(&self.facts())

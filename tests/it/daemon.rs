@@ -1882,6 +1882,39 @@ fn a_container_cpu_directory_made_before_its_pods_is_watched_is_seen() {
     well_placed(&env, "the Guaranteed container", &cpus, 2);
 }
 
+/// Found under systemd as PID 1 (the VM bed's debian boots): on cgroup v1
+/// systemd keeps its services in the root cpuset, so a `shared_cgroups`
+/// entry that is not in the cpuset hierarchy confines nothing. The daemon
+/// says so at start, naming the cgroup and what to do; on v2, and where the
+/// cgroup exists, it says nothing.
+#[test]
+fn a_shared_cgroup_missing_from_the_v1_cpuset_hierarchy_is_reported() {
+    const WARNING: &str = "shared cgroup is not in the cpuset hierarchy";
+    for (version, missing) in [
+        (Version::V1, true),
+        (Version::V1, false),
+        (Version::V2, true),
+    ] {
+        let mut env = Env::new(version, Driver::Cgroupfs, Options::default());
+        if missing {
+            fs::remove_dir_all(env.tree.dir(SYSTEM)).unwrap();
+        }
+        env.start();
+        let log = env.log();
+        let warned = log
+            .lines()
+            .any(|l| l.contains(WARNING) && l.contains(SYSTEM));
+        assert_eq!(
+            warned,
+            version == Version::V1 && missing,
+            "{version:?}, {SYSTEM} missing: {missing}; log:\n{log}"
+        );
+        if warned {
+            assert!(log.contains("CPUAffinity="), "says what to do:\n{log}");
+        }
+    }
+}
+
 /// cgroup v1 with the root cpuset balancing: a shared cgroup's
 /// `cpuset.sched_load_balance` goes to 0 (its writes then skip rebuilding the
 /// scheduler domains), an exclusive one's is left alone, a restart writes no

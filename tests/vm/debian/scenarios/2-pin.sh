@@ -24,6 +24,8 @@ else
     SYSTEM=""
     _root_cpuset() { grep -q ':cpuset:/$' "/proc/$J_PID/cgroup" || grep cpuset "/proc/$J_PID/cgroup"; }
     check journald-root-cpuset "v1: systemd leaves its services in the root cpuset" _root_cpuset
+    _warned() { journalctl -b -u pinctld.service --no-pager | grep -m1 'shared cgroup is not in the cpuset hierarchy'; }
+    check unconfined-warning "the daemon says system.slice confines nothing here" _warned
 fi
 # shellcheck disable=SC2086
 shared_ok shared "$X" burstable=$B_PID $SYSTEM
