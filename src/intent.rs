@@ -598,37 +598,6 @@ mod tests {
         }
     }
 
-    /// Counts bundle probes; everything else is the real filesystem.
-    struct Probes(std::sync::atomic::AtomicUsize);
-
-    impl Fs for Probes {
-        fn read(&self, path: &Path) -> std::io::Result<String> {
-            crate::io::RealFs.read(path)
-        }
-        fn write(&self, path: &Path, data: &str) -> std::io::Result<()> {
-            crate::io::RealFs.write(path, data)
-        }
-        fn read_dir(&self, path: &Path) -> std::io::Result<Vec<crate::io::Entry>> {
-            crate::io::RealFs.read_dir(path)
-        }
-        fn get_xattr(&self, path: &Path, name: &str) -> std::io::Result<Option<Vec<u8>>> {
-            crate::io::RealFs.get_xattr(path, name)
-        }
-        fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> std::io::Result<()> {
-            crate::io::RealFs.set_xattr(path, name, value)
-        }
-        fn mkdir(&self, path: &Path) -> std::io::Result<()> {
-            crate::io::RealFs.mkdir(path)
-        }
-        fn exists(&self, path: &Path) -> std::io::Result<bool> {
-            crate::io::RealFs.exists(path)
-        }
-        fn read_beneath(&self, dir: &Path, rel: &Path, max: u64) -> std::io::Result<String> {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            crate::io::RealFs.read_beneath(dir, rel, max)
-        }
-    }
-
     #[test]
     fn a_pin_without_a_bundle_looks_for_it_once() {
         let tmp = tempfile::tempdir().unwrap();
@@ -640,8 +609,8 @@ mod tests {
             ..
         } = Container::new(tmp.path(), "kubepods");
         std::fs::write(dir.join("cpu.max"), "200000 100000").unwrap();
-        let fs = Probes(Default::default());
-        let probes = || fs.0.load(std::sync::atomic::Ordering::Relaxed);
+        let fs = crate::io::Plain::default();
+        let probes = || fs.beneath.load(std::sync::atomic::Ordering::Relaxed);
         let first = read(&fs, &hier, &cfg, &rel, None).unwrap();
         assert_eq!(
             first.intent.as_ref().map(|i| i.cpus),

@@ -223,5 +223,45 @@ fn file_kind(t: &std::fs::FileType) -> &'static str {
     }
 }
 
+/// The real filesystem through the trait's own defaults (`scan_dir`,
+/// `read_beneath` and `identity` built from the other operations), counting
+/// the reads beneath a directory (bundle probes): for tests.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct Plain {
+    pub beneath: std::sync::atomic::AtomicUsize,
+}
+
+#[cfg(test)]
+impl Fs for Plain {
+    fn read(&self, path: &Path) -> io::Result<String> {
+        RealFs.read(path)
+    }
+    fn write(&self, path: &Path, data: &str) -> io::Result<()> {
+        RealFs.write(path, data)
+    }
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<Entry>> {
+        RealFs.read_dir(path)
+    }
+    fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
+        RealFs.get_xattr(path, name)
+    }
+    fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+        RealFs.set_xattr(path, name, value)
+    }
+    fn mkdir(&self, path: &Path) -> io::Result<()> {
+        RealFs.mkdir(path)
+    }
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        RealFs.exists(path)
+    }
+    fn read_beneath(&self, dir: &Path, rel: &Path, max: u64) -> io::Result<String> {
+        self.beneath
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // RealFs keeps the trait's default.
+        RealFs.read_beneath(dir, rel, max)
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -3,33 +3,6 @@
 
 use super::*;
 
-/// The default `scan_dir`, built from the other operations.
-struct Plain;
-
-impl Fs for Plain {
-    fn read(&self, path: &Path) -> io::Result<String> {
-        RealFs.read(path)
-    }
-    fn write(&self, path: &Path, data: &str) -> io::Result<()> {
-        RealFs.write(path, data)
-    }
-    fn read_dir(&self, path: &Path) -> io::Result<Vec<Entry>> {
-        RealFs.read_dir(path)
-    }
-    fn get_xattr(&self, path: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
-        RealFs.get_xattr(path, name)
-    }
-    fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()> {
-        RealFs.set_xattr(path, name, value)
-    }
-    fn mkdir(&self, path: &Path) -> io::Result<()> {
-        RealFs.mkdir(path)
-    }
-    fn exists(&self, path: &Path) -> io::Result<bool> {
-        RealFs.exists(path)
-    }
-}
-
 fn summary(scan: io::Result<DirScan>) -> String {
     match scan {
         Err(e) => format!("error {:?}", e.kind()),
@@ -73,7 +46,7 @@ fn scan_dir_relative_to_the_directory_matches_the_plain_one() {
     let real = summary(RealFs.scan_dir(&dir, &files, "user.pinctl.cpus"));
     assert_eq!(
         real,
-        summary(Plain.scan_dir(&dir, &files, "user.pinctl.cpus"))
+        summary(Plain::default().scan_dir(&dir, &files, "user.pinctl.cpus"))
     );
     assert!(
         real.starts_with(r#"dirs ["child-a", "child-b", "link"] files ["\"0-3\\n\"", "NotFound""#),
@@ -86,7 +59,7 @@ fn scan_dir_relative_to_the_directory_matches_the_plain_one() {
         "error NotFound"
     );
     assert_eq!(
-        summary(Plain.scan_dir(&gone, &files, "user.x")),
+        summary(Plain::default().scan_dir(&gone, &files, "user.x")),
         "error NotFound"
     );
 }

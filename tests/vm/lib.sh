@@ -145,8 +145,9 @@ pin() {
     fi
 }
 
-# expect_stays NAME WANT eff|allowed ARG SECONDS: the kernel shows WANT now
-# and for SECONDS more (nothing moves a pinned workload).
+# expect_stays NAME WANT eff|allowed ARG SECONDS [EVERY]: the kernel shows
+# WANT now and for SECONDS more, read every EVERY seconds (default 0.2)
+# (nothing moves a pinned workload).
 expect_stays() {
     _want=$(cl norm "$2"); _end=$(( $(now_ms) + $5 * 1000 ))
     while :; do
@@ -155,7 +156,7 @@ expect_stays() {
             fail "$1" "$3 $4: expected $(show "$_want") to stay, got $(show "$_got")"; return 1
         fi
         [ "$(now_ms)" -ge "$_end" ] && break
-        sleep 0.2
+        sleep "${6:-0.2}"
     done
     pass "$1" "$3 $4 stays $(show "$_want")"
 }

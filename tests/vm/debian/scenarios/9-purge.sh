@@ -13,11 +13,11 @@ shared_ok shared-after-stop "$(cl union "$X" "$R")" burstable=$B_PID $SYSTEM
 
 _purge() { dpkg --purge pinctl >/run/dpkg.out 2>&1 || { tail -n 5 /run/dpkg.out; return 1; }; }
 check purge "dpkg --purge pinctl" _purge
-_gone() {
+_removed() {
     for _p in /lib/systemd/system/pinctld.service /usr/bin/pinctld /etc/pinctl /var/lib/pinctl; do
         [ ! -e "$_p" ] || { echo "$_p is still there"; return 1; }
     done
     ! systemctl cat pinctld.service >/dev/null 2>&1 || { echo "systemd still knows pinctld.service"; return 1; }
 }
-check purged "unit, binaries, configuration and state are gone" _gone
+check purged "unit, binaries, configuration and state are gone" _removed
 expect_stays pin-after-purge "$X" allowed "$G_PID" 1
