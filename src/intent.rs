@@ -28,7 +28,7 @@ use std::sync::{Arc, LazyLock};
 use serde::{Deserialize, Serialize};
 
 use crate::cgroup::layout::{Kind, Qos, classify};
-use crate::cgroup::{Hierarchy, Observed, Reads, Rel, Version, observe};
+use crate::cgroup::{CpuLimit, Hierarchy, Observed, Reads, Rel, Version, observe};
 use crate::config::Config;
 use crate::io::{FileId, Fs, Owner};
 
@@ -444,6 +444,30 @@ pub fn needs_limit(kind: &Kind, config: &Config) -> bool {
         && can_be_workload(kind)
 }
 
+/// Whether a new CPU limit could change what cgroup `rel` asks, given what
+/// it asks now (`known`): only where the kubelet's rule can apply, and only
+/// while no stronger source (an xattr, an annotation, a rule) decides.
+pub fn limit_decides(rel: &str, known: Option<&Intent>, config: &Config) -> bool {
+    needs_limit(&classify(rel), config) && known.is_none_or(|i| matches!(i.source, Source::Kubelet))
+}
+
+/// Whether `limit` asks for what is known (`known`, decided by the
+/// kubelet's rule or by nothing): then a write of the limit files changes
+/// nothing (a runtime writing the period, then the same quota again).
+/// A limit that cannot be a request is never the same: the full read
+/// reports why.
+pub fn same_request(known: Option<&Intent>, limit: Option<CpuLimit>) -> bool {
+    let asked = match limit.map(|l| l.whole_cpus()) {
+        None | Some(Ok(None)) => None,
+        Some(Ok(Some(n))) => Some(n),
+        Some(Err(_)) => return false,
+    };
+    match known {
+        None => asked.is_none(),
+        Some(i) => matches!(i.source, Source::Kubelet) && asked == Some(i.cpus),
+    }
+}
+
 /// A value someone else wrote, quoted for a message: escaped, and cut short,
 /// so that a 128 KiB xattr does not become 128 KiB of log at every read.
 pub fn quote(raw: &str) -> String {
@@ -630,6 +654,51 @@ mod tests {
         let again = read(&fs, &hier, &cfg, &rel, Some(kept)).unwrap();
         assert_eq!(again.key, first.key);
         assert_eq!(probes(), 4);
+    }
+
+    /// A write of the limit files reads the cgroup again only where the
+    /// limit decides, and only when it asks for something else: not for a
+    /// pod, not under an xattr or a rule, not for the period written before
+    /// the quota, not for the same quota written again.
+    #[test]
+    fn a_limit_write_matters_only_where_the_limit_decides_and_changed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let Container { rel, cfg, .. } = Container::new(tmp.path(), "kubepods");
+        let asks = |cpus, source| Intent {
+            cpus,
+            source,
+            numa: Vec::new(),
+        };
+        let kubelet = asks(2, Source::Kubelet);
+        let pod = crate::cgroup::parent(&rel).unwrap();
+        assert!(limit_decides(&rel, None, &cfg));
+        assert!(limit_decides(&rel, Some(&kubelet), &cfg));
+        assert!(!limit_decides(pod, None, &cfg), "a pod asks for nothing");
+        assert!(!limit_decides(&rel, Some(&asks(3, Source::Xattr)), &cfg));
+        let burstable = rel.replace("kubepods/", "kubepods/burstable/");
+        assert!(!limit_decides(&burstable, None, &cfg));
+
+        let limit = |quota, period| Some(CpuLimit { quota, period });
+        // Nothing asked: the period alone, or no limit at all, ask nothing.
+        assert!(same_request(None, limit(None, 100_000)));
+        assert!(
+            same_request(None, limit(Some(150_000), 100_000)),
+            "1.5 CPUs"
+        );
+        assert!(same_request(None, None));
+        assert!(
+            !same_request(None, limit(Some(100_000), 100_000)),
+            "the quota: a pin"
+        );
+        // Two CPUs asked: the same quota again, or another.
+        assert!(same_request(Some(&kubelet), limit(Some(200_000), 100_000)));
+        assert!(!same_request(Some(&kubelet), limit(Some(400_000), 100_000)));
+        assert!(
+            !same_request(Some(&kubelet), limit(None, 100_000)),
+            "lifted"
+        );
+        // A limit no machine can serve: the full read says why.
+        assert!(!same_request(None, limit(Some(u64::MAX), 1)));
     }
 
     #[test]

@@ -29,8 +29,11 @@ pub enum Change {
     Removed(Rel),
     /// `cpuset.cpus` of a cgroup was written (by us or someone else).
     CpusWritten(Rel),
-    /// A CPU limit or an xattr of a cgroup changed: read it again.
+    /// An xattr of a cgroup changed: read it again.
     Changed(Rel),
+    /// A CPU limit file of a cgroup was written: read it again if the limit
+    /// can change what it asks ([`crate::intent::limit_decides`]).
+    LimitWritten(Rel),
     /// Events were lost: rescan everything.
     Overflow,
 }
@@ -158,7 +161,7 @@ impl Watcher {
                     out.push(Change::CpusWritten(dir.clone()));
                 }
                 Some(n) if mask.contains(EventMask::MODIFY) && self.limit_files.contains(&n) => {
-                    out.push(Change::Changed(dir.clone()));
+                    out.push(Change::LimitWritten(dir.clone()));
                 }
                 None if mask.contains(EventMask::ATTRIB) => {
                     out.push(Change::Changed(dir.clone()));

@@ -387,6 +387,18 @@ impl Reads {
     };
 }
 
+/// The CPU limit of cgroup `rel` alone, from its files in the cpu
+/// controller (`None` when they cannot be read: the controller is not
+/// there, or the cgroup is gone).
+pub fn read_limit(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<CpuLimit> {
+    let texts: Vec<Option<String>> = h.limit_files(rel).iter().map(|f| fs.read(f).ok()).collect();
+    match (h.version, texts.as_slice()) {
+        (Version::V1, [Some(q), Some(p)]) => CpuLimit::parse_v1(q, p),
+        (Version::V2, [Some(max)]) => CpuLimit::parse_v2(max),
+        _ => None,
+    }
+}
+
 /// Reads the state of cgroup `rel` and lists its children, opening its
 /// directory once ([`Fs::scan_dir`]); `reads` says which optional files to
 /// read (those not read are `None`). Never fails as a whole: an unreadable
@@ -461,15 +473,7 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
         _ if !reads.limit => None,
         Some((text, _)) => CpuLimit::parse_v2(&text),
         None if v2 => None,
-        None => {
-            let files = h.limit_files(rel);
-            let texts: Vec<Option<String>> = files.iter().map(|f| fs.read(f).ok()).collect();
-            match (h.version, texts.as_slice()) {
-                (Version::V1, [Some(q), Some(p)]) => CpuLimit::parse_v1(q, p),
-                (Version::V2, [Some(max)]) => CpuLimit::parse_v2(max),
-                _ => None,
-            }
-        }
+        None => read_limit(fs, h, rel),
     };
     obs.xattr = match scan.xattr {
         Ok(v) => v.map(|v| String::from_utf8_lossy(&v).trim().to_string()),

@@ -1,11 +1,13 @@
 //! Making a plan real: the engine's writes through the I/O threads, the
-//! urgent ones at once and the rest one per turn of the event loop (so a new
-//! pin never waits behind the shared pool), the effective sets read back,
+//! urgent ones at once and the rest a chunk per turn of the event loop once
+//! the tree is quiet (so a new pin never waits behind the shared pool), the
+//! effective sets read back,
 //! the audit trail and the counters, and the state file saved when
 //! assignments changed.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
@@ -25,19 +27,100 @@ use crate::state::StateFile;
 /// A quarter of a millisecond, not one: on real v1 at 1,000 containers the
 /// pin p99 under churn fell from 6.2-6.8 to 4.0-4.6 ms, and the whole shared
 /// pool takes about 10 ms longer to narrow (56-60 ms against 46-52).
-const CHUNK_TIME: std::time::Duration = std::time::Duration::from_micros(250);
+const CHUNK_TIME: Duration = Duration::from_micros(250);
 /// The most writes in one chunk.
 const MAX_CHUNK: usize = 64;
 
+/// How long the tree must have been quiet (no event that changed what the
+/// engine knows) before the rest of a plan goes. A runtime sets a container
+/// up in a burst (its cgroup, `cpuset.cpus` and `cpuset.mems` copied, the
+/// CPU limit) well within this on real v1; a shared-pool write made inside
+/// the burst holds the kernel's cpuset lock (and may rebuild the scheduler
+/// domains) while the runtime waits for it, and the pin waits behind both.
+const QUIET: Duration = Duration::from_millis(1);
+/// The longest the rest of a plan waits for quiet: under a steady churn of
+/// containers the shared pool still follows.
+const MAX_WAIT: Duration = Duration::from_millis(20);
+
+/// The part of the last plan that waits: the shared pool's planning and
+/// writes, made when the tree is quiet ([`super::Event::Rest`]).
+pub(super) struct Rest {
+    /// The last plan gave new workloads their CPUs first: the rest of the
+    /// change (the shared pool) is planned next.
+    plan: bool,
+    /// The last plan's writes still to be made, a chunk per turn of the
+    /// loop; a newer plan replaces them.
+    queue: VecDeque<Write>,
+    /// How many queued writes the next turn makes (follows their cost).
+    chunk: usize,
+    /// When the tree last changed.
+    changed_at: Option<Instant>,
+    /// Since when something has waited.
+    waiting_since: Option<Instant>,
+}
+
+impl Rest {
+    pub(super) fn new() -> Self {
+        Self {
+            plan: false,
+            queue: VecDeque::new(),
+            chunk: 8,
+            changed_at: None,
+            waiting_since: None,
+        }
+    }
+
+    /// An event changed what the engine knows: the rest waits for quiet.
+    pub(super) fn tree_changed(&mut self) {
+        self.changed_at = Some(Instant::now());
+    }
+
+    /// When the rest may go ([`QUIET`] after the tree's last change, at
+    /// most [`MAX_WAIT`] after it began waiting); `None` when nothing waits.
+    pub(super) fn due(&self) -> Option<Instant> {
+        let since = self.waiting_since?;
+        let quiet = self.changed_at.map_or(since, |at| at + QUIET);
+        Some(quiet.min(since + MAX_WAIT))
+    }
+
+    /// Replaces what waits with a new plan's rest.
+    fn set(&mut self, plan: bool, queue: VecDeque<Write>) {
+        self.plan = plan;
+        self.queue = queue;
+        self.waited();
+    }
+
+    /// Keeps `waiting_since` in step: the wait starts when something first
+    /// waits, and ends when nothing does.
+    fn waited(&mut self) {
+        let waiting = self.plan || !self.queue.is_empty();
+        match (waiting, self.waiting_since) {
+            (true, None) => self.waiting_since = Some(Instant::now()),
+            (false, Some(_)) => self.waiting_since = None,
+            _ => {}
+        }
+    }
+}
+
 impl Daemon {
     /// Plans, makes the urgent writes (exclusive CPUs) at once and queues
-    /// the rest for the loop ([`super::Event::Write`]), replacing what an
-    /// earlier plan left: the engine plans that again. A plan that gave new
-    /// workloads their CPUs first leaves the rest of the change (the shared
-    /// pool) to the next plan.
+    /// the rest for the loop ([`Rest`]), replacing what an earlier plan
+    /// left: the engine plans that again. A plan that gave new workloads
+    /// their CPUs first leaves the rest of the change (the shared pool) to
+    /// the next plan.
     pub(super) async fn apply(&mut self) {
-        let started = std::time::Instant::now();
-        let plan = self.engine.plan();
+        self.apply_with(false).await;
+    }
+
+    /// [`Self::apply`], with the plan the last one owes when `owed`
+    /// ([`crate::engine::Engine::plan_owed`]).
+    async fn apply_with(&mut self, owed: bool) {
+        let started = Instant::now();
+        let plan = if owed {
+            self.engine.plan_owed()
+        } else {
+            self.engine.plan()
+        };
         debug!(
             elapsed_us = started.elapsed().as_micros() as u64,
             writes = plan.writes.len(),
@@ -45,33 +128,45 @@ impl Daemon {
             more = plan.more,
             "planned"
         );
-        self.plan_rest = plan.more;
         self.save_due |= plan.assignments_changed;
         let mut writes = plan.writes.into_iter();
         let urgent: Vec<Write> = writes.by_ref().take(plan.urgent).collect();
-        self.queue = writes.collect();
+        self.rest.set(plan.more, writes.collect());
         let any = !urgent.is_empty();
         self.write(urgent).await;
-        if any || self.queue.is_empty() {
+        if any || self.rest.queue.is_empty() {
             self.settle().await;
+        }
+    }
+
+    /// The rest of the last plan is due: its planning, or the next chunk of
+    /// its writes.
+    pub(super) async fn rest(&mut self) {
+        if self.rest.plan {
+            self.apply_with(true).await;
+        } else {
+            self.write_next().await;
         }
     }
 
     /// Makes the next chunk of queued writes, as many as take about
     /// [`CHUNK_TIME`] at the last chunk's cost; after the last, settles.
-    pub(super) async fn write_next(&mut self) {
-        let n = self.queue.len().min(self.chunk);
-        let chunk: Vec<Write> = self.queue.drain(..n).collect();
-        let started = std::time::Instant::now();
+    async fn write_next(&mut self) {
+        let rest = &mut self.rest;
+        let n = rest.queue.len().min(rest.chunk);
+        let chunk: Vec<Write> = rest.queue.drain(..n).collect();
+        let started = Instant::now();
         self.write(chunk).await;
         let each = started.elapsed() / n.max(1) as u32;
-        self.chunk =
+        let rest = &mut self.rest;
+        rest.chunk =
             (CHUNK_TIME.as_nanos() / each.as_nanos().max(1)).clamp(1, MAX_CHUNK as u128) as usize;
-        if self.queue.is_empty() {
+        rest.waited();
+        if rest.queue.is_empty() {
             // The end of a plan over thousands of cgroups: its memory goes
             // back to the system, as after a full reconcile.
-            if self.queue.capacity() > 1024 {
-                self.queue = VecDeque::new();
+            if rest.queue.capacity() > 1024 {
+                rest.queue = VecDeque::new();
                 release_free_memory();
             }
             self.settle().await;
@@ -81,7 +176,7 @@ impl Daemon {
     /// Makes every queued cpuset write now (start-up, stop); what is left
     /// then is load-balancing flags only, made by the loop as usual.
     pub(super) async fn drain(&mut self) {
-        while self.queue.iter().any(|w| w.file != File::Balance) {
+        while self.rest.queue.iter().any(|w| w.file != File::Balance) {
             self.beat();
             self.write_next().await;
         }
@@ -267,5 +362,34 @@ impl Daemon {
                 None => break,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rest of a plan goes at once when the tree is quiet, waits
+    /// [`QUIET`] after a change, and never more than [`MAX_WAIT`] in all.
+    #[test]
+    fn the_rest_waits_for_quiet_but_not_for_ever() {
+        let mut rest = Rest::new();
+        assert_eq!(rest.due(), None, "nothing waits");
+        rest.set(true, VecDeque::new());
+        let due = rest.due().expect("the plan waits");
+        assert!(due <= Instant::now(), "no change yet: at once");
+        rest.tree_changed();
+        let after = Instant::now();
+        let due = rest.due().unwrap();
+        assert!(due > after - QUIET && due <= after + QUIET, "{due:?}");
+        // A steady churn: the wait ends MAX_WAIT after it began.
+        let began = Instant::now() - MAX_WAIT * 2;
+        rest.waiting_since = Some(began);
+        rest.tree_changed();
+        assert_eq!(rest.due(), Some(began + MAX_WAIT));
+        rest.set(false, VecDeque::new());
+        assert_eq!(rest.due(), None, "nothing waits any more");
+        rest.set(true, VecDeque::new());
+        assert!(rest.waiting_since.unwrap() > began, "a new wait");
     }
 }

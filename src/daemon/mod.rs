@@ -26,7 +26,7 @@ mod report;
 mod startup;
 mod sync;
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,11 +38,12 @@ use tracing::{info, warn};
 use crate::api;
 use crate::cgroup::{Hierarchy, Rel, Version};
 use crate::config::{Config, LogLevel};
-use crate::engine::{Engine, Write};
+use crate::engine::Engine;
 use crate::io::IoPool;
 use crate::server;
 use crate::state::{StateFile, StateLock};
 use crate::watch::{Change, Watcher};
+use apply::Rest;
 use checks::{Findings, Watch};
 use notify::{Note, Notifier};
 use report::{Loads, Socket};
@@ -85,16 +86,10 @@ pub struct Daemon {
     /// back what the daemon pinned there (as for an opt-out), then they are
     /// forgotten; what they have then stays as it is.
     leaving: Vec<Rel>,
-    /// The last plan gave new workloads their CPUs first: the rest of it
-    /// (the shared pool) is planned next ([`Event::PlanRest`]).
-    plan_rest: bool,
-    /// The last plan's writes still to be made, one per turn of the loop
-    /// ([`Event::Write`]); a newer plan replaces them.
-    queue: VecDeque<Write>,
+    /// What waits of the last plan: the shared pool ([`Event::Rest`]).
+    rest: Rest,
     /// Cgroups written whose effective set is still to be read back.
     unverified: BTreeSet<Rel>,
-    /// How many queued writes the next turn makes (follows their cost).
-    chunk: usize,
     /// A plan changed assignments: the state file is saved when its urgent
     /// writes are made.
     save_due: bool,
@@ -122,10 +117,8 @@ enum Event {
     Reconcile,
     /// Some cgroups are unwatched: a reconcile finds what they missed.
     Unwatched,
-    /// The rest of the last plan is due.
-    PlanRest,
-    /// The next queued write of the last plan is due.
-    Write,
+    /// The rest of the last plan is due: its planning or its next writes.
+    Rest,
     /// A save of the state file ended, with its error if it failed.
     Saved(Option<String>),
     /// systemd's watchdog wants to hear from us.
@@ -296,9 +289,20 @@ impl Daemon {
                 None => std::future::pending().await,
             }
         };
+        // The rest of a plan waits for the tree to be quiet.
+        let rest = self.rest.due();
+        let rest = async move {
+            match rest {
+                Some(at) if at > Instant::now() => {
+                    tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await
+                }
+                Some(_) => {}
+                None => std::future::pending().await,
+            }
+        };
         // In this order: what the kernel and the operator say comes before
         // the rest of a plan, so a new pin never waits behind the shared
-        // pool's writes; those go one per turn when nothing else is ready.
+        // pool's writes; those go a chunk per turn when nothing else is ready.
         tokio::select! {
             biased;
             changes = self.watcher.next() => Event::Cgroups(changes),
@@ -314,8 +318,7 @@ impl Daemon {
             _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
             _ = timers.checks.tick() => Event::ChecksDue,
             _ = timers.publish.tick(), if self.socket.dirty => Event::Publish,
-            _ = std::future::ready(()), if self.plan_rest => Event::PlanRest,
-            _ = std::future::ready(()), if !self.queue.is_empty() => Event::Write,
+            _ = rest => Event::Rest,
         }
     }
 
@@ -330,8 +333,7 @@ impl Daemon {
             }
             Event::Reconcile => self.reconcile(true).await,
             Event::Unwatched => self.reconcile(false).await,
-            Event::PlanRest => self.apply().await,
-            Event::Write => self.write_next().await,
+            Event::Rest => self.rest().await,
             Event::Saved(error) => self.saved(error),
             Event::Ping => self.beat(),
             Event::Publish => self.publish(),

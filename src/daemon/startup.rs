@@ -1,13 +1,14 @@
 //! Start-up: from a configuration to a daemon ready to run. Errors here are
 //! fatal; everything after is not.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use tracing::{info, warn};
 
+use super::apply::Rest;
 use super::checks::Watch;
 use super::notify::Notifier;
 use super::report::{Loads, Socket};
@@ -150,10 +151,8 @@ impl Daemon {
             wedge_on_usr2: false,
             socket: Socket::new(),
             leaving: Vec::new(),
-            plan_rest: false,
-            queue: VecDeque::new(),
+            rest: Rest::new(),
             unverified: BTreeSet::new(),
-            chunk: 8,
             save_due: false,
             saving: false,
             save_again: false,

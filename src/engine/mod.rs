@@ -76,7 +76,7 @@ use crate::alloc;
 use crate::cgroup::{self, Rel, Scope};
 use crate::cpuset::CpuSet;
 pub use crate::intent::Reading;
-use crate::intent::{Bundle, Source};
+use crate::intent::{Bundle, Intent, Source};
 use crate::topology::Topology;
 use entry::{CgroupEntry, Sets};
 
@@ -217,9 +217,11 @@ pub struct Plan {
     /// Whether any assignment changed (the state file needs saving).
     pub assignments_changed: bool,
     /// These writes give new workloads their CPUs first, or come while an
-    /// earlier plan was cut short; the rest of the change (the shared pool
-    /// shrinking, what the earlier plan did not write) is planned by the
-    /// next call, a full plan, to be made as soon as these writes are done.
+    /// earlier plan was cut short or its rest is still owed; the rest of the
+    /// change (the shared pool shrinking, what the earlier plan did not
+    /// write) is planned by [`Engine::plan_owed`], a full plan, when the
+    /// caller chooses (the daemon: when the tree is quiet). Plans over a
+    /// reach made before then make only their urgent writes.
     pub more: bool,
 }
 
@@ -262,8 +264,12 @@ pub struct Engine {
     /// for them alone unless `full`.
     dirty: BTreeSet<Rel>,
     /// The next plan must look at every cgroup (the topology, the settings
-    /// or, after a new pin, the shared pool changed).
+    /// or the scope changed, a reconcile).
     full: bool,
+    /// A plan gave new workloads their CPUs first, or was cut short: a full
+    /// plan is owed for the rest ([`Plan::more`], [`Engine::plan_owed`]).
+    /// Until it is made, plans over a reach make only their urgent writes.
+    owed: bool,
     /// A workload lost a cgroup since the last plan (the state file lists
     /// them).
     membership_changed: bool,
@@ -296,6 +302,7 @@ impl Engine {
             next_seq: 0,
             dirty: BTreeSet::new(),
             full: true,
+            owed: false,
             membership_changed: false,
             outstanding: BTreeMap::new(),
         };
@@ -415,6 +422,11 @@ impl Engine {
     /// it again (a bundle never changes for a container id).
     pub fn bundle(&self, rel: &str) -> Option<Arc<Bundle>> {
         self.cgroups.get(rel)?.bundle.clone()
+    }
+
+    /// What `rel` asks, as last read.
+    pub fn intent(&self, rel: &str) -> Option<&Intent> {
+        self.cgroups.get(rel)?.intent.as_deref()
     }
 
     /// The problem with `rel`'s request, as last read.

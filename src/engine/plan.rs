@@ -24,10 +24,11 @@ impl Engine {
     /// bring the known cpusets to their targets.
     pub fn plan(&mut self) -> Plan {
         let full = std::mem::take(&mut self.full);
-        // Writes of an earlier plan never made (a newer plan came first):
-        // a full plan covers them. A plan over a reach leaves them to the
-        // next plan, a full one, so that it stays as cheap as its reach.
-        let cut_short = !std::mem::take(&mut self.outstanding).is_empty();
+        // Writes of an earlier plan never made (a newer plan came first),
+        // or the rest of an earlier change: the owed full plan covers them.
+        // A plan over a reach leaves them to it, so that it stays as cheap
+        // as its reach.
+        let cut_short = !std::mem::take(&mut self.outstanding).is_empty() || self.owed;
         let dirty = std::mem::take(&mut self.dirty);
         let (reached, members) = self.update_roles((!full).then_some(dirty));
         // Assignments change only with the workloads, the topology or the
@@ -73,9 +74,8 @@ impl Engine {
             *self.outstanding.entry(w.rel.clone()).or_default() += 1;
         }
         self.keep_targets(targets, scope, &given_back);
-        if more {
-            self.full = true;
-        }
+        // A plan over every cgroup pays what was owed.
+        self.owed = more;
         self.sets.purge();
         Plan {
             writes,
@@ -83,6 +83,13 @@ impl Engine {
             assignments_changed,
             more,
         }
+    }
+
+    /// The full plan owed after a plan with [`Plan::more`] (a plain
+    /// [`Self::plan`] when nothing is owed).
+    pub fn plan_owed(&mut self) -> Plan {
+        self.full |= self.owed;
+        self.plan()
     }
 
     /// Assigns CPUs again, and says how that changed them. Who belongs to

@@ -1167,6 +1167,15 @@ fn limit_written_later(version: Version, driver: Driver) {
     let cpus = env.wait_pinned(&app, 4);
     well_placed(&env, "the container whose limit came late", &cpus, 4);
     env.invariants(&[&[&app]], &[SYSTEM]);
+    // A new limit asks for another count; no limit gives the CPUs back.
+    let limit = |v2: &str, v1: &str| match version {
+        Version::V2 => fs::write(env.tree.cpu_dir(&app).join("cpu.max"), v2),
+        Version::V1 => fs::write(env.tree.cpu_dir(&app).join("cpu.cfs_quota_us"), v1),
+    };
+    limit("200000 100000\n", "200000\n").unwrap();
+    env.wait_pinned(&app, 2);
+    limit("max 100000\n", "-1\n").unwrap();
+    env.wait_cpus(&[&app], &pool);
 }
 
 on_both_versions!(a_subtree_made_after_start_up => subtree_made_later(Driver::Systemd));

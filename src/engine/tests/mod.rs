@@ -135,11 +135,19 @@ fn made(e: &mut Engine, writes: &[Write]) {
     }
 }
 
-/// Applies every write as the kernel would (no rules), like a fake tree.
+/// Applies every write as the kernel would (no rules), like a fake tree:
+/// a plan's, then the owed plan's when it asks for one.
 fn apply(e: &mut Engine) -> Vec<Write> {
-    let plan = e.plan();
-    made(e, &plan.writes);
-    plan.writes
+    let mut plan = e.plan();
+    let mut writes = Vec::new();
+    loop {
+        made(e, &plan.writes);
+        writes.extend(plan.writes);
+        if !plan.more {
+            return writes;
+        }
+        plan = e.plan_owed();
+    }
 }
 
 fn target(e: &Engine, rel: &str) -> CpuSet {

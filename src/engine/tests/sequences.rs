@@ -195,12 +195,14 @@ fn feed(e: &mut Engine, event: &Event) -> Option<String> {
 /// first full plan after a pin still shows how many CPUs were free before it.
 /// Writes to `failing` fail.
 fn settle(e: &mut Engine, full: bool, failing: Option<&str>) {
+    let mut owed = false;
     for _ in 0..4 {
         let before = full.then(|| view(e));
         if full {
             e.replan_all();
         }
-        let plan = e.plan();
+        let plan = if owed { e.plan_owed() } else { e.plan() };
+        owed = plan.more;
         for w in &plan.writes {
             let result = match failing {
                 Some(f) if crate::cgroup::is_within(&w.rel, f) => Err(Failure {
@@ -336,7 +338,16 @@ fn everyday_events(mut e: Engine) {
     let rels: Vec<&str> = plan.writes.iter().map(|w| &*w.rel).collect();
     assert!(rels.iter().all(|r| r.starts_with(&pod(0))), "{rels:?}");
     made(&mut e, &plan.writes);
-    let shrink = e.plan();
+    // Until the owed plan, another event's plan makes its urgent writes only.
+    feed(&mut e, &Event::Container(0, 0, 6, false, true));
+    let between = e.plan();
+    assert!(
+        between.more && between.urgent == between.writes.len(),
+        "{:?}",
+        between.writes
+    );
+    made(&mut e, &between.writes);
+    let shrink = e.plan_owed();
     assert!(!shrink.more);
     assert!(shrink.writes.iter().any(|w| &*w.rel == "system.slice"));
     made(&mut e, &shrink.writes);
@@ -438,7 +449,8 @@ fn kernel_accepts(e: &Engine, w: &Write) -> Result<(), String> {
 
 proptest! {
     /// A plan cut short (its urgent writes made, then only some of the
-    /// rest, before the next event comes) is finished by the plans that
+    /// rest, before the next event comes), or whose rest is owed and made
+    /// later or not before the next event, is finished by the plans that
     /// follow: once settled, the engine is where one that made every write
     /// is. Every write made keeps the kernel's v1 rules when it is made,
     /// urgent ones included, though they jump ahead of the shared pool's.
@@ -446,6 +458,7 @@ proptest! {
     fn a_plan_cut_short_is_finished_by_the_next(
         events in proptest::collection::vec(event(), 1..40),
         cuts in proptest::collection::vec(0usize..8, 40),
+        rests in proptest::collection::vec(0usize..9, 40),
     ) {
         let mut engines = [engine(), engine()];
         for e in engines.iter_mut() {
@@ -459,13 +472,25 @@ proptest! {
             feed(whole, ev);
             settle(whole, false, None);
             feed(cut, ev);
-            let plan = cut.plan();
-            let made = plan.urgent + cuts[step].min(plan.writes.len() - plan.urgent);
-            for w in &plan.writes[..made] {
-                if let Err(why) = kernel_accepts(cut, w) {
-                    prop_assert!(false, "after event {} {:?}: {}\n{:#?}\nurgent {}", step, ev, why, plan.writes, plan.urgent);
+            let mut plan = cut.plan();
+            let mut made = plan.urgent + cuts[step].min(plan.writes.len() - plan.urgent);
+            loop {
+                for w in &plan.writes[..made] {
+                    if let Err(why) = kernel_accepts(cut, w) {
+                        prop_assert!(false, "after event {} {:?}: {}\n{:#?}\nurgent {}", step, ev, why, plan.writes, plan.urgent);
+                    }
+                    cut.written(w, Ok(()));
                 }
-                cut.written(w, Ok(()));
+                // The owed plan, before the next event (cut short too, at
+                // random: 8 makes it whole) or not at all.
+                if !plan.more || rests[step] == 0 {
+                    break;
+                }
+                plan = cut.plan_owed();
+                made = plan.urgent + (rests[step] - 1).min(plan.writes.len() - plan.urgent);
+                if rests[step] == 8 {
+                    made = plan.writes.len();
+                }
             }
         }
         let [cut, whole] = &mut engines;
