@@ -152,6 +152,11 @@ pub struct RunningConfig {
     /// Why the last reload failed (the file, line and key); absent once a
     /// reload succeeds.
     pub reload_error: Option<String>,
+    /// `shared_cgroups` entries that confine nothing: on cgroup v1, those
+    /// not in the cpuset hierarchy (systemd keeps its services in the root
+    /// cpuset there). Absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unconfined: Vec<String>,
 }
 
 impl RunningConfig {

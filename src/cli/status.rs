@@ -238,6 +238,17 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
             ))
         );
     }
+    if !cfg.unconfined.is_empty() {
+        let _ = writeln!(
+            s,
+            "{}{}",
+            fieldw("Config"),
+            style.yellow(&format!(
+                "shared_cgroups {} not in the cpuset hierarchy: they confine nothing (on cgroup v1 systemd keeps its services in the root cpuset; CPUAffinity= in /etc/systemd/system.conf keeps them off exclusive CPUs)",
+                visible(&cfg.unconfined.join(", "))
+            ))
+        );
+    }
     let mut hier = format!("cgroup {}", status.hierarchy);
     if status.hybrid {
         hier.push_str(" (hybrid: a v2 tree beside it)");

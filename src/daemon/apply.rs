@@ -5,7 +5,7 @@
 //! the audit trail and the counters, and the state file saved when
 //! assignments changed.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,6 @@ use tracing::{debug, info, warn};
 
 use super::{Daemon, chain, release_free_memory};
 use crate::api;
-use crate::cgroup::Rel;
 use crate::cpuset::CpuSet;
 use crate::engine::{Failure, File, Write};
 use crate::io::IoError;
@@ -41,6 +40,16 @@ const QUIET: Duration = Duration::from_millis(1);
 /// The longest the rest of a plan waits for quiet: under a steady churn of
 /// containers the shared pool still follows.
 const MAX_WAIT: Duration = Duration::from_millis(20);
+
+/// One write as an I/O job makes it.
+#[derive(Clone)]
+struct Item {
+    data: String,
+    /// A load-balancing flag: left alone when it reads `data` already.
+    flag: bool,
+    /// The effective set to read back right after (a `cpuset.cpus` write).
+    effective: Option<PathBuf>,
+}
 
 /// The part of the last plan that waits: the shared pool's planning and
 /// writes, made when the tree is quiet ([`super::Event::Rest`]).
@@ -135,7 +144,7 @@ impl Daemon {
         let any = !urgent.is_empty();
         self.write(urgent).await;
         if any || self.rest.queue.is_empty() {
-            self.settle().await;
+            self.settle();
         }
     }
 
@@ -169,7 +178,7 @@ impl Daemon {
                 rest.queue = VecDeque::new();
                 release_free_memory();
             }
-            self.settle().await;
+            self.settle();
         }
     }
 
@@ -188,29 +197,53 @@ impl Daemon {
         if writes.is_empty() {
             return;
         }
-        let items: Vec<(PathBuf, (String, bool))> = writes
+        // v2 falls back silently to the parent's set where a write does not
+        // fit: its effective sets are read back. v1 refuses such a write
+        // (EINVAL): a write it takes is what the cgroup has (KERNEL-NOTES).
+        let v2 = self.hier.version == crate::cgroup::Version::V2;
+        let items: Vec<(PathBuf, Item)> = writes
             .iter()
             .map(|w| {
                 let path = self.hier.dir(&w.rel).join(w.file.name());
-                (path, (w.data(), w.file == File::Balance))
+                let item = Item {
+                    data: w.data(),
+                    flag: w.file == File::Balance,
+                    effective: (v2 && w.file == File::Cpus)
+                        .then(|| self.hier.effective_file(&w.rel)),
+                };
+                (path, item)
             })
             .collect();
         let results = self
             .pool
-            .run_batch("write", items.clone(), |fs, path, (data, flag)| {
+            .run_batch("write", items.clone(), |fs, path, item| {
                 // A flag already off (a restart) is left as it is: nothing
                 // is written that would not change.
-                if *flag && fs.read(path)?.trim() == data {
-                    return Ok(false);
+                if item.flag && fs.read(path)?.trim() == item.data {
+                    return Ok(None);
                 }
-                fs.write(path, data).map(|()| true)
+                fs.write(path, &item.data)?;
+                // Read back at once, in the same job: the writes are in the
+                // kernel's order, so what a cgroup has now is what it keeps
+                // (v2's silent fallback to the parent's set shows here).
+                let effective = item.effective.as_ref().map(|file| {
+                    fs.read(file)
+                        .ok()
+                        .and_then(|text| text.parse::<CpuSet>().ok())
+                });
+                Ok(Some(effective.flatten()))
             })
             .await;
-        for ((w, (path, (data, _))), result) in writes.iter().zip(&items).zip(results) {
+        for ((w, (path, item)), result) in writes.iter().zip(&items).zip(results) {
             match result {
-                Ok(false) => self.engine.written(w, Ok(())),
-                Ok(true) => self.written(w, path, data, Ok(())),
-                Err(e) => self.written(w, path, data, Err(e)),
+                Ok(None) => self.engine.written(w, Ok(())),
+                Ok(Some(effective)) => {
+                    self.written(w, path, &item.data, Ok(()));
+                    if let Some(effective) = effective {
+                        self.engine.verified(w, effective);
+                    }
+                }
+                Err(e) => self.written(w, path, &item.data, Err(e)),
             }
         }
     }
@@ -224,9 +257,6 @@ impl Daemon {
         match result {
             Ok(()) => {
                 debug!(path = %path.display(), data = %data, "written");
-                if w.file == File::Cpus {
-                    self.unverified.insert(w.rel.clone());
-                }
                 self.engine.written(w, Ok(()));
             }
             // Removed under us: the delete event follows.
@@ -248,17 +278,9 @@ impl Daemon {
         }
     }
 
-    /// After writes: the effective sets read back, the state saved when
-    /// assignments changed (or a save failed before), the status told.
-    async fn settle(&mut self) {
-        let written: BTreeSet<Rel> = std::mem::take(&mut self.unverified);
-        for rel in written {
-            if let Ok(text) = self.pool.read(&self.hier.effective_file(&rel)).await
-                && let Ok(eff) = text.parse::<CpuSet>()
-            {
-                self.engine.verified(&rel, eff);
-            }
-        }
+    /// After writes: the state saved when assignments changed (or a save
+    /// failed before), the status told.
+    fn settle(&mut self) {
         // A save that failed is tried again with each plan.
         if std::mem::take(&mut self.save_due) || self.state_error.is_some() {
             for w in self.engine.workloads().values() {

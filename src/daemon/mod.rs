@@ -88,8 +88,6 @@ pub struct Daemon {
     leaving: Vec<Rel>,
     /// What waits of the last plan: the shared pool ([`Event::Rest`]).
     rest: Rest,
-    /// Cgroups written whose effective set is still to be read back.
-    unverified: BTreeSet<Rel>,
     /// A plan changed assignments: the state file is saved when its urgent
     /// writes are made.
     save_due: bool,

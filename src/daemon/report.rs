@@ -61,20 +61,29 @@ impl Daemon {
     /// cpuset there, on every CPU (the VM bed's systemd boots show it). Said
     /// once, at start, with what the operator can do.
     pub(super) fn warn_unconfined(&self) {
+        for rel in self.unconfined() {
+            warn!(
+                cgroup = %rel,
+                hierarchy = %self.hier.cpuset.display(),
+                "shared cgroup is not in the cpuset hierarchy, so it confines nothing: on cgroup v1 systemd \
+                 keeps its services in the root cpuset, on every CPU (CPUAffinity= in \
+                 /etc/systemd/system.conf keeps them off exclusive CPUs)"
+            );
+        }
+    }
+
+    /// The `shared_cgroups` entries that confine nothing: on v1, those the
+    /// cpuset hierarchy does not have (the daemon knows every cgroup of its
+    /// subtrees there).
+    fn unconfined(&self) -> Vec<String> {
         if self.hier.version != crate::cgroup::Version::V1 {
-            return;
+            return Vec::new();
         }
-        for rel in &self.cfg.shared_cgroups {
-            if self.engine.rel(rel).is_none() {
-                warn!(
-                    cgroup = %rel,
-                    hierarchy = %self.hier.cpuset.display(),
-                    "shared cgroup is not in the cpuset hierarchy, so it confines nothing: on cgroup v1 systemd \
-                     keeps its services in the root cpuset, on every CPU (CPUAffinity= in \
-                     /etc/systemd/system.conf keeps them off exclusive CPUs)"
-                );
-            }
-        }
+        let shared = self.cfg.shared_cgroups.iter();
+        shared
+            .filter(|rel| self.engine.rel(rel).is_none())
+            .cloned()
+            .collect()
     }
 
     /// The daemon's health, judged on what it knows now.
@@ -149,6 +158,7 @@ impl Daemon {
                     loaded: self.loaded.at,
                     restart_pending: self.loaded.restart_pending.clone(),
                     reload_error: self.loaded.error.clone(),
+                    unconfined: self.unconfined(),
                     ..api::RunningConfig::of(&self.cfg)
                 },
             )

@@ -152,7 +152,6 @@ impl Daemon {
             socket: Socket::new(),
             leaving: Vec::new(),
             rest: Rest::new(),
-            unverified: BTreeSet::new(),
             save_due: false,
             saving: false,
             save_again: false,

@@ -589,18 +589,20 @@ impl Engine {
         }
     }
 
-    /// Checks the effective set read back after writes: a mismatch with the
-    /// target (v2's silent fallback to the parent's set) is a failure.
-    pub fn verified(&mut self, rel: &str, effective: CpuSet) {
-        let Some(e) = self.cgroups.get_mut(rel) else {
+    /// Checks the effective set read back right after `write` of
+    /// `cpuset.cpus`: a mismatch with what was written (v2's silent
+    /// fallback to the parent's set) is a failure.
+    pub fn verified(&mut self, write: &Write, effective: CpuSet) {
+        let Some(e) = self.cgroups.get_mut(&*write.rel) else {
             return;
         };
-        let online = self.topo.online();
-        if let Some(target) = &e.target
-            && effective != target.intersection(online)
-        {
+        let wanted = write.set.intersection(self.topo.online());
+        if effective != wanted {
             e.failure = Some(Box::new(Failure {
-                message: format!("effective CPUs {effective} differ from the requested {target}"),
+                message: format!(
+                    "effective CPUs {effective} differ from the requested {}",
+                    write.set
+                ),
                 errno: None,
             }));
         }

@@ -1921,6 +1921,23 @@ fn a_shared_cgroup_missing_from_the_v1_cpuset_hierarchy_is_reported() {
         if warned {
             assert!(log.contains("CPUAffinity="), "says what to do:\n{log}");
         }
+        // And the status says it, to the operator who reads no log.
+        let socket = env.tmp.path().join("pinctl.sock");
+        let (_, body) = get(&socket, "/v1/status");
+        let status: pinctl::api::Status = serde_json::from_str(&body).unwrap();
+        let unconfined: &[&str] = if warned { &[SYSTEM] } else { &[] };
+        assert_eq!(status.config.unconfined, unconfined, "{version:?}");
+        let shown = pinctl::cli::status::render(
+            &status,
+            pinctl::cli::status::Mode::Online,
+            pinctl::cli::style::Style::OFF,
+            status.daemon.started,
+        );
+        assert_eq!(
+            shown.contains("confine nothing"),
+            warned,
+            "{version:?}:\n{shown}"
+        );
     }
 }
 
