@@ -8,12 +8,15 @@ ROOTFS=/run/pinctl-rootfs
 mkdir -p "$BUNDLES" "$ROOTFS/bin"
 cp /bin/busybox "$ROOTFS/bin/busybox"
 
-# oci RUNTIME DRIVER N CPUS: writes a bundle for container N (pod uid and
-# container id from lib.sh's uid/cid) asking for CPUS, starts it with RUNTIME
-# (runc | crun) and DRIVER (systemd | cgroupfs), and sets OCI_ID, OCI_PID and
-# OCI_CG (its cgroup, relative to the cpuset root).
+# oci RUNTIME DRIVER N CPUS [ALLOWED]: writes a bundle for container N (pod
+# uid and container id from lib.sh's uid/cid) asking for CPUS, starts it with
+# RUNTIME (runc | crun) and DRIVER (systemd | cgroupfs), and sets OCI_ID,
+# OCI_PID and OCI_CG (its cgroup, relative to the cpuset root). ALLOWED is
+# the spec's own cpuset (linux.resources.cpu.cpus), as a kubelet's static
+# policy or `podman --cpuset-cpus` asks for one: runc's systemd driver makes
+# it the scope's AllowedCPUs= on v2.
 oci() {
-    _rt=$1 _drv=$2 _n=$3 _cpus=$4
+    _rt=$1 _drv=$2 _n=$3 _cpus=$4 _allowed=${5:-}
     _uid=$(uid "$_drv" "$_n"); OCI_ID=$(cid "$_n")
     if [ "$_drv" = systemd ]; then
         _path="kubepods-burstable-pod$_uid.slice:cri-containerd:$OCI_ID"
@@ -29,16 +32,22 @@ oci() {
     runc spec --bundle "$_b"
     # The spec, as containerd would write it: our process, root, cgroup and
     # the pod's annotations.
-    sed -i -e 's|"terminal": true|"terminal": false|' \
-        -e 's|"sh"|"/bin/busybox", "sleep", "1000"|' \
-        -e "s|\"path\": \"rootfs\"|\"path\": \"$ROOTFS\"|" \
-        -e "s|\"linux\": {|\"linux\": { \"cgroupsPath\": \"$_path\",|" \
-        -e "s|\"ociVersion\"|\"annotations\": {\"pinctl.io/cpus\": \"$_cpus\", \"io.kubernetes.cri.container-name\": \"app$_n\", \"io.kubernetes.cri.sandbox-uid\": \"$(uid cgroupfs "$_n")\"}, \"ociVersion\"|" \
-        "$_b/config.json"
+    jq --arg path "$_path" --arg rootfs "$ROOTFS" --arg cpus "$_cpus" \
+        --arg name "app$_n" --arg uid "$(uid cgroupfs "$_n")" --arg allowed "$_allowed" '
+        .process.terminal = false
+        | .process.args = ["/bin/busybox", "sleep", "1000"]
+        | .root.path = $rootfs
+        | .linux.cgroupsPath = $path
+        | .annotations = {"pinctl.io/cpus": $cpus,
+            "io.kubernetes.cri.container-name": $name,
+            "io.kubernetes.cri.sandbox-uid": $uid}
+        | if $allowed == "" then . else .linux.resources.cpu.cpus = $allowed end' \
+        "$_b/config.json" >"$_b/config.json.new" && mv "$_b/config.json.new" "$_b/config.json" ||
+        fail "$_rt-$_drv-spec" "jq could not write the spec of $OCI_ID"
     # shellcheck disable=SC2086
     $_rt $_flag run -d --bundle "$_b" "$OCI_ID" </dev/null >"$_b/run.log" 2>&1 ||
         fail "$_rt-$_drv-run" "$_rt $_flag run: $(tail -n 3 "$_b/run.log" | tr '\n' ' ')"
-    OCI_PID=$($_rt $_flag state "$OCI_ID" 2>/dev/null | sed -n 's/.*"pid": *\([0-9]*\).*/\1/p')
+    OCI_PID=$($_rt $_flag state "$OCI_ID" 2>/dev/null | jq -r '.pid // empty')
 }
 # oci_delete RUNTIME DRIVER ID
 oci_delete() {

@@ -22,3 +22,28 @@ expect_stays set-property-kubepods "$C" allowed "$OCI_PID" 3 0.05
 # And what systemd itself says about the scope's CPUs.
 note "systemd's view of $SCOPE: AllowedCPUs=$(systemctl show -p AllowedCPUs --value "$SCOPE") EffectiveCPUs=$(systemctl show -p EffectiveCPUs --value "$SCOPE")"
 oci_delete runc systemd "$OCI_ID"
+
+# The writing case: a scope whose CPUs systemd owns. The runtime gives it
+# AllowedCPUs= (runc's systemd driver does for a spec's own cpuset). Found
+# on systemd 252: on v2 a daemon-reload writes AllowedCPUs= back over the
+# pin, and the daemon sees the foreign write and writes the pin again (the
+# process, sampled every 50 ms, is never seen off its CPU); on v1 systemd
+# has no cpuset controller and writes nothing. Checked both ways, so that
+# a systemd that changes either is noticed.
+n=41
+oci runc systemd "$n" 1 "$(cat /sys/devices/system/cpu/online)"
+pin allowed-pinned "$OCI_CG" 1; C=$GOT
+expect allowed-process "$C" allowed "$OCI_PID"
+SCOPE=$(basename "$OCI_CG")
+note "systemd's view of $SCOPE: AllowedCPUs=$(systemctl show -p AllowedCPUs --value "$SCOPE")"
+_rewrites() { pinctl events 2>/dev/null | grep -c " write $OCI_CG cpuset.cpus "; }
+_before=$(_rewrites)
+systemctl daemon-reload
+expect_stays allowed-daemon-reload "$C" allowed "$OCI_PID" 3 0.05
+_w=$(( $(_rewrites) - _before ))
+if [ "$HIER" = v2 ]; then
+    check allowed-systemd-writes "systemd wrote AllowedCPUs= over the pin; the daemon wrote it back $_w time(s)" [ "$_w" -ge 1 ]
+else
+    check allowed-systemd-leaves "the daemon wrote the pin $_w more time(s)" [ "$_w" -eq 0 ]
+fi
+oci_delete runc systemd "$OCI_ID"
