@@ -29,7 +29,8 @@ pub enum Change {
     Removed(Rel),
     /// `cpuset.cpus` of a cgroup was written (by us or someone else).
     CpusWritten(Rel),
-    /// An xattr of a cgroup changed: read it again.
+    /// An xattr, the owner or the mode of a cgroup's directory changed
+    /// (`IN_ATTRIB`): read it again.
     Changed(Rel),
     /// A CPU limit file of a cgroup was written: read it again if the limit
     /// can change what it asks ([`crate::intent::limit_decides`]).

@@ -1,7 +1,7 @@
 //! Making a plan real: the engine's writes through the I/O threads, the
 //! urgent ones at once and the rest a chunk per turn of the event loop once
-//! the tree is quiet (so a new pin never waits behind the shared pool), the
-//! effective sets read back,
+//! the tree is quiet (so a new pin never waits behind the shared pool), on
+//! v2 each effective set read back in its write's own job,
 //! the audit trail and the counters, and the state file saved when
 //! assignments changed.
 
@@ -30,15 +30,20 @@ const CHUNK_TIME: Duration = Duration::from_micros(250);
 /// The most writes in one chunk.
 const MAX_CHUNK: usize = 64;
 
-/// How long the tree must have been quiet (no event that changed what the
-/// engine knows) before the rest of a plan goes. A runtime sets a container
-/// up in a burst (its cgroup, `cpuset.cpus` and `cpuset.mems` copied, the
-/// CPU limit) well within this on real v1; a shared-pool write made inside
-/// the burst holds the kernel's cpuset lock (and may rebuild the scheduler
-/// domains) while the runtime waits for it, and the pin waits behind both.
+/// How long the tree must have been quiet before the rest of a plan goes:
+/// no event that changed what the engine knows (a cgroup made or removed,
+/// its `cpuset.cpus` written by someone else, a limit that changes what it
+/// asks; a `cpuset.mems` write or a limit write that changes nothing is
+/// not counted). A runtime sets a container up in a burst (its cgroup,
+/// `cpuset.cpus` and `cpuset.mems` copied, the CPU limit) well within this
+/// on real v1; a shared-pool write made inside the burst holds the kernel's
+/// cpuset lock (and may rebuild the scheduler domains) while the runtime
+/// waits for it, and the pin waits behind both.
 const QUIET: Duration = Duration::from_millis(1);
-/// The longest the rest of a plan waits for quiet: under a steady churn of
-/// containers the shared pool still follows.
+/// The longest the rest of a plan waits for quiet, from when something
+/// began to wait: after that (a steady churn of containers) it goes a step
+/// per idle turn of the loop until nothing waits, so the shared pool still
+/// follows.
 const MAX_WAIT: Duration = Duration::from_millis(20);
 
 /// One write as an I/O job makes it.
@@ -115,8 +120,9 @@ impl Daemon {
     /// Plans, makes the urgent writes (exclusive CPUs) at once and queues
     /// the rest for the loop ([`Rest`]), replacing what an earlier plan
     /// left: the engine plans that again. A plan that gave new workloads
-    /// their CPUs first leaves the rest of the change (the shared pool) to
-    /// the next plan.
+    /// their CPUs first owes the rest of the change (the shared pool): the
+    /// owed plan ([`crate::engine::Engine::plan_owed`]) is made once the
+    /// tree is quiet.
     pub(super) async fn apply(&mut self) {
         self.apply_with(false).await;
     }
@@ -182,9 +188,13 @@ impl Daemon {
         }
     }
 
-    /// Makes every queued cpuset write now (start-up, stop); what is left
-    /// then is load-balancing flags only, made by the loop as usual.
+    /// Makes the owed plan and every queued cpuset write now (start-up,
+    /// stop); what is left then is load-balancing flags only, made by the
+    /// loop as usual.
     pub(super) async fn drain(&mut self) {
+        if self.rest.plan {
+            self.apply_with(true).await;
+        }
         while self.rest.queue.iter().any(|w| w.file != File::Balance) {
             self.beat();
             self.write_next().await;

@@ -355,7 +355,8 @@ impl Daemon {
     /// Cgroups whose CPU limit files were written: each is read again only
     /// where the limit can change what it asks ([`intent::limit_decides`]),
     /// and then wholly only when the new limit asks for something else
-    /// ([`intent::same_request`]), in one trip to an I/O thread. A runtime
+    /// ([`intent::same_request`]) or a problem was reported with what it
+    /// asked, in one trip to an I/O thread. A runtime
     /// setting a container up writes the limit files of its pod and its
     /// container, the period before the quota: each read of a cgroup's
     /// files on real cgroupfs slows the runtime's own cpuset writes beside
@@ -376,23 +377,30 @@ impl Daemon {
             if !intent::limit_decides(&rel, known.as_ref(), &self.cfg) {
                 continue;
             }
+            // A problem reported (an untrusted request, a limit no machine
+            // can serve) may go with the limit: read it all again.
+            let problem = self.engine.problem(&rel).is_some();
             let bundle = self.engine.bundle(&rel);
-            items.push((self.hier.dir(&rel), (rel, known, bundle)));
+            items.push((self.hier.dir(&rel), (rel, known, problem, bundle)));
         }
         if items.is_empty() {
             return false;
         }
-        let rels: Vec<Rel> = items.iter().map(|(_, (rel, _, _))| rel.clone()).collect();
+        let rels: Vec<Rel> = items.iter().map(|(_, (rel, ..))| rel.clone()).collect();
         let (hier, cfg) = (self.hier.clone(), self.cfg.clone());
         let results = self
             .pool
-            .run_batch("read", items, move |fs, _, (rel, known, bundle)| {
-                let limit = cgroup::read_limit(fs, &hier, rel);
-                if intent::same_request(known.as_ref(), limit) {
-                    return Ok(None);
-                }
-                Ok(Some(intent::read(fs, &hier, &cfg, rel, bundle.clone())))
-            })
+            .run_batch(
+                "read",
+                items,
+                move |fs, _, (rel, known, problem, bundle)| {
+                    let limit = cgroup::read_limit(fs, &hier, rel);
+                    if !problem && intent::same_request(known.as_ref(), limit) {
+                        return Ok(None);
+                    }
+                    Ok(Some(intent::read(fs, &hier, &cfg, rel, bundle.clone())))
+                },
+            )
             .await;
         let mut changed = false;
         for (rel, result) in rels.into_iter().zip(results) {

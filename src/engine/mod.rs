@@ -49,8 +49,9 @@
 //! changed that ancestors were widened over), the targets are made for every
 //! cgroup: a plan over a reach gives exactly what a full plan gives (a property
 //! test checks it). The one exception is deliberate: a new workload's CPUs are
-//! written first, on their own, and the shared pool shrinks in the plan that
-//! follows ([`Plan::more`]).
+//! written first, on their own, and the shared pool shrinks in the full plan
+//! that owes ([`Plan::more`], [`Engine::plan_owed`]); plans over a reach made
+//! before it make only their urgent writes.
 //!
 //! # Invariants
 //! - No CPU is assigned to two workloads.
@@ -590,12 +591,17 @@ impl Engine {
     }
 
     /// Checks the effective set read back right after `write` of
-    /// `cpuset.cpus`: a mismatch with what was written (v2's silent
-    /// fallback to the parent's set) is a failure.
+    /// `cpuset.cpus`: when it wrote the cgroup's target, a mismatch (v2's
+    /// silent fallback to the parent's set) is a failure. A widening write
+    /// on the way (old ∪ new) is not checked: the cgroup's own set may list
+    /// CPUs its parent no longer has.
     pub fn verified(&mut self, write: &Write, effective: CpuSet) {
         let Some(e) = self.cgroups.get_mut(&*write.rel) else {
             return;
         };
+        if e.target.as_deref() != Some(&*write.set) {
+            return;
+        }
         let wanted = write.set.intersection(self.topo.online());
         if effective != wanted {
             e.failure = Some(Box::new(Failure {

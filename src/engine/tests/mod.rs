@@ -790,3 +790,34 @@ fn a_v2_shared_pool_change_writes_the_subtrees_not_the_containers() {
     assert!(written.len() <= 4, "{written:?}");
     assert!(written.iter().all(|r| !r.ends_with("/c")), "{written:?}");
 }
+
+/// The effective set read back after a `cpuset.cpus` write is checked only
+/// when the write made the cgroup's target: v2's silent fallback to the
+/// parent's set is then a failure, while a widening write on the way (old ∪
+/// new, which may list CPUs the parent no longer has) is not.
+#[test]
+fn only_a_write_of_the_target_is_verified() {
+    let mut e = engine_v2();
+    kube_tree(&mut e);
+    let pod = "kubepods/pod99999999-2222-3333-4444-555555555555";
+    add(&mut e, pod, "", None);
+    add(&mut e, GUARANTEED, "", want(4));
+    let writes = apply(&mut e);
+    let pin = writes
+        .iter()
+        .find(|w| &*w.rel == GUARANTEED && w.file == File::Cpus)
+        .expect("the pin is written")
+        .clone();
+    let failure = |e: &Engine| e.cgroups[GUARANTEED].failure.clone();
+    e.verified(&pin, (*pin.set).clone());
+    assert!(failure(&e).is_none(), "what was written");
+    let widening = Write {
+        set: Arc::new(set("0-15")),
+        ..pin.clone()
+    };
+    e.verified(&widening, set("0-3"));
+    assert!(failure(&e).is_none(), "a write on the way is not checked");
+    e.verified(&pin, set("0-15"));
+    let f = failure(&e).expect("the fallback is a failure");
+    assert!(f.message.contains("differ from the requested"), "{}", f.message);
+}
