@@ -819,5 +819,9 @@ fn only_a_write_of_the_target_is_verified() {
     assert!(failure(&e).is_none(), "a write on the way is not checked");
     e.verified(&pin, set("0-15"));
     let f = failure(&e).expect("the fallback is a failure");
-    assert!(f.message.contains("differ from the requested"), "{}", f.message);
+    assert!(
+        f.message.contains("differ from the requested"),
+        "{}",
+        f.message
+    );
 }
