@@ -216,38 +216,28 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
         || "the configuration".to_string(),
         |f| visible(&f.display().to_string()).into_owned(),
     );
+    // Each thing about the configuration the operator should act on: a
+    // `Config:` line.
+    let mut config_line = |text: String| {
+        let _ = writeln!(s, "{}{}", fieldw("Config"), style.yellow(&text));
+    };
     if let Some(error) = &cfg.reload_error {
-        let _ = writeln!(
-            s,
-            "{}{}",
-            fieldw("Config"),
-            style.yellow(&format!(
-                "reload failed, running on the one before: {}",
-                visible(error)
-            ))
-        );
+        config_line(format!(
+            "reload failed, running on the one before: {}",
+            visible(error)
+        ));
     }
     if !cfg.restart_pending.is_empty() {
-        let _ = writeln!(
-            s,
-            "{}{}",
-            fieldw("Config"),
-            style.yellow(&format!(
-                "{file} changes {}; applied at the next restart",
-                visible(&cfg.restart_pending.join(", "))
-            ))
-        );
+        config_line(format!(
+            "{file} changes {}; applied at the next restart",
+            visible(&cfg.restart_pending.join(", "))
+        ));
     }
     if !cfg.unconfined.is_empty() {
-        let _ = writeln!(
-            s,
-            "{}{}",
-            fieldw("Config"),
-            style.yellow(&format!(
-                "shared_cgroups {} not in the cpuset hierarchy: they confine nothing (on cgroup v1 systemd keeps its services in the root cpuset; CPUAffinity= in /etc/systemd/system.conf keeps them off exclusive CPUs)",
-                visible(&cfg.unconfined.join(", "))
-            ))
-        );
+        config_line(format!(
+            "shared_cgroups {} not in the cpuset hierarchy: they confine nothing (on cgroup v1 systemd keeps its services in the root cpuset; CPUAffinity= in /etc/systemd/system.conf keeps them off exclusive CPUs)",
+            visible(&cfg.unconfined.join(", "))
+        ));
     }
     let mut hier = format!("cgroup {}", status.hierarchy);
     if status.hybrid {

@@ -236,12 +236,12 @@ impl Daemon {
                 // Read back at once, in the same job: the writes are in the
                 // kernel's order, so what a cgroup has now is what it keeps
                 // (v2's silent fallback to the parent's set shows here).
-                let effective = item.effective.as_ref().map(|file| {
+                let effective = item.effective.as_ref().and_then(|file| {
                     fs.read(file)
                         .ok()
                         .and_then(|text| text.parse::<CpuSet>().ok())
                 });
-                Ok(Some(effective.flatten()))
+                Ok(Some(effective))
             })
             .await;
         for ((w, (path, item)), result) in writes.iter().zip(&items).zip(results) {

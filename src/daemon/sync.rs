@@ -341,9 +341,9 @@ impl Daemon {
                         cw.unwatch(&rel);
                     }
                 }
-                Change::Changed(rel) => reread.push(Change::Changed(rel)),
-                Change::LimitWritten(rel) => reread.push(Change::LimitWritten(rel)),
-                Change::Overflow => reread.push(Change::Overflow),
+                c @ (Change::Changed(_) | Change::LimitWritten(_) | Change::Overflow) => {
+                    reread.push(c)
+                }
                 _ => {}
             }
         }
