@@ -31,7 +31,9 @@
 //!   last write (the quota), *reaction* from there until pinned; and the
 //!   kernel's *floor*, the same pod and container made in a cgroup the
 //!   daemon does not manage (`<top>/floor`) with the pin's one write made by
-//!   the benchmark itself as soon as the quota is in.
+//!   the benchmark itself as soon as the quota is in, each round after the
+//!   same wait for an idle daemon as a settled round (the kernel's cpuset
+//!   writes are slower on caches gone cold in an idle spell).
 //! - Churn: the same rounds back to back, the next pod made as soon as the
 //!   last one is pinned and removed, without waiting for the shared pool:
 //!   *pin under churn* is what a new pin costs while the daemon is still busy
@@ -732,11 +734,17 @@ fn run_size(
     // The kernel's floor: the same runtime steps in a cgroup the daemon
     // does not manage, and the pin's one write made by the benchmark itself
     // at once, the daemon idle beside it. What a pin costs above this is
-    // the daemon's.
+    // the daemon's. Each round starts as a settled round does, after the
+    // wait for an idle daemon: on real v1 the kernel's walk over every
+    // cpuset runs on cold caches after an idle spell (a `cpuset.cpus` write
+    // at 1,000 cpusets: 114 µs back to back, 200 µs after 20 ms idle, 360
+    // µs after 50 ms on this machine), and a floor made back to back would
+    // count that against the daemon.
     let (mut floor_steps, mut floor_write) = (Vec::new(), Vec::new());
     hier.make(&format!("{}/floor", rig.top), true)?;
     let started = Instant::now();
     while phase_ok(floor_steps.len(), opts.rounds, started) {
+        rig.daemon().wait_idle()?;
         let made = rig.guaranteed("floor", &mut pinned)?;
         write(
             &hier.cpuset.join(&made.container).join("cpuset.cpus"),

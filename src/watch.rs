@@ -80,16 +80,17 @@ impl Watcher {
         })
     }
 
-    /// Watches cgroup `rel`. Idempotent.
-    pub fn watch(&mut self, rel: &Rel) -> io::Result<()> {
+    /// Watches cgroup `rel`. Idempotent: returns whether the watch is new
+    /// (what was written there before it went unseen).
+    pub fn watch(&mut self, rel: &Rel) -> io::Result<bool> {
         if self.by_rel.contains_key(rel) {
-            return Ok(());
+            return Ok(false);
         }
         let path = crate::cgroup::name::path(&self.base, rel);
         let wd = self.fd.get_mut().watches().add(&path, mask())?;
         self.by_wd.insert(wd.clone(), rel.clone());
         self.by_rel.insert(rel.clone(), wd);
-        Ok(())
+        Ok(true)
     }
 
     /// Stops watching `rel` and everything below it.

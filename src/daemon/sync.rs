@@ -110,7 +110,7 @@ impl Daemon {
                     && let Some(rel) = pending.pop_front()
                 {
                     match self.watcher.watch(&rel) {
-                        Ok(()) => {
+                        Ok(_) => {
                             if self.unwatched.remove(&rel) && self.unwatched.is_empty() {
                                 info!("every cgroup is watched again");
                             }
@@ -324,15 +324,21 @@ impl Daemon {
                     // have made their cpu directories before this watch
                     // (runc makes them one after the other, `mkdir -p`
                     // shows only the top), and inotify tells nothing of them.
+                    // One already watched was watched before the cpuset
+                    // side read its limit, and inotify has told of every
+                    // write since: it is not read again.
                     let mut below = self.engine.subtree(&rel);
                     if below.first() != Some(&rel) {
                         below.insert(0, rel);
                     }
                     for rel in below {
-                        if let Some(cw) = self.cpu_watcher.as_mut() {
-                            let _ = cw.watch(&rel);
+                        let new = match self.cpu_watcher.as_mut() {
+                            Some(cw) => cw.watch(&rel).unwrap_or(true),
+                            None => true,
+                        };
+                        if new {
+                            reread.push(Change::LimitWritten(rel));
                         }
-                        reread.push(Change::LimitWritten(rel));
                     }
                 }
                 Change::Removed(rel) => {

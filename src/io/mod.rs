@@ -9,7 +9,9 @@
 //! forever. So every such call goes through [`IoPool`] instead: a few dedicated,
 //! detached, named threads (`pinctl-io-N`) fed by a bounded queue, each reply
 //! sent back over a `tokio::sync::oneshot`. The timeout is applied on the async
-//! side with `tokio::time`, from the moment a thread starts the call. A call
+//! side with `tokio::time`, from the moment a thread starts the call; the
+//! start itself wakes nobody (a job's deadline is put off while it waits in
+//! the queue), so a job wakes its caller once, with its result. A call
 //! that does not return in time marks its path *hung*: later jobs on that path,
 //! or below it, fail at once with [`IoError::Hung`] instead of feeding it more
 //! threads, and the stuck thread is replaced so the pool keeps serving other

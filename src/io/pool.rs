@@ -397,10 +397,12 @@ impl IoPool {
             .await
             .map_err(|_| Ended::Refused(IoError::ShutDown))?;
 
-        let (start_tx, start_rx) = oneshot::channel();
-        let (reply_tx, mut reply_rx) = oneshot::channel::<R>();
-        let work: Work = Box::new(move |fs: &dyn Fs, steps: &Steps<'_>| -> Deliver {
-            let result = work(fs, steps);
+        let (reply_tx, mut reply_rx) = oneshot::channel::<Result<R, IoError>>();
+        let work: Work = Box::new(move |start: Start<'_>| -> Deliver {
+            let result = match start {
+                Start::Run(fs, steps) => Ok(work(fs, steps)),
+                Start::Refuse(refused) => Err(refused),
+            };
             Box::new(move || {
                 // The caller may have timed out or gone: then nobody wants it.
                 let _ = reply_tx.send(result);
@@ -417,7 +419,6 @@ impl IoPool {
                 key,
                 check_hung,
                 op,
-                start: start_tx,
                 work,
                 _slot: slot,
             });
@@ -431,41 +432,27 @@ impl IoPool {
             op,
             settled: false,
         };
-        let started = match start_rx.await {
-            Ok(Ok(started)) => started,
-            Ok(Err(refused)) => {
-                watch.settled = true;
-                return Err(Ended::Refused(refused));
-            }
-            Err(_) => {
-                watch.settled = true;
-                return Err(Ended::Refused(IoError::ShutDown));
-            }
-        };
-        let mut due = deadline(started, shared.config.timeout);
-        loop {
-            let outcome = tokio::time::timeout_at(due, &mut reply_rx).await;
-            match outcome {
-                Ok(Ok(result)) => {
-                    watch.settled = true;
-                    return Ok(result);
-                }
-                Ok(Err(_)) => {
-                    watch.settled = true;
-                    return Err(Ended::Lost);
-                }
+        // The timeout counts from when a thread starts the job; until then
+        // `expire` finds it queued and puts the deadline off.
+        let mut due = deadline(Instant::now(), shared.config.timeout);
+        let outcome = loop {
+            match tokio::time::timeout_at(due, &mut reply_rx).await {
+                Ok(reply) => break reply.ok(),
                 Err(_) => match shared.expire(id, op) {
                     Expired::Later(later) => due = later,
                     Expired::Marked(path) => {
                         watch.settled = true;
                         return Err(Ended::TimedOut(path));
                     }
-                    Expired::Finished => {
-                        watch.settled = true;
-                        return reply_rx.try_recv().map_err(|_| Ended::Lost);
-                    }
+                    Expired::Finished => break reply_rx.try_recv().ok(),
                 },
             }
+        };
+        watch.settled = true;
+        match outcome {
+            Some(Ok(result)) => Ok(result),
+            Some(Err(refused)) => Err(Ended::Refused(refused)),
+            None => Err(Ended::Lost),
         }
     }
 

@@ -10,15 +10,25 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::*;
 
-/// Called on the I/O thread: runs the job and returns the closure that sends
-/// its result, which the worker calls under the state lock.
-pub(super) type Work = Box<dyn FnOnce(&dyn Fs, &Steps<'_>) -> Deliver + Send>;
+/// Called on the I/O thread: runs the job (or refuses it) and returns the
+/// closure that sends its outcome, which the worker calls under the state
+/// lock.
+pub(super) type Work = Box<dyn for<'a> FnOnce(Start<'a>) -> Deliver + Send>;
 /// Sends a job's result to its caller.
 pub(super) type Deliver = Box<dyn FnOnce() + Send>;
+
+/// What a thread does with a queued job.
+pub(super) enum Start<'a> {
+    /// Runs it.
+    Run(&'a dyn Fs, &'a Steps<'a>),
+    /// Never will: its path was marked hung while it waited, or the pool is
+    /// shutting down or has no healthy thread left.
+    Refuse(IoError),
+}
 
 pub(super) struct Shared {
     pub(super) fs: Arc<dyn Fs>,
@@ -54,8 +64,9 @@ pub(super) struct Job {
     /// item instead).
     pub(super) check_hung: bool,
     pub(super) op: &'static str,
-    /// When a thread starts the job; the refusal when it never will.
-    pub(super) start: oneshot::Sender<Result<Instant, IoError>>,
+    /// Nobody is told when the job starts (that would wake the caller's
+    /// loop once more per job): its timeout is put off while it waits
+    /// ([`Shared::expire`]).
     pub(super) work: Work,
     pub(super) _slot: OwnedSemaphorePermit,
 }
@@ -190,14 +201,13 @@ impl Shared {
                 key,
                 check_hung,
                 op,
-                start,
                 work,
                 _slot,
             } = job;
             drop(_slot);
             // The path may have been marked hung while the job waited.
             if let Some(refused) = check_hung.then(|| state.refuse_hung(&key)).flatten() {
-                let _ = start.send(Err(refused));
+                work(Start::Refuse(refused))();
                 continue;
             }
             let started = Instant::now();
@@ -210,15 +220,11 @@ impl Shared {
                     marked: None,
                 },
             );
-            if start.send(Ok(started)).is_err() {
-                // The caller went away before the job started: skip it.
-                state.running.remove(&id);
-                continue;
-            }
             drop(state);
 
             let steps = Steps { shared: &self, id };
-            let deliver = panic::catch_unwind(AssertUnwindSafe(|| work(&*self.fs, &steps)));
+            let deliver =
+                panic::catch_unwind(AssertUnwindSafe(|| work(Start::Run(&*self.fs, &steps))));
 
             state = self.lock();
             let marked = state.running.remove(&id).and_then(|r| r.marked);
@@ -241,10 +247,15 @@ impl Shared {
         }
     }
 
-    /// Called on the async side when a started job's deadline has passed.
+    /// Called on the async side when a job's deadline has passed (counted
+    /// from when it was queued, until it starts).
     pub(super) fn expire(self: &Arc<Self>, id: u64, op: &'static str) -> Expired {
         let mut state = self.lock();
         let timeout = self.config.timeout;
+        if state.queue.iter().any(|job| job.id == id) {
+            // Still waiting: its timeout counts from when it starts.
+            return Expired::Later(deadline(Instant::now(), timeout));
+        }
         let Some(running) = state.running.get_mut(&id) else {
             return Expired::Finished;
         };
@@ -295,7 +306,7 @@ impl Shared {
             // Nothing would ever run these: fail them now.
             while let Some(job) = state.queue.pop_front() {
                 state.failed_fast += 1;
-                let _ = job.start.send(Err(IoError::Saturated { path: job.key }));
+                (job.work)(Start::Refuse(IoError::Saturated { path: job.key }))();
             }
         }
         Expired::Marked(key.to_path_buf())
@@ -309,7 +320,7 @@ impl Shared {
         state.closed = true;
         self.slots.close();
         while let Some(job) = state.queue.pop_front() {
-            let _ = job.start.send(Err(IoError::ShutDown));
+            (job.work)(Start::Refuse(IoError::ShutDown))();
         }
         drop(state);
         self.work_ready.notify_all();

@@ -1174,6 +1174,17 @@ fn limit_written_later(version: Version, driver: Driver) {
     };
     limit("200000 100000\n", "200000\n").unwrap();
     env.wait_pinned(&app, 2);
+    // 1.5 CPUs asks for nothing; then the period alone is written (on v1
+    // its own file, a write the daemon reads only where a quota is set),
+    // and 1 CPU is asked for.
+    limit("150000 100000\n", "150000\n").unwrap();
+    env.wait_cpus(&[&app], &pool);
+    match version {
+        Version::V2 => fs::write(env.tree.cpu_dir(&app).join("cpu.max"), "150000 150000\n"),
+        Version::V1 => fs::write(env.tree.cpu_dir(&app).join("cpu.cfs_period_us"), "150000\n"),
+    }
+    .unwrap();
+    env.wait_pinned(&app, 1);
     limit("max 100000\n", "-1\n").unwrap();
     env.wait_cpus(&[&app], &pool);
 }

@@ -88,6 +88,9 @@ impl Fs for GateFs {
             self.inside.fetch_sub(1, Ordering::SeqCst);
             return Ok(format!("released {}", path.display()));
         }
+        if path.starts_with("/slow") {
+            std::thread::sleep(Duration::from_millis(60));
+        }
         Ok(format!("ok {}", path.display()))
     }
     fn write(&self, _: &Path, _: &str) -> io::Result<()> {
@@ -635,6 +638,44 @@ async fn a_job_whose_caller_gives_up_while_queued_never_runs() {
         assert_eq!(pool.read(Path::new("/x")).await.unwrap(), "ok /x");
         assert!(!ran.load(Ordering::SeqCst));
         fs.release();
+    })
+    .await;
+}
+
+/// A job's timeout counts from when a thread starts it, not from when it was
+/// queued: one that waits behind a long batch (each of whose items is within
+/// the timeout) longer than the timeout runs and succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_waits_longer_than_the_timeout_in_the_queue_still_runs() {
+    bounded(async {
+        let pool = IoPool::new(GateFs::new(), config(1, 2, 100));
+        let items: Vec<(PathBuf, ())> = (0..4)
+            .map(|i| (PathBuf::from(format!("/slow/{i}")), ()))
+            .collect();
+        let started = Arc::new(AtomicBool::new(false));
+        let batch = {
+            let (pool, started) = (pool.clone(), Arc::clone(&started));
+            tokio::spawn(async move {
+                pool.run_batch("read", items, move |fs, path, _| {
+                    started.store(true, Ordering::SeqCst);
+                    fs.read(path)
+                })
+                .await
+            })
+        };
+        wait_until("the batch runs", || started.load(Ordering::SeqCst)).await;
+        let queued = Instant::now();
+        assert_eq!(pool.read(Path::new("/x")).await.unwrap(), "ok /x");
+        assert!(
+            queued.elapsed() > Duration::from_millis(100),
+            "it waited longer than the timeout: {:?}",
+            queued.elapsed()
+        );
+        for r in batch.await.unwrap() {
+            r.unwrap();
+        }
+        assert!(pool.hung().is_empty());
+        assert_eq!(pool.stats().timeouts, 0);
     })
     .await;
 }
