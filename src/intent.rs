@@ -27,7 +27,7 @@ use std::sync::{Arc, LazyLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cgroup::layout::{Kind, Qos, classify};
+use crate::cgroup::layout::{Kind, Qos, classify, standalone_container};
 use crate::cgroup::{CpuLimit, Hierarchy, Observed, Reads, Rel, Version, observe};
 use crate::config::Config;
 use crate::io::{FileId, Fs, Owner};
@@ -234,9 +234,16 @@ pub fn read(
         limit: needs_limit(&kind, cfg),
     };
     let obs = observe(fs, hier, rel, reads)?;
-    let read_bundle = || match &kind {
-        Kind::Container { id, .. } => find_bundle(fs, &cfg.bundle_dirs, id).map(Arc::new),
+    // Containers, in pods or made by a runtime on its own, have bundles.
+    let container = match &kind {
+        Kind::Container { id, .. } => Some(id.as_str()),
+        Kind::Other => standalone_container(rel).map(|(id, _)| id),
         _ => None,
+    };
+    let read_bundle = || {
+        container
+            .and_then(|id| find_bundle(fs, &cfg.bundle_dirs, id))
+            .map(Arc::new)
     };
     // Only containers have bundles, so only they have one remembered; one
     // that could not be used is read again once its file changed. A
@@ -248,7 +255,7 @@ pub fn read(
     let looked = known.is_none();
     let mut bundle = known
         .or_else(read_bundle)
-        .or_else(|| matches!(kind, Kind::Container { .. }).then(Bundle::summary));
+        .or_else(|| container.is_some().then(Bundle::summary));
     let (intent, problem) = decide(&kind, &obs, bundle.as_deref(), cfg);
     // The identity matters only for a workload that wants CPUs; it may come
     // from a bundle remembered as a summary (not when one was just looked

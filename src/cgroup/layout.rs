@@ -24,6 +24,12 @@
 //! slice name means nesting) and a custom `--cgroup-root` prefixes every slice
 //! name: `kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod<uid>.slice`.
 //! Under `cgroupfs` a custom root is just more directories above `kubepods`.
+//!
+//! Outside Kubernetes a runtime names a container's cgroup the same way
+//! wherever it puts it (`podman run`: `machine.slice/libpod-<id>.scope`;
+//! `docker run`: `system.slice/docker-<id>.scope`): such a cgroup is
+//! [`Kind::Other`], and [`standalone_container`] finds its id, so that its
+//! OCI bundle's annotations can be read.
 
 use std::fmt;
 
@@ -367,6 +373,24 @@ impl<'a> Root<'a> {
             Root::Cgroupfs if is_container_id(name) => Some((name, Runtime::Unknown, false)),
             Root::Cgroupfs => known_runtime(name),
         }
+    }
+}
+
+/// The container id and runtime if `rel_path`, a cgroup outside any pod,
+/// is a container a runtime made on its own (`podman run`, `docker run`):
+/// its last component is a known runtime prefix and a container id, with
+/// `.scope` (the systemd cgroup manager) or without (cgroupfs). Not a
+/// runtime monitor (`libpod-conmon-<id>.scope`), and nothing below a pod:
+/// [`classify`] names those.
+pub fn standalone_container(rel_path: &str) -> Option<(&str, Runtime)> {
+    if classify(rel_path) != Kind::Other {
+        return None;
+    }
+    let name = rel_path.rsplit('/').find(|c| !c.is_empty())?;
+    let stem = name.strip_suffix(".scope").unwrap_or(name);
+    match known_runtime(stem)? {
+        (_, _, true) => None,
+        (id, runtime, false) => Some((id, runtime)),
     }
 }
 

@@ -1189,6 +1189,45 @@ fn limit_written_later(version: Version, driver: Driver) {
     env.wait_cpus(&[&app], &pool);
 }
 
+on_both_versions!(a_podman_container_outside_kubernetes => podman_outside_kubernetes(Driver::Systemd));
+
+/// `podman run --annotation pinctl.io/cpus=2` as root on a plain host: the
+/// container's cgroup is `machine.slice/libpod-<id>.scope`, its bundle is
+/// `<storage>/overlay-containers/<id>/userdata/config.json`, and no pod is
+/// anywhere. With `machine.slice` managed, the annotation pins it; its
+/// conmon scope beside it stays on the shared pool; removing it gives the
+/// CPUs back.
+fn podman_outside_kubernetes(version: Version, driver: Driver) {
+    let mut env = Env::new(
+        version,
+        driver,
+        Options {
+            keys: vec![r#"managed = ["kubepods.slice", "machine.slice"]"#.into()],
+            ..Options::default()
+        },
+    );
+    let spec = env.existing();
+    env.tree.create("machine.slice", &spec);
+    env.start();
+    let id = container_id(7);
+    let bundle = env.tmp.path().join("bundles").join(&id).join("userdata");
+    fs::create_dir_all(&bundle).unwrap();
+    let config = serde_json::json!({"ociVersion": "1.0.2-dev",
+        "annotations": {"pinctl.io/cpus": "2", "io.podman.annotations.autoremove": "FALSE"}});
+    fs::write(bundle.join("config.json"), config.to_string()).unwrap();
+    let conmon = format!("machine.slice/libpod-conmon-{id}.scope");
+    let app = format!("machine.slice/libpod-{id}.scope");
+    env.tree.create(&conmon, &spec);
+    env.tree.create(&app, &spec);
+    let cpus = env.wait_pinned(&app, 2);
+    well_placed(&env, "a podman container", &cpus, 2);
+    let pool = set(ONLINE).difference(&cpus);
+    env.wait_cpus(&[&conmon, SYSTEM], &pool);
+    env.invariants(&[&[&app]], &[&conmon]);
+    env.tree.remove(&app);
+    env.wait_cpus(&[&conmon, SYSTEM], &set(ONLINE));
+}
+
 on_both_versions!(a_subtree_made_after_start_up => subtree_made_later(Driver::Systemd));
 
 /// The daemon may start before the kubelet (or whoever makes the subtree): a

@@ -3,7 +3,7 @@
 //! custom cgroup roots, sloppy slashes, malformed names), and property tests
 //! that `classify` is total and consistent on arbitrary input.
 
-use pinctl::cgroup::layout::{Driver, Kind, Pod, Qos, Runtime, classify};
+use pinctl::cgroup::layout::{Driver, Kind, Pod, Qos, Runtime, classify, standalone_container};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 
@@ -482,6 +482,39 @@ fn every_runtime_and_qos_class_appears_in_the_table() {
                 "{qos} pods under {driver}"
             );
         }
+    }
+}
+
+/// A container a runtime made on its own, outside any pod: its id, so that
+/// its bundle can be found; not its monitor, nothing in a pod, nothing that
+/// only looks like one.
+#[test]
+fn standalone_containers_outside_kubernetes() {
+    let podman = format!("machine.slice/libpod-{C4}.scope");
+    let docker = format!("system.slice/docker-{C1}.scope");
+    let podman_cgroupfs = format!("libpod_parent/libpod-{C2}");
+    let containerd = format!("/system.slice/cri-containerd-{C3}.scope/");
+    assert_eq!(standalone_container(&podman), Some((C4, Runtime::Podman)));
+    assert_eq!(standalone_container(&docker), Some((C1, Runtime::Docker)));
+    assert_eq!(
+        standalone_container(&podman_cgroupfs),
+        Some((C2, Runtime::Podman))
+    );
+    assert_eq!(
+        standalone_container(&containerd),
+        Some((C3, Runtime::Containerd))
+    );
+    for not in [
+        format!("machine.slice/libpod-conmon-{C4}.scope"),
+        format!("{SD_G}/cri-containerd-{C1}.scope"),
+        format!("{FS_B}/{C2}"),
+        "machine.slice/libpod-notanid.scope".to_string(),
+        "machine.slice".to_string(),
+        format!("machine.slice/libpod-{C4}.scope/container"),
+        format!("machine.slice/{C4}"),
+        String::new(),
+    ] {
+        assert_eq!(standalone_container(&not), None, "{not}");
     }
 }
 
