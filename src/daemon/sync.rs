@@ -12,7 +12,7 @@ use tracing::{debug, info, warn};
 
 use super::{Daemon, chain, release_free_memory};
 use crate::api;
-use crate::cgroup::{self, Hierarchy, Rel};
+use crate::cgroup::{self, Hierarchy, Rel, Version};
 use crate::config::Config;
 use crate::cpuset::CpuSet;
 use crate::engine::Reading;
@@ -468,6 +468,15 @@ impl Daemon {
             match change {
                 Change::Created(rel) => {
                     created = true;
+                    // v2: a subtree root made after start-up (systemd makes
+                    // machine.slice with the first container), or a cgroup
+                    // on the way down to one, has no cpuset files below it
+                    // until the controller is enabled there.
+                    if self.hier.version == Version::V2
+                        && self.scope().roots_below(&rel).next().is_some()
+                    {
+                        self.enable_cpuset_controller().await;
+                    }
                     let tops = if self.scope().holds(&rel) {
                         vec![rel]
                     } else {

@@ -1232,6 +1232,9 @@ on_both_versions!(a_subtree_made_after_start_up => subtree_made_later(Driver::Sy
 
 /// The daemon may start before the kubelet (or whoever makes the subtree): a
 /// watched root that appears later is picked up by inotify on its parent.
+/// On v2 it may come without the cpuset controller for its children
+/// (systemd makes `machine.slice` so with the first container): the
+/// daemon enables it there, or its cgroups would have no cpuset files.
 fn subtree_made_later(version: Version, driver: Driver) {
     let mut env = Env::new(
         version,
@@ -1243,7 +1246,21 @@ fn subtree_made_later(version: Version, driver: Driver) {
     );
     env.start();
     let spec = env.existing();
-    env.tree.create("late.slice", &spec);
+    let bare = Spec {
+        subtree: Some(String::new()),
+        ..env.existing()
+    };
+    env.tree.create("late.slice", &bare);
+    if version == Version::V2 {
+        env.wait_for("+cpuset in late.slice's cgroup.subtree_control", || {
+            let enabled = env.tree.read_file("late.slice", "cgroup.subtree_control");
+            if enabled.contains("cpuset") {
+                Ok(())
+            } else {
+                Err(format!("it reads {enabled:?}"))
+            }
+        });
+    }
     env.tree.create("late.slice/job-1.scope", &spec);
     let cpus = env.wait_pinned("late.slice/job-1.scope", 2);
     well_placed(&env, "a job in a late subtree", &cpus, 2);

@@ -81,6 +81,9 @@ pub struct Spec {
     /// default.
     pub cpus: String,
     pub mems: String,
+    /// v2: the controllers its `cgroup.subtree_control` enables for its
+    /// children (`None`: `cpuset cpu`; systemd makes a slice with none).
+    pub subtree: Option<String>,
 }
 
 impl Spec {
@@ -247,7 +250,8 @@ impl FakeCgroup {
                 let dir = self.stage();
                 write(&dir.join("cpuset.cpus"), &spec.cpus);
                 write(&dir.join("cpuset.mems"), &spec.mems);
-                write(&dir.join("cgroup.subtree_control"), "cpuset cpu\n");
+                let subtree = spec.subtree.as_deref().unwrap_or("cpuset cpu\n");
+                write(&dir.join("cgroup.subtree_control"), subtree);
                 let max = limit.map_or("max".to_string(), |q| q.to_string());
                 write(&dir.join("cpu.max"), &format!("{max} 100000\n"));
                 if let Some(x) = &spec.xattr {
