@@ -70,6 +70,9 @@ const DEFAULT_BUNDLE_DIRS: &[&str] = &[
     "/run/containerd/io.containerd.runtime.v2.task/moby",
     "/run/containers/storage/overlay-containers",
     "/var/lib/containers/storage/overlay-containers",
+    "/var/lib/containers/storage/vfs-containers",
+    "/var/lib/containers/storage/btrfs-containers",
+    "/var/lib/containers/storage/zfs-containers",
     "/run/docker/containerd/daemon/io.containerd.runtime.v2.task/moby",
 ];
 

@@ -115,11 +115,16 @@ fn defaults_are_the_documented_ones() {
     assert!(d.kubelet_rule);
     assert!(!d.full_pcpus_only && !d.distribute_across_numa && !d.spread_cores);
     assert!(!d.align_memory);
-    assert_eq!(d.bundle_dirs.len(), 5);
+    assert_eq!(d.bundle_dirs.len(), 8);
     assert_eq!(
         d.bundle_dirs[0],
         Path::new("/run/containerd/io.containerd.runtime.v2.task/k8s.io")
     );
+    // podman keeps bundles under <storage>/<driver>-containers.
+    for driver in ["overlay", "vfs", "btrfs", "zfs"] {
+        let dir = format!("/var/lib/containers/storage/{driver}-containers");
+        assert!(d.bundle_dirs.iter().any(|b| b == Path::new(&dir)), "{dir}");
+    }
     assert_eq!(d.log_level, LogLevel::Info);
     assert!(d.rules.is_empty());
 }
