@@ -132,6 +132,9 @@ else
     # Isolated partitions (issue #16), observed and not yet relied on: what
     # each kernel says (SEEN lines) before the daemon's checks are written.
     seen() { echo "SEEN $HIER/$TOPO/$SCEN/$1: $2"; }
+    # part REL VALUE: writes REL's cpuset.cpus.partition; prints the write's
+    # result and the state the kernel reports then.
+    part() { echo "$(wr "$CS/$1/cpuset.cpus.partition" "$2"): $(cat "$CS/$1/cpuset.cpus.partition")"; }
     P=kpart
     wr "$CS/$K/cpuset.cpus" "1-$((HI - 1))" >/dev/null # a sibling holding $HI would block a partition
     mkdir "$CS/$P"
@@ -140,25 +143,25 @@ else
     if [ -e "$CS/$P/cpuset.cpus.exclusive" ]; then
         seen partition-exclusive-file "present ($(uname -r))"
         seen partition-parent-exclusive "$(wr "$CS/$P/cpuset.cpus.exclusive" "$HI")"
-        seen partition-parent-root "$(wr "$CS/$P/cpuset.cpus.partition" root): $(cat "$CS/$P/cpuset.cpus.partition")"
+        seen partition-parent-root "$(part "$P" root)"
         seen partition-child-exclusive "$(wr "$CS/$P/c/cpuset.cpus.exclusive" "$HI")"
-        seen partition-child-isolated "$(wr "$CS/$P/c/cpuset.cpus.partition" isolated): $(cat "$CS/$P/c/cpuset.cpus.partition")"
+        seen partition-child-isolated "$(part "$P/c" isolated)"
         seen partition-child-exclusive-effective "$(cat "$CS/$P/c/cpuset.cpus.exclusive.effective" 2>&1)"
         seen partition-child-effective "$(eff "$P/c")"
         seen partition-root-isolated-list "$(cat "$CS/cpuset.cpus.isolated" 2>&1)"
         seen partition-root-effective "$(eff "")"
         seen partition-child-bad-exclusive "$(wr "$CS/$P/c/cpuset.cpus.exclusive" "0"): $(cat "$CS/$P/c/cpuset.cpus.partition")"
-        seen partition-child-member "$(wr "$CS/$P/c/cpuset.cpus.partition" member): $(cat "$CS/$P/c/cpuset.cpus.partition")"
-        seen partition-parent-member "$(wr "$CS/$P/cpuset.cpus.partition" member): $(cat "$CS/$P/cpuset.cpus.partition")"
+        seen partition-child-member "$(part "$P/c" member)"
+        seen partition-parent-member "$(part "$P" member)"
         seen partition-root-effective-after "$(eff "")"
     else
         seen partition-exclusive-file "absent ($(uname -r))"
         wr "$CS/$P/c/cpuset.cpus" "$HI" >/dev/null
-        seen partition-child-isolated-without-parent "$(wr "$CS/$P/c/cpuset.cpus.partition" isolated): $(cat "$CS/$P/c/cpuset.cpus.partition")"
+        seen partition-child-isolated-without-parent "$(part "$P/c" isolated)"
         wr "$CS/$P/c/cpuset.cpus.partition" member >/dev/null
         wr "$CS/$P/cpuset.cpus" "$HI" >/dev/null
-        seen partition-parent-root "$(wr "$CS/$P/cpuset.cpus.partition" root): $(cat "$CS/$P/cpuset.cpus.partition")"
-        seen partition-child-isolated "$(wr "$CS/$P/c/cpuset.cpus.partition" isolated): $(cat "$CS/$P/c/cpuset.cpus.partition")"
+        seen partition-parent-root "$(part "$P" root)"
+        seen partition-child-isolated "$(part "$P/c" isolated)"
         seen partition-root-effective "$(eff "")"
         wr "$CS/$P/c/cpuset.cpus.partition" member >/dev/null
         wr "$CS/$P/cpuset.cpus.partition" member >/dev/null
