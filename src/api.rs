@@ -418,6 +418,16 @@ pub enum EventKind {
         path: PathBuf,
         created: Vec<PathBuf>,
     },
+    /// systemd told a scope's exclusive CPUs as its `AllowedCPUs=`, so that
+    /// a `daemon-reload` writes the pin rather than the scope's old value.
+    Told {
+        cgroup: String,
+        /// The scope's unit name.
+        unit: String,
+        cpus: CpuSet,
+        /// `None` when it worked, else the error.
+        error: Option<String>,
+    },
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ pub mod procfs;
 pub mod server;
 pub mod state;
 pub mod sysfs;
+pub mod systemd;
 pub mod topology;
 pub mod watch;
 pub mod watchdog;

@@ -168,7 +168,7 @@ pub struct StateLabel {
     pub state: LabelValue,
 }
 
-/// Labels of the configuration reload counter.
+/// Labels of the configuration reload and systemd counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     /// `ok` or `failed`.
@@ -193,6 +193,8 @@ pub struct Metrics {
     pub frozen_cgroups: Gauge,
     pub health: Family<StateLabel, Gauge>,
     pub config_reloads: Family<ResultLabel, Counter>,
+    /// Scopes whose `AllowedCPUs=` systemd was told, by result.
+    pub systemd_told: Family<ResultLabel, Counter>,
     pub state_save_failures: Counter,
     pub unwatched_cgroups: Gauge,
     /// Connections to the socket open now.
@@ -235,6 +237,7 @@ impl Metrics {
             frozen_cgroups: Gauge::default(),
             health: Family::default(),
             config_reloads: Family::default(),
+            systemd_told: Family::default(),
             state_save_failures: Counter::default(),
             unwatched_cgroups: Gauge::default(),
             socket_connections: Gauge::default(),
@@ -290,6 +293,11 @@ impl Metrics {
             "config_reloads",
             "Configuration reloads (SIGHUP), by result",
             m.config_reloads.clone(),
+        );
+        registry.register(
+            "systemd_told",
+            "Scopes whose AllowedCPUs= systemd was told the pin of, by result",
+            m.systemd_told.clone(),
         );
         registry.register(
             "repairs",

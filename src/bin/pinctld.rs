@@ -88,6 +88,13 @@ fn run(args: DaemonCli) -> Result<()> {
         daemon.on_log_level(set_log_level);
         // Test hook, for the watchdog tests only: SIGUSR2 wedges the loop.
         daemon.wedge_on_sigusr2(std::env::var_os("PINCTL_TEST_WEDGE").is_some_and(|v| v == "1"));
+        // Test hook: how soon a write over a scope's pin is told to systemd.
+        if let Some(ms) = std::env::var("PINCTL_TEST_SYSTEMD_SETTLE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            daemon.systemd_settle(Duration::from_millis(ms));
+        }
         daemon.run().await
     });
     // Never wait forever for an I/O thread stuck in the kernel.

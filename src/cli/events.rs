@@ -102,6 +102,22 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
                 }
             );
         }
+        EventKind::Told {
+            cgroup,
+            unit,
+            cpus,
+            error,
+        } => {
+            let _ = write!(
+                s,
+                "systemd {} AllowedCPUs={cpus}  ({})",
+                visible(unit),
+                visible(cgroup)
+            );
+            if let Some(err) = error {
+                let _ = write!(s, "  {}", style.red(&format!("FAILED: {}", visible(err))));
+            }
+        }
     }
     s
 }
@@ -110,6 +126,7 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
 pub fn concerns(e: &Event, rel: &str) -> bool {
     match &e.what {
         EventKind::Write { cgroup, .. } => crate::cgroup::is_within(cgroup, rel),
+        EventKind::Told { cgroup, .. } => crate::cgroup::is_within(cgroup, rel),
         EventKind::Repair { .. } => false,
     }
 }

@@ -145,6 +145,11 @@ pub struct Config {
     pub align_memory: bool,
     /// Directories holding OCI bundles by container id (absolute).
     pub bundle_dirs: Vec<PathBuf>,
+    /// The Unix socket of the bus systemd is on (absolute, at most 107
+    /// bytes), over which a scope's `AllowedCPUs=` is told the pin on cgroup
+    /// v2 ([`crate::systemd`]); `None` (`""` in the file) tells systemd
+    /// nothing.
+    pub systemd_bus: Option<PathBuf>,
     /// The least severe level the daemon logs.
     pub log_level: LogLevel,
     /// The `[[rule]]` tables, in file order.
@@ -440,6 +445,7 @@ impl Default for Config {
             spread_cores: false,
             align_memory: false,
             bundle_dirs: DEFAULT_BUNDLE_DIRS.iter().map(PathBuf::from).collect(),
+            systemd_bus: Some("/run/dbus/system_bus_socket".into()),
             log_level: LogLevel::Info,
             rules: Vec::new(),
         }
@@ -463,8 +469,9 @@ impl Config {
     /// The keys a running daemon keeps until it restarts: where the kernel's
     /// files, the state and the socket are and which hierarchy is driven (its
     /// I/O threads, watchers and socket were set up for them), the I/O
-    /// timeout, and where bundles are found (a bundle once read is
-    /// remembered). In [`Config`]'s order.
+    /// timeout, where bundles are found (a bundle once read is
+    /// remembered) and the bus to systemd (connected once). In [`Config`]'s
+    /// order.
     pub const RESTART_KEYS: &[&str] = &[
         "cgroup_root",
         "sysfs_root",
@@ -474,6 +481,7 @@ impl Config {
         "read_timeout",
         "hierarchy",
         "bundle_dirs",
+        "systemd_bus",
     ];
 
     /// The running configuration `self` updated to `new`, a configuration
@@ -524,6 +532,7 @@ impl Config {
             spread_cores,
             align_memory,
             bundle_dirs,
+            systemd_bus,
             log_level,
             rules,
         } = self;
@@ -551,6 +560,7 @@ impl Config {
         compare!(spread_cores);
         compare!(align_memory);
         compare!(bundle_dirs);
+        compare!(systemd_bus);
         compare!(log_level);
         compare!(rules);
         Reload {

@@ -149,7 +149,7 @@ impl Validator<'_> {
         let proc_root = paths(raw.proc_root, "proc_root", d.proc_root);
         let state_file = paths(raw.state_file, "state_file", d.state_file);
         let socket = match raw.socket {
-            Some(s) => errors.keep(self.socket(&s)).unwrap_or(d.socket),
+            Some(s) => errors.keep(self.socket(&s, "socket")).unwrap_or(d.socket),
             None => d.socket,
         };
         let reserved_cpus = match raw.reserved_cpus {
@@ -192,6 +192,11 @@ impl Validator<'_> {
                 .filter_map(|dir| errors.keep(self.abs_path(dir, "bundle_dirs")))
                 .collect(),
             None => d.bundle_dirs,
+        };
+        let systemd_bus = match raw.systemd_bus {
+            Some(s) if s.get_ref().is_empty() => None,
+            Some(s) => errors.keep(self.socket(&s, "systemd_bus")),
+            None => d.systemd_bus,
         };
         let log_level = match raw.log_level {
             Some(l) => errors.keep(self.log_level(&l)).unwrap_or(d.log_level),
@@ -241,6 +246,7 @@ impl Validator<'_> {
             spread_cores: raw.spread_cores.map_or(d.spread_cores, Spanned::into_inner),
             align_memory: raw.align_memory.unwrap_or(d.align_memory),
             bundle_dirs,
+            systemd_bus,
             log_level,
             rules: rules.into_iter().map(|r| r.value).collect(),
         })
@@ -260,13 +266,13 @@ impl Validator<'_> {
         Err(self.error(&raw.span(), key, format!("invalid path {text:?}: {reason}")))
     }
 
-    fn socket(&self, raw: &Spanned<String>) -> Result<PathBuf, ConfigError> {
-        let path = self.abs_path(raw, "socket")?;
+    fn socket(&self, raw: &Spanned<String>, key: &str) -> Result<PathBuf, ConfigError> {
+        let path = self.abs_path(raw, key)?;
         let len = raw.get_ref().len();
         if len > MAX_SOCKET_PATH {
             return Err(self.error(
                 &raw.span(),
-                "socket",
+                key,
                 format!(
                     "invalid path {:?}: {len} bytes, longer than the {MAX_SOCKET_PATH} a Unix socket address holds",
                     raw.get_ref()

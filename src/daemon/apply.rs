@@ -267,6 +267,9 @@ impl Daemon {
         match result {
             Ok(()) => {
                 debug!(path = %path.display(), data = %data, "written");
+                if w.file == File::Cpus {
+                    self.systemd.wrote(&w.rel, &w.set, Instant::now());
+                }
                 self.engine.written(w, Ok(()));
             }
             // Removed under us: the delete event follows.

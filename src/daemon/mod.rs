@@ -25,6 +25,7 @@ mod notify;
 mod report;
 mod startup;
 mod sync;
+mod systemd;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -97,6 +98,10 @@ pub struct Daemon {
     save_again: bool,
     saved_tx: tokio::sync::mpsc::UnboundedSender<Option<String>>,
     saved_rx: tokio::sync::mpsc::UnboundedReceiver<Option<String>>,
+    /// Which scopes systemd is told of ([`systemd::Teller`]).
+    systemd: systemd::Teller,
+    /// Its exchanges' outcomes ([`Event::Told`]).
+    told_rx: tokio::sync::mpsc::UnboundedReceiver<systemd::Told>,
     /// The configuration file read again on SIGHUP ([`Self::reload_from`]).
     config_path: Option<PathBuf>,
     /// How the configuration was last read.
@@ -119,6 +124,8 @@ enum Event {
     Rest,
     /// A save of the state file ended, with its error if it failed.
     Saved(Option<String>),
+    /// An exchange with systemd ended.
+    Told(systemd::Told),
     /// systemd's watchdog wants to hear from us.
     Ping,
     /// The status socket's snapshot is stale.
@@ -226,6 +233,12 @@ impl Daemon {
         self.wedge_on_usr2 = on;
     }
 
+    /// Test hook: a write over a scope's pin is told to systemd once the pin
+    /// is `settle` old, instead of 10 s (`daemon/systemd.rs`).
+    pub fn systemd_settle(&mut self, settle: Duration) {
+        self.systemd.settle = settle;
+    }
+
     /// Runs until SIGTERM or SIGINT.
     pub async fn run(mut self) -> Result<()> {
         let started = Instant::now();
@@ -312,6 +325,7 @@ impl Daemon {
             _ = timers.ping.tick(), if self.ping_every.is_some() => Event::Ping,
             Some((generation, found)) = self.dog.rx.recv() => Event::Checked(generation, found),
             Some(error) = self.saved_rx.recv() => Event::Saved(error),
+            Some(told) = self.told_rx.recv() => Event::Told(told),
             _ = timers.reconcile.tick() => Event::Reconcile,
             _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
             _ = timers.checks.tick() => Event::ChecksDue,
@@ -333,6 +347,7 @@ impl Daemon {
             Event::Unwatched => self.reconcile(false).await,
             Event::Rest => self.rest().await,
             Event::Saved(error) => self.saved(error),
+            Event::Told(told) => self.told(told),
             Event::Ping => self.beat(),
             Event::Publish => self.publish(),
             Event::ChecksDue => self.start_checks(false),

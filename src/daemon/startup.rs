@@ -131,6 +131,13 @@ impl Daemon {
                 })
         };
         let (saved_tx, saved_rx) = tokio::sync::mpsc::unbounded_channel();
+        // systemd writes cpusets only on v2 (AllowedCPUs=).
+        let (told_tx, told_rx) = tokio::sync::mpsc::unbounded_channel();
+        let bus = cfg
+            .systemd_bus
+            .as_deref()
+            .filter(|_| hier.version == Version::V2);
+        let systemd = super::systemd::Teller::new(bus, cfg.read_timeout, told_tx);
         let mut daemon = Daemon {
             _lock: lock,
             state_error: None,
@@ -157,6 +164,8 @@ impl Daemon {
             save_again: false,
             saved_tx,
             saved_rx,
+            systemd,
+            told_rx,
             config_path: None,
             loaded: Loads {
                 at: api::unix_secs(),

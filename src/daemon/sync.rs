@@ -195,6 +195,7 @@ impl Daemon {
             self.unwatched.retain(|r| !cgroup::is_within(r, rel));
         }
         self.engine.forget(rel);
+        self.systemd.forget(rel);
         self.watcher.unwatch(rel);
         if let Some(cw) = self.cpu_watcher.as_mut() {
             cw.unwatch(rel);
@@ -443,13 +444,19 @@ impl Daemon {
             .run_batch("read", items, |fs, path, _| fs.read(path))
             .await;
         let mut changed = false;
+        let now = Instant::now();
         for (rel, text) in written.iter().zip(texts) {
             // An unreadable file (hung, say) tells nothing: keep what is
             // known rather than plan a rewrite.
             let Ok(text) = text else {
                 continue;
             };
-            changed |= self.engine.observe_cpus(rel, text.parse::<CpuSet>().ok());
+            if self.engine.observe_cpus(rel, text.parse::<CpuSet>().ok()) {
+                changed = true;
+                if self.engine.is_exclusive(rel) {
+                    self.systemd.overwritten(rel, now);
+                }
+            }
         }
         changed
     }

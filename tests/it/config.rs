@@ -156,6 +156,7 @@ distribute_across_numa = true
 spread_cores = false
 align_memory = true
 bundle_dirs = ["/run/mine"]
+systemd_bus = "/run/bus"
 log_level = "debug"
 
 [[rule]]
@@ -188,6 +189,7 @@ numa = "0-1,3"
         spread_cores: false,
         align_memory: true,
         bundle_dirs: vec![PathBuf::from("/run/mine")],
+        systemd_bus: Some("/run/bus".into()),
         log_level: LogLevel::Debug,
         rules: config.rules.clone(),
     };
@@ -196,7 +198,7 @@ numa = "0-1,3"
     assert_eq!(rule.pattern, "hpc.slice/job-*.scope");
     assert_eq!(rule.cpus, 4);
     assert_eq!(rule.numa, [0, 1, 3]);
-    assert_eq!(rule.line, 28);
+    assert_eq!(rule.line, 29);
 
     let v2 = ok("hierarchy = \"v2\"\nspread_cores = true\nlog_level = \"trace\"\n");
     assert_eq!(v2.hierarchy, HierarchyMode::V2);
@@ -206,6 +208,25 @@ numa = "0-1,3"
         let config = ok(&format!("log_level = {level:?}"));
         assert_eq!(config.log_level.as_str(), level);
     }
+}
+
+#[test]
+fn the_systemd_bus_is_a_socket_path_or_nothing() {
+    assert_eq!(
+        Config::default().systemd_bus.as_deref(),
+        Some(Path::new("/run/dbus/system_bus_socket"))
+    );
+    assert_eq!(ok("systemd_bus = \"\"").systemd_bus, None);
+    assert_eq!(
+        err("systemd_bus = \"run/bus\""),
+        "/etc/pinctl/pinctld.toml:1:15: systemd_bus: invalid path \"run/bus\": must be absolute"
+    );
+    let long = format!("systemd_bus = \"/{}\"", "b".repeat(107));
+    assert!(
+        err(&long).contains("longer than the 107 a Unix socket address holds"),
+        "{}",
+        err(&long)
+    );
 }
 
 #[test]
@@ -987,6 +1008,7 @@ fn every_restart_key_is_a_key_and_none_is_applied() {
     file.hierarchy = HierarchyMode::V1;
     file.read_timeout = Duration::from_secs(1);
     file.bundle_dirs = vec!["/x/bundles".into()];
+    file.systemd_bus = None;
     let r = defaults.reload(file);
     assert!(r.applied.is_empty(), "{r:?}");
     assert_eq!(r.deferred, Config::RESTART_KEYS);

@@ -34,4 +34,5 @@ mod packaging;
 mod socket;
 mod state_file;
 mod sysfs_discovery;
+mod systemd;
 mod watchdog;

@@ -7,12 +7,15 @@
 //!   sd-notify messages.
 //! - [`status_doc`] and [`status_map`]: synthetic status documents, and the
 //!   CPU map of `pinctl status` read back.
+//! - [`fake_systemd`]: systemd's D-Bus API as the daemon uses it, on a
+//!   private bus.
 //! - [`kubelet`]: a model of the kubelet's packed CPU allocator.
 //! - [`world`]: the one test world of the suites that run the real
 //!   `pinctld` (daemon, watchdog, socket), and its `env_of_world!` macro.
 
 #[macro_use]
 pub mod fake_cgroup;
+pub mod fake_systemd;
 pub mod kubelet;
 pub mod pinctld;
 pub mod status_doc;

@@ -13,6 +13,7 @@ wr() {
         *"resource busy"*) echo EBUSY ;;
         *"out of range"*) echo ERANGE ;;
         *"Invalid argument"*) echo EINVAL ;;
+        *"Input/output error"*) echo EIO ;;
         *) echo "other: $_e" ;;
     esac
 }
@@ -227,3 +228,39 @@ is quota-put-back-reads 50000 "$(q_get "$Q/c")"
 rmcg "$Q"
 vm-helper setxattr "$CS/$K" user.pinctl.cpus 4 && is xattr-on-cgroupfs 4 "$(vm-helper getxattr "$CS/$K" user.pinctl.cpus)"
 rmcg "$K"
+
+# Interrupt affinity (issue #16's irq_affinity), under /proc/irq: what
+# steering device interrupts off exclusive CPUs relies on. The default
+# affinity (a hex mask) takes a write and reads it back; an interrupt's
+# smp_affinity_list takes a CPU list and reads it back (the serial port's,
+# IO-APIC, not managed); each interrupt's present value written back to it
+# says which refuse (kernel-managed ones, multi-queue MSI-X: EIO), observed
+# as SEEN lines. Everything is put back as it was.
+seen() { echo "SEEN $HIER/$TOPO/$SCEN/$1: $2"; }
+_def=$(cat /proc/irq/default_smp_affinity)
+is irq-default-write OK "$(wr /proc/irq/default_smp_affinity 1)"
+is irq-default-reads-back 1 "$(tr -d , </proc/irq/default_smp_affinity | sed 's/^0*//')"
+is irq-default-put-back OK "$(wr /proc/irq/default_smp_affinity "$_def")"
+_serial=$(awk '/ttyS0/ { sub(":", "", $1); print $1; exit }' /proc/interrupts)
+if [ -n "$_serial" ] && [ -e "/proc/irq/$_serial/smp_affinity_list" ]; then
+    _was=$(cat "/proc/irq/$_serial/smp_affinity_list")
+    is irq-serial-write OK "$(wr "/proc/irq/$_serial/smp_affinity_list" 0)" "irq $_serial was $_was"
+    is irq-serial-reads-back 0 "$(cat "/proc/irq/$_serial/smp_affinity_list")"
+    seen irq-serial-effective "$(cat "/proc/irq/$_serial/effective_affinity_list" 2>&1)"
+    is irq-serial-put-back OK "$(wr "/proc/irq/$_serial/smp_affinity_list" "$_was")"
+    is irq-serial-put-back-reads "$_was" "$(cat "/proc/irq/$_serial/smp_affinity_list")"
+else
+    seen irq-serial "no ttyS0 in /proc/interrupts"
+fi
+_ok=0; _eio=""; _other=""
+for _d in /proc/irq/[0-9]*; do
+    [ -e "$_d/smp_affinity_list" ] || continue
+    _n=${_d##*/}
+    _r=$(wr "$_d/smp_affinity_list" "$(cat "$_d/smp_affinity_list")")
+    case "$_r" in
+        OK) _ok=$((_ok + 1)) ;;
+        EIO) _eio="$_eio $_n($(awk -v n="$_n:" '$1 == n { print $NF }' /proc/interrupts))" ;;
+        *) _other="$_other $_n:$_r" ;;
+    esac
+done
+seen irq-rewrite "$_ok take their own value back; EIO:${_eio:- none}; other:${_other:- none}"

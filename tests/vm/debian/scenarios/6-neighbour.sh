@@ -26,24 +26,40 @@ oci_delete runc systemd "$OCI_ID"
 # The writing case: a scope whose CPUs systemd owns. The runtime gives it
 # AllowedCPUs= (runc's systemd driver does for a spec's own cpuset). Found
 # on systemd 252: on v2 a daemon-reload writes AllowedCPUs= back over the
-# pin, and the daemon sees the foreign write and writes the pin again (the
-# process, sampled every 50 ms, is never seen off its CPU); on v1 systemd
-# has no cpuset controller and writes nothing. Checked both ways, so that
-# a systemd that changes either is noticed.
+# pin; on v1 systemd has no cpuset controller and writes nothing. On v2 the
+# daemon writes the pin again and, the pin being older than 10 s (a younger
+# scope may still be set up by its runtime), tells systemd the pin as the
+# scope's AllowedCPUs= (systemd_bus): the next daemon-reload writes the pin
+# and nothing is fought over. The process, sampled every 50 ms, is never
+# seen off its CPU. Checked both ways, so that a systemd that changes either
+# is noticed.
 n=41
 oci runc systemd "$n" 1 "$(cat /sys/devices/system/cpu/online)"
 pin allowed-pinned "$OCI_CG" 1; C=$GOT
 expect allowed-process "$C" allowed "$OCI_PID"
 SCOPE=$(basename "$OCI_CG")
-note "systemd's view of $SCOPE: AllowedCPUs=$(systemctl show -p AllowedCPUs --value "$SCOPE")"
+_allowed() { systemctl show -p AllowedCPUs --value "$SCOPE"; }
+note "systemd's view of $SCOPE: AllowedCPUs=$(_allowed)"
 _rewrites() { pinctl events 2>/dev/null | grep -c " write $OCI_CG cpuset.cpus "; }
+_told() { pinctl events 2>/dev/null | grep -c "systemd $SCOPE AllowedCPUs="; }
+# Past the daemon's settling time for a new scope.
+sleep 11
 _before=$(_rewrites)
 systemctl daemon-reload
 expect_stays allowed-daemon-reload "$C" allowed "$OCI_PID" 3 0.05
 _w=$(( $(_rewrites) - _before ))
 if [ "$HIER" = v2 ]; then
     check allowed-systemd-writes "systemd wrote AllowedCPUs= over the pin; the daemon wrote it back $_w time(s)" [ "$_w" -ge 1 ]
+    check allowed-told "systemd told the pin: AllowedCPUs=$(_allowed), events: $(_told)" \
+        [ "$(_allowed)" = "$C" -a "$(_told)" -eq 1 ]
+    _before=$(_rewrites)
+    systemctl daemon-reload
+    expect_stays allowed-second-reload "$C" allowed "$OCI_PID" 3 0.05
+    _w=$(( $(_rewrites) - _before ))
+    check allowed-no-fight "the next daemon-reload wrote the pin: the daemon wrote $_w more time(s), told systemd $(_told) time(s)" \
+        [ "$_w" -eq 0 -a "$(_told)" -eq 1 ]
 else
-    check allowed-systemd-leaves "the daemon wrote the pin $_w more time(s)" [ "$_w" -eq 0 ]
+    check allowed-systemd-leaves "the daemon wrote the pin $_w more time(s), told systemd $(_told) time(s)" \
+        [ "$_w" -eq 0 -a "$(_told)" -eq 0 ]
 fi
 oci_delete runc systemd "$OCI_ID"

@@ -1,0 +1,313 @@
+//! Telling systemd the pin of a scope it would write back ([`crate::systemd`]).
+//!
+//! When: on cgroup v2, a write over the pin of an exclusive scope (the
+//! daemon's own write at least [`SETTLE`] old) makes the daemon's next write
+//! of that scope's `cpuset.cpus` (the revert) also go to systemd, as the
+//! scope's `AllowedCPUs=`, if systemd holds one; a scope told once is told
+//! again whenever the daemon writes it something else. Never in a scope's
+//! first seconds: a runtime that sets up a scope with `AllowedCPUs=` has
+//! systemd write it as the scope is made, around the daemon's first pin, and
+//! a `SetUnitProperties` then would make systemd apply the unit's cgroup
+//! settings again while the runtime attaches its device filter.
+//!
+//! The exchanges run in a task of their own, one at a time in the order
+//! asked, each bounded by the I/O timeout; each outcome comes back to the
+//! loop as [`super::Event::Told`]. The decision is pure over the times it is
+//! given.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tracing::{debug, info, warn};
+
+use super::{Daemon, chain};
+use crate::api;
+use crate::cgroup::{self, Rel};
+use crate::cpuset::CpuSet;
+use crate::systemd::{Bus, scope_unit};
+
+/// How long after the daemon's own write of a scope's cpuset a write over it
+/// is taken for the scope still being set up, and only reverted.
+pub(super) const SETTLE: Duration = Duration::from_secs(10);
+
+/// A question for systemd: set `unit`'s `AllowedCPUs=` to `cpus`; with
+/// `check`, only if it has one.
+struct Ask {
+    rel: Rel,
+    unit: String,
+    cpus: Arc<CpuSet>,
+    check: bool,
+}
+
+/// What came of an [`Ask`].
+pub(super) struct Told {
+    rel: Rel,
+    unit: String,
+    cpus: Arc<CpuSet>,
+    /// `Ok(true)`: systemd holds the pin now; `Ok(false)`: the unit has no
+    /// `AllowedCPUs=`, nothing was changed; `Err`: why it failed.
+    outcome: Result<bool, String>,
+}
+
+/// Which scopes systemd is told of, and when.
+pub(super) struct Teller {
+    /// `None`: telling is off (no bus configured, or cgroup v1).
+    asks: Option<UnboundedSender<Ask>>,
+    /// [`SETTLE`], but in tests.
+    pub(super) settle: Duration,
+    /// The daemon's last write of a scope's cpuset, kept for [`SETTLE`].
+    recent: HashMap<Rel, Instant>,
+    /// Scopes whose settled pin was written over: the next write asks.
+    fought: HashSet<Rel>,
+    /// Scopes whose `AllowedCPUs=` the daemon set, with the value.
+    told: HashMap<Rel, Arc<CpuSet>>,
+}
+
+impl Default for Teller {
+    fn default() -> Self {
+        Teller {
+            asks: None,
+            settle: SETTLE,
+            recent: HashMap::new(),
+            fought: HashSet::new(),
+            told: HashMap::new(),
+        }
+    }
+}
+
+impl Teller {
+    /// A teller over the bus at `bus` (`None`: one that tells nothing),
+    /// whose outcomes go to `outcomes`. Spawns its task on the runtime.
+    pub(super) fn new(
+        bus: Option<&Path>,
+        timeout: Duration,
+        outcomes: UnboundedSender<Told>,
+    ) -> Self {
+        let Some(bus) = bus else {
+            return Teller::default();
+        };
+        let (tx, rx) = unbounded_channel();
+        tokio::spawn(serve(Bus::new(bus, timeout), rx, outcomes));
+        Teller {
+            asks: Some(tx),
+            ..Teller::default()
+        }
+    }
+
+    /// Someone wrote over the cpuset of exclusive cgroup `rel`.
+    pub(super) fn overwritten(&mut self, rel: &Rel, now: Instant) {
+        if self.asks.is_none() || scope_unit(rel).is_none() {
+            return;
+        }
+        let settled = self
+            .recent
+            .get(rel)
+            .is_none_or(|at| now.duration_since(*at) >= self.settle);
+        if settled {
+            self.fought.insert(rel.clone());
+        }
+    }
+
+    /// The daemon wrote `cpus` to the cpuset of `rel`.
+    pub(super) fn wrote(&mut self, rel: &Rel, cpus: &Arc<CpuSet>, now: Instant) {
+        let Some(asks) = &self.asks else {
+            return;
+        };
+        let Some(unit) = scope_unit(rel) else {
+            return;
+        };
+        let told = self.told.get(rel);
+        let ask = if self.fought.remove(rel) {
+            Some(told.is_none())
+        } else {
+            told.filter(|t| t != &cpus).map(|_| false)
+        };
+        if let Some(check) = ask {
+            let _ = asks.send(Ask {
+                rel: rel.clone(),
+                unit: unit.to_string(),
+                cpus: cpus.clone(),
+                check,
+            });
+        }
+        if self.recent.len() >= 64 {
+            let settle = self.settle;
+            self.recent.retain(|_, at| now.duration_since(*at) < settle);
+        }
+        self.recent.insert(rel.clone(), now);
+    }
+
+    /// Forgets `rel` and what is below it (removed).
+    pub(super) fn forget(&mut self, rel: &str) {
+        self.recent.retain(|r, _| !cgroup::is_within(r, rel));
+        self.fought.retain(|r| !cgroup::is_within(r, rel));
+        self.told.retain(|r, _| !cgroup::is_within(r, rel));
+    }
+}
+
+/// The task that speaks to systemd: one exchange at a time, in order.
+async fn serve(mut bus: Bus, mut asks: UnboundedReceiver<Ask>, outcomes: UnboundedSender<Told>) {
+    while let Some(ask) = asks.recv().await {
+        let outcome = async {
+            if ask.check && bus.allowed_cpus(&ask.unit).await?.is_empty() {
+                return Ok(false);
+            }
+            bus.set_allowed_cpus(&ask.unit, &ask.cpus).await?;
+            Ok(true)
+        }
+        .await
+        .map_err(|e: crate::systemd::SystemdError| chain(&e));
+        let told = Told {
+            rel: ask.rel,
+            unit: ask.unit,
+            cpus: ask.cpus,
+            outcome,
+        };
+        if outcomes.send(told).is_err() {
+            return;
+        }
+    }
+}
+
+impl Daemon {
+    /// An exchange with systemd ended: remembered, counted, logged and put
+    /// in the audit trail.
+    pub(super) fn told(&mut self, t: Told) {
+        let error = match t.outcome {
+            Ok(false) => {
+                debug!(cgroup = %t.rel, unit = %t.unit, "systemd holds no AllowedCPUs= for the scope; not told");
+                return;
+            }
+            Ok(true) => {
+                info!(cgroup = %t.rel, unit = %t.unit, cpus = %t.cpus, "told systemd the scope's AllowedCPUs=");
+                // Only while the scope lives: one removed meanwhile is not
+                // remembered.
+                if self.engine.knows(&t.rel) {
+                    self.systemd.told.insert(t.rel.clone(), t.cpus.clone());
+                }
+                None
+            }
+            Err(e) => {
+                warn!(cgroup = %t.rel, unit = %t.unit, cpus = %t.cpus, error = %e, "cannot tell systemd the scope's AllowedCPUs=; a daemon-reload will write its own back, and the daemon the pin again");
+                Some(e)
+            }
+        };
+        let result = if error.is_some() { "failed" } else { "ok" };
+        self.socket
+            .metrics
+            .systemd_told
+            .get_or_create(&crate::server::ResultLabel {
+                result: result.into(),
+            })
+            .inc();
+        self.socket.events.push(api::EventKind::Told {
+            cgroup: t.rel.to_string(),
+            unit: t.unit,
+            cpus: (*t.cpus).clone(),
+            error,
+        });
+        self.socket.dirty = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn teller() -> (Teller, UnboundedReceiver<Ask>) {
+        let (tx, rx) = unbounded_channel();
+        let t = Teller {
+            asks: Some(tx),
+            ..Teller::default()
+        };
+        (t, rx)
+    }
+
+    fn set(text: &str) -> Arc<CpuSet> {
+        Arc::new(text.parse().unwrap())
+    }
+
+    const SCOPE: &str = "kubepods.slice/kubepods-pod1.slice/cri-containerd-ab.scope";
+
+    #[test]
+    fn a_write_over_a_settled_pin_makes_the_revert_ask_systemd_once() {
+        let (mut t, mut rx) = teller();
+        let rel = Rel::from(SCOPE);
+        let t0 = Instant::now();
+        t.wrote(&rel, &set("3"), t0);
+        // systemd writes AllowedCPUs= back at a daemon-reload, long after.
+        t.overwritten(&rel, t0 + SETTLE);
+        t.wrote(&rel, &set("3"), t0 + SETTLE);
+        let ask = rx.try_recv().expect("asked");
+        assert_eq!(
+            (ask.unit.as_str(), &*ask.cpus, ask.check),
+            ("cri-containerd-ab.scope", &*set("3"), true)
+        );
+        t.told.insert(rel.clone(), set("3"));
+        // The same pin written again asks nothing; another value does, and
+        // needs no check (systemd was told).
+        t.wrote(&rel, &set("3"), t0 + SETTLE * 2);
+        assert!(rx.try_recv().is_err());
+        t.wrote(&rel, &set("4"), t0 + SETTLE * 3);
+        let ask = rx.try_recv().expect("asked again");
+        assert_eq!((&*ask.cpus, ask.check), (&*set("4"), false));
+    }
+
+    #[test]
+    fn a_write_over_a_new_pin_is_only_reverted() {
+        let (mut t, mut rx) = teller();
+        let rel = Rel::from(SCOPE);
+        let t0 = Instant::now();
+        t.wrote(&rel, &set("3"), t0);
+        // systemd makes the scope with the runtime's AllowedCPUs=.
+        t.overwritten(&rel, t0 + Duration::from_millis(5));
+        t.wrote(&rel, &set("3"), t0 + Duration::from_millis(6));
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_pin_the_daemon_found_at_start_up_is_settled() {
+        let (mut t, mut rx) = teller();
+        let rel = Rel::from(SCOPE);
+        let t0 = Instant::now();
+        t.overwritten(&rel, t0);
+        t.wrote(&rel, &set("3"), t0);
+        assert!(rx.try_recv().unwrap().check);
+    }
+
+    #[test]
+    fn slices_other_cgroups_and_a_teller_that_is_off_never_ask() {
+        let (mut t, mut rx) = teller();
+        let t0 = Instant::now();
+        for rel in [
+            "kubepods.slice/kubepods-pod1.slice",
+            "kubepods/pod1/ab",
+            "a.scope/container",
+        ] {
+            let rel = Rel::from(rel);
+            t.overwritten(&rel, t0);
+            t.wrote(&rel, &set("3"), t0);
+        }
+        assert!(rx.try_recv().is_err());
+        let mut off = Teller::default();
+        let rel = Rel::from(SCOPE);
+        off.overwritten(&rel, t0);
+        off.wrote(&rel, &set("3"), t0);
+        assert!(off.fought.is_empty() && off.recent.is_empty());
+    }
+
+    #[test]
+    fn a_removed_scope_is_forgotten() {
+        let (mut t, _rx) = teller();
+        let rel = Rel::from(SCOPE);
+        let t0 = Instant::now();
+        t.wrote(&rel, &set("3"), t0);
+        t.overwritten(&rel, t0 + SETTLE);
+        t.told.insert(rel.clone(), set("3"));
+        t.forget("kubepods.slice/kubepods-pod1.slice");
+        assert!(t.recent.is_empty() && t.fought.is_empty() && t.told.is_empty());
+    }
+}

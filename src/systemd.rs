@@ -1,0 +1,282 @@
+//! Telling systemd a scope's exclusive CPUs: `AllowedCPUs=` as a runtime
+//! property over D-Bus, as `systemctl set-property --runtime` does.
+//!
+//! Why: on cgroup v2 a unit with `AllowedCPUs=` (a runtime's systemd driver
+//! gives a container's scope one when its spec carries a cpuset) has that
+//! value written back to its `cpuset.cpus` by every `systemctl
+//! daemon-reload`, over the daemon's pin (found on systemd 252 in the VM test
+//! bed). A unit without `AllowedCPUs=` is never written, and on v1 systemd
+//! writes no cpuset at all. So the daemon tells systemd only a scope's value
+//! that systemd holds and would write back: it asks the unit's
+//! `AllowedCPUs` first and changes nothing of a unit that has none.
+//!
+//! A `SetUnitProperties` makes systemd apply the unit's cgroup settings
+//! again, its device filter included: a runtime setting the scope up at that
+//! moment can fail (runc: `failed to call BPF_PROG_ATTACH`). When to tell is
+//! the daemon's decision (`daemon/systemd.rs`: never in a scope's first
+//! seconds); this module only speaks the protocol.
+//!
+//! Only the system bus's socket path comes in from the configuration; no path
+//! constant lives here.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
+
+use crate::cpuset::CpuSet;
+
+const DESTINATION: &str = "org.freedesktop.systemd1";
+const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
+const MANAGER: &str = "org.freedesktop.systemd1.Manager";
+const SCOPE: &str = "org.freedesktop.systemd1.Scope";
+const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
+const ALLOWED_CPUS: &str = "AllowedCPUs";
+
+/// A failed exchange with systemd, naming the bus and the unit.
+#[derive(Debug, thiserror::Error)]
+pub enum SystemdError {
+    #[error("cannot reach systemd on the bus {}", bus.display())]
+    Connect {
+        bus: PathBuf,
+        #[source]
+        source: zbus::Error,
+    },
+    #[error("systemd did not answer for {unit} within {timeout:?}")]
+    Timeout { unit: String, timeout: Duration },
+    #[error("cannot {what} of {unit}")]
+    Call {
+        what: &'static str,
+        unit: String,
+        #[source]
+        source: zbus::Error,
+    },
+    #[error("systemd's {ALLOWED_CPUS} of {unit} is not a byte array")]
+    Type { unit: String },
+}
+
+/// The systemd unit a cgroup is, when it is a scope: the cgroup's own name
+/// (systemd names a unit's cgroup after the unit). Slices are never told:
+/// systemd realizes the scopes below a slice whose settings change.
+pub fn scope_unit(rel: &str) -> Option<&str> {
+    let name = rel.rsplit('/').next()?;
+    (name.len() > ".scope".len() && name.ends_with(".scope") && !name.starts_with('\0'))
+        .then_some(name)
+}
+
+/// `AllowedCPUs` as systemd's D-Bus API spells it: a bitmask of bytes, CPU
+/// `8 * i + j` in bit `j` of byte `i`, no trailing zero bytes (empty: none set).
+pub fn cpu_mask(set: &CpuSet) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for cpu in set.iter() {
+        let i = cpu as usize / 8;
+        if bytes.len() <= i {
+            bytes.resize(i + 1, 0);
+        }
+        bytes[i] |= 1 << (cpu % 8);
+    }
+    bytes
+}
+
+/// The set a mask holds ([`cpu_mask`]'s inverse).
+pub fn mask_cpus(mask: &[u8]) -> CpuSet {
+    let mut set = CpuSet::new();
+    for (i, byte) in mask.iter().enumerate() {
+        for j in 0..8 {
+            if byte & (1 << j) != 0 {
+                set.insert(i as u32 * 8 + j);
+            }
+        }
+    }
+    set
+}
+
+/// A connection to the bus systemd is on, made when first needed and made
+/// again after a failure.
+pub struct Bus {
+    path: PathBuf,
+    timeout: Duration,
+    conn: Option<zbus::Connection>,
+}
+
+impl Bus {
+    /// The bus at the Unix socket `path` (the system bus:
+    /// `/run/dbus/system_bus_socket`); each exchange gives up after `timeout`.
+    pub fn new(path: &Path, timeout: Duration) -> Self {
+        Bus {
+            path: path.to_owned(),
+            timeout,
+            conn: None,
+        }
+    }
+
+    /// The unit's `AllowedCPUs=` (empty when it has none).
+    pub async fn allowed_cpus(&mut self, unit: &str) -> Result<CpuSet, SystemdError> {
+        let object: OwnedObjectPath = self
+            .call(
+                unit,
+                "find the unit",
+                MANAGER_PATH,
+                MANAGER,
+                "GetUnit",
+                &(unit,),
+            )
+            .await?;
+        let value: OwnedValue = self
+            .call(
+                unit,
+                "read AllowedCPUs",
+                object.as_str(),
+                PROPERTIES,
+                "Get",
+                &(SCOPE, ALLOWED_CPUS),
+            )
+            .await?;
+        let mask: Vec<u8> = value.try_into().map_err(|_| SystemdError::Type {
+            unit: unit.to_string(),
+        })?;
+        Ok(mask_cpus(&mask))
+    }
+
+    /// Sets the unit's `AllowedCPUs=` as a runtime property (gone at the
+    /// next boot, as the unit is).
+    pub async fn set_allowed_cpus(
+        &mut self,
+        unit: &str,
+        cpus: &CpuSet,
+    ) -> Result<(), SystemdError> {
+        let props = vec![(ALLOWED_CPUS, Value::from(cpu_mask(cpus)))];
+        self.call::<_, ()>(
+            unit,
+            "set AllowedCPUs",
+            MANAGER_PATH,
+            MANAGER,
+            "SetUnitProperties",
+            &(unit, true, props),
+        )
+        .await
+    }
+
+    async fn call<B, R>(
+        &mut self,
+        unit: &str,
+        what: &'static str,
+        path: &str,
+        interface: &str,
+        method: &str,
+        body: &B,
+    ) -> Result<R, SystemdError>
+    where
+        B: serde::Serialize + zbus::zvariant::DynamicType,
+        R: for<'d> zbus::zvariant::DynamicDeserialize<'d>,
+    {
+        let timeout = self.timeout;
+        let exchange = async {
+            let conn = self.connection().await?;
+            let reply = conn
+                .call_method(Some(DESTINATION), path, Some(interface), method, body)
+                .await
+                .and_then(|m| m.body().deserialize::<R>());
+            reply.map_err(|source| SystemdError::Call {
+                what,
+                unit: unit.to_string(),
+                source,
+            })
+        };
+        let result = match tokio::time::timeout(timeout, exchange).await {
+            Ok(r) => r,
+            Err(_) => Err(SystemdError::Timeout {
+                unit: unit.to_string(),
+                timeout,
+            }),
+        };
+        // A connection that failed may be broken: the next call makes a new one.
+        if matches!(
+            result,
+            Err(SystemdError::Timeout { .. } | SystemdError::Connect { .. })
+                | Err(SystemdError::Call {
+                    source: zbus::Error::InputOutput(_),
+                    ..
+                })
+        ) {
+            self.conn = None;
+        }
+        result
+    }
+
+    async fn connection(&mut self) -> Result<zbus::Connection, SystemdError> {
+        if let Some(conn) = &self.conn {
+            return Ok(conn.clone());
+        }
+        let connect = |source| SystemdError::Connect {
+            bus: self.path.clone(),
+            source,
+        };
+        let address = format!("unix:path={}", escape(&self.path));
+        let conn = zbus::connection::Builder::address(address.as_str())
+            .map_err(connect)?
+            .build()
+            .await
+            .map_err(connect)?;
+        self.conn = Some(conn.clone());
+        Ok(conn)
+    }
+}
+
+/// A path as a D-Bus address value: bytes outside `[-0-9A-Za-z_/.*]`
+/// percent-escaped.
+fn escape(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-_/.*".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02x}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mask_is_the_set_bit_by_bit() {
+        for text in ["", "0", "7", "8", "0-3,9", "1,15-17", "63,64", "1023"] {
+            let set: CpuSet = text.parse().unwrap();
+            let mask = cpu_mask(&set);
+            assert_eq!(mask_cpus(&mask), set, "{text}");
+            assert_ne!(mask.last(), Some(&0), "{text}: no trailing zero byte");
+        }
+        assert_eq!(cpu_mask(&"0-3,9".parse().unwrap()), vec![0x0f, 0x02]);
+        assert_eq!(cpu_mask(&"15".parse().unwrap()), vec![0, 0x80]);
+    }
+
+    #[test]
+    fn a_bus_path_is_escaped_as_an_address_value() {
+        assert_eq!(
+            escape(Path::new("/run/dbus/system_bus_socket")),
+            "/run/dbus/system_bus_socket"
+        );
+        assert_eq!(escape(Path::new("/tmp/a b,c=d")), "/tmp/a%20b%2cc%3dd");
+    }
+
+    #[test]
+    fn only_a_scope_is_a_unit_to_tell() {
+        let scope = "kubepods.slice/kubepods-pod1.slice/cri-containerd-ab.scope";
+        assert_eq!(scope_unit(scope), Some("cri-containerd-ab.scope"));
+        assert_eq!(
+            scope_unit("machine.slice/libpod-1.scope"),
+            Some("libpod-1.scope")
+        );
+        assert_eq!(scope_unit("kubepods.slice/kubepods-pod1.slice"), None);
+        assert_eq!(scope_unit("kubepods/pod1/abcdef"), None);
+        assert_eq!(scope_unit("a/.scope"), None);
+        // A name kept encoded (not UTF-8) is not a unit systemd made.
+        assert_eq!(scope_unit("a/\0x\\xff.scope"), None);
+        // crun's inner cgroup is not a unit; the pin is its scope's.
+        assert_eq!(scope_unit("machine.slice/libpod-1.scope/container"), None);
+    }
+}

@@ -1,0 +1,239 @@
+//! A stand-in for systemd on a private D-Bus: a `dbus-daemon` of the test's
+//! own (Debian's `dbus-daemon` package; a test without it says so and
+//! skips), and, on it, `org.freedesktop.systemd1` with what the daemon uses
+//! of it: `Manager.GetUnit`, `Manager.SetUnitProperties` (`AllowedCPUs`
+//! only) and each scope's `AllowedCPUs` property. Like systemd 252 on cgroup
+//! v2, a unit's `AllowedCPUs=` is written to its cgroup's `cpuset.cpus` when
+//! it is set and at every [`FakeSystemd::daemon_reload`]; a unit without one
+//! is never written.
+//!
+//! Dropping it stops the bus.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pinctl::CpuSet;
+use pinctl::systemd::{cpu_mask, mask_cpus};
+use zbus::zvariant::{OwnedObjectPath, OwnedValue};
+
+/// One unit: its `AllowedCPUs=` and its cgroup's `cpuset.cpus`.
+struct Unit {
+    allowed: Vec<u8>,
+    cpus_file: PathBuf,
+}
+
+#[derive(Default)]
+struct State {
+    units: HashMap<String, Unit>,
+    /// `SetUnitProperties` calls, by unit.
+    sets: Vec<String>,
+    /// `GetUnit` calls, by unit.
+    gets: Vec<String>,
+}
+
+type Shared = Arc<Mutex<State>>;
+
+fn object_path(unit: &str) -> OwnedObjectPath {
+    // systemd's bus label escaping: anything but [A-Za-z0-9] as _xx.
+    let mut label = String::new();
+    for b in unit.bytes() {
+        if b.is_ascii_alphanumeric() {
+            label.push(b as char);
+        } else {
+            label.push_str(&format!("_{b:02x}"));
+        }
+    }
+    OwnedObjectPath::try_from(format!("/org/freedesktop/systemd1/unit/{label}")).unwrap()
+}
+
+fn write_allowed(unit: &Unit) {
+    if !unit.allowed.is_empty() {
+        let _ = fs::write(&unit.cpus_file, mask_cpus(&unit.allowed).to_string());
+    }
+}
+
+struct Manager(Shared);
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Manager")]
+impl Manager {
+    async fn get_unit(&self, name: &str) -> zbus::fdo::Result<OwnedObjectPath> {
+        let mut s = self.0.lock().unwrap();
+        s.gets.push(name.to_string());
+        if !s.units.contains_key(name) {
+            return Err(zbus::fdo::Error::Failed(format!("Unit {name} not loaded.")));
+        }
+        Ok(object_path(name))
+    }
+
+    async fn set_unit_properties(
+        &self,
+        name: &str,
+        _runtime: bool,
+        properties: Vec<(String, OwnedValue)>,
+    ) -> zbus::fdo::Result<()> {
+        let mut s = self.0.lock().unwrap();
+        s.sets.push(name.to_string());
+        let Some(unit) = s.units.get_mut(name) else {
+            return Err(zbus::fdo::Error::Failed(format!("Unit {name} not loaded.")));
+        };
+        for (key, value) in properties {
+            if key != "AllowedCPUs" {
+                return Err(zbus::fdo::Error::InvalidArgs(format!("unexpected {key}")));
+            }
+            unit.allowed = Vec::<u8>::try_from(value)
+                .map_err(|e| zbus::fdo::Error::InvalidArgs(e.to_string()))?;
+        }
+        write_allowed(unit);
+        Ok(())
+    }
+}
+
+struct Scope {
+    state: Shared,
+    name: String,
+}
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Scope")]
+impl Scope {
+    #[zbus(property(emits_changed_signal = "false"), name = "AllowedCPUs")]
+    async fn allowed_cpus(&self) -> Vec<u8> {
+        let s = self.state.lock().unwrap();
+        s.units
+            .get(&self.name)
+            .map(|u| u.allowed.clone())
+            .unwrap_or_default()
+    }
+}
+
+pub struct FakeSystemd {
+    /// The bus's socket: the daemon's `systemd_bus`.
+    pub socket: PathBuf,
+    bus: Child,
+    rt: tokio::runtime::Runtime,
+    conn: zbus::Connection,
+    state: Shared,
+}
+
+impl FakeSystemd {
+    /// A bus and systemd on it, in `dir`; `None` without `dbus-daemon`.
+    pub fn start(dir: &Path) -> Option<FakeSystemd> {
+        let socket = dir.join("system_bus_socket");
+        let config = dir.join("bus.conf");
+        fs::write(
+            &config,
+            format!(
+                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>custom</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+"#,
+                socket.display()
+            ),
+        )
+        .unwrap();
+        let bus = match Command::new("dbus-daemon")
+            .arg(format!("--config-file={}", config.display()))
+            .arg("--nofork")
+            .arg("--nopidfile")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            // Its complaints (it cannot raise its fd limit unprivileged) go
+            // beside the socket.
+            .stderr(fs::File::create(dir.join("bus.log")).unwrap())
+            .spawn()
+        {
+            Ok(child) => child,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => panic!("cannot start dbus-daemon: {e}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "dbus-daemon made no socket");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let state = Shared::default();
+        let conn = rt.block_on(async {
+            zbus::connection::Builder::address(format!("unix:path={}", socket.display()).as_str())
+                .unwrap()
+                .name("org.freedesktop.systemd1")
+                .unwrap()
+                .serve_at("/org/freedesktop/systemd1", Manager(state.clone()))
+                .unwrap()
+                .build()
+                .await
+                .expect("fake systemd on the bus")
+        });
+        Some(FakeSystemd {
+            socket,
+            bus,
+            rt,
+            conn,
+            state,
+        })
+    }
+
+    /// systemd makes scope `unit` for the cgroup directory `dir`, with
+    /// `AllowedCPUs=` (empty: none), and writes it there as it realizes the
+    /// unit.
+    pub fn add_scope(&self, unit: &str, dir: &Path, allowed: &str) {
+        let allowed: CpuSet = allowed.parse().unwrap();
+        let u = Unit {
+            allowed: cpu_mask(&allowed),
+            cpus_file: dir.join("cpuset.cpus"),
+        };
+        write_allowed(&u);
+        self.state.lock().unwrap().units.insert(unit.to_string(), u);
+        let scope = Scope {
+            state: self.state.clone(),
+            name: unit.to_string(),
+        };
+        self.rt
+            .block_on(self.conn.object_server().at(object_path(unit), scope))
+            .unwrap();
+    }
+
+    /// `systemctl daemon-reload`: every unit's `AllowedCPUs=` written again.
+    pub fn daemon_reload(&self) {
+        for unit in self.state.lock().unwrap().units.values() {
+            write_allowed(unit);
+        }
+    }
+
+    /// The unit's `AllowedCPUs=`.
+    pub fn allowed(&self, unit: &str) -> CpuSet {
+        let s = self.state.lock().unwrap();
+        mask_cpus(&s.units[unit].allowed)
+    }
+
+    /// How many `SetUnitProperties` and `GetUnit` calls named `unit`.
+    pub fn calls(&self, unit: &str) -> (usize, usize) {
+        let s = self.state.lock().unwrap();
+        let n = |v: &Vec<String>| v.iter().filter(|u| *u == unit).count();
+        (n(&s.sets), n(&s.gets))
+    }
+}
+
+impl Drop for FakeSystemd {
+    fn drop(&mut self) {
+        let _ = self.bus.kill();
+        let _ = self.bus.wait();
+    }
+}

@@ -1,0 +1,110 @@
+//! Telling systemd a scope's pin, against a stand-in systemd on a private
+//! D-Bus ([`FakeSystemd`]): a scope systemd holds an `AllowedCPUs=` for has
+//! it written back over the pin by each `daemon-reload` (systemd 252 on
+//! cgroup v2, found in the VM test bed); after the first, the daemon tells
+//! systemd the pin, and the next reload writes the pin. Never in a scope's
+//! first moments (the runtime is setting it up), never a scope systemd holds
+//! no `AllowedCPUs=` for. The VM test bed checks the same on real systemd.
+
+use std::time::Duration;
+
+use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, set, uid};
+use crate::support::fake_systemd::FakeSystemd;
+use crate::support::pinctld::Launch;
+use crate::support::world::{Options, World};
+
+/// How old a pin must be before a write over it is told (the test hook
+/// `PINCTL_TEST_SYSTEMD_SETTLE_MS`; 10 s in production).
+const SETTLE: Duration = Duration::from_millis(700);
+
+#[test]
+fn a_scope_systemd_writes_back_is_told_its_pin() {
+    let bus_dir = tempfile::tempdir().unwrap();
+    let Some(systemd) = FakeSystemd::start(bus_dir.path()) else {
+        eprintln!("skipped: no dbus-daemon (Debian's package dbus-daemon; .ci/run installs it)");
+        return;
+    };
+    let opts = Options {
+        keys: vec![format!(
+            "systemd_bus = {:?}",
+            systemd.socket.display().to_string()
+        )],
+        ..Options::default()
+    };
+    let mut w = World::new("pinctld-systemd", Version::V2, Driver::Systemd, &opts);
+    w.spawn(&Launch {
+        env: vec![(
+            "PINCTL_TEST_SYSTEMD_SETTLE_MS".into(),
+            SETTLE.as_millis().to_string(),
+        )],
+        ..Launch::default()
+    });
+    w.wait_ready();
+
+    // A Guaranteed container whose runtime gave its scope AllowedCPUs=
+    // (its spec's cpuset): systemd writes it as it makes the scope.
+    let pod = w.k.pod(Qos::Guaranteed, &uid(1));
+    w.tree.create(&pod, &Spec::default());
+    let app = w.k.container(&pod, &container_id(1));
+    let unit = format!("cri-containerd-{}.scope", container_id(1));
+    w.tree.create(&app, &Spec::limit(2));
+    systemd.add_scope(&unit, &w.tree.dir(&app), "0-31");
+    let cpus = w.wait_pinned(&app, 2);
+    // That first write over the pin, in the scope's first moments, is only
+    // reverted: systemd is not asked anything.
+    w.hold("the pin kept, systemd not asked", SETTLE, || {
+        match (w.tree.cpus(&app), systemd.calls(&unit)) {
+            (got, (0, 0)) if got == cpus => Ok(()),
+            (got, calls) => Err(format!("cpus {got}, calls {calls:?}")),
+        }
+    });
+
+    // A daemon-reload writes AllowedCPUs= back over the settled pin: the
+    // daemon writes the pin again and tells systemd.
+    systemd.daemon_reload();
+    w.wait_for("systemd told the pin", || {
+        match (systemd.allowed(&unit), w.tree.cpus(&app)) {
+            (allowed, got) if allowed == cpus && got == cpus => Ok(()),
+            (allowed, got) => Err(format!("AllowedCPUs={allowed}, cpuset.cpus {got}")),
+        }
+    });
+    assert_eq!(
+        systemd.calls(&unit),
+        (1, 1),
+        "asked whether it holds one, then told"
+    );
+    w.wait_log("told systemd the scope's AllowedCPUs=", 1);
+    // The next daemon-reload writes the pin: nothing to fight, nothing asked.
+    systemd.daemon_reload();
+    w.hold("the pin kept across a reload", SETTLE, || {
+        match (w.tree.cpus(&app), systemd.calls(&unit)) {
+            (got, (1, 1)) if got == cpus => Ok(()),
+            (got, calls) => Err(format!("cpus {got}, calls {calls:?}")),
+        }
+    });
+
+    // A scope systemd holds no AllowedCPUs= for: a write over its pin (the
+    // kubelet's, say) is reverted and systemd, asked, is left alone.
+    let plain = w.k.container(&pod, &container_id(2));
+    let plain_unit = format!("cri-containerd-{}.scope", container_id(2));
+    w.tree.create(&plain, &Spec::limit(1));
+    systemd.add_scope(&plain_unit, &w.tree.dir(&plain), "");
+    let plain_cpus = w.wait_pinned(&plain, 1);
+    std::thread::sleep(SETTLE);
+    w.tree.write_cpus(&plain, "0-31\n");
+    w.wait_for("the plain scope's pin back, systemd asked", || {
+        match (w.tree.cpus(&plain), systemd.calls(&plain_unit)) {
+            (got, (0, 1)) if got == plain_cpus => Ok(()),
+            (got, calls) => Err(format!("cpus {got}, calls {calls:?}")),
+        }
+    });
+    assert_eq!(systemd.allowed(&plain_unit), set(""));
+    w.hold(
+        "nothing more asked",
+        Duration::from_millis(300),
+        || match systemd.calls(&plain_unit) {
+            (0, 1) => Ok(()),
+            calls => Err(format!("calls {calls:?}")),
+        },
+    );
+}
