@@ -5,7 +5,7 @@
 //! gives a container's scope one when its spec carries a cpuset) has that
 //! value written back to its `cpuset.cpus` by every `systemctl
 //! daemon-reload`, over the daemon's pin (found on systemd 252 in the VM test
-//! bed). A unit without `AllowedCPUs=` is never written, and on v1 systemd
+//! bed). A scope without `AllowedCPUs=` is never written, and on v1 systemd
 //! writes no cpuset at all. So the daemon tells systemd only a scope's value
 //! that systemd holds and would write back: it asks the unit's
 //! `AllowedCPUs` first and changes nothing of a unit that has none.
@@ -32,6 +32,8 @@ const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 const SCOPE: &str = "org.freedesktop.systemd1.Scope";
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
 const ALLOWED_CPUS: &str = "AllowedCPUs";
+/// The error systemd answers `GetUnit` with for a unit it does not know.
+const NO_SUCH_UNIT: &str = "org.freedesktop.systemd1.NoSuchUnit";
 
 /// A failed exchange with systemd, naming the bus and the unit.
 #[derive(Debug, thiserror::Error)]
@@ -42,8 +44,13 @@ pub enum SystemdError {
         #[source]
         source: zbus::Error,
     },
-    #[error("systemd did not answer for {unit} within {timeout:?}")]
-    Timeout { unit: String, timeout: Duration },
+    #[error("no answer from systemd on the bus {} within {timeout:?}: cannot {what} of {unit}", bus.display())]
+    Timeout {
+        bus: PathBuf,
+        what: &'static str,
+        unit: String,
+        timeout: Duration,
+    },
     #[error("cannot {what} of {unit}")]
     Call {
         what: &'static str,
@@ -110,9 +117,10 @@ impl Bus {
         }
     }
 
-    /// The unit's `AllowedCPUs=` (empty when it has none).
+    /// The unit's `AllowedCPUs=` (empty when it has none, or when systemd
+    /// does not know the unit: a scope someone else made).
     pub async fn allowed_cpus(&mut self, unit: &str) -> Result<CpuSet, SystemdError> {
-        let object: OwnedObjectPath = self
+        let found = self
             .call(
                 unit,
                 "find the unit",
@@ -121,7 +129,14 @@ impl Bus {
                 "GetUnit",
                 &(unit,),
             )
-            .await?;
+            .await;
+        let object: OwnedObjectPath = match found {
+            Err(SystemdError::Call {
+                source: zbus::Error::MethodError(name, ..),
+                ..
+            }) if name.as_str() == NO_SUCH_UNIT => return Ok(CpuSet::new()),
+            r => r?,
+        };
         let value: OwnedValue = self
             .call(
                 unit,
@@ -186,19 +201,24 @@ impl Bus {
         let result = match tokio::time::timeout(timeout, exchange).await {
             Ok(r) => r,
             Err(_) => Err(SystemdError::Timeout {
+                bus: self.path.clone(),
+                what,
                 unit: unit.to_string(),
                 timeout,
             }),
         };
-        // A connection that failed may be broken: the next call makes a new one.
-        if matches!(
-            result,
-            Err(SystemdError::Timeout { .. } | SystemdError::Connect { .. })
+        // Only an error systemd answered leaves the connection known good;
+        // after any other the next call makes a new one.
+        let answered = matches!(
+            &result,
+            Ok(_)
+                | Err(SystemdError::Type { .. })
                 | Err(SystemdError::Call {
-                    source: zbus::Error::InputOutput(_),
+                    source: zbus::Error::MethodError(..) | zbus::Error::FDO(_),
                     ..
                 })
-        ) {
+        );
+        if !answered {
             self.conn = None;
         }
         result

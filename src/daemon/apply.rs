@@ -267,8 +267,10 @@ impl Daemon {
         match result {
             Ok(()) => {
                 debug!(path = %path.display(), data = %data, "written");
-                if w.file == File::Cpus {
-                    self.systemd.wrote(&w.rel, &w.set, Instant::now());
+                if w.file == File::Cpus && self.engine.is_target(w) {
+                    let exclusive = self.engine.is_exclusive(&w.rel);
+                    self.systemd
+                        .wrote(&w.rel, &w.set, exclusive, Instant::now());
                 }
                 self.engine.written(w, Ok(()));
             }

@@ -1,14 +1,16 @@
 //! Telling systemd the pin of a scope it would write back ([`crate::systemd`]).
 //!
-//! When: on cgroup v2, a write over the pin of an exclusive scope (the
-//! daemon's own write at least [`SETTLE`] old) makes the daemon's next write
-//! of that scope's `cpuset.cpus` (the revert) also go to systemd, as the
-//! scope's `AllowedCPUs=`, if systemd holds one; a scope told once is told
-//! again whenever the daemon writes it something else. Never in a scope's
-//! first seconds: a runtime that sets up a scope with `AllowedCPUs=` has
-//! systemd write it as the scope is made, around the daemon's first pin, and
-//! a `SetUnitProperties` then would make systemd apply the unit's cgroup
-//! settings again while the runtime attaches its device filter.
+//! When: on cgroup v2, a write over the pin of an exclusive scope, at least
+//! [`SETTLE`] after the daemon last wrote it or first saw it written over,
+//! makes the daemon's next write of that scope's target (the revert; not a
+//! widening on the way to it) also go to systemd, as the scope's
+//! `AllowedCPUs=`, if systemd holds one; a scope told once is told again
+//! whenever the daemon gives it another target (released too). Never in a
+//! scope's first seconds: a runtime that sets up a scope with `AllowedCPUs=`
+//! has systemd write it as the scope is made, around the daemon's first pin,
+//! and a `SetUnitProperties` then would make systemd apply the unit's cgroup
+//! settings again while the runtime attaches its device filter. What was told
+//! is not kept across a restart of the daemon.
 //!
 //! The exchanges run in a task of their own, one at a time in the order
 //! asked, each bounded by the I/O timeout; each outcome comes back to the
@@ -58,11 +60,16 @@ pub(super) struct Teller {
     asks: Option<UnboundedSender<Ask>>,
     /// [`SETTLE`], but in tests.
     pub(super) settle: Duration,
-    /// The daemon's last write of a scope's cpuset, kept for [`SETTLE`].
+    /// When the daemon last wrote an exclusive scope's cpuset, or first saw
+    /// it written over: a write over it within [`SETTLE`] of that is only
+    /// reverted. One entry per exclusive scope, gone with the scope.
     recent: HashMap<Rel, Instant>,
-    /// Scopes whose settled pin was written over: the next write asks.
+    /// Scopes whose settled pin was written over: the next write of their
+    /// target asks.
     fought: HashSet<Rel>,
-    /// Scopes whose `AllowedCPUs=` the daemon set, with the value.
+    /// Scopes whose `AllowedCPUs=` the daemon set or is setting, with the
+    /// value: an ask on its way counts, so a later different write asks
+    /// again; one that failed is taken out.
     told: HashMap<Rel, Arc<CpuSet>>,
 }
 
@@ -97,22 +104,28 @@ impl Teller {
         }
     }
 
-    /// Someone wrote over the cpuset of exclusive cgroup `rel`.
+    /// Someone wrote over the cpuset of exclusive cgroup `rel`. Settled
+    /// only if the daemon wrote it, or saw it written over, at least
+    /// `settle` ago: a scope it never wrote (pinned by a daemon before this
+    /// one, or pending) may be one a runtime is setting up.
     pub(super) fn overwritten(&mut self, rel: &Rel, now: Instant) {
         if self.asks.is_none() || scope_unit(rel).is_none() {
             return;
         }
-        let settled = self
-            .recent
-            .get(rel)
-            .is_none_or(|at| now.duration_since(*at) >= self.settle);
-        if settled {
-            self.fought.insert(rel.clone());
+        match self.recent.get(rel) {
+            Some(at) if now.duration_since(*at) >= self.settle => {
+                self.fought.insert(rel.clone());
+            }
+            Some(_) => {}
+            None => {
+                self.recent.insert(rel.clone(), now);
+            }
         }
     }
 
-    /// The daemon wrote `cpus` to the cpuset of `rel`.
-    pub(super) fn wrote(&mut self, rel: &Rel, cpus: &Arc<CpuSet>, now: Instant) {
+    /// The daemon wrote `cpus`, the cgroup's target (not a step on the way
+    /// to it), to the cpuset of `rel`, an exclusive cgroup or not.
+    pub(super) fn wrote(&mut self, rel: &Rel, cpus: &Arc<CpuSet>, exclusive: bool, now: Instant) {
         let Some(asks) = &self.asks else {
             return;
         };
@@ -120,6 +133,9 @@ impl Teller {
             return;
         };
         let told = self.told.get(rel);
+        if !exclusive && told.is_none() {
+            return;
+        }
         let ask = if self.fought.remove(rel) {
             Some(told.is_none())
         } else {
@@ -132,12 +148,18 @@ impl Teller {
                 cpus: cpus.clone(),
                 check,
             });
-        }
-        if self.recent.len() >= 64 {
-            let settle = self.settle;
-            self.recent.retain(|_, at| now.duration_since(*at) < settle);
+            self.told.insert(rel.clone(), cpus.clone());
         }
         self.recent.insert(rel.clone(), now);
+    }
+
+    /// An ask for `cpus` on `rel` did not leave systemd holding them (it
+    /// failed, or the unit has no `AllowedCPUs=`): not told, unless a later
+    /// ask is on its way.
+    fn untold(&mut self, rel: &Rel, cpus: &Arc<CpuSet>) {
+        if self.told.get(rel) == Some(cpus) {
+            self.told.remove(rel);
+        }
     }
 
     /// Forgets `rel` and what is below it (removed).
@@ -179,19 +201,16 @@ impl Daemon {
         let error = match t.outcome {
             Ok(false) => {
                 debug!(cgroup = %t.rel, unit = %t.unit, "systemd holds no AllowedCPUs= for the scope; not told");
+                self.systemd.untold(&t.rel, &t.cpus);
                 return;
             }
             Ok(true) => {
                 info!(cgroup = %t.rel, unit = %t.unit, cpus = %t.cpus, "told systemd the scope's AllowedCPUs=");
-                // Only while the scope lives: one removed meanwhile is not
-                // remembered.
-                if self.engine.knows(&t.rel) {
-                    self.systemd.told.insert(t.rel.clone(), t.cpus.clone());
-                }
                 None
             }
             Err(e) => {
                 warn!(cgroup = %t.rel, unit = %t.unit, cpus = %t.cpus, error = %e, "cannot tell systemd the scope's AllowedCPUs=; a daemon-reload will write its own back, and the daemon the pin again");
+                self.systemd.untold(&t.rel, &t.cpus);
                 Some(e)
             }
         };
@@ -237,23 +256,28 @@ mod tests {
         let (mut t, mut rx) = teller();
         let rel = Rel::from(SCOPE);
         let t0 = Instant::now();
-        t.wrote(&rel, &set("3"), t0);
+        t.wrote(&rel, &set("3"), true, t0);
         // systemd writes AllowedCPUs= back at a daemon-reload, long after.
         t.overwritten(&rel, t0 + SETTLE);
-        t.wrote(&rel, &set("3"), t0 + SETTLE);
+        t.wrote(&rel, &set("3"), true, t0 + SETTLE);
         let ask = rx.try_recv().expect("asked");
         assert_eq!(
             (ask.unit.as_str(), &*ask.cpus, ask.check),
             ("cri-containerd-ab.scope", &*set("3"), true)
         );
-        t.told.insert(rel.clone(), set("3"));
         // The same pin written again asks nothing; another value does, and
-        // needs no check (systemd was told).
-        t.wrote(&rel, &set("3"), t0 + SETTLE * 2);
+        // needs no check (systemd was told), even before the first answer.
+        t.wrote(&rel, &set("3"), true, t0 + SETTLE * 2);
         assert!(rx.try_recv().is_err());
-        t.wrote(&rel, &set("4"), t0 + SETTLE * 3);
+        t.wrote(&rel, &set("4"), true, t0 + SETTLE * 3);
         let ask = rx.try_recv().expect("asked again");
         assert_eq!((&*ask.cpus, ask.check), (&*set("4"), false));
+        // Released, the scope alive: what it gets back is told too.
+        t.wrote(&rel, &set("0-31"), false, t0 + SETTLE * 4);
+        assert_eq!(
+            &*rx.try_recv().expect("told the release").cpus,
+            &*set("0-31")
+        );
     }
 
     #[test]
@@ -261,21 +285,43 @@ mod tests {
         let (mut t, mut rx) = teller();
         let rel = Rel::from(SCOPE);
         let t0 = Instant::now();
-        t.wrote(&rel, &set("3"), t0);
+        t.wrote(&rel, &set("3"), true, t0);
         // systemd makes the scope with the runtime's AllowedCPUs=.
         t.overwritten(&rel, t0 + Duration::from_millis(5));
-        t.wrote(&rel, &set("3"), t0 + Duration::from_millis(6));
+        t.wrote(&rel, &set("3"), true, t0 + Duration::from_millis(6));
         assert!(rx.try_recv().is_err());
     }
 
     #[test]
-    fn a_pin_the_daemon_found_at_start_up_is_settled() {
+    fn a_scope_never_written_is_settled_only_after_it_was_seen() {
         let (mut t, mut rx) = teller();
         let rel = Rel::from(SCOPE);
         let t0 = Instant::now();
+        // Pinned by an earlier daemon, or pending (never written): the first
+        // write over it may be its runtime setting it up.
         t.overwritten(&rel, t0);
-        t.wrote(&rel, &set("3"), t0);
+        t.wrote(&rel, &set("3"), true, t0);
+        assert!(rx.try_recv().is_err());
+        t.overwritten(&rel, t0 + SETTLE);
+        t.wrote(&rel, &set("3"), true, t0 + SETTLE);
         assert!(rx.try_recv().unwrap().check);
+    }
+
+    #[test]
+    fn an_ask_that_did_not_take_is_not_counted_as_told() {
+        let (mut t, mut rx) = teller();
+        let rel = Rel::from(SCOPE);
+        let t0 = Instant::now();
+        t.wrote(&rel, &set("3"), true, t0);
+        t.overwritten(&rel, t0 + SETTLE);
+        t.wrote(&rel, &set("3"), true, t0 + SETTLE);
+        let ask = rx.try_recv().unwrap();
+        // The unit has no AllowedCPUs= (or the call failed).
+        t.untold(&ask.rel, &ask.cpus);
+        // A later pin is not told: systemd does not fight this scope.
+        t.wrote(&rel, &set("4"), true, t0 + SETTLE * 2);
+        assert!(rx.try_recv().is_err());
+        assert!(t.told.is_empty());
     }
 
     #[test]
@@ -288,14 +334,19 @@ mod tests {
             "a.scope/container",
         ] {
             let rel = Rel::from(rel);
-            t.overwritten(&rel, t0);
-            t.wrote(&rel, &set("3"), t0);
+            t.wrote(&rel, &set("3"), true, t0);
+            t.overwritten(&rel, t0 + SETTLE);
+            t.wrote(&rel, &set("3"), true, t0 + SETTLE);
         }
+        // A scope that is not exclusive and was never told.
+        let shared = Rel::from("system.slice/cron.scope");
+        t.wrote(&shared, &set("0-31"), false, t0);
         assert!(rx.try_recv().is_err());
+        assert!(t.recent.is_empty());
         let mut off = Teller::default();
         let rel = Rel::from(SCOPE);
         off.overwritten(&rel, t0);
-        off.wrote(&rel, &set("3"), t0);
+        off.wrote(&rel, &set("3"), true, t0);
         assert!(off.fought.is_empty() && off.recent.is_empty());
     }
 
@@ -304,7 +355,7 @@ mod tests {
         let (mut t, _rx) = teller();
         let rel = Rel::from(SCOPE);
         let t0 = Instant::now();
-        t.wrote(&rel, &set("3"), t0);
+        t.wrote(&rel, &set("3"), true, t0);
         t.overwritten(&rel, t0 + SETTLE);
         t.told.insert(rel.clone(), set("3"));
         t.forget("kubepods.slice/kubepods-pod1.slice");

@@ -590,6 +590,14 @@ impl Engine {
         }
     }
 
+    /// Whether `write` puts the last plan's target in its cgroup (not a
+    /// widening on the way to it).
+    pub fn is_target(&self, write: &Write) -> bool {
+        self.cgroups
+            .get(&*write.rel)
+            .is_some_and(|e| e.target.as_deref() == Some(&*write.set))
+    }
+
     /// Checks the effective set read back right after `write` of
     /// `cpuset.cpus`: when it wrote the cgroup's target, a mismatch (v2's
     /// silent fallback to the parent's set) is a failure. A widening write

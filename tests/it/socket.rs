@@ -466,6 +466,17 @@ fn every_command(version: Version, driver: Driver, end: Signal) {
     }
 
     // --- without the daemon -----------------------------------------------------------
+    // The shared pool follows the late pin once the tree is quiet; a crash
+    // before that would leave system.slice wide, which verify (below)
+    // rightly reports. Seen under a loaded machine.
+    w.wait_for("system.slice narrowed off the late pin", || {
+        let (shared, pin) = (w.tree.effective("system.slice"), w.tree.effective(&late));
+        if shared.is_disjoint(&pin) {
+            Ok(())
+        } else {
+            Err(format!("system.slice has {shared}, the late pin {pin}"))
+        }
+    });
     w.end(end);
     let state_before = fs::read(&w.state).unwrap();
     let sock = w.socket.display().to_string();

@@ -107,4 +107,51 @@ fn a_scope_systemd_writes_back_is_told_its_pin() {
             calls => Err(format!("calls {calls:?}")),
         },
     );
+
+    // A scope whose AllowedCPUs= lies outside its pin (the reserved CPU):
+    // the daemon widens the cpuset (old ∪ pin) before it narrows it to the
+    // pin, and tells systemd only the pin.
+    let narrow = w.k.container(&pod, &container_id(3));
+    let narrow_unit = format!("cri-containerd-{}.scope", container_id(3));
+    w.tree.create(&narrow, &Spec::limit(1));
+    systemd.add_scope(&narrow_unit, &w.tree.dir(&narrow), "0");
+    // (CPU 0, which systemd writes, is one CPU too: wait for the pin.)
+    let narrow_cpus = w.wait_for("the narrow scope pinned", || match w.tree.cpus(&narrow) {
+        got if got.len() == 1 && !got.contains(0) => Ok(got),
+        got => Err(format!("it has {got}")),
+    });
+    std::thread::sleep(SETTLE);
+    systemd.daemon_reload();
+    w.wait_for("systemd told the narrow scope's pin", || {
+        match (systemd.allowed(&narrow_unit), w.tree.cpus(&narrow)) {
+            (allowed, got) if allowed == narrow_cpus && got == narrow_cpus => Ok(()),
+            (allowed, got) => Err(format!("AllowedCPUs={allowed}, cpuset.cpus {got}")),
+        }
+    });
+    assert_eq!(
+        systemd.calls(&narrow_unit),
+        (1, 1),
+        "told once, the pin only"
+    );
+
+    // A scope systemd does not know (someone else made it): asked, it
+    // answers NoSuchUnit, and that is no failure.
+    let stranger = w.k.container(&pod, &container_id(4));
+    let stranger_unit = format!("cri-containerd-{}.scope", container_id(4));
+    w.tree.create(&stranger, &Spec::limit(1));
+    let stranger_cpus = w.wait_pinned(&stranger, 1);
+    std::thread::sleep(SETTLE);
+    w.tree.write_cpus(&stranger, "0-31\n");
+    w.wait_for("the stranger's pin back, systemd asked", || {
+        match (w.tree.cpus(&stranger), systemd.calls(&stranger_unit)) {
+            (got, (0, 1)) if got == stranger_cpus => Ok(()),
+            (got, calls) => Err(format!("cpus {got}, calls {calls:?}")),
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !w.log().contains("cannot tell systemd"),
+        "an unknown unit is no failure:\n{}",
+        w.log()
+    );
 }

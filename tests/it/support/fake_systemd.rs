@@ -58,13 +58,22 @@ fn write_allowed(unit: &Unit) {
 
 struct Manager(Shared);
 
+/// systemd's own errors, as it names them.
+#[derive(Debug, zbus::DBusError)]
+#[zbus(prefix = "org.freedesktop.systemd1")]
+enum SystemdError {
+    #[zbus(error)]
+    ZBus(zbus::Error),
+    NoSuchUnit(String),
+}
+
 #[zbus::interface(name = "org.freedesktop.systemd1.Manager")]
 impl Manager {
-    async fn get_unit(&self, name: &str) -> zbus::fdo::Result<OwnedObjectPath> {
+    async fn get_unit(&self, name: &str) -> Result<OwnedObjectPath, SystemdError> {
         let mut s = self.0.lock().unwrap();
         s.gets.push(name.to_string());
         if !s.units.contains_key(name) {
-            return Err(zbus::fdo::Error::Failed(format!("Unit {name} not loaded.")));
+            return Err(SystemdError::NoSuchUnit(format!("Unit {name} not loaded.")));
         }
         Ok(object_path(name))
     }
@@ -217,10 +226,13 @@ impl FakeSystemd {
         }
     }
 
-    /// The unit's `AllowedCPUs=`.
+    /// The unit's `AllowedCPUs=`; empty for a unit systemd does not know.
     pub fn allowed(&self, unit: &str) -> CpuSet {
         let s = self.state.lock().unwrap();
-        mask_cpus(&s.units[unit].allowed)
+        s.units
+            .get(unit)
+            .map(|u| mask_cpus(&u.allowed))
+            .unwrap_or_default()
     }
 
     /// How many `SetUnitProperties` and `GetUnit` calls named `unit`.
