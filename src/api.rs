@@ -418,6 +418,19 @@ pub enum EventKind {
         path: PathBuf,
         created: Vec<PathBuf>,
     },
+    /// A CFS quota lifted for an exclusive workload, or put back
+    /// (`unthrottle_exclusive`).
+    Quota {
+        cgroup: String,
+        /// The file written (`cpu.max`, `cpu.cfs_quota_us`).
+        file: String,
+        /// What it held before (`"200000 100000"`, `"max 100000"`).
+        old: String,
+        /// What was written.
+        new: String,
+        /// `None` when it worked, else the error.
+        error: Option<String>,
+    },
     /// systemd told a scope's exclusive CPUs as its `AllowedCPUs=`, so that
     /// a `daemon-reload` writes the pin rather than the scope's old value.
     Told {

@@ -213,10 +213,17 @@ pub struct Reading {
     pub key: String,
     pub problem: Option<String>,
     pub bundle: Option<Arc<Bundle>>,
+    /// The limit a daemon kept on it when it lifted its quota
+    /// ([`crate::cgroup::XATTR_QUOTA`]), read where the limit decides and its quota
+    /// reads unlimited: the daemon, restarted, learns what it lifted.
+    pub lifted: Option<CpuLimit>,
 }
 
 /// Reads one cgroup (on an I/O thread): its files and children, its kind,
 /// its bundle (for containers, unless already known) and so its intent.
+/// While the cgroup's quota reads unlimited, its request is decided by the
+/// limit the daemon lifted there ([`crate::cgroup::decisive_limit`]), so a lifted
+/// quota never unpins a workload.
 /// `None` when it no longer exists.
 pub fn read(
     fs: &dyn Fs,
@@ -233,7 +240,15 @@ pub fn read(
         mems: hier.version == Version::V1 || cfg.align_memory,
         limit: needs_limit(&kind, cfg),
     };
-    let obs = observe(fs, hier, rel, reads)?;
+    let mut obs = observe(fs, hier, rel, reads)?;
+    let lifted = if obs.limit.is_some_and(|l| l.quota.is_none()) {
+        crate::cgroup::lifted_limit(fs, hier, rel)
+    } else {
+        None
+    };
+    if lifted.is_some() {
+        obs.limit = lifted;
+    }
     // Containers, in pods or made by a runtime on its own, have bundles.
     let container = match &kind {
         Kind::Container { id, .. } => Some(id.as_str()),
@@ -284,6 +299,7 @@ pub fn read(
         key,
         problem,
         bundle,
+        lifted,
     })
 }
 

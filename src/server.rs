@@ -195,6 +195,8 @@ pub struct Metrics {
     pub config_reloads: Family<ResultLabel, Counter>,
     /// Scopes whose `AllowedCPUs=` systemd was told, by result.
     pub systemd_told: Family<ResultLabel, Counter>,
+    /// Cgroups whose CFS quota is lifted now (`unthrottle_exclusive`).
+    pub quotas_lifted: Gauge,
     pub state_save_failures: Counter,
     pub unwatched_cgroups: Gauge,
     /// Connections to the socket open now.
@@ -238,6 +240,7 @@ impl Metrics {
             health: Family::default(),
             config_reloads: Family::default(),
             systemd_told: Family::default(),
+            quotas_lifted: Gauge::default(),
             state_save_failures: Counter::default(),
             unwatched_cgroups: Gauge::default(),
             socket_connections: Gauge::default(),
@@ -298,6 +301,11 @@ impl Metrics {
             "systemd_told",
             "Scopes whose AllowedCPUs= systemd was told the pin of, by result",
             m.systemd_told.clone(),
+        );
+        registry.register(
+            "quotas_lifted",
+            "Cgroups whose CFS quota is lifted for an exclusive workload",
+            m.quotas_lifted.clone(),
         );
         registry.register(
             "repairs",

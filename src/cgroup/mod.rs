@@ -65,6 +65,13 @@ pub mod file {
 /// cgroup in the shared pool).
 pub const XATTR_CPUS: &str = "user.pinctl.cpus";
 
+/// The extended attribute in which the daemon keeps the CPU limit of a
+/// cgroup whose quota it lifted (`unthrottle_exclusive`), as `cpu.max`
+/// spells a limit (`"200000 100000"`); empty once the quota is put back. On
+/// the cgroup itself, so that the live tree stays the truth: a lost state
+/// file or a restart cannot make a lifted quota unpin its workload.
+pub const XATTR_QUOTA: &str = "user.pinctl.quota";
+
 /// Which cgroup version manages cpusets here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -253,6 +260,28 @@ impl Hierarchy {
         }
     }
 
+    /// The file whose write sets (or lifts) the CFS quota of `rel`:
+    /// `cpu.max` (v2) or `cpu.cfs_quota_us` (v1), in the cpu controller.
+    pub fn quota_file(&self, rel: &str) -> Option<PathBuf> {
+        let name = match self.version {
+            Version::V1 => file::CFS_QUOTA,
+            Version::V2 => file::CPU_MAX,
+        };
+        self.cpu.as_deref().map(|cpu| join(cpu, rel).join(name))
+    }
+
+    /// What [`Self::quota_file`] is written to put `limit` there (`max`
+    /// keeps v2's period; v1's period lives in a file of its own, which the
+    /// daemon never writes).
+    pub fn quota_text(&self, limit: &CpuLimit) -> String {
+        match (self.version, limit.quota) {
+            (Version::V2, Some(q)) => format!("{q} {}", limit.period),
+            (Version::V2, None) => "max".to_string(),
+            (Version::V1, Some(q)) => q.to_string(),
+            (Version::V1, None) => "-1".to_string(),
+        }
+    }
+
     /// The files that hold the CPU limit of `rel`, in the cpu controller.
     pub fn limit_files(&self, rel: &str) -> Vec<PathBuf> {
         let Some(cpu) = &self.cpu else {
@@ -268,7 +297,7 @@ fn join(base: &Path, rel: &str) -> PathBuf {
 }
 
 /// A CPU limit as the kernel states it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct CpuLimit {
     /// Microseconds per period; `None` is unlimited.
     pub quota: Option<u64>,
@@ -330,6 +359,15 @@ impl CpuLimit {
             Some(quota.parse().ok()?)
         };
         Some(CpuLimit { quota, period })
+    }
+
+    /// The limit as `cpu.max` spells it (`"200000 100000"`, `"max 100000"`):
+    /// what [`XATTR_QUOTA`] holds, read back by [`Self::parse_v2`].
+    pub fn to_text(&self) -> String {
+        match self.quota {
+            Some(q) => format!("{q} {}", self.period),
+            None => format!("max {}", self.period),
+        }
     }
 
     /// Parses v1 `cpu.cfs_quota_us` (`-1` is unlimited) and `cpu.cfs_period_us`.
@@ -397,6 +435,28 @@ pub fn read_limit(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<CpuLimit> {
         (Version::V2, [Some(max)]) => CpuLimit::parse_v2(max),
         _ => None,
     }
+}
+
+/// The CPU limit that decides what cgroup `rel` asks, given the limit
+/// `read` from its files: that one, but while its quota reads unlimited, the
+/// one the daemon lifted there ([`XATTR_QUOTA`]), if any.
+pub fn decisive_limit(
+    fs: &dyn Fs,
+    h: &Hierarchy,
+    rel: &str,
+    read: Option<CpuLimit>,
+) -> Option<CpuLimit> {
+    match read {
+        Some(l) if l.quota.is_none() => lifted_limit(fs, h, rel).or(read),
+        read => read,
+    }
+}
+
+/// The limit the daemon lifted on `rel` ([`XATTR_QUOTA`]), if it did.
+pub fn lifted_limit(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<CpuLimit> {
+    let raw = fs.get_xattr(&h.dir(rel), XATTR_QUOTA).ok()??;
+    let text = std::str::from_utf8(&raw).ok()?;
+    CpuLimit::parse_v2(text).filter(|l| l.quota.is_some())
 }
 
 /// Reads the state of cgroup `rel` and lists its children, opening its

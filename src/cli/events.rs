@@ -102,6 +102,25 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
                 }
             );
         }
+        EventKind::Quota {
+            cgroup,
+            file,
+            old,
+            new,
+            error,
+        } => {
+            let _ = write!(
+                s,
+                "quota {} {} {} -> {}",
+                visible(cgroup),
+                visible(file),
+                visible(old),
+                visible(new)
+            );
+            if let Some(err) = error {
+                let _ = write!(s, "  {}", style.red(&format!("FAILED: {}", visible(err))));
+            }
+        }
         EventKind::Told {
             cgroup,
             unit,
@@ -126,7 +145,9 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
 pub fn concerns(e: &Event, rel: &str) -> bool {
     match &e.what {
         EventKind::Write { cgroup, .. } => crate::cgroup::is_within(cgroup, rel),
-        EventKind::Told { cgroup, .. } => crate::cgroup::is_within(cgroup, rel),
+        EventKind::Told { cgroup, .. } | EventKind::Quota { cgroup, .. } => {
+            crate::cgroup::is_within(cgroup, rel)
+        }
         EventKind::Repair { .. } => false,
     }
 }

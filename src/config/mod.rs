@@ -143,6 +143,8 @@ pub struct Config {
     pub spread_cores: bool,
     /// Set `cpuset.mems` to the NUMA nodes of the exclusive CPUs.
     pub align_memory: bool,
+    /// Whose CFS quota is lifted while they hold exclusive CPUs.
+    pub unthrottle_exclusive: Unthrottle,
     /// Directories holding OCI bundles by container id (absolute).
     pub bundle_dirs: Vec<PathBuf>,
     /// The Unix socket of the bus systemd is on (absolute, at most 107
@@ -175,6 +177,32 @@ pub enum HierarchyMode {
     V1,
     /// The unified v2 hierarchy.
     V2,
+}
+
+/// The `unthrottle_exclusive` key: the exclusive workloads whose CFS quota
+/// (`cpu.max`, `cpu.cfs_quota_us`) is lifted while they hold their CPUs, and
+/// put back when they stop, as the kubelet does since 1.33
+/// (`DisableCPUQuotaWithExclusiveCPUs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Unthrottle {
+    /// None: every quota stays as it is.
+    None,
+    /// The kubelet rule's workloads (the default), whose quota is their
+    /// limit's own CPUs: the quota can only throttle them.
+    Kubelet,
+    /// Every exclusive workload, whatever asked for its CPUs.
+    All,
+}
+
+impl Unthrottle {
+    /// The value as written in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unthrottle::None => "none",
+            Unthrottle::Kubelet => "kubelet",
+            Unthrottle::All => "all",
+        }
+    }
 }
 
 /// The `log_level` key, from least to most verbose.
@@ -444,6 +472,7 @@ impl Default for Config {
             distribute_across_numa: false,
             spread_cores: false,
             align_memory: false,
+            unthrottle_exclusive: Unthrottle::Kubelet,
             bundle_dirs: DEFAULT_BUNDLE_DIRS.iter().map(PathBuf::from).collect(),
             systemd_bus: Some("/run/dbus/system_bus_socket".into()),
             log_level: LogLevel::Info,
@@ -531,6 +560,7 @@ impl Config {
             distribute_across_numa,
             spread_cores,
             align_memory,
+            unthrottle_exclusive,
             bundle_dirs,
             systemd_bus,
             log_level,
@@ -559,6 +589,7 @@ impl Config {
         compare!(distribute_across_numa);
         compare!(spread_cores);
         compare!(align_memory);
+        compare!(unthrottle_exclusive);
         compare!(bundle_dirs);
         compare!(systemd_bus);
         compare!(log_level);

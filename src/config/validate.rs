@@ -198,6 +198,12 @@ impl Validator<'_> {
             Some(s) => errors.keep(self.socket(&s, "systemd_bus")),
             None => d.systemd_bus,
         };
+        let unthrottle_exclusive = match raw.unthrottle_exclusive {
+            Some(u) => errors
+                .keep(self.unthrottle(&u))
+                .unwrap_or(d.unthrottle_exclusive),
+            None => d.unthrottle_exclusive,
+        };
         let log_level = match raw.log_level {
             Some(l) => errors.keep(self.log_level(&l)).unwrap_or(d.log_level),
             None => d.log_level,
@@ -245,6 +251,7 @@ impl Validator<'_> {
                 .unwrap_or(d.distribute_across_numa),
             spread_cores: raw.spread_cores.map_or(d.spread_cores, Spanned::into_inner),
             align_memory: raw.align_memory.unwrap_or(d.align_memory),
+            unthrottle_exclusive,
             bundle_dirs,
             systemd_bus,
             log_level,
@@ -361,6 +368,19 @@ impl Validator<'_> {
                 &raw.span(),
                 "hierarchy",
                 format!("invalid hierarchy {other:?}: expected one of auto, v1, v2"),
+            )),
+        }
+    }
+
+    fn unthrottle(&self, raw: &Spanned<String>) -> Result<Unthrottle, ConfigError> {
+        match raw.get_ref().as_str() {
+            "none" => Ok(Unthrottle::None),
+            "kubelet" => Ok(Unthrottle::Kubelet),
+            "all" => Ok(Unthrottle::All),
+            other => Err(self.error(
+                &raw.span(),
+                "unthrottle_exclusive",
+                format!("invalid value {other:?}: expected one of none, kubelet, all"),
             )),
         }
     }

@@ -149,6 +149,7 @@ impl Daemon {
         self.rest.set(plan.more, writes.collect());
         let any = !urgent.is_empty();
         self.write(urgent).await;
+        self.follow_quotas().await;
         if any || self.rest.queue.is_empty() {
             self.settle();
         }

@@ -22,6 +22,7 @@ mod apply;
 mod checks;
 mod configure;
 mod notify;
+mod quota;
 mod report;
 mod startup;
 mod sync;
@@ -98,6 +99,8 @@ pub struct Daemon {
     save_again: bool,
     saved_tx: tokio::sync::mpsc::UnboundedSender<Option<String>>,
     saved_rx: tokio::sync::mpsc::UnboundedReceiver<Option<String>>,
+    /// The CFS quotas lifted for exclusive workloads ([`quota::Quotas`]).
+    quotas: quota::Quotas,
     /// Which scopes systemd is told of ([`systemd::Teller`]).
     systemd: systemd::Teller,
     /// Its exchanges' outcomes ([`Event::Told`]).

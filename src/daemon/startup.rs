@@ -164,6 +164,7 @@ impl Daemon {
             save_again: false,
             saved_tx,
             saved_rx,
+            quotas: super::quota::Quotas::default(),
             systemd,
             told_rx,
             config_path: None,

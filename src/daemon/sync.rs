@@ -196,6 +196,7 @@ impl Daemon {
         }
         self.engine.forget(rel);
         self.systemd.forget(rel);
+        self.quotas.forget(rel);
         self.watcher.unwatch(rel);
         if let Some(cw) = self.cpu_watcher.as_mut() {
             cw.unwatch(rel);
@@ -203,6 +204,9 @@ impl Daemon {
     }
 
     pub(super) fn upsert(&mut self, mut r: Reading) {
+        if let Some(limit) = r.lifted {
+            self.quotas.found(&r.obs.rel, limit);
+        }
         // A problem is logged when it appears or changes, not at every read:
         // a bad xattr would otherwise be logged again at every reconcile.
         if let Some(p) = &r.problem
@@ -401,7 +405,9 @@ impl Daemon {
                 "read",
                 items,
                 move |fs, _, (rel, known, problem, bundle)| {
+                    // The echo of a lift decides by the limit lifted.
                     let limit = cgroup::read_limit(fs, &hier, rel);
+                    let limit = cgroup::decisive_limit(fs, &hier, rel, limit);
                     if !problem && intent::same_request(known.as_ref(), limit) {
                         return Ok(None);
                     }
@@ -503,7 +509,10 @@ impl Daemon {
                         written.push(rel);
                     }
                 }
-                Change::LimitWritten(rel) => limits.push(rel),
+                Change::LimitWritten(rel) => {
+                    self.quotas.limit_written(&rel);
+                    limits.push(rel);
+                }
                 Change::Changed(rel) => {
                     if !self.scope().holds(&rel) || !self.engine.knows(&rel) {
                         continue;
@@ -546,6 +555,10 @@ impl Daemon {
                     .event_to_pin_seconds
                     .observe(arrived.elapsed().as_secs_f64());
             }
+        } else if self.quotas.any_written() {
+            // A lifted quota written (put back by someone, or the echo of
+            // the daemon's own write) that asks for nothing new.
+            self.follow_quotas().await;
         }
     }
 }

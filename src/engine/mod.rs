@@ -373,6 +373,7 @@ impl Engine {
             key,
             problem,
             bundle,
+            lifted: _,
         } = r;
         let cpus = obs.cpus.map(|s| self.sets.get(s));
         let mems = obs.mems.map(|s| self.sets.get(s));

@@ -7,7 +7,7 @@ use std::time::Duration;
 use pinctl::CpuSet;
 use pinctl::config::{
     self, Config, ConfigError, HierarchyMode, LogLevel, MAX_DURATION, MAX_FILE_SIZE,
-    MAX_GLOB_NESTING, MAX_ITEMS, MAX_STRING, Reserved, parse, parse_duration,
+    MAX_GLOB_NESTING, MAX_ITEMS, MAX_STRING, Reserved, Unthrottle, parse, parse_duration,
 };
 use proptest::prelude::*;
 
@@ -155,6 +155,7 @@ full_pcpus_only = true
 distribute_across_numa = true
 spread_cores = false
 align_memory = true
+unthrottle_exclusive = "all"
 bundle_dirs = ["/run/mine"]
 systemd_bus = "/run/bus"
 log_level = "debug"
@@ -188,6 +189,7 @@ numa = "0-1,3"
         distribute_across_numa: true,
         spread_cores: false,
         align_memory: true,
+        unthrottle_exclusive: Unthrottle::All,
         bundle_dirs: vec![PathBuf::from("/run/mine")],
         systemd_bus: Some("/run/bus".into()),
         log_level: LogLevel::Debug,
@@ -198,7 +200,7 @@ numa = "0-1,3"
     assert_eq!(rule.pattern, "hpc.slice/job-*.scope");
     assert_eq!(rule.cpus, 4);
     assert_eq!(rule.numa, [0, 1, 3]);
-    assert_eq!(rule.line, 29);
+    assert_eq!(rule.line, 30);
 
     let v2 = ok("hierarchy = \"v2\"\nspread_cores = true\nlog_level = \"trace\"\n");
     assert_eq!(v2.hierarchy, HierarchyMode::V2);

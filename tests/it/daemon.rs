@@ -1153,7 +1153,13 @@ on_both_versions!(limit_written_after_the_cgroup_appears => limit_written_later(
 /// v1 the limit lives in the cpu controller's own tree. The daemon must see the
 /// limit change and pin at once, not at the next periodic reconcile.
 fn limit_written_later(version: Version, driver: Driver) {
-    let mut env = Env::new(version, driver, Options::default());
+    // The limit alone decides here: no quota is lifted (lifting makes the
+    // last step's `max` the daemon's own value; see tests/it/quota.rs).
+    let opts = Options {
+        keys: vec!["unthrottle_exclusive = \"none\"".into()],
+        ..Options::default()
+    };
+    let mut env = Env::new(version, driver, opts);
     env.start();
     let pod = env.pod(Qos::Guaranteed, &uid(1));
     let app = env.container(&pod, 1, &Spec::default());

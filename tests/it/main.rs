@@ -31,6 +31,7 @@ mod hostile_input;
 mod io_pool;
 mod layout;
 mod packaging;
+mod quota;
 mod socket;
 mod state_file;
 mod sysfs_discovery;

@@ -125,6 +125,7 @@ fn reading(e: &mut Engine, obs: Observed, intent: Option<Intent>, key: &str) {
         key: key.into(),
         problem: None,
         bundle: None,
+        lifted: None,
     });
 }
 

@@ -1,0 +1,234 @@
+//! CFS quotas lifted while a workload holds exclusive CPUs
+//! (`unthrottle_exclusive`), put back when it stops holding them.
+//!
+//! One pass, [`Daemon::follow_quotas`], after each plan's urgent writes and
+//! at each full reconcile: the cgroups that should run unthrottled now (an
+//! exclusive workload's own cgroups and, for a pod's container, its pod's:
+//! the kubelet lifts the pod's quota when any of its containers has
+//! exclusive CPUs) against those the daemon lifted. A new one's limit is
+//! read, remembered, and its quota written unlimited (`max`, `-1`); one no
+//! longer wanted gets its remembered quota back. On v1 an unlimited child
+//! under a limited parent, and a parent's quota over an unlimited child, are
+//! both accepted (the VM bed's kernel probe checks it), so no order is
+//! needed; restores go children first anyway.
+//!
+//! The limit a quota had is kept on the cgroup itself, in the xattr
+//! [`cgroup::XATTR_QUOTA`], written before the quota is lifted and emptied
+//! after it is put back: the kubelet rule decides by it while the quota
+//! reads unlimited ([`cgroup::decisive_limit`]), so lifting never unpins
+//! the workload, and a restarted daemon (its state file lost or not) finds
+//! what to put back in the live tree. A quota someone writes back (the
+//! kubelet, a runtime's update) is taken as the new value and lifted again.
+//! Stopping the daemon leaves quotas lifted, as it leaves the CPUs pinned.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use tracing::{info, warn};
+
+use super::{Daemon, chain};
+use crate::api;
+use crate::cgroup::{self, CpuLimit, Rel, layout};
+use crate::config::Unthrottle;
+use crate::intent::Source;
+
+/// The quotas the daemon lifted, with the limits they had (what their
+/// [`cgroup::XATTR_QUOTA`] says).
+#[derive(Debug, Default)]
+pub(super) struct Quotas {
+    /// Lifted cgroups and the limit each had before.
+    lifted: BTreeMap<Rel, CpuLimit>,
+    /// Lifted cgroups whose limit file was written since: read again by the
+    /// next pass (the echo of the daemon's own write, or a quota put back).
+    written: BTreeSet<Rel>,
+}
+
+impl Quotas {
+    /// A cgroup read carries a limit kept when its quota was lifted (by
+    /// this daemon or one before it): the next pass puts it back unless it
+    /// is still wanted lifted.
+    pub(super) fn found(&mut self, rel: &Rel, limit: CpuLimit) {
+        self.lifted.entry(rel.clone()).or_insert(limit);
+    }
+
+    /// A limit file of `rel` was written.
+    pub(super) fn limit_written(&mut self, rel: &Rel) {
+        if self.lifted.contains_key(rel) {
+            self.written.insert(rel.clone());
+        }
+    }
+
+    /// Whether a lifted cgroup's limit file was written since the last pass.
+    pub(super) fn any_written(&self) -> bool {
+        !self.written.is_empty()
+    }
+
+    /// Forgets `rel` and what is below it (removed: nothing to put back).
+    pub(super) fn forget(&mut self, rel: &str) {
+        self.lifted.retain(|r, _| !cgroup::is_within(r, rel));
+        self.written.retain(|r| !cgroup::is_within(r, rel));
+    }
+}
+
+/// What one cgroup's pass does.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Read the limit; if it is not unlimited, write it unlimited. Gives the
+    /// limit read.
+    Lift,
+    /// Write this limit back.
+    Restore(CpuLimit),
+}
+
+impl Daemon {
+    /// The cgroups whose quota should be lifted now.
+    fn unthrottled(&self) -> BTreeSet<Rel> {
+        let mut want = BTreeSet::new();
+        let mode = self.cfg.unthrottle_exclusive;
+        if mode == Unthrottle::None || self.hier.cpu.is_none() {
+            return want;
+        }
+        for w in self.engine.workloads().values() {
+            if w.cpus.is_none()
+                || (mode == Unthrottle::Kubelet && !matches!(w.source, Source::Kubelet))
+            {
+                continue;
+            }
+            for rel in &w.cgroups {
+                want.insert(rel.clone());
+                if matches!(layout::classify(rel), layout::Kind::Container { .. })
+                    && let Some(pod) = cgroup::parent(rel).and_then(|p| self.engine.rel(p))
+                {
+                    want.insert(pod.clone());
+                }
+            }
+        }
+        want
+    }
+
+    /// Lifts the quotas that should be lifted and puts back those that
+    /// should not, in one trip to an I/O thread.
+    pub(super) async fn follow_quotas(&mut self) {
+        let want = self.unthrottled();
+        let written = std::mem::take(&mut self.quotas.written);
+        let mut steps: Vec<(Rel, Step)> = Vec::new();
+        // Children before parents.
+        for (rel, orig) in self.quotas.lifted.iter().rev() {
+            if !want.contains(rel) {
+                steps.push((rel.clone(), Step::Restore(*orig)));
+            }
+        }
+        for rel in &want {
+            if !self.quotas.lifted.contains_key(rel) || written.contains(rel) {
+                steps.push((rel.clone(), Step::Lift));
+            }
+        }
+        if steps.is_empty() {
+            return;
+        }
+        let lift = self.hier.quota_text(&CpuLimit {
+            quota: None,
+            period: 0,
+        });
+        let items: Vec<(PathBuf, (Rel, Step, String, PathBuf))> = steps
+            .into_iter()
+            .filter_map(|(rel, step)| {
+                let path = self.hier.quota_file(&rel)?;
+                let text = match &step {
+                    Step::Lift => lift.clone(),
+                    Step::Restore(orig) => self.hier.quota_text(orig),
+                };
+                let dir = self.hier.dir(&rel);
+                Some((path, (rel, step, text, dir)))
+            })
+            .collect();
+        let hier = self.hier.clone();
+        let results = self
+            .pool
+            .run_batch(
+                "quota",
+                items.clone(),
+                move |fs, path, (rel, step, text, dir)| {
+                    match step {
+                        // The memory first, then the lift: a crash between the
+                        // two leaves a quota that reads as written back.
+                        Step::Lift => {
+                            let Some(limit) = cgroup::read_limit(fs, &hier, rel) else {
+                                return Ok(None);
+                            };
+                            if limit.quota.is_none() {
+                                // Lifted already (by this daemon or one before
+                                // it), or unlimited from the start.
+                                let kept = cgroup::lifted_limit(fs, &hier, rel);
+                                return Ok(Some((kept.unwrap_or(limit), false)));
+                            }
+                            fs.set_xattr(dir, cgroup::XATTR_QUOTA, limit.to_text().as_bytes())?;
+                            fs.write(path, text)?;
+                            Ok(Some((limit, true)))
+                        }
+                        // The quota first, then the memory emptied.
+                        Step::Restore(orig) => {
+                            if orig.quota.is_some() {
+                                fs.write(path, text)?;
+                                fs.set_xattr(dir, cgroup::XATTR_QUOTA, b"")?;
+                            }
+                            Ok(None)
+                        }
+                    }
+                },
+            )
+            .await;
+        for ((path, (rel, step, text, _)), result) in items.into_iter().zip(results) {
+            // (what the file held, the error) of a write made, for the trail.
+            let mut trail: Option<(String, Option<String>)> = None;
+            match (step, result) {
+                (Step::Lift, Ok(Some((limit, wrote)))) => {
+                    if wrote {
+                        info!(cgroup = %rel, path = %path.display(), was = %limit.to_text(), data = %text, "CPU quota lifted");
+                        trail = Some((limit.to_text(), None));
+                    }
+                    self.quotas.lifted.insert(rel.clone(), limit);
+                }
+                // Gone, or no cpu controller there: nothing to lift.
+                (Step::Lift, Ok(None)) => {}
+                (Step::Restore(orig), Ok(_)) => {
+                    if orig.quota.is_some() {
+                        info!(cgroup = %rel, path = %path.display(), data = %text, "CPU quota put back");
+                        trail = Some((lift.clone(), None));
+                    }
+                    self.quotas.lifted.remove(&rel);
+                }
+                (Step::Restore(_), Err(e)) if e.is_not_found() => {
+                    self.quotas.lifted.remove(&rel);
+                }
+                (step, Err(e)) => {
+                    let what = match step {
+                        Step::Lift => "cannot lift the CPU quota; the workload may be throttled",
+                        Step::Restore(_) => "cannot put the CPU quota back; will retry",
+                    };
+                    warn!(cgroup = %rel, path = %path.display(), data = %text, errno = e.raw_os_error(), error = %chain(&e), "{what}");
+                    self.socket.metrics.write_errors.inc();
+                    trail = Some(("?".to_string(), Some(chain(&e))));
+                }
+            }
+            if let Some((old, error)) = trail {
+                let file = path
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                self.socket.events.push(api::EventKind::Quota {
+                    cgroup: rel.to_string(),
+                    file,
+                    old,
+                    new: text,
+                    error,
+                });
+            }
+        }
+        self.socket
+            .metrics
+            .quotas_lifted
+            .set(self.quotas.lifted.len() as i64);
+        self.socket.dirty = true;
+    }
+}

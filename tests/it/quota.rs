@@ -1,0 +1,173 @@
+//! `unthrottle_exclusive`: the CFS quota of an exclusive workload is lifted
+//! while it holds its CPUs (`cpu.max` = `max` on v2, `cpu.cfs_quota_us` =
+//! -1 on v1), its pod's too, and put back when it stops holding them. The
+//! kubelet rule decides by the quota it had, kept on the cgroup (the xattr
+//! `user.pinctl.quota`), so lifting never unpins, not even across a restart
+//! with the state file lost; a quota written back is lifted again; a reload
+//! that turns the switch off puts everything back.
+//! The VM bed's kernel probe checks on real kernels that an unlimited quota
+//! is accepted, reads back and stops the throttling.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, uid};
+use crate::support::world::{Options, World};
+
+struct Env {
+    w: World,
+}
+
+env_of_world!(Env);
+
+impl Env {
+    /// The quota file's text of `rel`, trimmed.
+    fn quota(&self, rel: &str) -> String {
+        let path = match self.tree.version() {
+            Version::V2 => self.tree.dir(rel).join("cpu.max"),
+            Version::V1 => self.tree.cpu_dir(rel).join("cpu.cfs_quota_us"),
+        };
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+            .trim()
+            .to_string()
+    }
+
+    /// What the daemon kept of `rel`'s limit (`user.pinctl.quota`).
+    fn kept(&self, rel: &str) -> Option<String> {
+        xattr::get(self.tree.dir(rel), "user.pinctl.quota")
+            .unwrap()
+            .map(|v| String::from_utf8(v).unwrap())
+    }
+
+    fn set_quota(&self, rel: &str, cpus: u32) {
+        let q = u64::from(cpus) * 100_000;
+        match self.tree.version() {
+            Version::V2 => self
+                .tree
+                .write_file(rel, "cpu.max", &format!("{q} 100000\n")),
+            Version::V1 => std::fs::write(
+                self.tree.cpu_dir(rel).join("cpu.cfs_quota_us"),
+                format!("{q}\n"),
+            )
+            .unwrap(),
+        }
+    }
+
+    fn wait_quota(&self, rel: &str, want: &str) {
+        self.wait_for(&format!("quota {want} on {rel}"), || {
+            match self.quota(rel) {
+                got if got == want => Ok(()),
+                got => Err(format!("it reads {got}")),
+            }
+        });
+    }
+
+    /// Sends SIGHUP and waits for the reconcile it makes.
+    fn reload(&self) {
+        let before = self.log().matches("reconcile done").count();
+        self.d().signal(Signal::SIGHUP);
+        self.wait_for("the reload's reconcile", || {
+            if self.log().matches("reconcile done").count() > before {
+                Ok(())
+            } else {
+                Err("not yet".into())
+            }
+        });
+    }
+}
+
+fn unlimited(version: Version) -> &'static str {
+    match version {
+        Version::V2 => "max",
+        Version::V1 => "-1",
+    }
+}
+
+fn limit(version: Version, cpus: u32) -> String {
+    let q = u64::from(cpus) * 100_000;
+    match version {
+        Version::V2 => format!("{q} 100000"),
+        Version::V1 => q.to_string(),
+    }
+}
+
+on_both_versions!(lifted_while_exclusive => lifted_while_exclusive());
+
+fn lifted_while_exclusive(version: Version) {
+    let w = World::new(
+        "pinctld-quota",
+        version,
+        Driver::Systemd,
+        &Options::default(),
+    );
+    let mut env = Env { w };
+    env.start();
+    let pod = env.k.pod(Qos::Guaranteed, &uid(1));
+    env.tree.create(&pod, &Spec::limit(3));
+    let app = env.k.container(&pod, &container_id(1));
+    env.tree.create(&app, &Spec::limit(2));
+    let cpus = env.wait_pinned(&app, 2);
+    env.wait_quota(&app, unlimited(version));
+    env.wait_quota(&pod, unlimited(version));
+    // The kubelet rule decides by the quota it had: still pinned, after a
+    // full reconcile too.
+    env.reload();
+    env.hold(
+        "still pinned, quota lifted",
+        Duration::from_millis(300),
+        || match (env.tree.effective(&app), env.quota(&app)) {
+            (got, q) if got == cpus && q == unlimited(version) => Ok(()),
+            (got, q) => Err(format!("cpus {got}, quota {q}")),
+        },
+    );
+
+    // The cgroup keeps the limit it had; a restarted daemon, its state file
+    // gone, finds it there.
+    assert_eq!(env.kept(&app).as_deref(), Some("200000 100000"));
+    assert_eq!(env.kept(&pod).as_deref(), Some("300000 100000"));
+    env.stop();
+    std::fs::remove_file(&env.state).unwrap();
+    env.start();
+    env.hold(
+        "pinned across a restart",
+        Duration::from_millis(300),
+        || match (env.tree.effective(&app), env.quota(&app)) {
+            (got, q) if got == cpus && q == unlimited(version) => Ok(()),
+            (got, q) => Err(format!("cpus {got}, quota {q}")),
+        },
+    );
+
+    // Someone writes a quota back (a runtime's update): the new value is
+    // lifted again, and still decides the request (3 CPUs now).
+    env.set_quota(&app, 3);
+    let cpus = env.wait_pinned(&app, 3);
+    env.wait_quota(&app, unlimited(version));
+
+    // The container goes: the pod's quota is put back, its memory emptied.
+    env.tree.remove(&app);
+    env.wait_quota(&pod, &limit(version, 3));
+    env.wait_for("the pod's kept limit emptied", || {
+        match env.kept(&pod).as_deref() {
+            Some("") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+
+    // A reload that turns the switch off puts a lifted quota back, and the
+    // workload stays pinned.
+    let app2 = env.k.container(&pod, &container_id(2));
+    env.tree.create(&app2, &Spec::limit(1));
+    let cpus2 = env.wait_pinned(&app2, 1);
+    env.wait_quota(&app2, unlimited(version));
+    env.write_config(&Options {
+        keys: vec!["unthrottle_exclusive = \"none\"".into()],
+        ..Options::default()
+    });
+    env.reload();
+    env.wait_quota(&app2, &limit(version, 1));
+    env.wait_quota(&pod, &limit(version, 3));
+    assert_eq!(env.tree.effective(&app2), cpus2);
+    let _ = cpus;
+}
