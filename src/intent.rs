@@ -222,7 +222,7 @@ pub struct Reading {
 /// Reads one cgroup (on an I/O thread): its files and children, its kind,
 /// its bundle (for containers, unless already known) and so its intent.
 /// While the cgroup's quota reads unlimited, its request is decided by the
-/// limit the daemon lifted there ([`crate::cgroup::decisive_limit`]), so a lifted
+/// limit the daemon lifted there ([`crate::cgroup::lifted_limit`]), so a lifted
 /// quota never unpins a workload.
 /// `None` when it no longer exists.
 pub fn read(
@@ -241,14 +241,8 @@ pub fn read(
         limit: needs_limit(&kind, cfg),
     };
     let mut obs = observe(fs, hier, rel, reads)?;
-    let lifted = if obs.limit.is_some_and(|l| l.quota.is_none()) {
-        crate::cgroup::lifted_limit(fs, hier, rel)
-    } else {
-        None
-    };
-    if lifted.is_some() {
-        obs.limit = lifted;
-    }
+    let lifted = crate::cgroup::lifted_limit(fs, hier, rel, obs.limit);
+    obs.limit = lifted.or(obs.limit);
     // Containers, in pods or made by a runtime on its own, have bundles.
     let container = match &kind {
         Kind::Container { id, .. } => Some(id.as_str()),

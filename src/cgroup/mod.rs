@@ -270,15 +270,22 @@ impl Hierarchy {
         self.cpu.as_deref().map(|cpu| join(cpu, rel).join(name))
     }
 
-    /// What [`Self::quota_file`] is written to put `limit` there (`max`
-    /// keeps v2's period; v1's period lives in a file of its own, which the
-    /// daemon never writes).
+    /// What [`Self::quota_file`] is written to lift the quota: `max` (which
+    /// keeps v2's period) or `-1`.
+    pub fn unlimited_quota(&self) -> &'static str {
+        match self.version {
+            Version::V2 => "max",
+            Version::V1 => "-1",
+        }
+    }
+
+    /// What [`Self::quota_file`] is written to put `limit` there (v1's
+    /// period lives in a file of its own, which the daemon never writes).
     pub fn quota_text(&self, limit: &CpuLimit) -> String {
         match (self.version, limit.quota) {
-            (Version::V2, Some(q)) => format!("{q} {}", limit.period),
-            (Version::V2, None) => "max".to_string(),
+            (_, None) => self.unlimited_quota().to_string(),
+            (Version::V2, Some(_)) => limit.to_text(),
             (Version::V1, Some(q)) => q.to_string(),
-            (Version::V1, None) => "-1".to_string(),
         }
     }
 
@@ -297,7 +304,7 @@ fn join(base: &Path, rel: &str) -> PathBuf {
 }
 
 /// A CPU limit as the kernel states it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct CpuLimit {
     /// Microseconds per period; `None` is unlimited.
     pub quota: Option<u64>,
@@ -437,23 +444,17 @@ pub fn read_limit(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<CpuLimit> {
     }
 }
 
-/// The CPU limit that decides what cgroup `rel` asks, given the limit
-/// `read` from its files: that one, but while its quota reads unlimited, the
-/// one the daemon lifted there ([`XATTR_QUOTA`]), if any.
-pub fn decisive_limit(
+/// The limit the daemon kept on `rel` when it lifted its quota
+/// ([`XATTR_QUOTA`]), looked for only while the limit `read` from its files
+/// is unlimited. That kept limit, where there is one, is what decides the
+/// cgroup's request (`kept.or(read)`), so a lifted quota never unpins.
+pub fn lifted_limit(
     fs: &dyn Fs,
     h: &Hierarchy,
     rel: &str,
     read: Option<CpuLimit>,
 ) -> Option<CpuLimit> {
-    match read {
-        Some(l) if l.quota.is_none() => lifted_limit(fs, h, rel).or(read),
-        read => read,
-    }
-}
-
-/// The limit the daemon lifted on `rel` ([`XATTR_QUOTA`]), if it did.
-pub fn lifted_limit(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<CpuLimit> {
+    read.filter(|l| l.quota.is_none())?;
     let raw = fs.get_xattr(&h.dir(rel), XATTR_QUOTA).ok()??;
     let text = std::str::from_utf8(&raw).ok()?;
     CpuLimit::parse_v2(text).filter(|l| l.quota.is_some())

@@ -15,7 +15,7 @@
 //! The limit a quota had is kept on the cgroup itself, in the xattr
 //! [`cgroup::XATTR_QUOTA`], written before the quota is lifted and emptied
 //! after it is put back: the kubelet rule decides by it while the quota
-//! reads unlimited ([`cgroup::decisive_limit`]), so lifting never unpins
+//! reads unlimited ([`cgroup::lifted_limit`]), so lifting never unpins
 //! the workload, and a restarted daemon (its state file lost or not) finds
 //! what to put back in the live tree. A quota someone writes back (the
 //! kubelet, a runtime's update) is taken as the new value and lifted again.
@@ -126,10 +126,7 @@ impl Daemon {
         if steps.is_empty() {
             return;
         }
-        let lift = self.hier.quota_text(&CpuLimit {
-            quota: None,
-            period: 0,
-        });
+        let lift = self.hier.unlimited_quota().to_string();
         let items: Vec<(PathBuf, (Rel, Step, String, PathBuf))> = steps
             .into_iter()
             .filter_map(|(rel, step)| {
@@ -159,7 +156,7 @@ impl Daemon {
                             if limit.quota.is_none() {
                                 // Lifted already (by this daemon or one before
                                 // it), or unlimited from the start.
-                                let kept = cgroup::lifted_limit(fs, &hier, rel);
+                                let kept = cgroup::lifted_limit(fs, &hier, rel, Some(limit));
                                 return Ok(Some((kept.unwrap_or(limit), false)));
                             }
                             fs.set_xattr(dir, cgroup::XATTR_QUOTA, limit.to_text().as_bytes())?;

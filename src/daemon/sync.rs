@@ -407,7 +407,7 @@ impl Daemon {
                 move |fs, _, (rel, known, problem, bundle)| {
                     // The echo of a lift decides by the limit lifted.
                     let limit = cgroup::read_limit(fs, &hier, rel);
-                    let limit = cgroup::decisive_limit(fs, &hier, rel, limit);
+                    let limit = cgroup::lifted_limit(fs, &hier, rel, limit).or(limit);
                     if !problem && intent::same_request(known.as_ref(), limit) {
                         return Ok(None);
                     }
