@@ -66,6 +66,10 @@ pub struct Status {
     /// field: then all defaults).
     #[serde(default)]
     pub config: RunningConfig,
+    /// Device interrupts kept off exclusive CPUs (`irq_affinity`); absent
+    /// when that is off and nothing is left to put back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupts: Option<Interrupts>,
 }
 
 impl Status {
@@ -127,6 +131,7 @@ impl Status {
             watchdog: Watchdog::default(),
             counters: Counters::default(),
             config: RunningConfig::default(),
+            interrupts: None,
         }
     }
 }
@@ -328,6 +333,45 @@ pub struct Watchdog {
     pub state_error: Option<String>,
 }
 
+/// Device interrupts kept off exclusive CPUs (`irq_affinity`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Interrupts {
+    /// Whether `irq_affinity` is on (off: what is listed is being put back).
+    pub on: bool,
+    /// The CPUs interrupts are kept off: the exclusive ones when the last
+    /// pass over `/proc/irq` was made.
+    pub away: CpuSet,
+    /// Interrupts moved off them, with what each had.
+    pub steered: Vec<SteeredIrq>,
+    /// Interrupts whose affinity could not be read or set, with why: a
+    /// kernel-managed one refuses with EIO. Tried again only when what it
+    /// should have changes.
+    pub refused: Vec<RefusedIrq>,
+    /// How many times a steered interrupt was found written over by
+    /// someone else (irqbalance, the operator), and steered again.
+    pub overwritten: u64,
+    /// A running irqbalance, with the CPUs it bans.
+    pub irqbalance: Option<crate::irq::Irqbalance>,
+    /// What the operator should change, when anything.
+    pub advice: Vec<String>,
+    /// Why `/proc/irq` could not be listed, when it could not.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SteeredIrq {
+    /// Its number, or `"default"` for `default_smp_affinity`.
+    pub irq: String,
+    pub was: CpuSet,
+    pub now: CpuSet,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedIrq {
+    pub irq: String,
+    pub error: String,
+}
+
 /// How often the daemon reconciles while some cgroups are unwatched.
 pub const UNWATCHED_RECONCILE_SECS: u64 = 10;
 
@@ -430,6 +474,19 @@ pub enum EventKind {
         new: String,
         /// `None` when it worked, else the error.
         error: Option<String>,
+    },
+    /// A pass over the interrupts that wrote some (`irq_affinity`); each
+    /// is named by its number, or `"default"` for `default_smp_affinity`,
+    /// and what each had and has is in the status and the log.
+    Irqs {
+        /// The CPUs kept clear.
+        away: CpuSet,
+        /// Interrupts moved off them.
+        moved: Vec<String>,
+        /// Interrupts given back what they had.
+        put_back: Vec<String>,
+        /// Interrupts the kernel would not move, with its error.
+        refused: Vec<(String, String)>,
     },
     /// systemd told a scope's exclusive CPUs as its `AllowedCPUs=`, so that
     /// a `daemon-reload` writes the pin rather than the scope's old value.

@@ -329,6 +329,65 @@ impl fmt::Debug for CpuSet {
     }
 }
 
+impl CpuSet {
+    /// Parses the kernel's hex mask format (`%*pb`, as in
+    /// `/proc/irq/default_smp_affinity`): 32-bit groups of hex digits,
+    /// most significant first, separated by commas (`ff,ffffffff`).
+    /// Surrounding whitespace is tolerated; an empty or all-zero mask is the
+    /// empty set. CPUs above [`MAX_CPU`] are rejected, as in lists.
+    pub fn from_mask(input: &str) -> Result<CpuSet, ParseCpuSetError> {
+        let err = |reason: String| ParseCpuSetError {
+            input: input.to_string(),
+            reason,
+        };
+        let body = input.trim();
+        let mut set = CpuSet::new();
+        if body.is_empty() {
+            return Ok(set);
+        }
+        for (index, group) in body.rsplit(',').enumerate() {
+            if group.is_empty() || group.len() > 8 {
+                return Err(err(format!(
+                    "{group:?} is not a group of 1 to 8 hex digits"
+                )));
+            }
+            let bits = u32::from_str_radix(group, 16)
+                .map_err(|_| err(format!("{group:?} is not a hex number")))?;
+            if bits != 0 && index * 32 > MAX_CPU as usize {
+                return Err(err(format!("CPUs above the supported maximum {MAX_CPU}")));
+            }
+            for bit in 0..32u32 {
+                if bits & (1 << bit) != 0 {
+                    let cpu = index as u32 * 32 + bit;
+                    if cpu > MAX_CPU {
+                        return Err(err(format!(
+                            "CPU {cpu} is above the supported maximum {MAX_CPU}"
+                        )));
+                    }
+                    set.insert(cpu);
+                }
+            }
+        }
+        Ok(set)
+    }
+
+    /// The set in the kernel's hex mask format ([`Self::from_mask`]'s
+    /// inverse): 32-bit groups, most significant first, all but the first
+    /// padded to 8 digits; the empty set is `0`.
+    pub fn to_mask(&self) -> String {
+        let groups = self.last().map_or(1, |last| last as usize / 32 + 1);
+        let group = |i: usize| {
+            let word = self.words.get(i / 2).copied().unwrap_or(0);
+            (word >> ((i % 2) * 32)) as u32
+        };
+        let mut out = format!("{:x}", group(groups - 1));
+        for i in (0..groups - 1).rev() {
+            out.push_str(&format!(",{:08x}", group(i)));
+        }
+        out
+    }
+}
+
 impl serde::Serialize for CpuSet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
@@ -349,6 +408,29 @@ mod tests {
 
     fn set(s: &str) -> CpuSet {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn hex_masks_as_the_kernel_prints_them() {
+        for (mask, list) in [
+            ("0", ""),
+            ("3", "0-1"),
+            ("ff\n", "0-7"),
+            ("1,00000000", "32"),
+            ("ffffffff,ffffffff", "0-63"),
+            ("80000000,00000001", "0,63"),
+            ("1,00000000,00000002", "1,64"),
+        ] {
+            assert_eq!(CpuSet::from_mask(mask), Ok(set(list)), "{mask:?}");
+            assert_eq!(set(list).to_mask(), mask.trim(), "{list:?}");
+        }
+        // The kernel pads its first group to the CPUs it has: read, not printed.
+        assert_eq!(CpuSet::from_mask("00000003"), Ok(set("0-1")));
+        for bad in ["x", "1,", ",1", "123456789", "0x3", "1 2"] {
+            assert!(CpuSet::from_mask(bad).is_err(), "{bad:?}");
+        }
+        let above = format!("1{}", ",00000000".repeat(512));
+        assert!(CpuSet::from_mask(&above).is_err());
     }
 
     #[test]
@@ -509,6 +591,16 @@ mod tests {
         #[test]
         fn parse_never_panics(s in ".{0,40}") {
             let _ = s.parse::<CpuSet>();
+        }
+
+        #[test]
+        fn masks_round_trip(s in arb_set()) {
+            prop_assert_eq!(CpuSet::from_mask(&s.to_mask()).unwrap(), s);
+        }
+
+        #[test]
+        fn mask_parse_never_panics(s in "[0-9a-fA-F,x ]{0,40}") {
+            let _ = CpuSet::from_mask(&s);
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod daemon;
 pub mod engine;
 pub mod intent;
 pub mod io;
+pub mod irq;
 pub mod procfs;
 pub mod server;
 pub mod state;

@@ -197,6 +197,10 @@ pub struct Metrics {
     pub systemd_told: Family<ResultLabel, Counter>,
     /// Cgroups whose CFS quota is lifted now (`unthrottle_exclusive`).
     pub quotas_lifted: Gauge,
+    /// Interrupts kept off exclusive CPUs now (`irq_affinity`).
+    pub irqs_steered: Gauge,
+    /// Interrupts whose affinity the kernel refused or could not be read.
+    pub irqs_refused: Gauge,
     pub state_save_failures: Counter,
     pub unwatched_cgroups: Gauge,
     /// Connections to the socket open now.
@@ -241,6 +245,8 @@ impl Metrics {
             config_reloads: Family::default(),
             systemd_told: Family::default(),
             quotas_lifted: Gauge::default(),
+            irqs_steered: Gauge::default(),
+            irqs_refused: Gauge::default(),
             state_save_failures: Counter::default(),
             unwatched_cgroups: Gauge::default(),
             socket_connections: Gauge::default(),
@@ -306,6 +312,16 @@ impl Metrics {
             "quotas_lifted",
             "Cgroups whose CFS quota is lifted for an exclusive workload",
             m.quotas_lifted.clone(),
+        );
+        registry.register(
+            "irqs_steered",
+            "Interrupts moved off exclusive CPUs (irq_affinity)",
+            m.irqs_steered.clone(),
+        );
+        registry.register(
+            "irqs_refused",
+            "Interrupts whose affinity could not be set (kernel-managed ones refuse)",
+            m.irqs_refused.clone(),
         );
         registry.register(
             "repairs",

@@ -3,7 +3,8 @@
 //! `#SEQ DATE TIME  write CGROUP FILE OLD -> NEW  REASON` for a cpuset write
 //! (`FAILED: ERROR` after it when the write failed; an old set never read is
 //! `?`, an empty one `(empty)`), `#SEQ DATE TIME  repair
-//! PATH  created A, B` for a path the watchdog made again. Times are local (the
+//! PATH  created A, B` for a path the watchdog made again, `irqs off CPUS:
+//! moved N,M; put back K` for a pass that moved interrupts. Times are local (the
 //! `TZ` of the reader), to the millisecond. Formatting is pure; the polling
 //! loop of `--follow` lives in the command.
 
@@ -62,17 +63,8 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
             error,
             ..
         } => {
-            // An empty set is what a new cgroup holds (v2: "inherit the
-            // parent's"); say so rather than print nothing.
-            let show = |set: &crate::cpuset::CpuSet| {
-                if set.is_empty() {
-                    "(empty)".to_string()
-                } else {
-                    set.to_string()
-                }
-            };
-            let old = old.as_ref().map_or_else(|| "?".to_string(), show);
-            let new = show(new);
+            let old = old.as_ref().map_or_else(|| "?".to_string(), shown);
+            let new = shown(new);
             let cgroup = if cgroup.is_empty() { "/" } else { cgroup };
             let _ = write!(
                 s,
@@ -121,6 +113,29 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
                 let _ = write!(s, "  {}", style.red(&format!("FAILED: {}", visible(err))));
             }
         }
+        EventKind::Irqs {
+            away,
+            moved,
+            put_back,
+            refused,
+        } => {
+            let _ = write!(s, "irqs off {}:", shown(away));
+            let mut parts = Vec::new();
+            if !moved.is_empty() {
+                parts.push(format!("moved {}", visible(&moved.join(","))));
+            }
+            if !put_back.is_empty() {
+                parts.push(format!("put back {}", visible(&put_back.join(","))));
+            }
+            let _ = write!(s, " {}", parts.join("; "));
+            for (irq, err) in refused {
+                let _ = write!(
+                    s,
+                    "  {}",
+                    style.red(&format!("FAILED {}: {}", visible(irq), visible(err)))
+                );
+            }
+        }
         EventKind::Told {
             cgroup,
             unit,
@@ -141,6 +156,16 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
     s
 }
 
+/// A set as an event shows it. An empty set is what a new cgroup holds (v2:
+/// "inherit the parent's"): said, rather than printed as nothing.
+fn shown(set: &crate::cpuset::CpuSet) -> String {
+    if set.is_empty() {
+        "(empty)".to_string()
+    } else {
+        set.to_string()
+    }
+}
+
 /// Whether event `e` concerns cgroup `rel` or one below it (for `describe`).
 pub fn concerns(e: &Event, rel: &str) -> bool {
     match &e.what {
@@ -148,7 +173,7 @@ pub fn concerns(e: &Event, rel: &str) -> bool {
         EventKind::Told { cgroup, .. } | EventKind::Quota { cgroup, .. } => {
             crate::cgroup::is_within(cgroup, rel)
         }
-        EventKind::Repair { .. } => false,
+        EventKind::Repair { .. } | EventKind::Irqs { .. } => false,
     }
 }
 

@@ -158,6 +158,51 @@ fn drivers(status: &api::Status) -> Vec<&'static str> {
 
 /// Renders the whole status page. `now` is the Unix time in seconds (for the
 /// uptime).
+/// The `Interrupts:` line (`irq_affinity`), and what the operator should
+/// change below it.
+fn render_interrupts(
+    s: &mut String,
+    irqs: &api::Interrupts,
+    style: Style,
+    fieldw: &dyn Fn(&str) -> String,
+) {
+    let mut line = if irqs.on {
+        format!(
+            "{} kept off {}",
+            plural(irqs.steered.len(), "interrupt", "interrupts"),
+            if irqs.away.is_empty() {
+                "exclusive CPUs (none now)".to_string()
+            } else {
+                format!("CPUs {}", irqs.away)
+            }
+        )
+    } else {
+        format!(
+            "irq_affinity off: {} being put back",
+            plural(irqs.steered.len(), "interrupt", "interrupts")
+        )
+    };
+    if !irqs.refused.is_empty() {
+        let names: Vec<&str> = irqs.refused.iter().map(|r| r.irq.as_str()).collect();
+        let _ = write!(
+            line,
+            "; {} refused: {}",
+            plural(names.len(), "interrupt", "interrupts"),
+            visible(&names.join(", "))
+        );
+    }
+    if irqs.overwritten > 0 {
+        let _ = write!(line, "; written over {} times", irqs.overwritten);
+    }
+    let _ = writeln!(s, "{}{line}", fieldw("Interrupts"));
+    if let Some(e) = &irqs.error {
+        let _ = writeln!(s, "{:13}{}", "", style.red(&visible(e)));
+    }
+    for advice in &irqs.advice {
+        let _ = writeln!(s, "{:13}{}", "", style.yellow(&visible(advice)));
+    }
+}
+
 pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> String {
     let mut s = String::new();
     let topo = Topology::from_file(status.topology.clone()).ok();
@@ -323,6 +368,9 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
         plural(tagged.len(), "workload", "workloads"),
         pending.len(),
     );
+    if let Some(irqs) = &status.interrupts {
+        render_interrupts(&mut s, irqs, style, &fieldw);
+    }
     if let Mode::Online = mode {
         let c = &status.counters;
         let n = |v: u64, one: &str, many: &str| plural(v as usize, one, many);

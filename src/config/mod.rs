@@ -145,6 +145,9 @@ pub struct Config {
     pub align_memory: bool,
     /// Whose CFS quota is lifted while they hold exclusive CPUs.
     pub unthrottle_exclusive: Unthrottle,
+    /// Keep device interrupts off exclusive CPUs (`/proc/irq`), and put
+    /// back what they had when the CPUs stop being exclusive.
+    pub irq_affinity: bool,
     /// Directories holding OCI bundles by container id (absolute).
     pub bundle_dirs: Vec<PathBuf>,
     /// The Unix socket of the bus systemd is on (absolute, at most 107
@@ -473,6 +476,7 @@ impl Default for Config {
             spread_cores: false,
             align_memory: false,
             unthrottle_exclusive: Unthrottle::Kubelet,
+            irq_affinity: false,
             bundle_dirs: DEFAULT_BUNDLE_DIRS.iter().map(PathBuf::from).collect(),
             systemd_bus: Some("/run/dbus/system_bus_socket".into()),
             log_level: LogLevel::Info,
@@ -561,6 +565,7 @@ impl Config {
             spread_cores,
             align_memory,
             unthrottle_exclusive,
+            irq_affinity,
             bundle_dirs,
             systemd_bus,
             log_level,
@@ -590,6 +595,7 @@ impl Config {
         compare!(spread_cores);
         compare!(align_memory);
         compare!(unthrottle_exclusive);
+        compare!(irq_affinity);
         compare!(bundle_dirs);
         compare!(systemd_bus);
         compare!(log_level);

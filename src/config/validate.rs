@@ -252,6 +252,7 @@ impl Validator<'_> {
             spread_cores: raw.spread_cores.map_or(d.spread_cores, Spanned::into_inner),
             align_memory: raw.align_memory.unwrap_or(d.align_memory),
             unthrottle_exclusive,
+            irq_affinity: raw.irq_affinity.unwrap_or(d.irq_affinity),
             bundle_dirs,
             systemd_bus,
             log_level,

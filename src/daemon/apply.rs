@@ -314,6 +314,7 @@ impl Daemon {
         }
         self.notify_status(false);
         self.socket.dirty = true;
+        self.follow_irqs(false);
     }
 
     /// Adds a write to the audit trail and the counters, with its reason.
@@ -349,7 +350,8 @@ impl Daemon {
             return;
         }
         self.saving = true;
-        let body = self.engine.saved_state();
+        let mut body = self.engine.saved_state();
+        body.irqs = self.irqs.saved();
         let state = StateFile::new(self.state.path());
         let done = self.saved_tx.clone();
         let task = tokio::task::spawn_blocking(move || state.save(&body));

@@ -21,6 +21,7 @@
 mod apply;
 mod checks;
 mod configure;
+mod irq;
 mod notify;
 mod quota;
 mod report;
@@ -101,6 +102,8 @@ pub struct Daemon {
     saved_rx: tokio::sync::mpsc::UnboundedReceiver<Option<String>>,
     /// The CFS quotas lifted for exclusive workloads ([`quota::Quotas`]).
     quotas: quota::Quotas,
+    /// The interrupts kept off exclusive CPUs ([`irq::Irqs`]).
+    irqs: irq::Irqs,
     /// Which scopes systemd is told of ([`systemd::Teller`]).
     systemd: systemd::Teller,
     /// Its exchanges' outcomes ([`Event::Told`]).
@@ -129,6 +132,8 @@ enum Event {
     Saved(Option<String>),
     /// An exchange with systemd ended.
     Told(systemd::Told),
+    /// A pass over the interrupts ended.
+    Steered(irq::Passed),
     /// systemd's watchdog wants to hear from us.
     Ping,
     /// The status socket's snapshot is stale.
@@ -290,6 +295,7 @@ impl Daemon {
         self.drain().await;
         server.abort();
         let _ = std::fs::remove_file(&self.cfg.socket);
+        self.finish_irqs().await;
         self.finish_saves().await;
         self.pool.shutdown();
         Ok(())
@@ -329,6 +335,7 @@ impl Daemon {
             Some((generation, found)) = self.dog.rx.recv() => Event::Checked(generation, found),
             Some(error) = self.saved_rx.recv() => Event::Saved(error),
             Some(told) = self.told_rx.recv() => Event::Told(told),
+            Some(passed) = self.irqs.rx.recv() => Event::Steered(passed),
             _ = timers.reconcile.tick() => Event::Reconcile,
             _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
             _ = timers.checks.tick() => Event::ChecksDue,
@@ -351,9 +358,13 @@ impl Daemon {
             Event::Rest => self.rest().await,
             Event::Saved(error) => self.saved(error),
             Event::Told(told) => self.told(told),
+            Event::Steered(passed) => self.steered(passed),
             Event::Ping => self.beat(),
             Event::Publish => self.publish(),
-            Event::ChecksDue => self.start_checks(false),
+            Event::ChecksDue => {
+                self.start_checks(false);
+                self.follow_irqs(true);
+            }
             Event::Checked(generation, found) => self.checked(generation, found).await,
             Event::Reload => {
                 info!("SIGHUP: reloading the configuration, then a full reconcile");

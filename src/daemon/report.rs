@@ -135,6 +135,7 @@ impl Daemon {
                 unwatched_cgroups: self.unwatched.len() as u64,
                 state_error: self.state_error.clone(),
             },
+            interrupts: self.irq_status(),
             counters: api::Counters {
                 reconciles: self.socket.reconciles,
                 last_reconcile_ms: self.socket.last_reconcile_ms,

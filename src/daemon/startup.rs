@@ -109,6 +109,11 @@ impl Daemon {
             quiet_balance,
             ..Settings::default()
         };
+        let mut saved = saved;
+        let irqs = saved
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.irqs))
+            .unwrap_or_default();
         let engine = Engine::new(topo, settings, saved);
         let limit_files = match hier.version {
             Version::V2 => hier.limit_names().to_vec(),
@@ -165,6 +170,7 @@ impl Daemon {
             saved_tx,
             saved_rx,
             quotas: super::quota::Quotas::default(),
+            irqs: super::irq::Irqs::new(irqs),
             systemd,
             told_rx,
             config_path: None,

@@ -240,6 +240,11 @@ pub struct SavedState {
     /// The online CPUs when it was written.
     pub online: CpuSet,
     pub assignments: BTreeMap<String, SavedAssignment>,
+    /// The interrupts kept off exclusive CPUs (`irq_affinity`), by
+    /// interrupt (`"default"` or its number), with what each had: not the
+    /// engine's, saved beside its assignments by the daemon.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub irqs: BTreeMap<String, crate::irq::Steered>,
 }
 
 /// The daemon's model; see the module documentation.
@@ -641,6 +646,7 @@ impl Engine {
                     ))
                 })
                 .collect(),
+            irqs: BTreeMap::new(),
         }
     }
 }

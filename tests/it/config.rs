@@ -156,6 +156,7 @@ distribute_across_numa = true
 spread_cores = false
 align_memory = true
 unthrottle_exclusive = "all"
+irq_affinity = true
 bundle_dirs = ["/run/mine"]
 systemd_bus = "/run/bus"
 log_level = "debug"
@@ -190,6 +191,7 @@ numa = "0-1,3"
         spread_cores: false,
         align_memory: true,
         unthrottle_exclusive: Unthrottle::All,
+        irq_affinity: true,
         bundle_dirs: vec![PathBuf::from("/run/mine")],
         systemd_bus: Some("/run/bus".into()),
         log_level: LogLevel::Debug,
@@ -200,7 +202,7 @@ numa = "0-1,3"
     assert_eq!(rule.pattern, "hpc.slice/job-*.scope");
     assert_eq!(rule.cpus, 4);
     assert_eq!(rule.numa, [0, 1, 3]);
-    assert_eq!(rule.line, 30);
+    assert_eq!(rule.line, 31);
 
     let v2 = ok("hierarchy = \"v2\"\nspread_cores = true\nlog_level = \"trace\"\n");
     assert_eq!(v2.hierarchy, HierarchyMode::V2);

@@ -29,6 +29,7 @@ mod config;
 mod daemon;
 mod hostile_input;
 mod io_pool;
+mod irq;
 mod layout;
 mod packaging;
 mod quota;

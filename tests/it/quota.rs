@@ -10,8 +10,6 @@
 
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
-
 use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, uid};
 use crate::support::world::{Options, World};
 
@@ -60,19 +58,6 @@ impl Env {
             match self.quota(rel) {
                 got if got == want => Ok(()),
                 got => Err(format!("it reads {got}")),
-            }
-        });
-    }
-
-    /// Sends SIGHUP and waits for the reconcile it makes.
-    fn reload(&self) {
-        let before = self.log().matches("reconcile done").count();
-        self.d().signal(Signal::SIGHUP);
-        self.wait_for("the reload's reconcile", || {
-            if self.log().matches("reconcile done").count() > before {
-                Ok(())
-            } else {
-                Err("not yet".into())
             }
         });
     }

@@ -121,12 +121,7 @@ impl Env {
 
     /// The status document, through the CLI's client.
     fn status(&self) -> Result<api::Status, String> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(Client::new(&self.socket).status())
-            .map_err(|e| e.to_string())
+        self.served()
     }
 
     /// Waits until the daemon is ready and `check` holds on the status it

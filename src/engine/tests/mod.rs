@@ -347,6 +347,7 @@ fn state_hints_are_used_when_live_sets_are_not_valid() {
             },
         )]
         .into(),
+        irqs: Default::default(),
     };
     let mut e = Engine::new(
         topo(),

@@ -138,6 +138,7 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
         workloads,
         failing: Vec::new(),
         watchdog: api::Watchdog::default(),
+        interrupts: None,
         counters: api::Counters {
             reconciles: 12,
             last_reconcile_ms: 3,

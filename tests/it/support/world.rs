@@ -362,6 +362,29 @@ impl World {
         });
     }
 
+    /// Sends SIGHUP and waits for the reconcile it makes.
+    pub fn reload(&self) {
+        let before = self.log().matches("reconcile done").count();
+        self.d().signal(Signal::SIGHUP);
+        self.wait_for("the reload's reconcile", || {
+            if self.log().matches("reconcile done").count() > before {
+                Ok(())
+            } else {
+                Err("not yet".into())
+            }
+        });
+    }
+
+    /// The status document the daemon serves, through the CLI's client.
+    pub fn served(&self) -> Result<pinctl::api::Status, String> {
+        client_call(&self.socket, |c| async move { c.status().await })
+    }
+
+    /// The audit trail the daemon serves, oldest first.
+    pub fn served_events(&self) -> Result<Vec<pinctl::api::Event>, String> {
+        client_call(&self.socket, |c| async move { c.events(0).await })
+    }
+
     /// Waits until the last `STATUS=` the daemon sent satisfies `ok`;
     /// returns it.
     pub fn wait_status(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
@@ -386,4 +409,20 @@ impl World {
             }
         })
     }
+}
+
+/// One call of the CLI's client on `socket`, on a runtime of its own.
+fn client_call<T, F>(
+    socket: &Path,
+    call: impl FnOnce(pinctl::client::Client) -> F,
+) -> Result<T, String>
+where
+    F: std::future::Future<Output = Result<T, pinctl::client::ClientError>>,
+{
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(call(pinctl::client::Client::new(socket)))
+        .map_err(|e| e.to_string())
 }
