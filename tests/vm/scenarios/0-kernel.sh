@@ -168,6 +168,78 @@ else
         wr "$CS/$P/cpuset.cpus.partition" member >/dev/null
     fi
     rmdir "$CS/$P/c" "$CS/$P"
+    if [ -e "$CS/$K/cpuset.cpus.exclusive" ]; then
+        # A remote partition, as isolation = "partition" would make one: the
+        # workload deep in a tree of member cgroups (kubepods.slice, its pod,
+        # the container), its CPUs granted by cpuset.cpus.exclusive down the
+        # path, the leaf isolated; a sibling (system.slice) holds every CPU.
+        # Seen on 6.12.117 (Debian), 16 CPUs: the grant is taken top-down
+        # while the sibling holds every CPU; the leaf becomes "isolated",
+        # and its CPU leaves every other cgroup's effective set (root,
+        # sibling, its own parents) and shows in the root's
+        # cpuset.cpus.isolated; a sibling's overlapping grant is EINVAL; the
+        # leaf's cpuset.cpus may hold more than its grant. A parent's grant
+        # shrunk below the leaf's, or the leaf's CPU taken offline, makes it
+        # "isolated invalid (...)" and it stays invalid after the grant or
+        # the CPU comes back, until the partition is written again. Undone
+        # leaf first (member), then the grants in any order.
+        R=kpods; S=ksys
+        mkcg "$R"; mkcg "$R/pod"; mkcg "$R/pod/ctr"; mkcg "$S"
+        wr "$CS/$S/cpuset.cpus" "$ALL" >/dev/null
+        X2="$((HI - 1))-$HI"
+        seen remote-root-children "$(for _c in "$CS"/*/; do _n=$(basename "$_c"); printf '%s=%s/%s ' "$_n" "$(cpus "$_n")" "$(cat "$_c/cpuset.cpus.exclusive" 2>/dev/null)"; done)"
+        seen remote-mid-before-top "$(wr "$CS/$R/pod/cpuset.cpus.exclusive" "$HI")"
+        wr "$CS/$R/pod/cpuset.cpus.exclusive" "" >/dev/null
+        seen remote-top-exclusive-sibling-holds "$(wr "$CS/$R/cpuset.cpus.exclusive" "$X2")"
+        wr "$CS/$S/cpuset.cpus" "0-$((HI - 2))" >/dev/null
+        wr "$CS/$K/cpuset.cpus" "1-$((HI - 2))" >/dev/null
+        seen remote-top-exclusive-siblings-narrowed "$(wr "$CS/$R/cpuset.cpus.exclusive" "$X2")"
+        wr "$CS/$R/cpuset.cpus" "$ALL" >/dev/null
+        seen remote-top-exclusive-own-cpus-all "$(wr "$CS/$R/cpuset.cpus.exclusive" "$X2")"
+        wr "$CS/$R/cpuset.cpus" "$X2" >/dev/null
+        seen remote-top-exclusive-own-cpus-x "$(wr "$CS/$R/cpuset.cpus.exclusive" "$X2")"
+        seen remote-top-exclusive-effective "$(cat "$CS/$R/cpuset.cpus.exclusive.effective" 2>&1)"
+        seen remote-sibling-widened-over-grant "$(wr "$CS/$S/cpuset.cpus" "$ALL"): eff $(eff "$S")"
+        seen remote-mid-exclusive "$(wr "$CS/$R/pod/cpuset.cpus.exclusive" "$X2")"
+        seen remote-leaf-exclusive "$(wr "$CS/$R/pod/ctr/cpuset.cpus.exclusive" "$HI")"
+        seen remote-leaf-cpus "$(wr "$CS/$R/pod/ctr/cpuset.cpus" "$HI")"
+        seen remote-sibling-effective-before "$(eff "$S")"
+        seen remote-leaf-isolated "$(part "$R/pod/ctr" isolated)"
+        seen remote-leaf-exclusive-effective "$(cat "$CS/$R/pod/ctr/cpuset.cpus.exclusive.effective" 2>&1)"
+        seen remote-leaf-effective "$(eff "$R/pod/ctr")"
+        seen remote-mid-effective "$(eff "$R/pod")"
+        seen remote-top-effective "$(eff "$R")"
+        seen remote-sibling-effective "$(eff "$S")"
+        seen remote-root-effective "$(eff "")"
+        seen remote-root-isolated-list "$(cat "$CS/cpuset.cpus.isolated" 2>&1)"
+        seen remote-sys-isolated "$(cat /sys/devices/system/cpu/isolated 2>&1)"
+        sleep 1000 </dev/null >/dev/null 2>&1 & _T=$!
+        echo "$_T" > "$CS/$R/pod/ctr/cgroup.procs"
+        seen remote-task-allowed "$(allowed "$_T")"
+        seen remote-sibling-exclusive-overlap "$(wr "$CS/$S/cpuset.cpus.exclusive" "$HI")"
+        seen remote-leaf-cpus-widened "$(wr "$CS/$R/pod/ctr/cpuset.cpus" "$X2"): $(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")"
+        wr "$CS/$R/pod/ctr/cpuset.cpus" "$HI" >/dev/null
+        seen remote-leaf-after-narrowing "$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")"
+        seen remote-mid-exclusive-shrunk "$(wr "$CS/$R/pod/cpuset.cpus.exclusive" "$((HI - 1))"): $(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")"
+        wr "$CS/$R/pod/cpuset.cpus.exclusive" "$X2" >/dev/null
+        seen remote-leaf-after-regrant "$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")"
+        if [ -e "/sys/devices/system/cpu/cpu$HI/online" ]; then
+            echo 0 > "/sys/devices/system/cpu/cpu$HI/online"
+            seen remote-leaf-cpu-offline "$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition"); eff $(eff "$R/pod/ctr"); task $(allowed "$_T")"
+            echo 1 > "/sys/devices/system/cpu/cpu$HI/online"
+            sleep 0.5
+            seen remote-leaf-cpu-online "$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition"); eff $(eff "$R/pod/ctr"); task $(allowed "$_T")"
+        fi
+        seen remote-leaf-member "$(part "$R/pod/ctr" member)"
+        seen remote-task-allowed-after "$(allowed "$_T")"
+        seen remote-leaf-exclusive-clear "$(wr "$CS/$R/pod/ctr/cpuset.cpus.exclusive" "")"
+        seen remote-top-clear-before-mid "$(wr "$CS/$R/cpuset.cpus.exclusive" "")"
+        seen remote-mid-exclusive-clear "$(wr "$CS/$R/pod/cpuset.cpus.exclusive" "")"
+        wr "$CS/$R/cpuset.cpus.exclusive" "" >/dev/null
+        seen remote-root-effective-after "$(eff ""); isolated $(cat "$CS/cpuset.cpus.isolated" 2>&1)"
+        kill -9 "$_T"; wait "$_T" 2>/dev/null
+        rmcg "$R" "$S"
+    fi
 fi
 # What lifting an exclusive workload's CFS quota (issue #16) relies on, in
 # the cpu controller of either version: an unlimited quota (v2 `max`, v1
