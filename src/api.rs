@@ -66,6 +66,10 @@ pub struct Status {
     /// field: then all defaults).
     #[serde(default)]
     pub config: RunningConfig,
+    /// The cgroups whose CFS quota is lifted for an exclusive workload
+    /// (`unthrottle_exclusive`); absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quotas_lifted: Vec<String>,
     /// Device interrupts kept off exclusive CPUs (`irq_affinity`); absent
     /// when that is off and nothing is left to put back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,6 +135,7 @@ impl Status {
             watchdog: Watchdog::default(),
             counters: Counters::default(),
             config: RunningConfig::default(),
+            quotas_lifted: Vec::new(),
             interrupts: None,
         }
     }

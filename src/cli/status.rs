@@ -368,6 +368,14 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
         plural(tagged.len(), "workload", "workloads"),
         pending.len(),
     );
+    if !status.quotas_lifted.is_empty() {
+        let _ = writeln!(
+            s,
+            "{}CFS quota lifted on {} (unthrottle_exclusive)",
+            fieldw("Quotas"),
+            plural(status.quotas_lifted.len(), "cgroup", "cgroups")
+        );
+    }
     if let Some(irqs) = &status.interrupts {
         render_interrupts(&mut s, irqs, style, &fieldw);
     }

@@ -63,6 +63,11 @@ impl Quotas {
         !self.written.is_empty()
     }
 
+    /// The cgroups whose quota is lifted now.
+    pub(super) fn lifted(&self) -> impl Iterator<Item = &Rel> {
+        self.lifted.keys()
+    }
+
     /// Forgets `rel` and what is below it (removed: nothing to put back).
     pub(super) fn forget(&mut self, rel: &str) {
         self.lifted.retain(|r, _| !cgroup::is_within(r, rel));

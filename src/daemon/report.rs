@@ -135,6 +135,7 @@ impl Daemon {
                 unwatched_cgroups: self.unwatched.len() as u64,
                 state_error: self.state_error.clone(),
             },
+            quotas_lifted: self.quotas.lifted().map(|r| r.to_string()).collect(),
             interrupts: self.irq_status(),
             counters: api::Counters {
                 reconciles: self.socket.reconciles,

@@ -96,6 +96,18 @@ fn lifted_while_exclusive(version: Version) {
     let cpus = env.wait_pinned(&app, 2);
     env.wait_quota(&app, unlimited(version));
     env.wait_quota(&pod, unlimited(version));
+    // The status lists both.
+    env.wait_for("the status's lifted quotas", || {
+        let mut lifted = env.served()?.quotas_lifted;
+        lifted.sort();
+        let mut want = vec![app.clone(), pod.clone()];
+        want.sort();
+        if lifted == want {
+            Ok(())
+        } else {
+            Err(format!("{lifted:?}"))
+        }
+    });
     // The kubelet rule decides by the quota it had: still pinned, after a
     // full reconcile too.
     env.reload();

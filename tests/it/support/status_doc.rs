@@ -138,6 +138,7 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
         workloads,
         failing: Vec::new(),
         watchdog: api::Watchdog::default(),
+        quotas_lifted: Vec::new(),
         interrupts: None,
         counters: api::Counters {
             reconciles: 12,
