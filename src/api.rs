@@ -348,10 +348,14 @@ pub struct Interrupts {
     pub away: CpuSet,
     /// Interrupts moved off them, with what each had.
     pub steered: Vec<SteeredIrq>,
-    /// Interrupts whose affinity could not be read or set, with why: a
-    /// kernel-managed one refuses with EIO. Tried again only when what it
-    /// should have changes.
+    /// Interrupts the kernel refuses to move (EIO, EPERM: kernel-managed
+    /// ones, x86's timer and cascade), with its error: not written again
+    /// while they exist.
     pub refused: Vec<RefusedIrq>,
+    /// Interrupts whose affinity could not be read or set otherwise, with
+    /// the error: tried again by each pass.
+    #[serde(default)]
+    pub failed: Vec<RefusedIrq>,
     /// How many times a steered interrupt was found written over by
     /// someone else (irqbalance, the operator), and steered again.
     pub overwritten: u64,

@@ -14,8 +14,9 @@
 //!
 //! The kernel refuses some writes: a kernel-managed interrupt (a
 //! multi-queue device's per-CPU vectors) with `EIO`, as do the timer and the
-//! cascade on x86 (the VM bed's kernel probe records both). That is the
-//! kernel's decision, not a failure to retry.
+//! cascade on x86, and newer kernels say `EPERM` (the VM bed's kernel probe
+//! records both, on 6.1 and 6.12). That is the kernel's decision for as
+//! long as the interrupt exists, not a failure to retry ([`is_refusal`]).
 //!
 //! irqbalance rewrites affinities every 10 s unless told which CPUs to
 //! leave alone: [`irqbalance`] finds it and the CPUs it bans (its
@@ -166,6 +167,9 @@ pub struct Step {
 
 /// The step for an interrupt that holds `current`, of which `kept` is kept,
 /// with `away` to keep clear and `online` the online CPUs ([`target`]).
+/// What it had is put back only once one of its CPUs is online (the kernel
+/// takes no set without one: EINVAL); until then it stays as it is, and
+/// kept.
 pub fn step(current: &CpuSet, kept: Option<&Steered>, away: &CpuSet, online: &CpuSet) -> Step {
     let overwritten = kept.is_some_and(|k| &k.set != current);
     let base = match kept {
@@ -173,6 +177,13 @@ pub fn step(current: &CpuSet, kept: Option<&Steered>, away: &CpuSet, online: &Cp
         _ => current,
     };
     let want = target(base, away, online);
+    if want.is_disjoint(online) && &want != current {
+        return Step {
+            write: None,
+            keep: kept.filter(|_| !overwritten).cloned(),
+            overwritten,
+        };
+    }
     Step {
         write: (&want != current).then(|| want.clone()),
         keep: (&want != base).then(|| Steered {
@@ -183,14 +194,27 @@ pub fn step(current: &CpuSet, kept: Option<&Steered>, away: &CpuSet, online: &Cp
     }
 }
 
+/// Whether a failed write of an interrupt's affinity is the kernel
+/// refusing to move it, for as long as it exists: `EIO` (a kernel-managed
+/// interrupt, x86's timer and cascade) or, since kernel 6.x, `EPERM` for
+/// the same (the VM bed's probe sees it on 6.12). Anything else (a
+/// read-only `/proc/irq`, no vectors left, `EBUSY`) may pass.
+pub fn is_refusal(errno: Option<i32>) -> bool {
+    matches!(errno, Some(libc::EIO) | Some(libc::EPERM))
+}
+
 /// A running irqbalance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Irqbalance {
     pub pid: u32,
     /// The CPUs it leaves alone, from its environment; `None` when it was
-    /// given none (it then bans only `isolcpus=` and `nohz_full=` CPUs) or
-    /// its environment could not be read.
+    /// given none: it then bans only `isolcpus=` and `nohz_full=` CPUs.
     pub banned: Option<CpuSet>,
+    /// Why its environment could not be read (reading another process's
+    /// environment takes the right to trace it), when it could not: then
+    /// what it bans is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
 }
 
 /// Finds a running irqbalance under `proc_root`: the first process whose
@@ -202,11 +226,15 @@ pub fn irqbalance(fs: &dyn Fs, proc_root: &Path) -> io::Result<Option<Irqbalance
             Ok(comm) if comm.trim_end() == "irqbalance" => {}
             _ => continue,
         }
-        let banned = fs
-            .read(&dir.join("environ"))
-            .ok()
-            .and_then(|env| banned(&env));
-        return Ok(Some(Irqbalance { pid, banned }));
+        let (banned, unreadable) = match fs.read(&dir.join("environ")) {
+            Ok(env) => (banned(&env), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        return Ok(Some(Irqbalance {
+            pid,
+            banned,
+            unreadable,
+        }));
     }
     Ok(None)
 }
@@ -275,6 +303,15 @@ mod tests {
         assert!(s.overwritten);
         assert_eq!(s.write, Some(set("1")));
         assert_eq!(s.keep.unwrap().was, set("1,3"));
+        // Its CPU offline: nothing written, still kept; back online, put back.
+        let kept4 = Steered {
+            was: set("3"),
+            set: set("0-2"),
+        };
+        let s = step(&set("0-2"), Some(&kept4), &CpuSet::new(), &set("0-2"));
+        assert_eq!((s.write, s.keep.as_ref()), (None, Some(&kept4)));
+        let s = step(&set("0-2"), Some(&kept4), &CpuSet::new(), &online);
+        assert_eq!((s.write, s.keep), (Some(set("3")), None));
         // Someone wrote 1: nothing to do or to put back.
         let s = step(&set("1"), Some(&kept), &away, &online);
         assert_eq!((s.write, s.keep, s.overwritten), (None, None, true));
@@ -342,7 +379,8 @@ mod tests {
             irqbalance(&RealFs, root.path()).unwrap(),
             Some(Irqbalance {
                 pid: 812,
-                banned: Some(set("2-5"))
+                banned: Some(set("2-5")),
+                unreadable: None,
             })
         );
         assert_eq!(

@@ -119,7 +119,11 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
             put_back,
             refused,
         } => {
-            let _ = write!(s, "irqs off {}:", shown(away));
+            if away.is_empty() {
+                let _ = write!(s, "irqs (no exclusive CPUs):");
+            } else {
+                let _ = write!(s, "irqs off {away}:");
+            }
             let mut parts = Vec::new();
             if !moved.is_empty() {
                 parts.push(format!("moved {}", visible(&moved.join(","))));

@@ -156,8 +156,6 @@ fn drivers(status: &api::Status) -> Vec<&'static str> {
     seen
 }
 
-/// Renders the whole status page. `now` is the Unix time in seconds (for the
-/// uptime).
 /// The `Interrupts:` line (`irq_affinity`), and what the operator should
 /// change below it.
 fn render_interrupts(
@@ -191,11 +189,21 @@ fn render_interrupts(
             visible(&names.join(", "))
         );
     }
+    if !irqs.failed.is_empty() {
+        let names: Vec<&str> = irqs.failed.iter().map(|r| r.irq.as_str()).collect();
+        let _ = write!(
+            line,
+            "; {}: {}",
+            style.red(&format!("{} failing", names.len())),
+            visible(&names.join(", "))
+        );
+    }
     if irqs.overwritten > 0 {
         let _ = write!(line, "; written over {} times", irqs.overwritten);
     }
     let _ = writeln!(s, "{}{line}", fieldw("Interrupts"));
-    if let Some(e) = &irqs.error {
+    let first_failure = irqs.failed.first().map(|f| &f.error);
+    for e in irqs.error.iter().chain(first_failure) {
         let _ = writeln!(s, "{:13}{}", "", style.red(&visible(e)));
     }
     for advice in &irqs.advice {
@@ -203,6 +211,8 @@ fn render_interrupts(
     }
 }
 
+/// Renders the whole status page. `now` is the Unix time in seconds (for the
+/// uptime).
 pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> String {
     let mut s = String::new();
     let topo = Topology::from_file(status.topology.clone()).ok();

@@ -1,29 +1,33 @@
 //! Device interrupts kept off exclusive CPUs (`irq_affinity`), put back
 //! when their CPUs stop being exclusive.
 //!
-//! One pass ([`Daemon::follow_irqs`]) reads every interrupt's affinity
-//! under `/proc/irq` and writes those that should change ([`irq::step`]),
-//! in one job on an I/O thread run in a task of its own: the loop goes on
-//! meanwhile, and the outcome comes back as [`super::Event::Steered`]. One
-//! pass at a time; one asked for meanwhile follows it. A pass runs when a
-//! plan is done and the exclusive CPUs (or the online ones) are not those
-//! the last pass kept clear, and at each round of the watchdog's checks,
-//! which finds new interrupts, values written over (irqbalance) and a
-//! running irqbalance.
+//! One pass ([`Daemon::follow_irqs`]) lists the interrupts under
+//! `/proc/irq`, then reads each one's affinity and writes it when it should
+//! change ([`irq::step`]), each a timed step of its own on an I/O thread, in
+//! a task of its own: the loop goes on meanwhile, and the outcome comes back
+//! as [`super::Event::Steered`]. One pass at a time; one asked for meanwhile
+//! follows it. A pass runs when a plan settles with other exclusive (or
+//! online) CPUs than the last pass kept clear, and at each round of the
+//! watchdog's checks, which finds new interrupts, values written over
+//! (irqbalance) and a running irqbalance.
 //!
 //! What an interrupt had before the daemon changed it is kept in the state
 //! file, so a restarted daemon still puts it back; turning the switch off
-//! by a reload puts every one back. Stopping the daemon leaves interrupts
-//! where they are, as it leaves the CPUs pinned: the workloads still own
-//! those CPUs, and the next daemon takes over from the state file. A write
-//! the kernel refuses (a kernel-managed interrupt: EIO) is reported, and
-//! tried again only when what the interrupt should have changes.
+//! by a reload puts every one back. An interrupt that appears while
+//! `default_smp_affinity` is steered, and starts with what the daemon wrote
+//! there, had what the default had before. Stopping the daemon leaves
+//! interrupts where they are, as it leaves the CPUs pinned: the workloads
+//! still own those CPUs, and the next daemon takes over from the state
+//! file. An interrupt the kernel refuses to move ([`irq::is_refusal`]) is
+//! listed and never written again while it exists; any other failed write
+//! is tried again by the next pass.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;
 use std::path::Path;
+use std::sync::Arc;
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::{Daemon, chain};
 use crate::api;
@@ -34,8 +38,15 @@ use crate::irq::{self, Irq, Irqbalance, Steered};
 pub(super) struct Irqs {
     /// Interrupts the daemon moved, with what they had.
     steered: BTreeMap<Irq, Steered>,
-    /// Interrupts the kernel would not move, with the set asked and why.
-    refused: BTreeMap<Irq, (CpuSet, String)>,
+    /// Interrupts the kernel refuses to move, with its error: not written
+    /// again while they exist.
+    refused: BTreeMap<Irq, String>,
+    /// Interrupts whose last read or write failed otherwise, with the
+    /// error: tried again by each pass.
+    failed: BTreeMap<Irq, String>,
+    /// The interrupts the last pass listed (empty before the first): one
+    /// that is not among them is new.
+    seen: BTreeSet<Irq>,
     /// What the last pass kept clear and the online CPUs it went by.
     last: Option<(CpuSet, CpuSet)>,
     irqbalance: Option<Irqbalance>,
@@ -55,6 +66,7 @@ pub(super) struct Irqs {
 pub(super) struct Passed {
     away: CpuSet,
     online: CpuSet,
+    /// Each interrupt's outcome, or why they could not be listed.
     outcome: Result<Vec<Outcome>, String>,
     irqbalance: Option<Irqbalance>,
 }
@@ -62,10 +74,35 @@ pub(super) struct Passed {
 /// One interrupt's part of a pass.
 struct Outcome {
     irq: Irq,
-    /// What it held, and its step; `Err` when it could not be read.
+    /// What it held, and its step; `Err` when it could not be read (or its
+    /// step did not return in time).
     read: Result<(CpuSet, irq::Step), String>,
-    /// The write's result, when one was made.
-    wrote: Option<Result<(), String>>,
+    /// The write's result (its errno and error), when one was made.
+    wrote: Option<Result<(), (Option<i32>, String)>>,
+}
+
+/// What one interrupt's step takes to its I/O thread.
+struct Item {
+    irq: Irq,
+    kept: Option<Steered>,
+    /// What it had, if it is new and starts with what the daemon wrote to
+    /// `default_smp_affinity`.
+    inherit: Option<Steered>,
+    /// The kernel refuses to move it: read only.
+    refused: bool,
+}
+
+/// What a pass wrote to one interrupt.
+enum Wrote {
+    Nothing,
+    /// Moved off the CPUs kept clear.
+    Moved,
+    /// Given back what it had.
+    PutBack,
+    /// The kernel refused, with its error.
+    Refused(String),
+    /// Another error, with it.
+    Failed(String),
 }
 
 impl Irqs {
@@ -86,6 +123,8 @@ impl Irqs {
         Irqs {
             steered,
             refused: BTreeMap::new(),
+            failed: BTreeMap::new(),
+            seen: BTreeSet::new(),
             last: None,
             irqbalance: None,
             overwritten: 0,
@@ -124,63 +163,102 @@ impl Daemon {
     /// when what is kept clear changed since the last; with the switch off,
     /// only while something is left to put back.
     pub(super) fn follow_irqs(&mut self, look: bool) {
-        let away = self.irq_away();
-        let online = self.engine.topology().online().clone();
+        let now = Some((self.irq_away(), self.engine.topology().online().clone()));
+        let on = self.cfg.irq_affinity;
         let i = &mut self.irqs;
-        if !self.cfg.irq_affinity && i.steered.is_empty() {
+        if i.running {
+            if look || i.asked != now {
+                i.again = true;
+            }
+            return;
+        }
+        if !on && i.steered.is_empty() {
+            // Off, and nothing left to put back.
             i.refused.clear();
+            i.failed.clear();
+            i.seen.clear();
             i.irqbalance = None;
             i.error = None;
             i.last = None;
             return;
         }
-        let now = Some((away.clone(), online.clone()));
-        if !look && (i.last == now || (i.running && i.asked == now)) {
+        if !look && i.last == now {
             return;
         }
-        if i.running {
-            i.again = true;
+        let Some((away, online)) = now.clone() else {
             return;
-        }
+        };
         i.running = true;
         i.asked = now;
-        let proc_root = self.cfg.proc_root.clone();
+        // A new interrupt (one the last pass did not list) that starts with
+        // what the daemon wrote to the default had what the default had.
+        let inherit = i
+            .steered
+            .get(&Irq::Default)
+            .filter(|_| !i.seen.is_empty())
+            .cloned();
         let steered = i.steered.clone();
-        let refused: BTreeMap<Irq, CpuSet> = i
-            .refused
-            .iter()
-            .map(|(k, (s, _))| (*k, s.clone()))
-            .collect();
-        let find_irqbalance = self.cfg.irq_affinity;
+        let refused: BTreeSet<Irq> = i.refused.keys().copied().collect();
+        let seen = i.seen.clone();
+        let proc_root = self.cfg.proc_root.clone();
         let pool = self.pool.clone();
         let tx = i.tx.clone();
         tokio::spawn(async move {
-            let key = proc_root.join("irq");
-            let (a, o) = (away.clone(), online.clone());
-            let result = pool
-                .run_op("irq", &key, move |fs| {
-                    let irqbalance = if find_irqbalance {
-                        irq::irqbalance(fs, &proc_root).ok().flatten()
-                    } else {
+            let root = proc_root.clone();
+            let irqbalance = if on {
+                pool.run_op("read", &proc_root, move |fs| irq::irqbalance(fs, &root))
+                    .await
+                    .unwrap_or_else(|e| {
+                        debug!(error = %chain(&e), "cannot look for irqbalance");
                         None
-                    };
-                    let outcome = irq::list(fs, &proc_root).map(|all| {
-                        all.into_iter()
-                            .filter_map(|irq| {
-                                pass_one(fs, &proc_root, irq, &steered, &refused, &a, &o)
-                            })
-                            .collect()
-                    });
-                    Ok((outcome, irqbalance))
+                    })
+            } else {
+                None
+            };
+            let root = proc_root.clone();
+            let listed = pool
+                .run_op("list", &proc_root.join("irq"), move |fs| {
+                    irq::list(fs, &root)
                 })
                 .await;
-            let (outcome, irqbalance) = match result {
-                Ok((Ok(outcome), irqbalance)) => (Ok(outcome), irqbalance),
-                Ok((Err(e), irqbalance)) => (
-                    Err(format!("cannot list {}: {e}", key.display())),
-                    irqbalance,
-                ),
-                Err(e) => (Err(chain(&e)), None),
+            let outcome = match listed {
+                Err(e) => Err(chain(&e)),
+                Ok(all) => {
+                    let items: Vec<_> = all
+                        .into_iter()
+                        .map(|irq| {
+                            let item = Item {
+                                irq,
+                                kept: steered.get(&irq).cloned(),
+                                inherit: inherit
+                                    .clone()
+                                    .filter(|_| irq != Irq::Default && !seen.contains(&irq)),
+                                refused: refused.contains(&irq),
+                            };
+                            (irq.file(&proc_root), item)
+                        })
+                        .collect();
+                    let irqs: Vec<Irq> = items.iter().map(|(_, item)| item.irq).collect();
+                    let (root, sets) =
+                        (proc_root.clone(), Arc::new((away.clone(), online.clone())));
+                    let results = pool
+                        .run_batch("write", items, move |fs, _, item| {
+                            Ok(one_step(fs, &root, item, &sets.0, &sets.1))
+                        })
+                        .await;
+                    Ok(irqs
+                        .into_iter()
+                        .zip(results)
+                        .filter_map(|(irq, r)| match r {
+                            Ok(outcome) => outcome,
+                            Err(e) => Some(Outcome {
+                                irq,
+                                read: Err(chain(&e)),
+                                wrote: None,
+                            }),
+                        })
+                        .collect())
+                }
             };
             let _ = tx.send(Passed {
                 away,
@@ -205,41 +283,63 @@ impl Daemon {
         if irqbalance != i.irqbalance {
             match &irqbalance {
                 Some(b) => {
-                    info!(pid = b.pid, banned = ?b.banned.as_ref().map(|s| s.to_string()), "irqbalance is running")
+                    info!(pid = b.pid, banned = ?b.banned.as_ref().map(|s| s.to_string()), unreadable = ?b.unreadable, "irqbalance is running")
                 }
                 None => info!("irqbalance is not running"),
             }
         }
         i.irqbalance = irqbalance;
         let before = i.steered.clone();
+        // Tried again at the next round of checks, not at every plan.
+        i.last = Some((away.clone(), online));
         match outcome {
             Err(e) => {
                 if i.error.as_ref() != Some(&e) {
-                    warn!(error = %e, "cannot steer interrupts; trying again at the next round of checks");
+                    warn!(error = %e, "cannot list the interrupts; trying again at the next round of checks");
                 }
                 i.error = Some(e);
-                // Not tried again at every plan: at the next round.
-                i.last = Some((away, online));
             }
             Ok(outcomes) => {
                 i.error = None;
-                i.last = Some((away.clone(), online));
                 let listed: BTreeSet<Irq> = outcomes.iter().map(|o| o.irq).collect();
                 i.steered.retain(|irq, _| listed.contains(irq));
                 i.refused.retain(|irq, _| listed.contains(irq));
-                // One event for the pass: on a large server a change of the
-                // exclusive CPUs moves hundreds of interrupts.
-                let (mut moved, mut put_back, mut refused) = (Vec::new(), Vec::new(), Vec::new());
+                i.failed.retain(|irq, _| listed.contains(irq));
+                i.seen = listed;
+                // One event and one log line for the pass: on a large
+                // server a change of the exclusive CPUs moves hundreds.
+                let (mut moved, mut put_back, mut refused, mut failed) =
+                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                let overwritten = self.irqs.overwritten;
                 for o in outcomes {
                     let irq = o.irq.to_string();
                     match self.one_steered(o) {
                         Wrote::Moved => moved.push(irq),
                         Wrote::PutBack => put_back.push(irq),
                         Wrote::Refused(e) => refused.push((irq, e)),
+                        Wrote::Failed(e) => failed.push((irq, e)),
                         Wrote::Nothing => {}
                     }
                 }
-                if !(moved.is_empty() && put_back.is_empty() && refused.is_empty()) {
+                let written_over = self.irqs.overwritten - overwritten;
+                if !(moved.is_empty()
+                    && put_back.is_empty()
+                    && refused.is_empty()
+                    && failed.is_empty())
+                {
+                    info!(
+                        away = %away,
+                        moved = moved.len(),
+                        put_back = put_back.len(),
+                        refused = refused.len(),
+                        failed = failed.len(),
+                        written_over,
+                        "interrupts steered"
+                    );
+                    if let Some((irq, e)) = failed.first() {
+                        warn!(irq = %irq, error = %e, failed = failed.len(), "cannot set interrupt affinities; trying again at the next round of checks");
+                    }
+                    refused.extend(failed);
                     self.socket.events.push(api::EventKind::Irqs {
                         away,
                         moved,
@@ -252,7 +352,9 @@ impl Daemon {
         let i = &mut self.irqs;
         let metrics = &self.socket.metrics;
         metrics.irqs_steered.set(i.steered.len() as i64);
-        metrics.irqs_refused.set(i.refused.len() as i64);
+        metrics
+            .irqs_refused
+            .set((i.refused.len() + i.failed.len()) as i64);
         if i.steered != before {
             self.save_state();
         }
@@ -268,22 +370,23 @@ impl Daemon {
         let (current, step) = match o.read {
             Ok(read) => read,
             Err(e) => {
-                i.refused.insert(o.irq, (CpuSet::new(), e));
-                return Wrote::Nothing;
+                i.failed.insert(o.irq, e.clone());
+                return Wrote::Failed(e);
             }
         };
+        i.failed.remove(&o.irq);
         if step.overwritten {
             i.overwritten += 1;
-            info!(irq = %o.irq, now = %current, "an interrupt moved by the daemon was written over; taken as what it has");
+            debug!(irq = %o.irq, now = %current, "an interrupt moved by the daemon was written over; taken as what it has");
         }
         let Some(want) = step.write.clone() else {
             // It has what it should.
-            i.refused.remove(&o.irq);
             set_kept(&mut i.steered, o.irq, step.keep);
             return Wrote::Nothing;
         };
         let Some(wrote) = o.wrote else {
-            // Refused before with this very value: not tried again.
+            // The kernel refuses to move it: not written. It holds what it
+            // held, kept only if that is what the daemon wrote.
             if step.overwritten {
                 i.steered.remove(&o.irq);
             }
@@ -291,20 +394,25 @@ impl Daemon {
         };
         match wrote {
             Ok(()) => {
-                info!(irq = %o.irq, was = %current, now = %want, "interrupt affinity set");
-                i.refused.remove(&o.irq);
+                debug!(irq = %o.irq, was = %current, now = %want, "interrupt affinity set");
                 let moved = step.keep.is_some();
                 set_kept(&mut i.steered, o.irq, step.keep);
                 if moved { Wrote::Moved } else { Wrote::PutBack }
             }
-            Err(e) => {
-                warn!(irq = %o.irq, path = %o.irq.file(&self.cfg.proc_root).display(), data = %o.irq.text(&want), error = %e,
-                    "the kernel refused the interrupt's affinity (a kernel-managed interrupt refuses with EIO); tried again only when it should have other CPUs");
+            Err((errno, e)) => {
+                // It holds what it held: kept only if that is what the
+                // daemon wrote.
                 if step.overwritten {
                     i.steered.remove(&o.irq);
                 }
-                i.refused.insert(o.irq, (want, e.clone()));
-                Wrote::Refused(e)
+                if irq::is_refusal(errno) {
+                    debug!(irq = %o.irq, data = %o.irq.text(&want), error = %e, "the kernel refuses to move the interrupt; not written again");
+                    i.refused.insert(o.irq, e.clone());
+                    Wrote::Refused(e)
+                } else {
+                    i.failed.insert(o.irq, e.clone());
+                    Wrote::Failed(e)
+                }
             }
         }
     }
@@ -321,25 +429,57 @@ impl Daemon {
             Some((away, _)) => away.clone(),
             None => self.irq_away(),
         };
+        let may = self
+            .engine
+            .topology()
+            .online()
+            .difference(self.engine.reserved());
         let mut advice = Vec::new();
         if let Some(b) = &i.irqbalance {
-            let banned = b.banned.clone().unwrap_or_default();
-            let missing = away.difference(&banned);
-            if !missing.is_empty() {
-                let may = self
-                    .engine
-                    .topology()
-                    .online()
-                    .difference(self.engine.reserved());
-                advice.push(format!(
-                    "irqbalance (pid {}) may move interrupts back onto exclusive CPUs {missing}: set IRQBALANCE_BANNED_CPULIST={may} (the CPUs that may be handed out) in its environment file (/etc/default/irqbalance or /etc/sysconfig/irqbalance) and restart it",
+            let set_it = format!(
+                "IRQBALANCE_BANNED_CPULIST={may} (the CPUs that may be handed out) in its environment file (/etc/default/irqbalance or /etc/sysconfig/irqbalance), then restart it"
+            );
+            match (&b.unreadable, &b.banned) {
+                (Some(e), _) => advice.push(format!(
+                    "irqbalance (pid {}) runs and the CPUs it bans cannot be read ({e}): unless it has {set_it}, it moves interrupts back onto exclusive CPUs",
                     b.pid
-                ));
+                )),
+                (None, banned) => {
+                    // Without a list it bans the isolated CPUs (and nohz_full).
+                    let banned = banned
+                        .clone()
+                        .unwrap_or_else(|| self.engine.topology().isolated().clone());
+                    let missing = away.difference(&banned);
+                    if !missing.is_empty() {
+                        advice.push(format!(
+                            "irqbalance (pid {}) may move interrupts back onto exclusive CPUs {missing}: set {set_it}",
+                            b.pid
+                        ));
+                    }
+                }
             }
         }
         if !i.refused.is_empty() {
-            advice.push("a kernel-managed interrupt (a multi-queue device's per-CPU vector) cannot be moved: boot with isolcpus=managed_irq,<exclusive CPUs> to keep them off".to_string());
+            let names: Vec<String> = i.refused.keys().map(Irq::to_string).collect();
+            advice.push(format!(
+                "the kernel keeps interrupts {} where they are (kernel-managed: a multi-queue device's per-CPU vectors, and on x86 the timer and the cascade); isolcpus=managed_irq,<CPUs> at boot keeps managed ones off those CPUs",
+                names.join(", ")
+            ));
         }
+        if i.failed
+            .values()
+            .any(|e| e.contains("Read-only file system"))
+        {
+            advice.push("/proc/irq is read-only to the daemon: its systemd unit must not set ProtectKernelTunables= (the packaged one leaves /proc/irq writable)".to_string());
+        }
+        let errors = |m: &BTreeMap<Irq, String>| -> Vec<api::RefusedIrq> {
+            m.iter()
+                .map(|(irq, e)| api::RefusedIrq {
+                    irq: irq.to_string(),
+                    error: e.clone(),
+                })
+                .collect()
+        };
         Some(api::Interrupts {
             on: self.cfg.irq_affinity,
             away,
@@ -352,14 +492,8 @@ impl Daemon {
                     now: s.set.clone(),
                 })
                 .collect(),
-            refused: i
-                .refused
-                .iter()
-                .map(|(irq, (_, e))| api::RefusedIrq {
-                    irq: irq.to_string(),
-                    error: e.clone(),
-                })
-                .collect(),
+            refused: errors(&i.refused),
+            failed: errors(&i.failed),
             overwritten: i.overwritten,
             irqbalance: i.irqbalance.clone(),
             advice,
@@ -382,17 +516,6 @@ impl Daemon {
     }
 }
 
-/// What a pass wrote to one interrupt.
-enum Wrote {
-    Nothing,
-    /// Moved off the CPUs kept clear.
-    Moved,
-    /// Given back what it had.
-    PutBack,
-    /// The kernel refused, with its error.
-    Refused(String),
-}
-
 /// Keeps `keep` for `irq`, or forgets it.
 fn set_kept(steered: &mut BTreeMap<Irq, Steered>, irq: Irq, keep: Option<Steered>) {
     match keep {
@@ -407,15 +530,14 @@ fn set_kept(steered: &mut BTreeMap<Irq, Steered>, irq: Irq, keep: Option<Steered
 
 /// One interrupt's read, step and write, on an I/O thread; `None` when it
 /// went away meanwhile (freed by its driver).
-fn pass_one(
+fn one_step(
     fs: &dyn crate::io::Fs,
     proc_root: &Path,
-    irq: Irq,
-    steered: &BTreeMap<Irq, Steered>,
-    refused: &BTreeMap<Irq, CpuSet>,
+    item: &Item,
     away: &CpuSet,
     online: &CpuSet,
 ) -> Option<Outcome> {
+    let irq = item.irq;
     let current = match irq.read(fs, proc_root) {
         Ok(c) => c,
         Err(e) if e.kind() == ErrorKind::NotFound => return None,
@@ -432,12 +554,21 @@ fn pass_one(
             });
         }
     };
-    let step = irq::step(&current, steered.get(&irq), away, online);
+    let kept = item.kept.as_ref().or_else(|| {
+        item.inherit
+            .as_ref()
+            .filter(|d| current == d.set || current == d.set.intersection(online))
+    });
+    let step = irq::step(&current, kept, away, online);
     let wrote = match &step.write {
-        // Refused before with this very value: not tried again.
-        Some(want) if refused.get(&irq) != Some(want) => match irq.write(fs, proc_root, want) {
+        Some(want) if !item.refused => match irq.write(fs, proc_root, want) {
             Err(e) if e.kind() == ErrorKind::NotFound => return None,
-            result => Some(result.map_err(|e| format!("{}: {e}", irq.file(proc_root).display()))),
+            result => Some(result.map_err(|e| {
+                (
+                    e.raw_os_error(),
+                    format!("{}: {e}", irq.file(proc_root).display()),
+                )
+            })),
         },
         _ => None,
     };

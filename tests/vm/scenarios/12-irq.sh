@@ -65,6 +65,13 @@ for _n in $LEFT; do
         *) fail "irq-status-refused-$_n" "not in the status: $(irq_line)" ;;
     esac
 done
+# Refused for good: rounds of checks (every second here) do not write them
+# again, so each is in the audit trail once.
+sleep 3
+for _n in $LEFT; do
+    _tries=$(pinctl events 2>&1 | grep -c "FAILED $_n:")
+    check "irq-refused-once-$_n" "interrupt $_n tried $_tries times" [ "$_tries" = 1 ]
+done
 _d=$(def_list)
 check irq-default "default_smp_affinity $_d (was $DEF_BEFORE)" [ -z "$(cl inter "$_d" "$X")" -a -n "$_d" ]
 if [ -n "$_serial" ]; then
