@@ -235,8 +235,27 @@ fn every_path_the_shipped_config_writes_is_writable_under_the_unit() {
         "ReadWritePaths={writable} does not hold {}",
         config.cgroup_root.display()
     );
-    // ProtectControlGroups=yes would make the cgroup filesystem read-only.
+    // ProtectControlGroups=yes would make the cgroup filesystem read-only,
+    // ProtectKernelTunables=yes /proc/irq (irq_affinity), whatever
+    // ReadWritePaths= says.
     assert!(unit.iter().all(|(k, _)| k != "ProtectControlGroups"));
+    assert!(unit.iter().all(|(k, _)| k != "ProtectKernelTunables"));
+    let irq = config.proc_root.join("irq");
+    for key in ["ReadOnlyPaths", "InaccessiblePaths"] {
+        for path in unit
+            .iter()
+            .filter(|(k, _)| k == key)
+            .flat_map(|(_, v)| v.split_whitespace())
+        {
+            let path = Path::new(path.trim_start_matches('-'));
+            assert!(
+                !irq.starts_with(path) && !path.starts_with(&irq),
+                "{key}= {} covers {}",
+                path.display(),
+                irq.display()
+            );
+        }
+    }
     // The directories are for root and the socket's group.
     assert_eq!(setting(&unit, "Group"), "pinctl");
     assert_eq!(setting(&unit, "RuntimeDirectoryMode"), "0750");
@@ -247,7 +266,21 @@ fn the_unit_is_hardened_with_a_minimal_capability_set() {
     let unit = unit_settings();
     assert_eq!(setting(&unit, "NoNewPrivileges"), "yes");
     assert_eq!(setting(&unit, "ProtectHome"), "yes");
-    assert_eq!(setting(&unit, "ProtectKernelTunables"), "yes");
+    // The kernel's tunables read-only as ProtectKernelTunables=yes makes
+    // them, path by path: that setting would make /proc/irq read-only too
+    // (irq_affinity), and a ReadWritePaths= for it does not undo that.
+    let read_only = setting(&unit, "ReadOnlyPaths");
+    let read_only: Vec<&str> = read_only.split_whitespace().collect();
+    for path in ["/sys", "/proc/sys", "/proc/sysrq-trigger"] {
+        assert!(read_only.contains(&path), "{path} is not read-only");
+    }
+    let hidden = setting(&unit, "InaccessiblePaths");
+    for path in ["-/proc/kallsyms", "-/proc/kcore"] {
+        assert!(
+            hidden.split_whitespace().any(|p| p == path),
+            "{path} is not hidden"
+        );
+    }
     assert_eq!(setting(&unit, "RestrictAddressFamilies"), "AF_UNIX");
     let caps = setting(&unit, "CapabilityBoundingSet");
     assert_eq!(

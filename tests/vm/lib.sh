@@ -441,3 +441,40 @@ structure_ok() {
         expect "$_n/${_ps%%=*}" "$(structure_set "$_ex" "${_ps#*=}")" eff "${_ps%%=*}"
     done
 }
+
+# --- interrupts (irq_affinity) ------------------------------------------------------
+# Every interrupt line and its affinity, one "N LIST" line each.
+irqs() { for _d in /proc/irq/[0-9]*; do echo "${_d##*/} $(cat "$_d/smp_affinity_list")"; done; }
+# The default affinity as a CPU list (it is a hex mask: "ffff").
+def_list() {
+    cl norm "$(tr -d ',\n' </proc/irq/default_smp_affinity | awk '{
+        n = length($0); s = ""
+        for (i = n; i >= 1; i--) {
+            d = index("0123456789abcdef", tolower(substr($0, i, 1))) - 1
+            for (b = 0; b < 4; b++) { if (d % 2) s = s (s == "" ? "" : ",") ((n - i) * 4 + b); d = int(d / 2) }
+        }
+        print s }')"
+}
+# irq_name N: its name in /proc/interrupts (the last field).
+irq_name() { awk -v n="$1:" '$1 == n { print $NF; exit }' /proc/interrupts; }
+# stray SET: the interrupts whose affinity meets SET, space-separated.
+stray() {
+    irqs | while read -r _n _l; do
+        [ -n "$(cl inter "$_l" "$1")" ] && printf '%s ' "$_n"
+    done
+}
+# refuses N SET: the kernel refuses to move interrupt N off SET (a write of
+# its list minus SET fails); REFUSAL is the shell's error.
+refuses() {
+    _l=$(cat "/proc/irq/$1/smp_affinity_list")
+    _to=$(cl minus "$_l" "$2"); [ -n "$_to" ] || _to=$(cl minus "$(online)" "$2")
+    REFUSAL=$( { echo "$_to" > "/proc/irq/$1/smp_affinity_list"; } 2>&1 ) && return 1
+    REFUSAL=${REFUSAL##*: }
+}
+# The status's Interrupts: line.
+irq_line() { pinctl status 2>&1 | grep '^Interrupts:'; }
+# _passed SET: the daemon's last pass kept interrupts off SET.
+_passed() { case "$(irq_line);" in *"kept off CPUs $1;"*) return 0 ;; esac; return 1; }
+# The interrupts the status lists as refused ("default" among them when
+# default_smp_affinity is), space-separated.
+refused() { irq_line | sed -n 's/.*refused: \([^;]*\).*/\1/p' | tr -d ','; }

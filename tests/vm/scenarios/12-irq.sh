@@ -9,42 +9,11 @@
 write_config 1h 'irq_affinity = true
 watchdog_interval = "1s"'
 
-# Every interrupt line and its affinity, one "N LIST" line each.
-irqs() { for _d in /proc/irq/[0-9]*; do echo "${_d##*/} $(cat "$_d/smp_affinity_list")"; done; }
-# The default affinity as a CPU list (it is a hex mask: "ff,ffffffff").
-def_list() {
-    cl norm "$(tr -d ',\n' </proc/irq/default_smp_affinity | awk '{
-        n = length($0); s = ""
-        for (i = n; i >= 1; i--) {
-            d = index("0123456789abcdef", tolower(substr($0, i, 1))) - 1
-            for (b = 0; b < 4; b++) { if (d % 2) s = s (s == "" ? "" : ",") ((n - i) * 4 + b); d = int(d / 2) }
-        }
-        print s }')"
-}
 BEFORE=$(irqs)
 DEF_BEFORE=$(def_list)
 _serial=$(awk -F: '/ttyS0|serial/ { gsub(/ /, "", $1); print $1; exit }' /proc/interrupts)
 
-# stray SET: the interrupts whose affinity meets SET, space-separated.
-stray() {
-    irqs | while read -r _n _l; do
-        [ -n "$(cl inter "$_l" "$1")" ] && printf '%s ' "$_n"
-    done
-}
-# refuses N SET: the kernel refuses to move interrupt N off SET (a write of
-# its list minus SET fails).
-refuses() {
-    _l=$(cat "/proc/irq/$1/smp_affinity_list")
-    _to=$(cl minus "$_l" "$2"); [ -n "$_to" ] || _to=$(cl minus "$(online)" "$2")
-    ! echo "$_to" > "/proc/irq/$1/smp_affinity_list" 2>/dev/null
-}
 _same_as_before() { [ "$(irqs)" = "$BEFORE" ]; }
-# The status's Interrupts: line.
-irq_line() { pinctl status 2>&1 | grep '^Interrupts:'; }
-# _passed SET: the daemon's last pass kept interrupts off SET.
-_passed() { case "$(irq_line);" in *"kept off CPUs $1;"*) return 0 ;; esac; return 1; }
-# The interrupts the status lists as refused, space-separated.
-refused() { irq_line | sed -n 's/.*refused: \([0-9, ]*\).*/\1/p' | tr -d ','; }
 
 daemon_start || return
 mkcg hpc.slice/job-1.scope empty
