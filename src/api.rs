@@ -348,9 +348,9 @@ pub struct Interrupts {
     pub away: CpuSet,
     /// Interrupts moved off them, with what each had.
     pub steered: Vec<SteeredIrq>,
-    /// Interrupts the kernel refuses to move (EIO, EPERM: kernel-managed
-    /// ones, x86's timer and cascade), with its error: not written again
-    /// while they exist.
+    /// Interrupts the kernel refuses to move off the exclusive CPUs (EIO,
+    /// EPERM: kernel-managed ones, x86's timer and cascade), with its
+    /// error: not written again while they should move.
     pub refused: Vec<RefusedIrq>,
     /// Interrupts whose affinity could not be read or set otherwise, with
     /// the error: tried again by each pass.

@@ -19,8 +19,9 @@
 //! interrupts where they are, as it leaves the CPUs pinned: the workloads
 //! still own those CPUs, and the next daemon takes over from the state
 //! file. An interrupt the kernel refuses to move ([`irq::is_refusal`]) is
-//! listed and never written again while it exists; any other failed write
-//! is tried again by the next pass.
+//! listed and not written again while it should move (it is once more if
+//! it comes to meet the exclusive CPUs again); any other failed write is
+//! tried again by the next pass.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;
@@ -38,8 +39,8 @@ use crate::irq::{self, Irq, Irqbalance, Steered};
 pub(super) struct Irqs {
     /// Interrupts the daemon moved, with what they had.
     steered: BTreeMap<Irq, Steered>,
-    /// Interrupts the kernel refuses to move, with its error: not written
-    /// again while they exist.
+    /// Interrupts the kernel refuses to move off the CPUs kept clear, with
+    /// its error: not written again while they should move.
     refused: BTreeMap<Irq, String>,
     /// Interrupts whose last read or write failed otherwise, with the
     /// error: tried again by each pass.
@@ -380,7 +381,9 @@ impl Daemon {
             debug!(irq = %o.irq, now = %current, "an interrupt moved by the daemon was written over; taken as what it has");
         }
         let Some(want) = step.write.clone() else {
-            // It has what it should.
+            // It has what it should: refused no more (should it meet the
+            // exclusive CPUs again, it is tried once more).
+            i.refused.remove(&o.irq);
             set_kept(&mut i.steered, o.irq, step.keep);
             return Wrote::Nothing;
         };
