@@ -74,6 +74,10 @@ pub struct Status {
     /// when that is off and nothing is left to put back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupts: Option<Interrupts>,
+    /// Isolated cgroup v2 partitions (`isolation = "partition"`); absent
+    /// when that is off and none is left to undo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<Partitions>,
 }
 
 impl Status {
@@ -137,6 +141,7 @@ impl Status {
             config: RunningConfig::default(),
             quotas_lifted: Vec::new(),
             interrupts: None,
+            partitions: None,
         }
     }
 }
@@ -367,6 +372,41 @@ pub struct Interrupts {
     pub error: Option<String>,
 }
 
+/// Isolated partitions (`isolation = "partition"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Partitions {
+    /// Whether `isolation = "partition"` is on (off: what is listed is
+    /// being undone).
+    pub on: bool,
+    /// Why partitions cannot be made here (cgroup v1, a kernel without
+    /// remote partitions): workloads are pinned without them.
+    pub refused: Option<String>,
+    /// The workloads' cgroups made isolated partitions, with their CPUs.
+    pub isolated: Vec<Partition>,
+    /// Those that could not be made, or that the kernel made invalid, with
+    /// why: pinned by their cpuset alone, tried again when their CPUs or
+    /// the online CPUs change.
+    pub failing: Vec<FailingPartition>,
+    /// CPUs the kernel lists in isolated partitions (the root's
+    /// `cpuset.cpus.isolated`) that are none of the daemon's: made by
+    /// someone else, or left by a daemon whose state file was lost.
+    pub foreign: CpuSet,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partition {
+    pub cgroup: String,
+    pub cpus: CpuSet,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailingPartition {
+    pub cgroup: String,
+    pub cpus: CpuSet,
+    /// The kernel's reason (`Parent is not a partition root`) or the error.
+    pub reason: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SteeredIrq {
     /// Its number, or `"default"` for `default_smp_affinity`.
@@ -496,6 +536,19 @@ pub enum EventKind {
         put_back: Vec<String>,
         /// Interrupts the kernel would not move, with its error.
         refused: Vec<(String, String)>,
+    },
+    /// A write of an isolated partition (`isolation = "partition"`): a
+    /// grant (`cpuset.cpus.exclusive`) or the partition's type
+    /// (`cpuset.cpus.partition`, `isolated` or `member`).
+    Partition {
+        cgroup: String,
+        /// The file written.
+        file: String,
+        /// What was written.
+        new: String,
+        /// `None` when it worked, else the error, or the kernel's reason
+        /// for an invalid partition.
+        error: Option<String>,
     },
     /// systemd told a scope's exclusive CPUs as its `AllowedCPUs=`, so that
     /// a `daemon-reload` writes the pin rather than the scope's old value.

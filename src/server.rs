@@ -201,6 +201,10 @@ pub struct Metrics {
     pub irqs_steered: Gauge,
     /// Interrupts whose affinity the kernel refused or could not be read.
     pub irqs_refused: Gauge,
+    /// Exclusive workloads' cgroups that are isolated partitions now.
+    pub partitions_isolated: Gauge,
+    /// Exclusive workloads whose partition could not be made or is invalid.
+    pub partitions_failing: Gauge,
     pub state_save_failures: Counter,
     pub unwatched_cgroups: Gauge,
     /// Connections to the socket open now.
@@ -247,6 +251,8 @@ impl Metrics {
             quotas_lifted: Gauge::default(),
             irqs_steered: Gauge::default(),
             irqs_refused: Gauge::default(),
+            partitions_isolated: Gauge::default(),
+            partitions_failing: Gauge::default(),
             state_save_failures: Counter::default(),
             unwatched_cgroups: Gauge::default(),
             socket_connections: Gauge::default(),
@@ -322,6 +328,16 @@ impl Metrics {
             "irqs_refused",
             "Interrupts whose affinity could not be set (kernel-managed ones refuse)",
             m.irqs_refused.clone(),
+        );
+        registry.register(
+            "partitions_isolated",
+            "Exclusive workloads' cgroups made isolated partitions (isolation = \"partition\")",
+            m.partitions_isolated.clone(),
+        );
+        registry.register(
+            "partitions_failing",
+            "Exclusive workloads whose isolated partition could not be made or is invalid",
+            m.partitions_failing.clone(),
         );
         registry.register(
             "repairs",

@@ -113,6 +113,23 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
                 let _ = write!(s, "  {}", style.red(&format!("FAILED: {}", visible(err))));
             }
         }
+        EventKind::Partition {
+            cgroup,
+            file,
+            new,
+            error,
+        } => {
+            let _ = write!(
+                s,
+                "partition {} {} = {}",
+                visible(cgroup),
+                visible(file),
+                visible(new)
+            );
+            if let Some(err) = error {
+                let _ = write!(s, "  {}", style.red(&format!("FAILED: {}", visible(err))));
+            }
+        }
         EventKind::Irqs {
             away,
             moved,
@@ -174,9 +191,9 @@ fn shown(set: &crate::cpuset::CpuSet) -> String {
 pub fn concerns(e: &Event, rel: &str) -> bool {
     match &e.what {
         EventKind::Write { cgroup, .. } => crate::cgroup::is_within(cgroup, rel),
-        EventKind::Told { cgroup, .. } | EventKind::Quota { cgroup, .. } => {
-            crate::cgroup::is_within(cgroup, rel)
-        }
+        EventKind::Told { cgroup, .. }
+        | EventKind::Quota { cgroup, .. }
+        | EventKind::Partition { cgroup, .. } => crate::cgroup::is_within(cgroup, rel),
         EventKind::Repair { .. } | EventKind::Irqs { .. } => false,
     }
 }

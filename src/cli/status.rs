@@ -211,6 +211,65 @@ fn render_interrupts(
     }
 }
 
+/// The `Partitions:` line (`isolation = "partition"`), with each failing
+/// partition below it.
+fn render_partitions(
+    s: &mut String,
+    parts: &api::Partitions,
+    style: Style,
+    fieldw: &dyn Fn(&str) -> String,
+) {
+    let cpus = parts
+        .isolated
+        .iter()
+        .fold(crate::cpuset::CpuSet::new(), |acc, p| acc.union(&p.cpus));
+    let mut line = if parts.on {
+        format!(
+            "{} isolated{}",
+            plural(parts.isolated.len(), "workload cgroup", "workload cgroups"),
+            if cpus.is_empty() {
+                String::new()
+            } else {
+                format!(" (CPUs {cpus})")
+            }
+        )
+    } else {
+        format!(
+            "isolation off: {} being undone",
+            plural(parts.isolated.len(), "partition", "partitions")
+        )
+    };
+    if !parts.failing.is_empty() {
+        let _ = write!(
+            line,
+            "; {}",
+            style.red(&format!("{} failing", parts.failing.len()))
+        );
+    }
+    if !parts.foreign.is_empty() {
+        let _ = write!(
+            line,
+            "; {}",
+            style.yellow(&format!(
+                "CPUs {} isolated by partitions that are not pinctl's",
+                parts.foreign
+            ))
+        );
+    }
+    let _ = writeln!(s, "{}{line}", fieldw("Partitions"));
+    for f in &parts.failing {
+        let _ = writeln!(
+            s,
+            "{:13}{}",
+            "",
+            style.red(&visible(&format!(
+                "{} ({}): {}; pinned by its cpuset alone",
+                f.cgroup, f.cpus, f.reason
+            )))
+        );
+    }
+}
+
 /// Renders the whole status page. `now` is the Unix time in seconds (for the
 /// uptime).
 pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> String {
@@ -293,6 +352,9 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
             "shared_cgroups {} not in the cpuset hierarchy: they confine nothing (on cgroup v1 systemd keeps its services in the root cpuset; CPUAffinity= in /etc/systemd/system.conf keeps them off exclusive CPUs)",
             visible(&cfg.unconfined.join(", "))
         ));
+    }
+    if let Some(refused) = status.partitions.as_ref().and_then(|p| p.refused.as_ref()) {
+        config_line(visible(refused).into_owned());
     }
     let mut hier = format!("cgroup {}", status.hierarchy);
     if status.hybrid {
@@ -388,6 +450,9 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     }
     if let Some(irqs) = &status.interrupts {
         render_interrupts(&mut s, irqs, style, &fieldw);
+    }
+    if let Some(parts) = &status.partitions {
+        render_partitions(&mut s, parts, style, &fieldw);
     }
     if let Mode::Online = mode {
         let c = &status.counters;

@@ -148,6 +148,9 @@ pub struct Config {
     /// Keep device interrupts off exclusive CPUs (`/proc/irq`), and put
     /// back what they had when the CPUs stop being exclusive.
     pub irq_affinity: bool,
+    /// Whether an exclusive workload's cgroup becomes an isolated cgroup v2
+    /// partition.
+    pub isolation: Isolation,
     /// Directories holding OCI bundles by container id (absolute).
     pub bundle_dirs: Vec<PathBuf>,
     /// The Unix socket of the bus systemd is on (absolute, at most 107
@@ -204,6 +207,28 @@ impl Unthrottle {
             Unthrottle::None => "none",
             Unthrottle::Kubelet => "kubelet",
             Unthrottle::All => "all",
+        }
+    }
+}
+
+/// The `isolation` key: what, beyond its cpuset, keeps the scheduler off
+/// an exclusive workload's CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    /// Nothing (the default): the CPUs are the workload's by `cpuset.cpus`.
+    None,
+    /// Its top cgroup is made an isolated partition (cgroup v2, Linux 6.7
+    /// and later; [`crate::partition`]): the kernel takes the CPUs out of
+    /// every other cgroup and out of load balancing.
+    Partition,
+}
+
+impl Isolation {
+    /// The value as written in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::None => "none",
+            Isolation::Partition => "partition",
         }
     }
 }
@@ -477,6 +502,7 @@ impl Default for Config {
             align_memory: false,
             unthrottle_exclusive: Unthrottle::Kubelet,
             irq_affinity: false,
+            isolation: Isolation::None,
             bundle_dirs: DEFAULT_BUNDLE_DIRS.iter().map(PathBuf::from).collect(),
             systemd_bus: Some("/run/dbus/system_bus_socket".into()),
             log_level: LogLevel::Info,
@@ -566,6 +592,7 @@ impl Config {
             align_memory,
             unthrottle_exclusive,
             irq_affinity,
+            isolation,
             bundle_dirs,
             systemd_bus,
             log_level,
@@ -596,6 +623,7 @@ impl Config {
         compare!(align_memory);
         compare!(unthrottle_exclusive);
         compare!(irq_affinity);
+        compare!(isolation);
         compare!(bundle_dirs);
         compare!(systemd_bus);
         compare!(log_level);

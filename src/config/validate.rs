@@ -204,6 +204,10 @@ impl Validator<'_> {
                 .unwrap_or(d.unthrottle_exclusive),
             None => d.unthrottle_exclusive,
         };
+        let isolation = match raw.isolation {
+            Some(i) => errors.keep(self.isolation(&i)).unwrap_or(d.isolation),
+            None => d.isolation,
+        };
         let log_level = match raw.log_level {
             Some(l) => errors.keep(self.log_level(&l)).unwrap_or(d.log_level),
             None => d.log_level,
@@ -253,6 +257,7 @@ impl Validator<'_> {
             align_memory: raw.align_memory.unwrap_or(d.align_memory),
             unthrottle_exclusive,
             irq_affinity: raw.irq_affinity.unwrap_or(d.irq_affinity),
+            isolation,
             bundle_dirs,
             systemd_bus,
             log_level,
@@ -382,6 +387,18 @@ impl Validator<'_> {
                 &raw.span(),
                 "unthrottle_exclusive",
                 format!("invalid value {other:?}: expected one of none, kubelet, all"),
+            )),
+        }
+    }
+
+    fn isolation(&self, raw: &Spanned<String>) -> Result<Isolation, ConfigError> {
+        match raw.get_ref().as_str() {
+            "none" => Ok(Isolation::None),
+            "partition" => Ok(Isolation::Partition),
+            other => Err(self.error(
+                &raw.span(),
+                "isolation",
+                format!("invalid value {other:?}: expected one of none, partition"),
             )),
         }
     }

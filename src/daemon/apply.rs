@@ -148,8 +148,10 @@ impl Daemon {
         let urgent: Vec<Write> = writes.by_ref().take(plan.urgent).collect();
         self.rest.set(plan.more, writes.collect());
         let any = !urgent.is_empty();
+        self.release_partitions().await;
         self.write(urgent).await;
         self.follow_quotas().await;
+        self.grant_partitions().await;
         if any || self.rest.queue.is_empty() {
             self.settle();
         }
@@ -352,6 +354,7 @@ impl Daemon {
         self.saving = true;
         let mut body = self.engine.saved_state();
         body.irqs = self.irqs.saved();
+        body.partitions = self.partitions.saved();
         let state = StateFile::new(self.state.path());
         let done = self.saved_tx.clone();
         let task = tokio::task::spawn_blocking(move || state.save(&body));

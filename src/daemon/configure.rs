@@ -44,6 +44,14 @@ impl Daemon {
         self.leaving.extend(gone);
         self.engine.set_settings(settings);
         self.dog.configure(&cfg);
+        if cfg.isolation != self.cfg.isolation {
+            self.partitions.reset();
+        }
+        if cfg.isolation == config::Isolation::Partition && self.hier.version == Version::V1 {
+            warn!(
+                "isolation = \"partition\" is refused: cgroup v1 has no partitions; workloads are pinned without them"
+            );
+        }
         self.cfg = cfg;
     }
 

@@ -23,6 +23,7 @@ mod checks;
 mod configure;
 mod irq;
 mod notify;
+mod partition;
 mod quota;
 mod report;
 mod startup;
@@ -102,6 +103,9 @@ pub struct Daemon {
     saved_rx: tokio::sync::mpsc::UnboundedReceiver<Option<String>>,
     /// The CFS quotas lifted for exclusive workloads ([`quota::Quotas`]).
     quotas: quota::Quotas,
+    /// The isolated partitions made for exclusive workloads
+    /// ([`partition::Partitions`]).
+    partitions: partition::Partitions,
     /// The interrupts kept off exclusive CPUs ([`irq::Irqs`]).
     irqs: irq::Irqs,
     /// Which scopes systemd is told of ([`systemd::Teller`]).
@@ -364,6 +368,7 @@ impl Daemon {
             Event::ChecksDue => {
                 self.start_checks(false);
                 self.follow_irqs(true);
+                self.check_partitions().await;
             }
             Event::Checked(generation, found) => self.checked(generation, found).await,
             Event::Reload => {

@@ -137,6 +137,7 @@ impl Daemon {
             },
             quotas_lifted: self.quotas.lifted().map(|r| r.to_string()).collect(),
             interrupts: self.irq_status(),
+            partitions: self.partition_status(),
             counters: api::Counters {
                 reconciles: self.socket.reconciles,
                 last_reconcile_ms: self.socket.last_reconcile_ms,

@@ -114,6 +114,10 @@ impl Daemon {
             .as_mut()
             .map(|s| std::mem::take(&mut s.irqs))
             .unwrap_or_default();
+        let partitions = saved
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.partitions))
+            .unwrap_or_default();
         let engine = Engine::new(topo, settings, saved);
         let limit_files = match hier.version {
             Version::V2 => hier.limit_names().to_vec(),
@@ -170,6 +174,7 @@ impl Daemon {
             saved_tx,
             saved_rx,
             quotas: super::quota::Quotas::default(),
+            partitions: super::partition::Partitions::new(partitions),
             irqs: super::irq::Irqs::new(irqs),
             systemd,
             told_rx,

@@ -245,6 +245,10 @@ pub struct SavedState {
     /// engine's, saved beside its assignments by the daemon.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub irqs: BTreeMap<String, crate::irq::Steered>,
+    /// The isolated partitions made (`isolation = "partition"`) and their
+    /// grants: not the engine's either.
+    #[serde(default, skip_serializing_if = "crate::partition::Made::is_empty")]
+    pub partitions: crate::partition::Made,
 }
 
 /// The daemon's model; see the module documentation.
@@ -265,6 +269,9 @@ pub struct Engine {
     /// At start-up, a workload's live cpuset is taken as its assignment when it
     /// is a valid one (the live cgroups are the truth).
     adopt_live: bool,
+    /// CPUs of isolated partitions (`isolation = "partition"`): the kernel
+    /// takes them out of every other cgroup's effective set.
+    isolated: CpuSet,
     next_seq: u64,
     /// Cgroups read or written since the last plan: the next plan can be made
     /// for them alone unless `full`.
@@ -305,6 +312,7 @@ impl Engine {
             sets: Sets::default(),
             hints,
             adopt_live: true,
+            isolated: CpuSet::new(),
             next_seq: 0,
             dirty: BTreeSet::new(),
             full: true,
@@ -604,11 +612,18 @@ impl Engine {
             .is_some_and(|e| e.target.as_deref() == Some(&*write.set))
     }
 
+    /// The CPUs of the isolated partitions the daemon made: the effective
+    /// set of a cgroup outside them lacks those CPUs ([`Self::verified`]).
+    pub fn set_isolated(&mut self, cpus: CpuSet) {
+        self.isolated = cpus;
+    }
+
     /// Checks the effective set read back right after `write` of
     /// `cpuset.cpus`: when it wrote the cgroup's target, a mismatch (v2's
     /// silent fallback to the parent's set) is a failure. A widening write
     /// on the way (old ∪ new) is not checked: the cgroup's own set may list
-    /// CPUs its parent no longer has.
+    /// CPUs its parent no longer has. The CPUs of isolated partitions are
+    /// missing from every other cgroup's effective set, as they should be.
     pub fn verified(&mut self, write: &Write, effective: CpuSet) {
         let Some(e) = self.cgroups.get_mut(&*write.rel) else {
             return;
@@ -617,7 +632,7 @@ impl Engine {
             return;
         }
         let wanted = write.set.intersection(self.topo.online());
-        if effective != wanted {
+        if effective != wanted && effective != wanted.difference(&self.isolated) {
             e.failure = Some(Box::new(Failure {
                 message: format!(
                     "effective CPUs {effective} differ from the requested {}",
@@ -647,6 +662,7 @@ impl Engine {
                 })
                 .collect(),
             irqs: BTreeMap::new(),
+            partitions: crate::partition::Made::default(),
         }
     }
 }

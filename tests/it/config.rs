@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pinctl::CpuSet;
 use pinctl::config::{
-    self, Config, ConfigError, HierarchyMode, LogLevel, MAX_DURATION, MAX_FILE_SIZE,
+    self, Config, ConfigError, HierarchyMode, Isolation, LogLevel, MAX_DURATION, MAX_FILE_SIZE,
     MAX_GLOB_NESTING, MAX_ITEMS, MAX_STRING, Reserved, Unthrottle, parse, parse_duration,
 };
 use proptest::prelude::*;
@@ -157,6 +157,7 @@ spread_cores = false
 align_memory = true
 unthrottle_exclusive = "all"
 irq_affinity = true
+isolation = "partition"
 bundle_dirs = ["/run/mine"]
 systemd_bus = "/run/bus"
 log_level = "debug"
@@ -192,6 +193,7 @@ numa = "0-1,3"
         align_memory: true,
         unthrottle_exclusive: Unthrottle::All,
         irq_affinity: true,
+        isolation: Isolation::Partition,
         bundle_dirs: vec![PathBuf::from("/run/mine")],
         systemd_bus: Some("/run/bus".into()),
         log_level: LogLevel::Debug,
@@ -202,7 +204,7 @@ numa = "0-1,3"
     assert_eq!(rule.pattern, "hpc.slice/job-*.scope");
     assert_eq!(rule.cpus, 4);
     assert_eq!(rule.numa, [0, 1, 3]);
-    assert_eq!(rule.line, 31);
+    assert_eq!(rule.line, 32);
 
     let v2 = ok("hierarchy = \"v2\"\nspread_cores = true\nlog_level = \"trace\"\n");
     assert_eq!(v2.hierarchy, HierarchyMode::V2);
@@ -549,6 +551,12 @@ fn hierarchy_and_log_level_rejections() {
         err("log_level = \"verbose\""),
         format!(
             "{PATH}:1:13: log_level: invalid log level \"verbose\": expected one of error, warn, info, debug, trace"
+        )
+    );
+    assert_eq!(
+        err("isolation = \"isolated\""),
+        format!(
+            "{PATH}:1:13: isolation: invalid value \"isolated\": expected one of none, partition"
         )
     );
 }

@@ -32,6 +32,7 @@ mod io_pool;
 mod irq;
 mod layout;
 mod packaging;
+mod partition;
 mod quota;
 mod socket;
 mod state_file;

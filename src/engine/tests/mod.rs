@@ -337,6 +337,7 @@ fn after_a_restart_a_waiting_workload_does_not_take_a_pinned_ones_cpus() {
 #[test]
 fn state_hints_are_used_when_live_sets_are_not_valid() {
     let saved = SavedState {
+        partitions: Default::default(),
         online: set("0-15"),
         assignments: [(
             "cgroup:kubepods/a".to_string(),

@@ -254,6 +254,11 @@ impl FakeCgroup {
                 write(&dir.join("cgroup.subtree_control"), subtree);
                 let max = limit.map_or("max".to_string(), |q| q.to_string());
                 write(&dir.join("cpu.max"), &format!("{max} 100000\n"));
+                // Linux 6.7's partition files; the root's
+                // cpuset.cpus.isolated (what says a kernel has them) is the
+                // test's to write.
+                write(&dir.join("cpuset.cpus.exclusive"), "\n");
+                write(&dir.join("cpuset.cpus.partition"), "member\n");
                 if let Some(x) = &spec.xattr {
                     xattr::set(&dir, "user.pinctl.cpus", x.as_bytes()).unwrap();
                 }

@@ -140,6 +140,7 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
         watchdog: api::Watchdog::default(),
         quotas_lifted: Vec::new(),
         interrupts: None,
+        partitions: None,
         counters: api::Counters {
             reconciles: 12,
             last_reconcile_ms: 3,

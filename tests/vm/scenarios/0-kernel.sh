@@ -182,7 +182,10 @@ else
         # shrunk below the leaf's, or the leaf's CPU taken offline, makes it
         # "isolated invalid (...)" and it stays invalid after the grant or
         # the CPU comes back, until the partition is written again. Undone
-        # leaf first (member), then the grants in any order.
+        # leaf first (member), then the grants in any order; a write of no
+        # bytes (echo -n "") never reaches the kernel, so a grant is cleared
+        # by a newline. The facts isolation = "partition" relies on are
+        # checks (is), the rest observations (seen).
         R=kpods; S=ksys
         mkcg "$R"; mkcg "$R/pod"; mkcg "$R/pod/ctr"; mkcg "$S"
         wr "$CS/$S/cpuset.cpus" "$ALL" >/dev/null
@@ -200,18 +203,18 @@ else
         seen remote-top-exclusive-own-cpus-x "$(wr "$CS/$R/cpuset.cpus.exclusive" "$X2")"
         seen remote-top-exclusive-effective "$(cat "$CS/$R/cpuset.cpus.exclusive.effective" 2>&1)"
         seen remote-sibling-widened-over-grant "$(wr "$CS/$S/cpuset.cpus" "$ALL"): eff $(eff "$S")"
-        seen remote-mid-exclusive "$(wr "$CS/$R/pod/cpuset.cpus.exclusive" "$X2")"
-        seen remote-leaf-exclusive "$(wr "$CS/$R/pod/ctr/cpuset.cpus.exclusive" "$HI")"
+        is remote-mid-exclusive OK "$(wr "$CS/$R/pod/cpuset.cpus.exclusive" "$X2")"
+        is remote-leaf-exclusive OK "$(wr "$CS/$R/pod/ctr/cpuset.cpus.exclusive" "$HI")"
         seen remote-leaf-cpus "$(wr "$CS/$R/pod/ctr/cpuset.cpus" "$HI")"
         seen remote-sibling-effective-before "$(eff "$S")"
-        seen remote-leaf-isolated "$(part "$R/pod/ctr" isolated)"
-        seen remote-leaf-exclusive-effective "$(cat "$CS/$R/pod/ctr/cpuset.cpus.exclusive.effective" 2>&1)"
+        is remote-leaf-isolated "OK: isolated" "$(part "$R/pod/ctr" isolated)"
+        is remote-leaf-exclusive-effective "$HI" "$(cat "$CS/$R/pod/ctr/cpuset.cpus.exclusive.effective" 2>&1)"
         seen remote-leaf-effective "$(eff "$R/pod/ctr")"
         seen remote-mid-effective "$(eff "$R/pod")"
         seen remote-top-effective "$(eff "$R")"
-        seen remote-sibling-effective "$(eff "$S")"
-        seen remote-root-effective "$(eff "")"
-        seen remote-root-isolated-list "$(cat "$CS/cpuset.cpus.isolated" 2>&1)"
+        is remote-sibling-without "" "$(cl inter "$(eff "$S")" "$HI")" "its effective $(eff "$S")"
+        is remote-root-without "" "$(cl inter "$(eff "")" "$HI")" "its effective $(eff "")"
+        is remote-root-isolated-list "$HI" "$(cat "$CS/cpuset.cpus.isolated" 2>&1)"
         seen remote-sys-isolated "$(cat /sys/devices/system/cpu/isolated 2>&1)"
         sleep 1000 </dev/null >/dev/null 2>&1 & _T=$!
         echo "$_T" > "$CS/$R/pod/ctr/cgroup.procs"
@@ -220,9 +223,19 @@ else
         seen remote-leaf-cpus-widened "$(wr "$CS/$R/pod/ctr/cpuset.cpus" "$X2"): $(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")"
         wr "$CS/$R/pod/ctr/cpuset.cpus" "$HI" >/dev/null
         seen remote-leaf-after-narrowing "$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")"
-        seen remote-mid-exclusive-shrunk "$(wr "$CS/$R/pod/cpuset.cpus.exclusive" "$((HI - 1))"): $(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")"
+        # Why a workload whose CPUs move leaves its partition first.
+        is remote-leaf-cpus-moved "OK: isolated; eff $HI" "$(wr "$CS/$R/pod/ctr/cpuset.cpus" "$((HI - 1))"): $(cat "$CS/$R/pod/ctr/cpuset.cpus.partition"); eff $(eff "$R/pod/ctr")"
+        wr "$CS/$R/pod/ctr/cpuset.cpus" "$HI" >/dev/null
+        seen remote-leaf-after-moved-back "$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")"
+        seen remote-mid-cpus-below-grant "$(wr "$CS/$R/pod/cpuset.cpus" "0-$((HI - 2))"): $(cat "$CS/$R/pod/ctr/cpuset.cpus.partition"); eff $(eff "$R/pod/ctr")"
+        wr "$CS/$R/pod/cpuset.cpus" "$ALL" >/dev/null
+        seen remote-leaf-after-mid-cpus-back "$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")"
+        part "$R/pod/ctr" isolated >/dev/null
+        _r="$(wr "$CS/$R/pod/cpuset.cpus.exclusive" "$((HI - 1))"): $(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")"
+        is remote-mid-exclusive-shrunk "OK: isolated invalid" "${_r%% (*}" "$_r"
         wr "$CS/$R/pod/cpuset.cpus.exclusive" "$X2" >/dev/null
-        seen remote-leaf-after-regrant "$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")"
+        _r=$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")
+        is remote-leaf-stays-invalid-after-regrant "isolated invalid" "${_r%% (*}" "$_r"
         if [ -e "/sys/devices/system/cpu/cpu$HI/online" ]; then
             echo 0 > "/sys/devices/system/cpu/cpu$HI/online"
             seen remote-leaf-cpu-offline "$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition"); eff $(eff "$R/pod/ctr"); task $(allowed "$_T")"
@@ -230,13 +243,17 @@ else
             sleep 0.5
             seen remote-leaf-cpu-online "$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition"); eff $(eff "$R/pod/ctr"); task $(allowed "$_T")"
         fi
-        seen remote-leaf-member "$(part "$R/pod/ctr" member)"
+        is remote-leaf-member "OK: member" "$(part "$R/pod/ctr" member)"
         seen remote-task-allowed-after "$(allowed "$_T")"
-        seen remote-leaf-exclusive-clear "$(wr "$CS/$R/pod/ctr/cpuset.cpus.exclusive" "")"
-        seen remote-top-clear-before-mid "$(wr "$CS/$R/cpuset.cpus.exclusive" "")"
-        seen remote-mid-exclusive-clear "$(wr "$CS/$R/pod/cpuset.cpus.exclusive" "")"
-        wr "$CS/$R/cpuset.cpus.exclusive" "" >/dev/null
-        seen remote-root-effective-after "$(eff ""); isolated $(cat "$CS/cpuset.cpus.isolated" 2>&1)"
+        wr "$CS/$R/pod/ctr/cpuset.cpus.exclusive" "" >/dev/null
+        is remote-empty-write-ignored "$HI" "$(cat "$CS/$R/pod/ctr/cpuset.cpus.exclusive")" "a write of no bytes"
+        NL='
+'
+        is remote-leaf-exclusive-clear OK "$(wr "$CS/$R/pod/ctr/cpuset.cpus.exclusive" "$NL")"
+        is remote-leaf-exclusive-cleared "" "$(cat "$CS/$R/pod/ctr/cpuset.cpus.exclusive")"
+        is remote-mid-exclusive-clear OK "$(wr "$CS/$R/pod/cpuset.cpus.exclusive" "$NL")"
+        is remote-top-exclusive-clear OK "$(wr "$CS/$R/cpuset.cpus.exclusive" "$NL")"
+        is remote-root-after "$ALL; isolated " "$(eff ""); isolated $(cat "$CS/cpuset.cpus.isolated" 2>&1)"
         kill -9 "$_T"; wait "$_T" 2>/dev/null
         rmcg "$R" "$S"
     fi

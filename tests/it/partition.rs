@@ -1,0 +1,266 @@
+//! `isolation = "partition"`: an exclusive workload's top cgroup is made an
+//! isolated cgroup v2 partition, its CPUs granted through
+//! `cpuset.cpus.exclusive` down its path, and undone when it stops holding
+//! them; a partition the kernel calls invalid is undone and listed as
+//! failing; what was made is undone by a restarted daemon; kernels without
+//! remote partitions, and cgroup v1, refuse it with a `Config:` line. The
+//! fake tree has the files but not the kernel's rules: the VM bed's 6.12
+//! boot checks those (`tests/vm/scenarios/13-partition.sh`).
+
+use std::time::Duration;
+
+use pinctl::CpuSet;
+use pinctl::api;
+
+use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, uid};
+use crate::support::world::{Options, World};
+
+struct Env {
+    w: World,
+}
+
+env_of_world!(Env);
+
+impl Env {
+    fn new(version: Version, isolation: &str, supported: bool) -> Env {
+        let w = World::new(
+            "pinctld-partition",
+            version,
+            Driver::Systemd,
+            &options(isolation),
+        );
+        if supported && version == Version::V2 {
+            // What says the kernel has remote partitions.
+            w.tree.write_file("", "cpuset.cpus.isolated", "\n");
+        }
+        Env { w }
+    }
+
+    fn read(&self, rel: &str, file: &str) -> String {
+        self.tree.read_file(rel, file).trim().to_string()
+    }
+
+    /// A Guaranteed pod with one container of 2 CPUs, pinned: (pod,
+    /// container, its CPUs).
+    fn pin(&self, n: u32) -> (String, String, CpuSet) {
+        let pod = self.k.pod(Qos::Guaranteed, &uid(n));
+        self.tree.create(&pod, &Spec::limit(2));
+        let app = self.k.container(&pod, &container_id(n));
+        self.tree.create(&app, &Spec::limit(2));
+        let cpus = self.wait_pinned(&app, 2);
+        (pod, app, cpus)
+    }
+
+    /// Waits until `rel`'s `file` reads `want`.
+    fn wait_file(&self, rel: &str, file: &str, want: &str) {
+        self.wait_for(&format!("{file} = {want:?} on {rel}"), || {
+            match self.read(rel, file) {
+                got if got == want => Ok(()),
+                got => Err(format!("it reads {got:?}")),
+            }
+        });
+    }
+
+    /// Every cgroup from the kubepods root down to `rel`.
+    fn path_to(&self, rel: &str) -> Vec<String> {
+        let parts: Vec<&str> = rel.split('/').collect();
+        (1..=parts.len()).map(|n| parts[..n].join("/")).collect()
+    }
+
+    fn partitions(&self) -> Result<api::Partitions, String> {
+        self.served()?
+            .partitions
+            .ok_or_else(|| "no partitions in the status".to_string())
+    }
+
+    fn rendered(&self) -> String {
+        pinctl::cli::status::render(
+            &self.served().unwrap(),
+            pinctl::cli::status::Mode::Online,
+            pinctl::cli::style::Style::OFF,
+            0,
+        )
+    }
+}
+
+fn options(isolation: &str) -> Options {
+    Options {
+        keys: vec![
+            format!("isolation = {isolation:?}"),
+            "watchdog_interval = \"200ms\"".into(),
+        ],
+        ..Options::default()
+    }
+}
+
+#[test]
+fn a_pinned_container_is_an_isolated_partition_until_it_ends() {
+    let mut env = Env::new(Version::V2, "partition", true);
+    env.start();
+    let (pod, app, cpus) = env.pin(1);
+    // Granted down the path, top first, then isolated.
+    env.wait_file(&app, "cpuset.cpus.partition", "isolated");
+    for rel in env.path_to(&app) {
+        assert_eq!(
+            env.read(&rel, "cpuset.cpus.exclusive"),
+            cpus.to_string(),
+            "{rel}"
+        );
+    }
+    assert_eq!(env.read(&pod, "cpuset.cpus.partition"), "member");
+    let parts = env.wait_for("the status's partition", || {
+        let p = env.partitions()?;
+        if p.isolated.len() == 1 {
+            Ok(p)
+        } else {
+            Err(format!("{p:?}"))
+        }
+    });
+    assert!(
+        parts.on && parts.refused.is_none() && parts.failing.is_empty(),
+        "{parts:?}"
+    );
+    assert_eq!(parts.isolated[0].cgroup, app);
+    assert_eq!(parts.isolated[0].cpus, cpus);
+    let text = env.rendered();
+    assert!(
+        text.contains(&format!(
+            "Partitions:  1 workload cgroup isolated (CPUs {cpus})"
+        )),
+        "{text}"
+    );
+    // A second workload gets its own grants beside the first's.
+    let (pod2, app2, cpus2) = env.pin(2);
+    env.wait_file(&app2, "cpuset.cpus.partition", "isolated");
+    let both = cpus.union(&cpus2).to_string();
+    env.wait_file(&env.k.root(), "cpuset.cpus.exclusive", &both);
+    assert_eq!(env.read(&pod2, "cpuset.cpus.exclusive"), cpus2.to_string());
+    // The first ends: its grants go, the second's stay.
+    env.tree.remove(&app);
+    env.wait_file(&env.k.root(), "cpuset.cpus.exclusive", &cpus2.to_string());
+    env.wait_file(&pod, "cpuset.cpus.exclusive", "");
+    assert_eq!(env.read(&app2, "cpuset.cpus.partition"), "isolated");
+    let events = env.served_events().unwrap();
+    assert!(
+        events.iter().any(|e| matches!(&e.what,
+            api::EventKind::Partition { cgroup, new, error: None, .. }
+            if *cgroup == app2 && new == "isolated")),
+        "{events:?}"
+    );
+    env.stop();
+}
+
+#[test]
+fn an_invalid_partition_is_undone_and_listed_until_turned_on_again() {
+    let mut env = Env::new(Version::V2, "partition", true);
+    env.start();
+    let (_pod, app, cpus) = env.pin(1);
+    env.wait_file(&app, "cpuset.cpus.partition", "isolated");
+    // The kernel makes it invalid (a CPU taken offline and back, a grant
+    // changed by someone else): found at the next round of checks.
+    env.tree.write_file(
+        &app,
+        "cpuset.cpus.partition",
+        "isolated invalid (Parent is not a partition root)\n",
+    );
+    env.wait_file(&app, "cpuset.cpus.partition", "member");
+    for rel in env.path_to(&app) {
+        env.wait_file(&rel, "cpuset.cpus.exclusive", "");
+    }
+    let parts = env.wait_for("the failing partition", || {
+        let p = env.partitions()?;
+        if p.failing.len() == 1 && p.isolated.is_empty() {
+            Ok(p)
+        } else {
+            Err(format!("{p:?}"))
+        }
+    });
+    assert_eq!(parts.failing[0].cgroup, app);
+    assert_eq!(parts.failing[0].reason, "Parent is not a partition root");
+    let text = env.rendered();
+    assert!(text.contains("1 failing"), "{text}");
+    assert!(
+        text.contains("Parent is not a partition root; pinned by its cpuset alone"),
+        "{text}"
+    );
+    // Still pinned, and not tried again while nothing changes.
+    env.hold(
+        "pinned, not partitioned again",
+        Duration::from_millis(600),
+        || match (
+            env.tree.effective(&app),
+            env.read(&app, "cpuset.cpus.partition"),
+        ) {
+            (got, p) if got == cpus && p == "member" => Ok(()),
+            (got, p) => Err(format!("cpus {got}, partition {p}")),
+        },
+    );
+    // A reload that turns it off then on tries again.
+    env.write_config(&options("none"));
+    env.reload();
+    assert!(env.served().unwrap().partitions.is_none());
+    env.write_config(&options("partition"));
+    env.reload();
+    env.wait_file(&app, "cpuset.cpus.partition", "isolated");
+    env.wait_for("no failure", || match env.partitions()? {
+        p if p.failing.is_empty() && p.isolated.len() == 1 => Ok(()),
+        p => Err(format!("{p:?}")),
+    });
+    // Off: undone, the workload stays pinned.
+    env.write_config(&options("none"));
+    env.reload();
+    env.wait_file(&app, "cpuset.cpus.partition", "member");
+    for rel in env.path_to(&app) {
+        env.wait_file(&rel, "cpuset.cpus.exclusive", "");
+    }
+    assert_eq!(env.tree.effective(&app), cpus);
+    env.stop();
+}
+
+#[test]
+fn a_restarted_daemon_undoes_what_ended_while_it_was_down() {
+    let mut env = Env::new(Version::V2, "partition", true);
+    env.start();
+    let (pod, app, cpus) = env.pin(1);
+    env.wait_file(&app, "cpuset.cpus.partition", "isolated");
+    env.stop();
+    // Across a stop, partitions stay (as the pins do).
+    assert_eq!(env.read(&app, "cpuset.cpus.partition"), "isolated");
+    assert_eq!(env.read(&pod, "cpuset.cpus.exclusive"), cpus.to_string());
+    // The container ends while no daemon runs: its grants are left on the
+    // pod and the kubepods root, which the state file remembers.
+    env.tree.remove(&app);
+    env.start();
+    env.wait_file(&pod, "cpuset.cpus.exclusive", "");
+    env.wait_file(&env.k.root(), "cpuset.cpus.exclusive", "");
+    env.stop();
+}
+
+#[test]
+fn a_kernel_without_remote_partitions_refuses_with_a_config_line() {
+    for version in [Version::V2, Version::V1] {
+        let mut env = Env::new(version, "partition", false);
+        env.start();
+        let (_pod, app, _cpus) = env.pin(1);
+        let parts = env.wait_for("the refusal", || match env.partitions()? {
+            p if p.refused.is_some() => Ok(p),
+            p => Err(format!("{p:?}")),
+        });
+        assert!(parts.isolated.is_empty(), "{parts:?}");
+        let text = env.rendered();
+        let needs = match version {
+            Version::V2 => "needs Linux 6.7 or later",
+            Version::V1 => "needs cgroup v2",
+        };
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("Config:") && l.contains(needs)),
+            "{text}"
+        );
+        if version == Version::V2 {
+            assert_eq!(env.read(&app, "cpuset.cpus.partition"), "member");
+            assert_eq!(env.read(&app, "cpuset.cpus.exclusive"), "");
+        }
+        env.stop();
+    }
+}
