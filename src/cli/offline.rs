@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 
 use crate::api;
 use crate::cgroup::{self, Hierarchy, Rel, Scope};
-use crate::config::Config;
+use crate::config::{Config, Isolation};
 use crate::cpuset::CpuSet;
 use crate::engine::SavedState;
 use crate::intent::{self, Intent};
@@ -162,10 +162,47 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
         state: UNKNOWN.to_string(),
         reasons: vec!["offline: no daemon judged it".to_string()],
     };
+    // What the state file says was steered and made: the kernel's files
+    // are the truth, `pinctl verify` and the daemon read them.
+    let exclusive = saved
+        .assignments
+        .values()
+        .fold(CpuSet::new(), |acc, a| acc.union(&a.cpus));
+    let interrupts = (config.irq_affinity || !saved.irqs.is_empty()).then(|| api::Interrupts {
+        on: config.irq_affinity,
+        away: exclusive,
+        steered: saved
+            .irqs
+            .iter()
+            .map(|(irq, s)| api::SteeredIrq {
+                irq: irq.clone(),
+                was: s.was.clone(),
+                now: s.set.clone(),
+            })
+            .collect(),
+        ..api::Interrupts::default()
+    });
+    let partitions = (config.isolation == Isolation::Partition
+        || !saved.partitions.roots.is_empty())
+    .then(|| api::Partitions {
+        on: config.isolation == Isolation::Partition,
+        isolated: saved
+            .partitions
+            .roots
+            .iter()
+            .map(|(rel, cpus)| api::Partition {
+                cgroup: rel.to_string(),
+                cpus: cpus.clone(),
+            })
+            .collect(),
+        ..api::Partitions::default()
+    });
     let status = api::Status {
         reserved,
         shared_pool: online.difference(&assigned),
         workloads,
+        interrupts,
+        partitions,
         ..api::Status::new(
             api::Daemon::new(0, 0, false, summary),
             health,
@@ -316,6 +353,55 @@ mod tests {
         assert!(
             notes.iter().any(|n| n.starts_with("no state file at ")),
             "{notes:?}"
+        );
+    }
+
+    /// What the state file says was steered and made is shown after a stop
+    /// (the daemon leaves both in place).
+    #[test]
+    fn steered_interrupts_and_partitions_come_from_the_state_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = Config {
+            irq_affinity: true,
+            isolation: Isolation::Partition,
+            ..machine(tmp.path())
+        };
+        let set = |s: &str| s.parse::<CpuSet>().unwrap();
+        let mut saved = SavedState {
+            online: set("0-3"),
+            ..SavedState::default()
+        };
+        saved.irqs.insert(
+            "24".into(),
+            crate::irq::Steered {
+                was: set("0-3"),
+                set: set("0-1"),
+            },
+        );
+        saved
+            .partitions
+            .roots
+            .insert("system.slice/batch.service".into(), set("2-3"));
+        StateFile::new(&config.state_file).save(&saved).unwrap();
+        let status = build(&config).unwrap().status;
+        let irqs = status.interrupts.expect("interrupts");
+        assert!(irqs.on);
+        assert_eq!(
+            irqs.steered,
+            [api::SteeredIrq {
+                irq: "24".into(),
+                was: set("0-3"),
+                now: set("0-1"),
+            }]
+        );
+        let parts = status.partitions.expect("partitions");
+        assert!(parts.on);
+        assert_eq!(
+            parts.isolated,
+            [api::Partition {
+                cgroup: "system.slice/batch.service".into(),
+                cpus: set("2-3"),
+            }]
         );
     }
 }
