@@ -268,6 +268,48 @@ pub fn render(
     for c in w.cgroups.iter().skip(1) {
         let _ = writeln!(s, "{:12}{}", "", visible(c));
     }
+    // Its own cgroups and those above it (its pod's quota).
+    let concerns_it = |rel: &str| {
+        w.cgroups
+            .iter()
+            .any(|c| cgroup::is_within(rel, c) || cgroup::is_within(c, rel))
+    };
+    let lifted: Vec<&str> = status
+        .quotas_lifted
+        .iter()
+        .filter(|q| concerns_it(q))
+        .map(String::as_str)
+        .collect();
+    if !lifted.is_empty() {
+        let _ = writeln!(
+            s,
+            "{}CFS quota lifted on {} (unthrottle_exclusive)",
+            field("Quota"),
+            visible(&lifted.join(", "))
+        );
+    }
+    if let Some(parts) = &status.partitions {
+        for p in parts.isolated.iter().filter(|p| concerns_it(&p.cgroup)) {
+            let _ = writeln!(
+                s,
+                "{}{} is an isolated partition of CPUs {}",
+                field("Isolation"),
+                visible(&p.cgroup),
+                p.cpus
+            );
+        }
+        for f in parts.failing.iter().filter(|f| concerns_it(&f.cgroup)) {
+            let _ = writeln!(
+                s,
+                "{}{}",
+                field("Isolation"),
+                style.red(&visible(&format!(
+                    "{} is no partition: {}; pinned by its cpuset alone",
+                    f.cgroup, f.reason
+                )))
+            );
+        }
+    }
     for f in status
         .failing
         .iter()

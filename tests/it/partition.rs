@@ -129,6 +129,17 @@ fn a_pinned_container_is_an_isolated_partition_until_it_ends() {
         )),
         "{text}"
     );
+    let page = env.described(&app);
+    assert!(
+        page.contains(&format!(
+            "Isolation:  {app} is an isolated partition of CPUs {cpus}"
+        )),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("partition {app} cpuset.cpus.partition = isolated")),
+        "{page}"
+    );
     // A second workload gets its own grants beside the first's.
     let (pod2, app2, cpus2) = env.pin(2);
     env.wait_file(&app2, "cpuset.cpus.partition", "isolated");
@@ -182,6 +193,13 @@ fn an_invalid_partition_is_undone_and_listed_until_turned_on_again() {
     assert!(
         text.contains("Parent is not a partition root; pinned by its cpuset alone"),
         "{text}"
+    );
+    let page = env.described(&app);
+    assert!(
+        page.contains(&format!(
+            "Isolation:  {app} is no partition: Parent is not a partition root"
+        )),
+        "{page}"
     );
     // Still pinned, and not tried again while nothing changes.
     env.hold(

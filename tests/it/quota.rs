@@ -108,6 +108,11 @@ fn lifted_while_exclusive(version: Version) {
             Err(format!("{lifted:?}"))
         }
     });
+    let page = env.described(&app);
+    assert!(
+        page.contains(&format!("Quota:      CFS quota lifted on {pod}, {app}")),
+        "{page}"
+    );
     // The kubelet rule decides by the quota it had: still pinned, after a
     // full reconcile too.
     env.reload();

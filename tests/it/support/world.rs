@@ -380,6 +380,23 @@ impl World {
         client_call(&self.socket, |c| async move { c.status().await })
     }
 
+    /// `pinctl describe`'s page of the workload of cgroup `rel`.
+    pub fn described(&self, rel: &str) -> String {
+        let status = self.served().unwrap();
+        let w = status
+            .workloads
+            .iter()
+            .find(|w| w.cgroups.iter().any(|c| c == rel))
+            .unwrap_or_else(|| panic!("no workload of {rel}"));
+        pinctl::cli::describe::render(
+            &status,
+            w,
+            &self.served_events().unwrap(),
+            0,
+            pinctl::cli::style::Style::OFF,
+        )
+    }
+
     /// The audit trail the daemon serves, oldest first.
     pub fn served_events(&self) -> Result<Vec<pinctl::api::Event>, String> {
         client_call(&self.socket, |c| async move { c.events(0).await })
