@@ -5,13 +5,15 @@
 //! Each plan runs [`Daemon::release_partitions`] before its writes (a
 //! workload whose CPUs move must leave its partition first: the kernel
 //! keeps a partition on its grant whatever its `cpuset.cpus` says) and
-//! [`Daemon::grant_partitions`] after them. The partitions wanted are the
-//! top cgroups of the exclusive workloads; each is read back right after
+//! [`Daemon::grant_partitions`] after them. The partition wanted is one top
+//! cgroup of each exclusive workload (a restarted container's old cgroup
+//! may hold the same CPUs for a while); each is read back right after
 //! it is written `isolated`, and every one at each round of checks
 //! ([`Daemon::check_partitions`]). One the kernel calls invalid, or that
 //! could not be made, is *failing*: it is undone at once (the workload
 //! keeps its plain cpuset) and not tried again until its CPUs or the
-//! online CPUs change. What was made is kept in the state file, so a
+//! online CPUs change, or [`RETRY_ROUNDS`] rounds of checks have passed.
+//! What was made is kept in the state file, so a
 //! restarted daemon undoes what is no longer wanted; the root's
 //! `cpuset.cpus.isolated`, read at each round, shows partitions that are
 //! none of the daemon's. Stopping leaves partitions made, as it leaves the
@@ -62,6 +64,22 @@ struct Failing {
     cpus: CpuSet,
     online: CpuSet,
     reason: String,
+    /// Rounds of checks since it failed.
+    rounds: u32,
+}
+
+/// A failing partition is tried again after this many rounds of checks
+/// (5 minutes at the default `watchdog_interval`) even when nothing it is
+/// known to depend on changed: the cause may have come and gone unseen (a
+/// CPU offline and back between two reconciles leaves a partition invalid
+/// until it is written again).
+const RETRY_ROUNDS: u32 = 30;
+
+impl Failing {
+    /// Whether it keeps a partition of `cpus` from being tried on `online`.
+    fn blocks(&self, cpus: &CpuSet, online: &CpuSet) -> bool {
+        &self.cpus == cpus && &self.online == online && self.rounds < RETRY_ROUNDS
+    }
 }
 
 impl Partitions {
@@ -79,7 +97,7 @@ impl Partitions {
     }
 
     /// Forgets `rel` and what is below it (removed: the kernel undid it).
-    pub(super) fn forget(&mut self, rel: &str) {
+    fn forget(&mut self, rel: &str) {
         self.made.forget(rel);
         self.failing.retain(|r, _| !cgroup::is_within(r, rel));
     }
@@ -107,8 +125,12 @@ impl Daemon {
         })
     }
 
-    /// The partitions wanted now: each exclusive workload's top cgroups,
-    /// with its CPUs, but those failing with the same CPUs and online CPUs.
+    /// The partitions wanted now: one cgroup of each exclusive workload,
+    /// with its CPUs, but none failing with the same CPUs and online CPUs.
+    /// Two cgroups of one workload (a restarted container whose old cgroup
+    /// is still there) hold the same CPUs, and the kernel refuses a grant
+    /// overlapping a sibling's: the partition is the cgroup made one
+    /// already, else the first, and another is tried when it goes.
     fn wanted_partitions(&self) -> BTreeMap<Rel, CpuSet> {
         let mut want = BTreeMap::new();
         if self.cfg.isolation != Isolation::Partition
@@ -120,22 +142,39 @@ impl Daemon {
         let online = self.engine.topology().online();
         for w in self.engine.workloads().values() {
             let Some(cpus) = &w.cpus else { continue };
-            for rel in &w.cgroups {
+            let mut tops = w.cgroups.iter().filter(|rel| {
                 let top = !w
                     .cgroups
                     .iter()
-                    .any(|other| other != rel && cgroup::is_within(rel, other));
+                    .any(|other| other != *rel && cgroup::is_within(rel, other));
                 let failing = self
                     .partitions
                     .failing
-                    .get(rel)
-                    .is_some_and(|f| &f.cpus == cpus && &f.online == online);
-                if top && !failing {
-                    want.insert(rel.clone(), cpus.clone());
-                }
+                    .get(*rel)
+                    .is_some_and(|f| f.blocks(cpus, online));
+                top && !failing
+            });
+            let first = tops.next();
+            let made = first
+                .into_iter()
+                .chain(tops)
+                .find(|rel| self.partitions.made.roots.contains_key(*rel));
+            if let Some(rel) = made.or(first) {
+                want.insert(rel.clone(), cpus.clone());
             }
         }
         want
+    }
+
+    /// Cgroup `rel` was removed: its partitions with it (the grants above
+    /// are shrunk by the next release).
+    pub(super) fn forget_partitions(&mut self, rel: &str) {
+        if self.partitions.made.is_empty() && self.partitions.failing.is_empty() {
+            return;
+        }
+        self.partitions.forget(rel);
+        self.engine.set_isolated(self.partitions.made.cpus());
+        self.partition_metrics();
     }
 
     /// Forgets the failures whose workload no longer holds the same CPUs
@@ -152,15 +191,21 @@ impl Daemon {
             .filter_map(|w| Some((w, w.cpus.as_ref()?)))
             .flat_map(|(w, cpus)| w.cgroups.iter().map(move |rel| (rel, cpus)))
             .collect();
-        self.partitions.failing.retain(|rel, f| {
-            held.get(rel).is_some_and(|cpus| **cpus == f.cpus) && &f.online == online
-        });
+        self.partitions
+            .failing
+            .retain(|rel, f| held.get(rel).is_some_and(|cpus| f.blocks(cpus, online)));
     }
 
     /// Undoes the partitions no longer wanted as they are (before a plan's
     /// writes).
     pub(super) async fn release_partitions(&mut self) {
         if self.partitions.made.is_empty() {
+            return;
+        }
+        // A restarted daemon does not know yet whether the kernel has them:
+        // wanting none would undo every partition, to make it again after.
+        self.learn_partitions().await;
+        if self.asks_partitions() && self.partitions.supported.is_none() {
             return;
         }
         let steps = partition::release(&self.partitions.made, &self.wanted_partitions());
@@ -171,16 +216,24 @@ impl Daemon {
     /// whether the kernel has them, then grants and isolates; any that
     /// fails is undone at once.
     pub(super) async fn grant_partitions(&mut self) {
-        if self.cfg.isolation == Isolation::Partition
-            && self.hier.version == Version::V2
-            && self.partitions.supported.is_none()
-        {
-            self.look_at_partitions(false).await;
-        }
+        self.learn_partitions().await;
         self.prune_failing();
         let steps = partition::grant(&self.partitions.made, &self.wanted_partitions());
         if self.run_partition_steps(steps).await {
             self.release_partitions().await;
+        }
+    }
+
+    /// Whether partitions are asked for on cgroup v2.
+    fn asks_partitions(&self) -> bool {
+        self.cfg.isolation == Isolation::Partition && self.hier.version == Version::V2
+    }
+
+    /// Learns whether the kernel has remote partitions, when they are asked
+    /// for and that is not known yet.
+    async fn learn_partitions(&mut self) {
+        if self.asks_partitions() && self.partitions.supported.is_none() {
+            self.look_at_partitions(false).await;
         }
     }
 
@@ -189,6 +242,9 @@ impl Daemon {
     pub(super) async fn check_partitions(&mut self) {
         if self.cfg.isolation != Isolation::Partition && self.partitions.made.is_empty() {
             return;
+        }
+        for f in self.partitions.failing.values_mut() {
+            f.rounds += 1;
         }
         if self.hier.version == Version::V2 {
             self.look_at_partitions(true).await;
@@ -235,7 +291,9 @@ impl Daemon {
                     warn!(path = %path.display(), error = %chain(&e), "cannot read the isolated CPUs");
                 }
                 (Some(rel), Ok((state, effective))) => {
-                    let cpus = self.partitions.made.roots[&rel].clone();
+                    let Some(cpus) = self.partitions.made.roots.get(&rel).cloned() else {
+                        continue;
+                    };
                     // One failing already is being undone.
                     if !self.partitions.failing.contains_key(&rel)
                         && let Err(reason) = partition::judge(&state, effective.as_deref(), &cpus)
@@ -267,6 +325,7 @@ impl Daemon {
                 cpus: cpus.clone(),
                 online: online.clone(),
                 reason,
+                rounds: 0,
             },
         );
     }
@@ -314,12 +373,17 @@ impl Daemon {
                         }
                     }
                 }
+                (Step::Isolate(..), Err(e)) if e.is_not_found() => continue,
                 (Step::Isolate(_, cpus), Err(e)) => {
                     self.socket.metrics.write_errors.inc();
-                    if !e.is_not_found() {
-                        self.partition_failed(&rel, cpus, &online, chain(&e));
-                        failed = true;
-                    }
+                    // The write may have gone through (the read-back failed,
+                    // a timeout): recorded as made, so the release that
+                    // follows writes `member` (harmless on a member) before
+                    // the grants go, rather than leave an invalid partition
+                    // that nothing undoes.
+                    self.partitions.made.done(&step);
+                    self.partition_failed(&rel, cpus, &online, chain(&e));
+                    failed = true;
                     continue;
                 }
                 (_, Ok(_)) => {
@@ -335,9 +399,16 @@ impl Daemon {
                 (_, Err(e)) => {
                     warn!(cgroup = %rel, path = %path.display(), data = %step.data(), errno = e.raw_os_error(), error = %chain(&e), "cannot write the partition; will retry");
                     self.socket.metrics.write_errors.inc();
-                    // A grant that does not go through fails the partitions
-                    // below it.
-                    if let Step::Grant(..) = step {
+                    // A grant that does not grow fails the partitions below
+                    // it; one that does not shrink leaves them what they need.
+                    if let Step::Grant(_, set) = &step
+                        && !self
+                            .partitions
+                            .made
+                            .grants
+                            .get(&rel)
+                            .is_some_and(|had| set.is_subset(had))
+                    {
                         let below: Vec<(Rel, CpuSet)> = self
                             .wanted_partitions()
                             .into_iter()
@@ -371,8 +442,14 @@ impl Daemon {
 
     fn partition_metrics(&mut self) {
         let m = &self.socket.metrics;
-        m.partitions_isolated
-            .set(self.partitions.made.roots.len() as i64);
+        let p = &self.partitions;
+        m.partitions_isolated.set(
+            p.made
+                .roots
+                .keys()
+                .filter(|rel| !p.failing.contains_key(*rel))
+                .count() as i64,
+        );
         m.partitions_failing
             .set(self.partitions.failing.len() as i64);
         self.socket.dirty = true;

@@ -118,7 +118,10 @@ impl Daemon {
             .as_mut()
             .map(|s| std::mem::take(&mut s.partitions))
             .unwrap_or_default();
-        let engine = Engine::new(topo, settings, saved);
+        let mut engine = Engine::new(topo, settings, saved);
+        // The partitions made by the last run take their CPUs out of every
+        // other cgroup's effective set from the start.
+        engine.set_isolated(partitions.cpus());
         let limit_files = match hier.version {
             Version::V2 => hier.limit_names().to_vec(),
             Version::V1 => Vec::new(),

@@ -197,7 +197,7 @@ impl Daemon {
         self.engine.forget(rel);
         self.systemd.forget(rel);
         self.quotas.forget(rel);
-        self.partitions.forget(rel);
+        self.forget_partitions(rel);
         self.watcher.unwatch(rel);
         if let Some(cw) = self.cpu_watcher.as_mut() {
             cw.unwatch(rel);

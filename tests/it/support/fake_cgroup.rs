@@ -240,6 +240,12 @@ impl FakeCgroup {
     /// control files. In v1 the cpu-controller side appears first (the limit is
     /// there when the cpuset side is seen).
     pub fn create(&self, rel: &str, spec: &Spec) {
+        self.create_edited(rel, spec, |_| {});
+    }
+
+    /// [`Self::create`], with `edit` given the new cgroup's directory before
+    /// it appears (a control file the kernel would refuse to write, say).
+    pub fn create_edited(&self, rel: &str, spec: &Spec, edit: impl FnOnce(&Path)) {
         assert!(
             !rel.is_empty() && !self.exists(rel),
             "cannot create {rel:?}"
@@ -262,6 +268,7 @@ impl FakeCgroup {
                 if let Some(x) = &spec.xattr {
                     xattr::set(&dir, "user.pinctl.cpus", x.as_bytes()).unwrap();
                 }
+                edit(&dir);
                 self.publish(&dir, &self.dir(rel));
             }
             Version::V1 => {
@@ -276,6 +283,7 @@ impl FakeCgroup {
                 if let Some(x) = &spec.xattr {
                     xattr::set(&dir, "user.pinctl.cpus", x.as_bytes()).unwrap();
                 }
+                edit(&dir);
                 self.publish(&dir, &self.dir(rel));
             }
         }

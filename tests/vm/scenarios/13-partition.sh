@@ -7,7 +7,7 @@
 # cgroup's effective set without them. A partition someone else makes
 # invalid (its pod's grant shrunk) is found at the next round of checks,
 # undone and listed as failing while the container stays pinned; a reload
-# off and on makes it again. A CPU of the partition taken offline leaves a
+# off and on makes it again; a restart of the daemon leaves it alone. A CPU of the partition taken offline leaves a
 # consistent state; the container's end clears every grant. On cgroup v1
 # and older kernels (6.1) the setting is refused with a Config: line in
 # `pinctl status` and the container is pinned all the same.
@@ -91,6 +91,15 @@ watchdog_interval = "1s"'
 watchdog_interval = "1s"'
     kill -HUP "$DPID"
     part_is part-made-again "$APP" isolated
+
+    # A stop leaves the partition; a restart leaves one still wanted alone
+    # (it learns the kernel has partitions before it releases anything).
+    daemon_stop
+    check part-stop-leaves "partition $(part "$APP") after a stop" [ "$(part "$APP")" = isolated ]
+    daemon_start || return
+    sleep 2
+    _m=$(pinctl events 2>&1 | grep -c 'cpuset.cpus.partition = member')
+    check part-restart-kept "partition $(part "$APP"), $_m writes of member since the restart" [ "$(part "$APP")" = isolated -a "$_m" = 0 ]
 
     # A CPU of the partition taken offline: the kernel makes the partition
     # invalid; the daemon moves the container or falls back, and either way
