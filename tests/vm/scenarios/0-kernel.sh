@@ -232,10 +232,12 @@ else
         seen remote-leaf-after-mid-cpus-back "$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")"
         part "$R/pod/ctr" isolated >/dev/null
         _r="$(wr "$CS/$R/pod/cpuset.cpus.exclusive" "$((HI - 1))"): $(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")"
-        is remote-mid-exclusive-shrunk "OK: isolated invalid" "${_r%% (*}" "$_r"
+        _why=${_r#*invalid (}
+        is remote-mid-exclusive-shrunk "OK: isolated invalid" "${_r%% (*}" "${_why%)}"
         wr "$CS/$R/pod/cpuset.cpus.exclusive" "$X2" >/dev/null
         _r=$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition")
-        is remote-leaf-stays-invalid-after-regrant "isolated invalid" "${_r%% (*}" "$_r"
+        _why=${_r#*invalid (}
+        is remote-leaf-stays-invalid-after-regrant "isolated invalid" "${_r%% (*}" "${_why%)}"
         if [ -e "/sys/devices/system/cpu/cpu$HI/online" ]; then
             echo 0 > "/sys/devices/system/cpu/cpu$HI/online"
             seen remote-leaf-cpu-offline "$(cat "$CS/$R/pod/ctr/cpuset.cpus.partition"); eff $(eff "$R/pod/ctr"); task $(allowed "$_T")"
