@@ -57,6 +57,10 @@ pub(super) struct Partitions {
     /// CPUs of isolated partitions that are none of the daemon's, at the
     /// last round of checks.
     foreign: CpuSet,
+    /// The last error of each file written or read, until it works: the
+    /// same error again is counted, not logged nor put in the trail again
+    /// (a shrink the kernel keeps refusing is tried at every plan).
+    errors: BTreeMap<PathBuf, String>,
 }
 
 #[derive(Debug, Clone)]
@@ -100,6 +104,11 @@ impl Partitions {
     fn forget(&mut self, rel: &str) {
         self.made.forget(rel);
         self.failing.retain(|r, _| !cgroup::is_within(r, rel));
+    }
+
+    /// Records `error` as `path`'s last; whether it is a new one.
+    fn new_error(&mut self, path: &Path, error: String) -> bool {
+        self.errors.insert(path.to_path_buf(), error.clone()) != Some(error)
     }
 
     /// A reload changed `isolation`: what failed is tried again.
@@ -169,10 +178,17 @@ impl Daemon {
     /// Cgroup `rel` was removed: its partitions with it (the grants above
     /// are shrunk by the next release).
     pub(super) fn forget_partitions(&mut self, rel: &str) {
-        if self.partitions.made.is_empty() && self.partitions.failing.is_empty() {
+        if self.partitions.made.is_empty()
+            && self.partitions.failing.is_empty()
+            && self.partitions.errors.is_empty()
+        {
             return;
         }
         self.partitions.forget(rel);
+        let dir = self.hier.dir(rel);
+        self.partitions
+            .errors
+            .retain(|path, _| !path.starts_with(&dir));
         self.engine.set_isolated(self.partitions.made.cpus());
         self.partition_metrics();
     }
@@ -275,6 +291,7 @@ impl Daemon {
         for ((path, rel), result) in items.into_iter().zip(results) {
             match (rel, result) {
                 (None, Ok((text, _))) => {
+                    self.partitions.errors.remove(&path);
                     self.partitions.supported = Some(true);
                     let isolated: CpuSet = text.parse().unwrap_or_default();
                     self.partitions.foreign = isolated.difference(&self.partitions.made.cpus());
@@ -288,7 +305,9 @@ impl Daemon {
                     self.partitions.supported = Some(false);
                 }
                 (None, Err(e)) => {
-                    warn!(path = %path.display(), error = %chain(&e), "cannot read the isolated CPUs");
+                    if self.partitions.new_error(&path, chain(&e)) {
+                        warn!(path = %path.display(), error = %chain(&e), "cannot read the isolated CPUs; partitions are neither made nor undone until it can be read");
+                    }
                 }
                 (Some(rel), Ok((state, effective))) => {
                     let Some(cpus) = self.partitions.made.roots.get(&rel).cloned() else {
@@ -355,6 +374,7 @@ impl Daemon {
         for ((path, step), result) in items.into_iter().zip(results) {
             let rel = step.rel().clone();
             let mut error = None;
+            let mut repeated = false;
             match (&step, result) {
                 (Step::Isolate(_, cpus), Ok(state)) => {
                     // Recorded as made whatever it reads: an invalid one is
@@ -387,6 +407,7 @@ impl Daemon {
                     continue;
                 }
                 (_, Ok(_)) => {
+                    self.partitions.errors.remove(&path);
                     self.partitions.made.done(&step);
                     match &step {
                         Step::Member(_) => info!(cgroup = %rel, "isolated partition undone"),
@@ -397,7 +418,12 @@ impl Daemon {
                 }
                 (_, Err(e)) if e.is_not_found() => self.partitions.forget(&rel),
                 (_, Err(e)) => {
-                    warn!(cgroup = %rel, path = %path.display(), data = %step.data(), errno = e.raw_os_error(), error = %chain(&e), "cannot write the partition; will retry");
+                    repeated = !self
+                        .partitions
+                        .new_error(&path, format!("{}: {}", step.data(), chain(&e)));
+                    if !repeated {
+                        warn!(cgroup = %rel, path = %path.display(), data = %step.data(), errno = e.raw_os_error(), error = %chain(&e), "cannot write the partition; will retry");
+                    }
                     self.socket.metrics.write_errors.inc();
                     // A grant that does not grow fails the partitions below
                     // it; one that does not shrink leaves them what they need.
@@ -427,12 +453,14 @@ impl Daemon {
                     error = Some(chain(&e));
                 }
             }
-            self.socket.events.push(api::EventKind::Partition {
-                cgroup: rel.to_string(),
-                file: step.file().to_string(),
-                new: step.data(),
-                error,
-            });
+            if !repeated {
+                self.socket.events.push(api::EventKind::Partition {
+                    cgroup: rel.to_string(),
+                    file: step.file().to_string(),
+                    new: step.data(),
+                    error,
+                });
+            }
         }
         self.engine.set_isolated(self.partitions.made.cpus());
         self.partition_metrics();

@@ -401,3 +401,55 @@ fn a_partition_whose_read_back_fails_is_not_left_behind() {
     env.wait_file(&app, "cpuset.cpus.partition", "member");
     env.stop();
 }
+
+#[test]
+fn a_shrink_the_kernel_keeps_refusing_is_told_once_and_made_when_it_can() {
+    let mut env = Env::new(Version::V2, "partition", true);
+    env.start();
+    let (pod, app, cpus) = env.pin(1);
+    env.wait_file(&app, "cpuset.cpus.partition", "isolated");
+    // The pod's grant cannot be written (EISDIR here).
+    let file = env.tree.dir(&pod).join("cpuset.cpus.exclusive");
+    std::fs::remove_file(&file).unwrap();
+    std::fs::create_dir(&file).unwrap();
+    // The container ends: the pod's grant should shrink; each plan and
+    // each round of checks (200 ms here) tries again.
+    env.tree.remove(&app);
+    env.wait_file(&env.k.root(), "cpuset.cpus.exclusive", "");
+    std::thread::sleep(Duration::from_millis(1000));
+    let told = |env: &Env| {
+        env.served_events()
+            .unwrap()
+            .iter()
+            .filter(|e| {
+                matches!(&e.what, api::EventKind::Partition { cgroup, error: Some(_), .. }
+                    if *cgroup == pod)
+            })
+            .count()
+    };
+    // Tried at every round, told once.
+    let tries = env.served().unwrap().counters.write_errors;
+    assert!(tries >= 3, "{tries} tries");
+    assert_eq!(told(&env), 1, "{:?}", env.served_events().unwrap());
+    assert_eq!(
+        env.log()
+            .matches("cannot write the partition; will retry")
+            .count(),
+        1
+    );
+    // Once it can be written, it is. The file takes the directory's place
+    // at once (a moment without either would read as the cgroup gone).
+    let fixed = env.tree.dir(&pod).join("exclusive.new");
+    std::fs::write(&fixed, format!("{cpus}\n")).unwrap();
+    nix::fcntl::renameat2(
+        nix::fcntl::AT_FDCWD,
+        &fixed,
+        nix::fcntl::AT_FDCWD,
+        &file,
+        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+    )
+    .unwrap();
+    std::fs::remove_dir(&fixed).unwrap();
+    env.wait_file(&pod, "cpuset.cpus.exclusive", "");
+    env.stop();
+}
