@@ -73,9 +73,7 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
                 visible(file),
                 visible(reason)
             );
-            if let Some(err) = error {
-                let _ = write!(s, "  {}", style.red(&format!("FAILED: {}", visible(err))));
-            }
+            failure(&mut s, error.as_deref(), style);
         }
         EventKind::Repair { path, created } => {
             let made: Vec<String> = created
@@ -109,9 +107,7 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
                 visible(old),
                 visible(new)
             );
-            if let Some(err) = error {
-                let _ = write!(s, "  {}", style.red(&format!("FAILED: {}", visible(err))));
-            }
+            failure(&mut s, error.as_deref(), style);
         }
         EventKind::Partition {
             cgroup,
@@ -126,9 +122,7 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
                 visible(file),
                 visible(new)
             );
-            if let Some(err) = error {
-                let _ = write!(s, "  {}", style.red(&format!("FAILED: {}", visible(err))));
-            }
+            failure(&mut s, error.as_deref(), style);
         }
         EventKind::Irqs {
             away,
@@ -169,12 +163,17 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
                 visible(unit),
                 visible(cgroup)
             );
-            if let Some(err) = error {
-                let _ = write!(s, "  {}", style.red(&format!("FAILED: {}", visible(err))));
-            }
+            failure(&mut s, error.as_deref(), style);
         }
     }
     s
+}
+
+/// Appends `  FAILED: ERROR` to an event's line when its write failed.
+fn failure(s: &mut String, error: Option<&str>, style: Style) {
+    if let Some(err) = error {
+        let _ = write!(s, "  {}", style.red(&format!("FAILED: {}", visible(err))));
+    }
 }
 
 /// A set as an event shows it. An empty set is what a new cgroup holds (v2:

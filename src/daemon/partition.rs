@@ -100,10 +100,13 @@ impl Partitions {
         self.made.clone()
     }
 
-    /// Forgets `rel` and what is below it (removed: the kernel undid it).
-    fn forget(&mut self, rel: &str) {
-        self.made.forget(rel);
-        self.failing.retain(|r, _| !cgroup::is_within(r, rel));
+    /// The partitions made and holding, with their CPUs: those failing are
+    /// being undone.
+    fn isolated(&self) -> impl Iterator<Item = (&Rel, &CpuSet)> {
+        self.made
+            .roots
+            .iter()
+            .filter(|(rel, _)| !self.failing.contains_key(*rel))
     }
 
     /// Records `error` as `path`'s last; whether it is a new one.
@@ -142,10 +145,7 @@ impl Daemon {
     /// already, else the first, and another is tried when it goes.
     fn wanted_partitions(&self) -> BTreeMap<Rel, CpuSet> {
         let mut want = BTreeMap::new();
-        if self.cfg.isolation != Isolation::Partition
-            || self.hier.version != Version::V2
-            || self.partitions.supported != Some(true)
-        {
+        if !self.asks_partitions() || self.partitions.supported != Some(true) {
             return want;
         }
         let online = self.engine.topology().online();
@@ -175,7 +175,8 @@ impl Daemon {
         want
     }
 
-    /// Cgroup `rel` was removed: its partitions with it (the grants above
+    /// Cgroup `rel` was removed (or a file of it is gone): its partitions,
+    /// failures and errors with it, the kernel undid them (the grants above
     /// are shrunk by the next release).
     pub(super) fn forget_partitions(&mut self, rel: &str) {
         if self.partitions.made.is_empty()
@@ -184,11 +185,11 @@ impl Daemon {
         {
             return;
         }
-        self.partitions.forget(rel);
         let dir = self.hier.dir(rel);
-        self.partitions
-            .errors
-            .retain(|path, _| !path.starts_with(&dir));
+        let p = &mut self.partitions;
+        p.made.forget(rel);
+        p.failing.retain(|r, _| !cgroup::is_within(r, rel));
+        p.errors.retain(|path, _| !path.starts_with(&dir));
         self.engine.set_isolated(self.partitions.made.cpus());
         self.partition_metrics();
     }
@@ -320,7 +321,7 @@ impl Daemon {
                         self.partition_failed(&rel, &cpus, &online, reason);
                     }
                 }
-                (Some(rel), Err(e)) if e.is_not_found() => self.partitions.forget(&rel),
+                (Some(rel), Err(e)) if e.is_not_found() => self.forget_partitions(&rel),
                 (Some(rel), Err(e)) => {
                     warn!(cgroup = %rel, path = %path.display(), error = %chain(&e), "cannot read the partition");
                 }
@@ -416,7 +417,7 @@ impl Daemon {
                         }
                     }
                 }
-                (_, Err(e)) if e.is_not_found() => self.partitions.forget(&rel),
+                (_, Err(e)) if e.is_not_found() => self.forget_partitions(&rel),
                 (_, Err(e)) => {
                     repeated = !self
                         .partitions
@@ -471,15 +472,8 @@ impl Daemon {
     fn partition_metrics(&mut self) {
         let m = &self.socket.metrics;
         let p = &self.partitions;
-        m.partitions_isolated.set(
-            p.made
-                .roots
-                .keys()
-                .filter(|rel| !p.failing.contains_key(*rel))
-                .count() as i64,
-        );
-        m.partitions_failing
-            .set(self.partitions.failing.len() as i64);
+        m.partitions_isolated.set(p.isolated().count() as i64);
+        m.partitions_failing.set(p.failing.len() as i64);
         self.socket.dirty = true;
     }
 
@@ -495,10 +489,7 @@ impl Daemon {
             on,
             refused: self.partitions_refused(),
             isolated: p
-                .made
-                .roots
-                .iter()
-                .filter(|(rel, _)| !p.failing.contains_key(*rel))
+                .isolated()
                 .map(|(rel, cpus)| api::Partition {
                     cgroup: rel.to_string(),
                     cpus: cpus.clone(),

@@ -53,6 +53,31 @@ impl Env {
         (pod, app, cpus)
     }
 
+    /// [`Self::pin`], then waits for the container's partition.
+    fn pin_isolated(&self, n: u32) -> (String, String, CpuSet) {
+        let (pod, app, cpus) = self.pin(n);
+        self.wait_file(&app, "cpuset.cpus.partition", "isolated");
+        (pod, app, cpus)
+    }
+
+    /// Waits until `rel` is no partition and no grant is left on its path.
+    fn wait_undone(&self, rel: &str) {
+        self.wait_file(rel, "cpuset.cpus.partition", "member");
+        for r in self.path_to(rel) {
+            self.wait_file(&r, "cpuset.cpus.exclusive", "");
+        }
+    }
+
+    /// Waits until the status lists one partition made and none failing.
+    fn wait_one_isolated(&self) {
+        self.wait_for("one partition, none failing", || {
+            match self.partitions()? {
+                p if p.failing.is_empty() && p.isolated.len() == 1 => Ok(()),
+                p => Err(format!("{p:?}")),
+            }
+        });
+    }
+
     /// Waits until `rel`'s `file` reads `want`.
     fn wait_file(&self, rel: &str, file: &str, want: &str) {
         self.wait_for(&format!("{file} = {want:?} on {rel}"), || {
@@ -143,8 +168,7 @@ fn a_pinned_container_is_an_isolated_partition_until_it_ends() {
         "{page}"
     );
     // A second workload gets its own grants beside the first's.
-    let (pod2, app2, cpus2) = env.pin(2);
-    env.wait_file(&app2, "cpuset.cpus.partition", "isolated");
+    let (pod2, app2, cpus2) = env.pin_isolated(2);
     let both = cpus.union(&cpus2).to_string();
     env.wait_file(&env.k.root(), "cpuset.cpus.exclusive", &both);
     assert_eq!(env.read(&pod2, "cpuset.cpus.exclusive"), cpus2.to_string());
@@ -167,8 +191,7 @@ fn a_pinned_container_is_an_isolated_partition_until_it_ends() {
 fn an_invalid_partition_is_undone_and_listed_until_turned_on_again() {
     let mut env = Env::new(Version::V2, "partition", true);
     env.start();
-    let (_pod, app, cpus) = env.pin(1);
-    env.wait_file(&app, "cpuset.cpus.partition", "isolated");
+    let (_pod, app, cpus) = env.pin_isolated(1);
     // The kernel makes it invalid (a CPU taken offline and back, a grant
     // changed by someone else): found at the next round of checks.
     env.tree.write_file(
@@ -176,10 +199,7 @@ fn an_invalid_partition_is_undone_and_listed_until_turned_on_again() {
         "cpuset.cpus.partition",
         "isolated invalid (Parent is not a partition root)\n",
     );
-    env.wait_file(&app, "cpuset.cpus.partition", "member");
-    for rel in env.path_to(&app) {
-        env.wait_file(&rel, "cpuset.cpus.exclusive", "");
-    }
+    env.wait_undone(&app);
     let parts = env.wait_for("the failing partition", || {
         let p = env.partitions()?;
         if p.failing.len() == 1 && p.isolated.is_empty() {
@@ -219,10 +239,7 @@ fn an_invalid_partition_is_undone_and_listed_until_turned_on_again() {
     // same: the cause may have come and gone unseen (a CPU offline and
     // back between two reconciles).
     env.wait_file(&app, "cpuset.cpus.partition", "isolated");
-    env.wait_for("no failure", || match env.partitions()? {
-        p if p.failing.is_empty() && p.isolated.len() == 1 => Ok(()),
-        p => Err(format!("{p:?}")),
-    });
+    env.wait_one_isolated();
     // A reload that turns it off then on tries again.
     env.write_config(&options("none"));
     env.reload();
@@ -230,17 +247,11 @@ fn an_invalid_partition_is_undone_and_listed_until_turned_on_again() {
     env.write_config(&options("partition"));
     env.reload();
     env.wait_file(&app, "cpuset.cpus.partition", "isolated");
-    env.wait_for("no failure", || match env.partitions()? {
-        p if p.failing.is_empty() && p.isolated.len() == 1 => Ok(()),
-        p => Err(format!("{p:?}")),
-    });
+    env.wait_one_isolated();
     // Off: undone, the workload stays pinned.
     env.write_config(&options("none"));
     env.reload();
-    env.wait_file(&app, "cpuset.cpus.partition", "member");
-    for rel in env.path_to(&app) {
-        env.wait_file(&rel, "cpuset.cpus.exclusive", "");
-    }
+    env.wait_undone(&app);
     assert_eq!(env.tree.effective(&app), cpus);
     env.stop();
 }
@@ -249,8 +260,7 @@ fn an_invalid_partition_is_undone_and_listed_until_turned_on_again() {
 fn a_restarted_daemon_undoes_what_ended_while_it_was_down() {
     let mut env = Env::new(Version::V2, "partition", true);
     env.start();
-    let (pod, app, cpus) = env.pin(1);
-    env.wait_file(&app, "cpuset.cpus.partition", "isolated");
+    let (pod, app, cpus) = env.pin_isolated(1);
     env.stop();
     // Across a stop, partitions stay (as the pins do).
     assert_eq!(env.read(&app, "cpuset.cpus.partition"), "isolated");
@@ -306,8 +316,7 @@ fn undone(env: &Env, rel: &str) -> bool {
 fn a_restarted_daemon_leaves_the_partitions_still_wanted_alone() {
     let mut env = Env::new(Version::V2, "partition", true);
     env.start();
-    let (_pod, app, cpus) = env.pin(1);
-    env.wait_file(&app, "cpuset.cpus.partition", "isolated");
+    let (_pod, app, cpus) = env.pin_isolated(1);
     env.stop();
     env.start();
     env.wait_for("the partition listed again", || match env.partitions()? {
@@ -393,12 +402,9 @@ fn a_partition_whose_read_back_fails_is_not_left_behind() {
         p if p.failing.len() == 1 => Ok(()),
         p => Err(format!("{p:?}")),
     });
-    for rel in env.path_to(&app) {
-        env.wait_file(&rel, "cpuset.cpus.exclusive", "");
-    }
-    // Its grants are gone: a partition left isolated would be invalid, and
-    // nothing would ever undo it.
-    env.wait_file(&app, "cpuset.cpus.partition", "member");
+    // Its grants are gone and it is no partition: a partition left isolated
+    // would be invalid, and nothing would ever undo it.
+    env.wait_undone(&app);
     env.stop();
 }
 
@@ -406,8 +412,7 @@ fn a_partition_whose_read_back_fails_is_not_left_behind() {
 fn a_shrink_the_kernel_keeps_refusing_is_told_once_and_made_when_it_can() {
     let mut env = Env::new(Version::V2, "partition", true);
     env.start();
-    let (pod, app, cpus) = env.pin(1);
-    env.wait_file(&app, "cpuset.cpus.partition", "isolated");
+    let (pod, app, cpus) = env.pin_isolated(1);
     // The pod's grant cannot be written (EISDIR here).
     let file = env.tree.dir(&pod).join("cpuset.cpus.exclusive");
     std::fs::remove_file(&file).unwrap();
