@@ -39,7 +39,10 @@
 //!   *pin under churn* is what a new pin costs while the daemon is still busy
 //!   with the last change.
 //! - A warm restart with debug logging, then SIGHUPs: each full reconcile's
-//!   time is the daemon's own `reconcile done ... elapsed_us=` line.
+//!   time is the daemon's own `reconcile done ... elapsed_us=` line. Its
+//!   floor: the daemon stopped, every cgroup directory it scans read by the
+//!   benchmark with the daemon's own call (`RealFs::scan_dir`) on as many
+//!   threads, and only opened and closed.
 //! - Memory: `VmRSS`/`VmHWM` after start-up and at the end of the rounds.
 //!
 //! The waits read the effective sets: after each inotify event on a
@@ -519,6 +522,74 @@ bundle_dirs = ["{bundles}"]
         self.daemon.as_mut().expect("the daemon runs")
     }
 
+    /// A full reconcile's floor: every cgroup directory the daemon scans
+    /// (the managed and the shared subtrees, in the cpuset hierarchy) read by
+    /// the benchmark itself with the daemon's own call (`RealFs::scan_dir`:
+    /// the directory, its xattr and owner, `cpuset.cpus` and on v1
+    /// `cpuset.mems`, its listing when it has subdirectories) on as many
+    /// threads as the daemon has for I/O, `rounds` times, the daemon stopped.
+    /// What a reconcile costs above it is the daemon's (watches, planning,
+    /// the v1 cpu tree).
+    fn read_floor(&self, rounds: usize) -> Result<ReadFloor> {
+        use pinctl::io::Fs as _;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        let mut todo: Vec<PathBuf> = ["kubepods", "system.slice"]
+            .iter()
+            .map(|rel| self.hier.cpuset.join(&self.top).join(rel))
+            .collect();
+        while let Some(dir) = todo.pop() {
+            for entry in fs::read_dir(&dir)? {
+                let entry = entry?;
+                if entry.file_type()?.is_dir() {
+                    todo.push(entry.path());
+                }
+            }
+            dirs.push(dir);
+        }
+        let files: &[&str] = match self.hier.version {
+            Version::V1 => &["cpuset.cpus", "cpuset.mems"],
+            Version::V2 => &["cpuset.cpus"],
+        };
+        let threads = pinctl::io::IoConfig::default().threads;
+        // As the daemon's scan: batches of 128, taken in turn by the threads.
+        let batches: Vec<&[PathBuf]> = dirs.chunks(128).collect();
+        let time = |read: &(dyn Fn(&Path) + Sync)| -> Result<Stats> {
+            let mut took = Vec::with_capacity(rounds);
+            for _ in 0..rounds {
+                let next = AtomicUsize::new(0);
+                let started = Instant::now();
+                std::thread::scope(|s| {
+                    for _ in 0..threads {
+                        s.spawn(|| {
+                            while let Some(batch) =
+                                batches.get(next.fetch_add(1, Ordering::Relaxed))
+                            {
+                                batch.iter().for_each(|dir| read(dir));
+                            }
+                        });
+                    }
+                });
+                took.push(started.elapsed());
+                // As between SIGHUPs: the daemon idles between reconciles.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Stats::of(took).context("no floor rounds")
+        };
+        let read = time(&|dir| {
+            let _ = pinctl::io::RealFs.scan_dir(dir, files, "user.pinctl.cpus");
+        })?;
+        // The part of it no reading can avoid: opening each directory.
+        let open = time(&|dir| {
+            let _ = fs::File::open(dir);
+        })?;
+        Ok(ReadFloor {
+            read,
+            open,
+            dirs: dirs.len(),
+        })
+    }
+
     /// Makes a Guaranteed pod with one container below `parent` (a path
     /// under the top), as runc does: the cpuset directory first, then the
     /// CPU quota. Says when the container's cpuset `mkdir` started and when
@@ -681,6 +752,15 @@ impl Pool {
     }
 }
 
+/// A full reconcile's floor ([`Rig::read_floor`]).
+struct ReadFloor {
+    /// Every directory read with the daemon's own call.
+    read: Stats,
+    /// Every directory only opened and closed.
+    open: Stats,
+    dirs: usize,
+}
+
 struct SizeResult {
     n: usize,
     build: Duration,
@@ -698,6 +778,8 @@ struct SizeResult {
     floor_steps: Stats,
     floor_write: Stats,
     reconcile: Option<Stats>,
+    /// The same directories read by the benchmark with the daemon's own calls.
+    reconcile_floor: ReadFloor,
     cgroups: u64,
     mem_start: (u64, u64),
     mem_end: (u64, u64),
@@ -840,6 +922,9 @@ fn run_size(
     let reconciles = std::mem::take(&mut d.reconciles);
     d.pump_logs();
     warnings.append(&mut d.warnings);
+    d.stop()?;
+    rig.daemon = None;
+    let reconcile_floor = rig.read_floor(opts.hups)?;
     let reconcile = Stats::of(
         reconciles
             .iter()
@@ -860,6 +945,7 @@ fn run_size(
         floor_steps: some(floor_steps)?,
         floor_write: some(floor_write)?,
         reconcile,
+        reconcile_floor,
         cgroups: reconciles.first().map_or(0, |&(_, c)| c),
         mem_start,
         mem_end,
@@ -938,6 +1024,21 @@ fn report(hier: &Hier, results: &[SizeResult]) {
             ms(r.floor_steps.median),
             ms(r.floor_write.median),
             ms(r.reaction.median.saturating_sub(r.floor_write.median)),
+        );
+    }
+    println!(
+        "  a full reconcile's floor (ms, median): every cgroup it scans read by the benchmark with the daemon's own call on {} threads",
+        pinctl::io::IoConfig::default().threads
+    );
+    for r in results {
+        println!(
+            "  {:>6}: reconcile {} ({} cgroups); floor {} ({} directories read), of which opening them {}",
+            r.n,
+            r.reconcile.as_ref().map_or("-".into(), |s| ms(s.median)),
+            r.cgroups,
+            ms(r.reconcile_floor.read.median),
+            r.reconcile_floor.dirs,
+            ms(r.reconcile_floor.open.median),
         );
     }
     for r in results {

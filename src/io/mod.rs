@@ -177,6 +177,9 @@ pub trait Fs: Send + Sync + 'static {
 #[derive(Debug)]
 pub struct DirScan {
     /// The names of its subdirectories (and links to directories), unsorted.
+    /// [`RealFs`] does not list a directory whose link count is 2 (no
+    /// subdirectories: kernfs, tmpfs and ext4 count them), so a link there
+    /// is not seen; cgroupfs has no links.
     pub dirs: Vec<String>,
     /// Each requested file's contents, in the order asked.
     pub files: Vec<io::Result<String>>,

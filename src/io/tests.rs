@@ -29,6 +29,25 @@ fn summary(scan: io::Result<DirScan>) -> String {
     }
 }
 
+/// A directory with no subdirectory (link count 2) is not listed: its files
+/// are read as ever, and a link to a directory there is not reported (cgroupfs
+/// has no links); one beside a subdirectory is.
+#[test]
+fn scan_dir_does_not_list_a_directory_without_subdirectories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let leaf = tmp.path().join("leaf");
+    std::fs::create_dir_all(&leaf).unwrap();
+    std::fs::write(leaf.join("cpuset.cpus"), "1\n").unwrap();
+    std::os::unix::fs::symlink(tmp.path(), leaf.join("link")).unwrap();
+    let scan = RealFs.scan_dir(&leaf, &["cpuset.cpus"], "user.x").unwrap();
+    assert!(scan.dirs.is_empty(), "{:?}", scan.dirs);
+    assert_eq!(scan.files[0].as_deref().unwrap(), "1\n");
+    std::fs::create_dir(leaf.join("child")).unwrap();
+    let mut scan = RealFs.scan_dir(&leaf, &[], "user.x").unwrap();
+    scan.dirs.sort();
+    assert_eq!(scan.dirs, ["child", "link"]);
+}
+
 #[test]
 fn scan_dir_relative_to_the_directory_matches_the_plain_one() {
     let tmp = tempfile::tempdir().unwrap();

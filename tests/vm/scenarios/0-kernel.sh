@@ -25,6 +25,13 @@ K=kprobe
 ALL=$(online)
 HI=$(cl list "$ALL" | tr ' ' '\n' | tail -1)
 mkcg "$K" empty
+# A cgroup directory's link count is 2 + its subdirectories (kernfs keeps
+# it): a scan does not list one at 2 (RealFs::scan_dir), half of a node's.
+is nlink-leaf 2 "$(stat -c %h "$CS/$K")"
+mkdir "$CS/$K/n1" "$CS/$K/n2"
+is nlink-counts-subdirs 4 "$(stat -c %h "$CS/$K")"
+rmdir "$CS/$K/n1" "$CS/$K/n2"
+is nlink-after-rmdir 2 "$(stat -c %h "$CS/$K")"
 if [ "$HIER" = v1 ]; then
     is v1-new-cpus-empty "" "$(cpus "$K")"
     is v1-new-mems-empty "" "$(cat "$CS/$K/cpuset.mems")"
