@@ -412,6 +412,8 @@ struct Rig<'a> {
     reserved: Vec<u32>,
     next: u64,
     daemon: Option<Daemon>,
+    /// The daemon's `reconcile_interval`.
+    reconcile_every: &'static str,
 }
 
 impl Drop for Rig<'_> {
@@ -442,6 +444,7 @@ impl<'a> Rig<'a> {
             reserved: reserved.to_vec(),
             next: 1 << 40,
             daemon: None,
+            reconcile_every: "1h",
         };
         hier.remove_everywhere(&top);
         for root in hier.roots() {
@@ -492,7 +495,7 @@ proc_root = "/proc"
 state_file = "{state}"
 socket = "{socket}"
 reserved_cpus = "{reserved}"
-reconcile_interval = "1h"
+reconcile_interval = "{reconcile_every}"
 log_level = "{log_level}"
 managed = ["{top}/kubepods"]
 shared_cgroups = ["{top}/system.slice"]
@@ -500,6 +503,7 @@ shared_cgroups = ["{top}/system.slice"]
 bundle_dirs = ["{bundles}"]
 "#,
             mount = self.hier.mount.display(),
+            reconcile_every = self.reconcile_every,
             state = p("state/state.json"),
             socket = p("pinctl.sock"),
             reserved = list(&self.reserved),
@@ -520,6 +524,24 @@ bundle_dirs = ["{bundles}"]
 
     fn daemon(&mut self) -> &mut Daemon {
         self.daemon.as_mut().expect("the daemon runs")
+    }
+
+    /// Churn rounds: a Guaranteed pod made as soon as the last one is
+    /// pinned and removed; each pin's time from its container's `mkdir`.
+    fn churn(&mut self, pinned: &mut Pinned, opts: &Options) -> Result<Vec<Duration>> {
+        let mut churn = Vec::new();
+        let started = Instant::now();
+        while churn.len() < opts.churn && (churn.len() < 5 || started.elapsed() < opts.budget) {
+            let made = self.guaranteed("kubepods", pinned)?;
+            let Some(at) = pinned.wait(self.exclusive)? else {
+                return Err(self
+                    .daemon()
+                    .fail("the Guaranteed container was not pinned under churn"));
+            };
+            churn.push(at - made.mkdir);
+            self.hier.remove(&made.pod);
+        }
+        Ok(churn)
     }
 
     /// A full reconcile's floor: every cgroup directory the daemon scans
@@ -780,6 +802,10 @@ struct SizeResult {
     reconcile: Option<Stats>,
     /// The same directories read by the benchmark with the daemon's own calls.
     reconcile_floor: ReadFloor,
+    /// Pin under churn with a full reconcile every second, and how long
+    /// those rounds took (about as many reconciles as seconds).
+    churn_reconciling: Stats,
+    reconciling_for: Duration,
     cgroups: u64,
     mem_start: (u64, u64),
     mem_end: (u64, u64),
@@ -882,19 +908,8 @@ fn run_size(
     drop(perf);
 
     // Churn: back to back.
-    let mut churn = Vec::new();
     let perf = Perf::start(opts.perf.as_deref(), rig.daemon(), &format!("n{n}-churn"))?;
-    let started = Instant::now();
-    while phase_ok(churn.len(), opts.churn, started) {
-        let made = rig.guaranteed("kubepods", &mut pinned)?;
-        let Some(at) = pinned.wait(cpu)? else {
-            return Err(rig
-                .daemon()
-                .fail("the Guaranteed container was not pinned under churn"));
-        };
-        churn.push(at - made.mkdir);
-        hier.remove(&made.pod);
-    }
+    let churn = rig.churn(&mut pinned, opts)?;
     drop(perf);
     if pool.wait(cpu, true)?.is_none() {
         return Err(rig
@@ -925,6 +940,22 @@ fn run_size(
     d.stop()?;
     rig.daemon = None;
     let reconcile_floor = rig.read_floor(opts.hups)?;
+
+    // Churn again, with a full reconcile every second (the shipped default
+    // is every 10 s): a pin must not wait for one.
+    rig.reconcile_every = "1s";
+    let (_, d) = rig.start(pinctld, "c", false)?;
+    let perf = Perf::start(opts.perf.as_deref(), d, &format!("n{n}-churn-reconciling"))?;
+    let started = Instant::now();
+    let churn_reconciling = rig.churn(&mut pinned, opts)?;
+    let reconciling_for = started.elapsed();
+    drop(perf);
+    let d = rig.daemon();
+    d.pump_logs();
+    warnings.append(&mut d.warnings);
+    d.stop()?;
+    rig.daemon = None;
+    rig.reconcile_every = "1h";
     let reconcile = Stats::of(
         reconciles
             .iter()
@@ -946,6 +977,8 @@ fn run_size(
         floor_write: some(floor_write)?,
         reconcile,
         reconcile_floor,
+        churn_reconciling: some(churn_reconciling)?,
+        reconciling_for,
         cgroups: reconciles.first().map_or(0, |&(_, c)| c),
         mem_start,
         mem_end,
@@ -1039,6 +1072,16 @@ fn report(hier: &Hier, results: &[SizeResult]) {
             ms(r.reconcile_floor.read.median),
             r.reconcile_floor.dirs,
             ms(r.reconcile_floor.open.median),
+        );
+    }
+    println!("  pin under churn with a full reconcile every second (ms, median/p99):");
+    for r in results {
+        println!(
+            "  {:>6}: {} over {} rounds in {:.1} s",
+            r.n,
+            pair(&r.churn_reconciling),
+            r.churn_reconciling.n,
+            r.reconciling_for.as_secs_f64(),
         );
     }
     for r in results {

@@ -191,8 +191,11 @@ impl Daemon {
                     }
                     self.quotas.lifted.insert(rel.clone(), limit);
                 }
-                // Gone, or no cpu controller there: nothing to lift.
+                // Gone, or no cpu controller there: nothing to lift. Gone
+                // between the read of its limit and the write too (a pod
+                // removed as soon as it was pinned): the removal is the news.
                 (Step::Lift, Ok(None)) => {}
+                (Step::Lift, Err(e)) if e.is_not_found() => {}
                 (Step::Restore(orig), Ok(_)) => {
                     if orig.quota.is_some() {
                         info!(cgroup = %rel, path = %path.display(), data = %text, "CPU quota put back");

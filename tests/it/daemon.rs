@@ -1567,6 +1567,73 @@ fn status_answers_while_a_read_hangs() {
     fs::write(&file, "").unwrap();
 }
 
+/// Issue #14: a periodic reconcile reads the whole tree in the background,
+/// a batch per turn of the loop, so a new pin does not wait for it (at
+/// 10,000 cgroups a reconcile reads for a third of a second on real v1).
+/// Here a read of the reconcile hangs (a FIFO in place of a container's
+/// `cpuset.cpus`, `read_timeout` 30 s): the pin is made while it hangs, and
+/// the reconcile ends, with nothing undone, once the read returns.
+#[test]
+fn a_pin_does_not_wait_for_a_periodic_reconcile() {
+    let mut env = Env::new(
+        Version::V2,
+        Driver::Systemd,
+        Options {
+            reconcile_interval: "1s",
+            keys: vec![r#"read_timeout = "30s""#.into()],
+            ..Options::default()
+        },
+    );
+    let bpod = env.pod(Qos::Burstable, &uid(8));
+    let b = env.container(&bpod, 1, &Spec::default());
+    env.start();
+    env.wait_cpus(&[&b], &set(ONLINE));
+    let socket = env.tmp.path().join("pinctl.sock");
+    let counters = || {
+        let (_, body) = get(&socket, "/v1/status");
+        serde_json::from_str::<pinctl::api::Status>(&body)
+            .unwrap()
+            .counters
+    };
+    let file = env.tree.dir(&b).join("cpuset.cpus");
+    fs::remove_file(&file).unwrap();
+    nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // The next periodic reconcile (within a second) hangs on the FIFO.
+    std::thread::sleep(Duration::from_millis(2500));
+    let before = counters().reconciles;
+
+    let gpod = env.pod(Qos::Guaranteed, &uid(9));
+    let app = env.container(&gpod, 2, &Spec::limit(2));
+    let made = Instant::now();
+    let cpus = env.wait_pinned(&app, 2);
+    assert!(
+        made.elapsed() < Duration::from_secs(10),
+        "the pin took {:?}",
+        made.elapsed()
+    );
+    assert_eq!(
+        counters().reconciles,
+        before,
+        "no reconcile ended while the read hung: the pin did not wait for one"
+    );
+
+    // Release the reader: the reconcile ends and the pin stands.
+    drop(fs::OpenOptions::new().write(true).open(&file).unwrap());
+    env.wait_for("a reconcile to end", || {
+        let now = counters().reconciles;
+        if now > before {
+            Ok(())
+        } else {
+            Err(format!("{now} reconciles"))
+        }
+    });
+    fs::remove_file(&file).unwrap();
+    fs::write(&file, "").unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(env.tree.effective(&app), cpus);
+    env.wait_cpus(&[SYSTEM], &set(ONLINE).difference(&cpus));
+}
+
 on_both_versions!(untrusted_cgroups_ask_for_nothing => untrusted_cgroups(Driver::Systemd));
 
 /// Makes cgroup `rel` one that someone other than root may mark: owned by

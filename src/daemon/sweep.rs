@@ -1,0 +1,336 @@
+//! Walking the cgroup tree: a scan below some cgroups, run to its end (new
+//! cgroups, start-up, a reload), and the full reconcile, which a periodic
+//! timer, an overflowed inotify queue or unwatched cgroups start in the
+//! background ([`Sweep`]): the loop takes in one batch of readings per turn,
+//! so a new pin is served between two batches instead of after the whole
+//! tree (a reconcile of 10,000 cgroups reads for a third of a second on real
+//! v1 cgroupfs).
+//!
+//! One walk serves both ([`Walk`]): each directory is watched before its
+//! batch lists it, so a child made in between is seen by one or the other;
+//! a cgroup found gone is forgotten; one that cannot be read keeps what was
+//! known of it. A sweep's reading of a cgroup that an event read or forgot
+//! while the sweep ran is older than what the engine has: it is dropped.
+
+use std::collections::{HashSet, VecDeque};
+use std::time::Instant;
+
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+use super::sync::read_topology;
+use super::{Daemon, chain, release_free_memory};
+use crate::api;
+use crate::cgroup::{self, Rel};
+use crate::cpuset::CpuSet;
+use crate::engine::Reading;
+use crate::intent;
+use crate::io::IoError;
+
+/// Cgroups read by one job on an I/O thread in a scan run to its end.
+const SCAN_BATCH: usize = 128;
+
+/// A scan's batches in flight at once: enough to keep every I/O thread busy
+/// while the event loop takes in the last batch's readings.
+const SCAN_BATCHES: usize = 4;
+
+/// A background sweep's batches are smaller, and fewer are in flight: a
+/// new pin's own reads and writes wait on the I/O threads behind what is
+/// queued there, here at most a batch per thread (tens of cgroups, about a
+/// millisecond on real v1 cgroupfs).
+const SWEEP_BATCH: usize = 32;
+const SWEEP_BATCHES: usize = 3;
+
+/// One batch's cgroups and their readings, in order.
+pub(super) type Batch = (Vec<Rel>, Vec<Result<Option<Reading>, IoError>>);
+
+/// A walk down subtrees of the tree, in batches on the I/O threads.
+pub(super) struct Walk {
+    queued: HashSet<Rel>,
+    pending: VecDeque<Rel>,
+    running: JoinSet<Batch>,
+    batch: usize,
+    in_flight: usize,
+}
+
+impl Walk {
+    fn new(seeds: Vec<Rel>, batch: usize, in_flight: usize) -> Self {
+        Walk {
+            queued: seeds.iter().cloned().collect(),
+            pending: seeds.into(),
+            running: JoinSet::new(),
+            batch,
+            in_flight,
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.pending.is_empty() && self.running.is_empty()
+    }
+
+    /// The next batch read; `None` when none is in flight.
+    pub(super) async fn next(&mut self) -> Option<Batch> {
+        loop {
+            match self.running.join_next().await? {
+                Ok(batch) => return Some(batch),
+                Err(e) => warn!(error = %e, "cgroup read task failed"),
+            }
+        }
+    }
+}
+
+/// A full reconcile under way in the background.
+pub(super) struct Sweep {
+    walk: Walk,
+    started: Instant,
+    scan_started: Instant,
+    fresh: Fresh,
+    /// Another reconcile was asked for while this one ran (an overflowed
+    /// queue: what it lost may be in a part already read), re-reading the
+    /// topology or not: it follows.
+    again: Option<bool>,
+}
+
+impl Sweep {
+    pub(super) fn walk(&mut self) -> &mut Walk {
+        &mut self.walk
+    }
+}
+
+/// What events told the engine while a sweep ran.
+#[derive(Default)]
+struct Fresh {
+    /// Cgroups read.
+    read: HashSet<Rel>,
+    /// Subtrees forgotten.
+    forgotten: Vec<Rel>,
+}
+
+impl Fresh {
+    /// Whether a sweep's reading of `rel` is older than what the engine has.
+    fn has(&self, rel: &str) -> bool {
+        self.read.contains(rel) || self.forgotten.iter().any(|f| cgroup::is_within(rel, f))
+    }
+}
+
+impl Daemon {
+    /// Reads the cgroups `seeds` and every cgroup below them not seen
+    /// before, to the end.
+    pub(super) async fn scan(&mut self, seeds: Vec<Rel>) {
+        let mut walk = Walk::new(seeds, SCAN_BATCH, SCAN_BATCHES);
+        loop {
+            self.fill(&mut walk);
+            let Some(batch) = walk.next().await else {
+                break;
+            };
+            self.beat();
+            self.take(&mut walk, batch, None);
+        }
+    }
+
+    /// A full reconcile, run to its end: rescan every subtree, forget what
+    /// vanished, re-read the topology (CPU hot-plug), plan and write. A
+    /// sweep in the background is replaced.
+    pub(super) async fn reconcile(&mut self, reread_topology: bool) {
+        self.start_sweep(reread_topology, SCAN_BATCH, SCAN_BATCHES)
+            .await;
+        while let Some(sweep) = self.sweep.as_mut() {
+            let batch = sweep.walk.next().await;
+            self.beat();
+            self.swept(batch).await;
+        }
+    }
+
+    /// A full reconcile in the background, or after the one under way.
+    pub(super) async fn ask_sweep(&mut self, reread_topology: bool) {
+        match self.sweep.as_mut() {
+            Some(sweep) => {
+                let again = sweep.again.get_or_insert(false);
+                *again |= reread_topology;
+            }
+            None => {
+                self.start_sweep(reread_topology, SWEEP_BATCH, SWEEP_BATCHES)
+                    .await
+            }
+        }
+    }
+
+    /// Marks what an event just read or forgot: a sweep's reading of it is
+    /// older.
+    pub(super) fn mark_fresh(&mut self, rel: &str, forgotten: bool) {
+        if let Some(sweep) = self.sweep.as_mut() {
+            if forgotten {
+                sweep.fresh.forgotten.push(rel.into());
+            } else {
+                sweep.fresh.read.insert(rel.into());
+            }
+        }
+    }
+
+    async fn start_sweep(&mut self, reread_topology: bool, batch: usize, in_flight: usize) {
+        let started = Instant::now();
+        if reread_topology {
+            self.follow_topology().await;
+        }
+        // Every subtree root and every cgroup known: what is gone is forgotten,
+        // what is new is found below them.
+        let mut seeds: Vec<Rel> = self.scope().roots().to_vec();
+        seeds.extend(self.engine.known().cloned());
+        let mut walk = Walk::new(seeds, batch, in_flight);
+        self.fill(&mut walk);
+        self.sweep = Some(Sweep {
+            walk,
+            started,
+            scan_started: Instant::now(),
+            fresh: Fresh::default(),
+            again: None,
+        });
+    }
+
+    /// Takes in one batch of the sweep (`None`: nothing was in flight) and
+    /// ends it when the walk is done.
+    pub(super) async fn swept(&mut self, batch: Option<Batch>) {
+        let Some(mut sweep) = self.sweep.take() else {
+            return;
+        };
+        if let Some(batch) = batch {
+            self.take(&mut sweep.walk, batch, Some(&sweep.fresh));
+        }
+        self.fill(&mut sweep.walk);
+        if !sweep.walk.done() {
+            self.sweep = Some(sweep);
+            return;
+        }
+        let scan_us = sweep.scan_started.elapsed().as_micros() as u64;
+        self.engine.replan_all();
+        self.watch_above_roots();
+        self.apply().await;
+        self.forget_leaving();
+        release_free_memory();
+        let took = sweep.started.elapsed();
+        self.socket.reconciles += 1;
+        self.socket.last_reconcile_ms = took.as_millis() as u64;
+        self.socket
+            .metrics
+            .reconcile_seconds
+            .observe(took.as_secs_f64());
+        self.publish();
+        debug!(
+            elapsed_us = took.as_micros() as u64,
+            scan_us,
+            cgroups = self.engine.len(),
+            "reconcile done"
+        );
+        if let Some(reread) = sweep.again {
+            Box::pin(self.ask_sweep(reread)).await;
+        }
+    }
+
+    /// Hot-plug changes the online list: one small read instead of the
+    /// whole topology (hundreds of files per socket) when it did not.
+    async fn follow_topology(&mut self) {
+        let online_file = self.cfg.sysfs_root.join("devices/system/cpu/online");
+        let unchanged = self
+            .pool
+            .read(&online_file)
+            .await
+            .ok()
+            .and_then(|t| t.parse::<CpuSet>().ok())
+            .is_some_and(|o| &o == self.engine.topology().online());
+        if unchanged {
+            return;
+        }
+        match read_topology(&self.pool, &self.cfg.sysfs_root).await {
+            Ok(topo) if topo.cpus() != self.engine.topology().cpus() => {
+                info!(before = %self.engine.topology().online(), after = %topo.online(), "CPU topology changed; re-planning");
+                self.engine.set_topology(topo);
+            }
+            Ok(_) => {}
+            Err(e) => warn!(error = %format!("{e:#}"), "cannot re-read the topology"),
+        }
+    }
+
+    /// Sends batches to the I/O threads until `walk` has its fill in flight,
+    /// each directory watched first.
+    fn fill(&mut self, walk: &mut Walk) {
+        while walk.running.len() < walk.in_flight && !walk.pending.is_empty() {
+            let mut rels = Vec::with_capacity(walk.batch.min(walk.pending.len()));
+            let mut items = Vec::with_capacity(rels.capacity());
+            while rels.len() < walk.batch
+                && let Some(rel) = walk.pending.pop_front()
+            {
+                match self.watcher.watch(&rel) {
+                    Ok(_) => {
+                        if self.unwatched.remove(&rel) && self.unwatched.is_empty() {
+                            info!("every cgroup is watched again");
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        self.forget(&rel);
+                        continue;
+                    }
+                    Err(e) => {
+                        // Said once per spell, not per cgroup: at the
+                        // limit, every new cgroup fails the same way.
+                        if self.unwatched.is_empty() {
+                            warn!(path = %self.hier.dir(&rel).display(), error = %e,
+                                every_secs = api::UNWATCHED_RECONCILE_SECS,
+                                "cannot watch a cgroup (is fs.inotify.max_user_watches reached?); reconciling often until every cgroup is watched");
+                        }
+                        self.unwatched.insert(rel.clone());
+                    }
+                }
+                if let Some(cw) = self.cpu_watcher.as_mut() {
+                    // The cpu side may appear later; its parent's watch reports it.
+                    let _ = cw.watch(&rel);
+                }
+                items.push((self.hier.dir(&rel), (rel.clone(), self.engine.bundle(&rel))));
+                rels.push(rel);
+            }
+            let (pool, hier, cfg) = (self.pool.clone(), self.hier.clone(), self.cfg.clone());
+            walk.running.spawn(async move {
+                let results = pool
+                    .run_batch("read", items, move |fs, _, (rel, bundle)| {
+                        Ok(intent::read(fs, &hier, &cfg, rel, bundle.clone()))
+                    })
+                    .await;
+                (rels, results)
+            });
+        }
+    }
+
+    /// Takes in one batch's readings and queues the children found; a
+    /// sweep's readings that events made stale are dropped.
+    fn take(&mut self, walk: &mut Walk, (rels, results): Batch, fresh: Option<&Fresh>) {
+        for (rel, result) in rels.into_iter().zip(results) {
+            if fresh.is_some_and(|f| f.has(&rel)) {
+                continue;
+            }
+            match result {
+                Ok(Some(r)) => {
+                    for name in &r.obs.children {
+                        let child = cgroup::child(&rel, name);
+                        if walk.queued.contains(child.as_str()) {
+                            continue;
+                        }
+                        // Below a cgroup a reload took out of the
+                        // subtrees: only the way down to one.
+                        if !self.scope().leads_to(&child) {
+                            continue;
+                        }
+                        let child: Rel = match self.engine.rel(&child) {
+                            Some(known) => known.clone(),
+                            None => child.into(),
+                        };
+                        walk.queued.insert(child.clone());
+                        walk.pending.push_back(child);
+                    }
+                    self.upsert(r);
+                }
+                Ok(None) => self.forget(&rel),
+                // Unreadable (hung, say): keep what we knew.
+                Err(e) => warn!(error = %chain(&e), "cannot read cgroup"),
+            }
+        }
+    }
+}
