@@ -34,12 +34,12 @@ const SCAN_BATCH: usize = 128;
 /// while the event loop takes in the last batch's readings.
 const SCAN_BATCHES: usize = 4;
 
-/// A background sweep's batches are smaller, and fewer are in flight: a
-/// new pin's own reads and writes wait on the I/O threads behind what is
-/// queued there, here at most a batch per thread (tens of cgroups, about a
-/// millisecond on real v1 cgroupfs).
+/// A background sweep's batches are smaller, and fewer are in flight (one
+/// per I/O thread by default): a new pin's own reads and writes wait on the
+/// I/O threads behind what is queued there, here at most the batch a thread
+/// is reading (32 cgroups, under a millisecond on real v1 cgroupfs).
 const SWEEP_BATCH: usize = 32;
-const SWEEP_BATCHES: usize = 3;
+const SWEEP_BATCHES: usize = 2;
 
 /// One batch's cgroups and their readings, in order.
 pub(super) type Batch = (Vec<Rel>, Vec<Result<Option<Reading>, IoError>>);
