@@ -371,9 +371,10 @@ impl Daemon {
                 warn!(error = %e, "inotify read failed; full reconcile");
                 self.ask_sweep(true).await;
             }
-            // One under way serves the timer too: sweeps never run back to
-            // back because the tree is slow to read.
-            Event::Reconcile if self.sweep.is_some() => {}
+            // One under way serves the timer too (sweeps never run back to
+            // back because the tree is slow to read), but CPU hot-plug is
+            // looked for at every tick.
+            Event::Reconcile if self.sweep.is_some() => self.follow_topology().await,
             Event::Reconcile => self.ask_sweep(true).await,
             Event::Unwatched => self.ask_sweep(false).await,
             Event::Rest => self.rest().await,

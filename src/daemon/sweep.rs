@@ -10,7 +10,9 @@
 //! batch lists it, so a child made in between is seen by one or the other;
 //! a cgroup found gone is forgotten; one that cannot be read keeps what was
 //! known of it. A sweep's reading of a cgroup that an event read or forgot
-//! while the sweep ran is older than what the engine has: it is dropped.
+//! while the sweep ran is older than what the engine has: it is dropped
+//! (the children it lists are still looked at). Of one whose cpuset files
+//! the daemon wrote or read again meanwhile, the engine's sets are kept.
 
 use std::collections::{HashSet, VecDeque};
 use std::time::Instant;
@@ -104,12 +106,18 @@ struct Fresh {
     read: HashSet<Rel>,
     /// Subtrees forgotten.
     forgotten: Vec<Rel>,
+    /// Cgroups whose `cpuset.cpus` or `cpuset.mems` the loop wrote or read
+    /// again (a plan's writes, a write observed): a sweep's reading of them
+    /// is taken with the sets the engine has, as the rest of it is no older
+    /// than what the engine has (a shared cgroup is written at each pin, so
+    /// under churn dropping the whole reading would never read it again).
+    sets: HashSet<Rel>,
 }
 
 impl Fresh {
-    /// Whether a sweep's reading of `rel` is older than what the engine has.
-    fn has(&self, rel: &str) -> bool {
-        self.read.contains(rel) || self.forgotten.iter().any(|f| cgroup::is_within(rel, f))
+    /// Whether `rel` is at or below a cgroup forgotten.
+    fn forgot(&self, rel: &str) -> bool {
+        self.forgotten.iter().any(|f| cgroup::is_within(rel, f))
     }
 }
 
@@ -164,6 +172,14 @@ impl Daemon {
             } else {
                 sweep.fresh.read.insert(rel.into());
             }
+        }
+    }
+
+    /// Marks a cgroup whose cpuset files the loop just wrote or read: a
+    /// sweep's reading of its sets is older.
+    pub(super) fn mark_sets_fresh(&mut self, rel: &Rel) {
+        if let Some(sweep) = self.sweep.as_mut() {
+            sweep.fresh.sets.insert(rel.clone());
         }
     }
 
@@ -228,7 +244,7 @@ impl Daemon {
 
     /// Hot-plug changes the online list: one small read instead of the
     /// whole topology (hundreds of files per socket) when it did not.
-    async fn follow_topology(&mut self) {
+    pub(super) async fn follow_topology(&mut self) {
         let online_file = self.cfg.sysfs_root.join("devices/system/cpu/online");
         let unchanged = self
             .pool
@@ -303,11 +319,15 @@ impl Daemon {
     /// sweep's readings that events made stale are dropped.
     fn take(&mut self, walk: &mut Walk, (rels, results): Batch, fresh: Option<&Fresh>) {
         for (rel, result) in rels.into_iter().zip(results) {
-            if fresh.is_some_and(|f| f.has(&rel)) {
+            if fresh.is_some_and(|f| f.forgot(&rel)) {
                 continue;
             }
+            // Read by an event since: only its children are news (one that
+            // inotify missed, after an overflow or below an unwatched
+            // cgroup, is found only here).
+            let stale = fresh.is_some_and(|f| f.read.contains(&rel));
             match result {
-                Ok(Some(r)) => {
+                Ok(Some(mut r)) => {
                     for name in &r.obs.children {
                         let child = cgroup::child(&rel, name);
                         if walk.queued.contains(child.as_str()) {
@@ -325,8 +345,15 @@ impl Daemon {
                         walk.queued.insert(child.clone());
                         walk.pending.push_back(child);
                     }
+                    if stale {
+                        continue;
+                    }
+                    if fresh.is_some_and(|f| f.sets.contains(&rel)) {
+                        self.engine.keep_sets(&mut r.obs);
+                    }
                     self.upsert(r);
                 }
+                _ if stale => {}
                 Ok(None) => self.forget(&rel),
                 // Unreadable (hung, say): keep what we knew.
                 Err(e) => warn!(error = %chain(&e), "cannot read cgroup"),

@@ -303,6 +303,7 @@ impl Daemon {
             let Ok(text) = text else {
                 continue;
             };
+            self.mark_sets_fresh(rel);
             if self.engine.observe_cpus(rel, text.parse::<CpuSet>().ok()) {
                 changed = true;
                 if self.engine.is_exclusive(rel) {

@@ -1634,6 +1634,74 @@ fn a_pin_does_not_wait_for_a_periodic_reconcile() {
     env.wait_cpus(&[SYSTEM], &set(ONLINE).difference(&cpus));
 }
 
+/// A background reconcile reads a batch of cgroups before a pin narrows the
+/// shared pool and takes it in after (its batch waits on a hung read: a FIFO
+/// in place of a shared container's `cpuset.mems`, which the daemon reads on
+/// v1 and never writes there): what it read of the sets the daemon wrote
+/// since is older than what the daemon knows. Taken in, the reconcile would
+/// believe the old (wider) sets and write every shared cgroup again, and a
+/// later widening would go through the old sets (other workloads' CPUs).
+#[test]
+fn a_reconcile_does_not_take_back_what_the_daemon_wrote_since_it_read() {
+    let mut env = Env::new(
+        Version::V1,
+        Driver::Cgroupfs,
+        Options {
+            reconcile_interval: "1s",
+            keys: vec![r#"read_timeout = "30s""#.into()],
+            ..Options::default()
+        },
+    );
+    let bpod = env.pod(Qos::Burstable, &uid(8));
+    let b = env.container(&bpod, 1, &Spec::default());
+    env.start();
+    env.wait_cpus(&[&b], &set(ONLINE));
+    let socket = env.tmp.path().join("pinctl.sock");
+    let counters = || {
+        let (_, body) = get(&socket, "/v1/status");
+        serde_json::from_str::<pinctl::api::Status>(&body)
+            .unwrap()
+            .counters
+    };
+    let file = env.tree.dir(&b).join("cpuset.mems");
+    let mems = fs::read_to_string(&file).unwrap();
+    fs::remove_file(&file).unwrap();
+    nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // The next periodic reconcile (within a second) hangs on the FIFO,
+    // having read system.slice and the container's `cpuset.cpus`.
+    std::thread::sleep(Duration::from_millis(2500));
+    let before = counters().reconciles;
+
+    let gpod = env.pod(Qos::Guaranteed, &uid(9));
+    let app = env.container(&gpod, 2, &Spec::limit(2));
+    let cpus = env.wait_pinned(&app, 2);
+    let shared = set(ONLINE).difference(&cpus);
+    env.wait_cpus(&[SYSTEM, &b], &shared);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(counters().reconciles, before, "the read still hangs");
+    let writes = counters().writes;
+
+    // Release the reader with what the file held: the reconcile ends.
+    fs::write(&file, &mems).unwrap();
+    env.wait_for("a reconcile to end", || {
+        let now = counters().reconciles;
+        if now > before {
+            Ok(())
+        } else {
+            Err(format!("{now} reconciles"))
+        }
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        counters().writes,
+        writes,
+        "the reconcile wrote again what the pin had written"
+    );
+    env.wait_cpus(&[SYSTEM, &b], &shared);
+    fs::remove_file(&file).unwrap();
+    fs::write(&file, &mems).unwrap();
+}
+
 on_both_versions!(untrusted_cgroups_ask_for_nothing => untrusted_cgroups(Driver::Systemd));
 
 /// Makes cgroup `rel` one that someone other than root may mark: owned by
