@@ -92,6 +92,12 @@ struct Options {
 }
 
 impl Options {
+    /// Whether a phase goes on after `done` of its `limit` rounds begun at
+    /// `started`: at least 5 rounds, then only within the budget.
+    fn phase_ok(&self, done: usize, limit: usize, started: Instant) -> bool {
+        done < limit && (done < 5 || started.elapsed() < self.budget)
+    }
+
     fn from_env() -> Result<Self> {
         let k = Knobs::new();
         let full = k.full;
@@ -531,7 +537,7 @@ bundle_dirs = ["{bundles}"]
     fn churn(&mut self, pinned: &mut Pinned, opts: &Options) -> Result<Vec<Duration>> {
         let mut churn = Vec::new();
         let started = Instant::now();
-        while churn.len() < opts.churn && (churn.len() < 5 || started.elapsed() < opts.budget) {
+        while opts.phase_ok(churn.len(), opts.churn, started) {
             let made = self.guaranteed("kubepods", pinned)?;
             let Some(at) = pinned.wait(self.exclusive)? else {
                 return Err(self
@@ -835,9 +841,6 @@ fn run_size(
     let mem_start = d.memory()?;
     let mut pinned = Pinned::new()?;
     let mut pool = Pool::new(&rig.shared, &rig.shared_cpus)?;
-    let phase_ok = |i: usize, limit: usize, started: Instant| {
-        i < limit && (i < 5 || started.elapsed() < opts.budget)
-    };
 
     // The kernel's floor: the same runtime steps in a cgroup the daemon
     // does not manage, and the pin's one write made by the benchmark itself
@@ -851,7 +854,7 @@ fn run_size(
     let (mut floor_steps, mut floor_write) = (Vec::new(), Vec::new());
     hier.make(&format!("{}/floor", rig.top), true)?;
     let started = Instant::now();
-    while phase_ok(floor_steps.len(), opts.rounds, started) {
+    while opts.phase_ok(floor_steps.len(), opts.rounds, started) {
         rig.daemon().wait_idle()?;
         let made = rig.guaranteed("floor", &mut pinned)?;
         write(
@@ -873,7 +876,7 @@ fn run_size(
     let (mut steps, mut reaction) = (Vec::new(), Vec::new());
     let perf = Perf::start(opts.perf.as_deref(), rig.daemon(), &format!("n{n}-rounds"))?;
     let started = Instant::now();
-    while phase_ok(pin.len(), opts.rounds, started) {
+    while opts.phase_ok(pin.len(), opts.rounds, started) {
         pool.drain();
         let Made {
             pod,
@@ -942,7 +945,7 @@ fn run_size(
     let reconcile_floor = rig.read_floor(opts.hups)?;
 
     // Churn again, with a full reconcile every second (the shipped default
-    // is every 10 s): a pin must not wait for one.
+    // is every 10 s): what a pin that comes during one waits for.
     rig.reconcile_every = "1s";
     let (_, d) = rig.start(pinctld, "c", false)?;
     let perf = Perf::start(opts.perf.as_deref(), d, &format!("n{n}-churn-reconciling"))?;
