@@ -16,7 +16,7 @@
 //! (one projection of the configuration, at start-up and reload), `sync`
 //! (the engine in step with the tree), `apply` (plans made real), `checks`
 //! (the watchdog's rounds), `report` (status, health, `STATUS=`), `notify`
-//! (sd-notify).
+//! (sd-notify), `stall` (a turn of the loop that does not end, named).
 
 mod apply;
 mod checks;
@@ -26,6 +26,7 @@ mod notify;
 mod partition;
 mod quota;
 mod report;
+mod stall;
 mod startup;
 mod sync;
 mod systemd;
@@ -152,6 +153,29 @@ enum Event {
     Wedge,
     /// SIGTERM or SIGINT.
     Stop,
+}
+
+impl Event {
+    /// Its name in the log.
+    fn name(&self) -> &'static str {
+        match self {
+            Event::Cgroups(_) => "cgroup changes",
+            Event::CpuTree(_) => "cpu tree changes",
+            Event::Reconcile => "periodic reconcile",
+            Event::Unwatched => "reconcile for unwatched cgroups",
+            Event::Rest => "rest of a plan",
+            Event::Saved(_) => "state saved",
+            Event::Told(_) => "systemd told",
+            Event::Steered(_) => "interrupts steered",
+            Event::Ping => "watchdog ping",
+            Event::Publish => "status publish",
+            Event::ChecksDue => "watchdog checks due",
+            Event::Checked(..) => "watchdog checks ended",
+            Event::Reload => "reload (SIGHUP)",
+            Event::Wedge => "wedge (test hook)",
+            Event::Stop => "stop",
+        }
+    }
 }
 
 /// The loop's timers, made in one place from the configuration.
@@ -285,10 +309,20 @@ impl Daemon {
         self.publish();
 
         let mut timers = Timers::new(&self.cfg, self.ping_every);
+        // A turn that outlasts a ping period is named before systemd's
+        // watchdog (two periods) kills the daemon.
+        let stall = stall::Stall::start(
+            self.ping_every
+                .map_or(Duration::from_secs(10), |p| p.max(Duration::from_secs(1))),
+            &self.cfg.proc_root,
+        );
         loop {
             self.beat();
             let event = self.next_event(&mut timers, &mut signals).await;
-            if !self.handle_event(event, &mut timers).await {
+            stall.begin(event.name());
+            let go_on = self.handle_event(event, &mut timers).await;
+            stall.end();
+            if !go_on {
                 break;
             }
         }

@@ -61,6 +61,7 @@ const LEFT_MISSING: &str = "required cgroup path missing";
 const MARKED_HUNG: &str = "I/O call did not return in time; path marked hung";
 const HUNG_RETURNED: &str = "hung I/O call returned; path no longer marked hung";
 const STUCK_TASK: &str = "task stuck in uninterruptible sleep (D state)";
+const STALLED: &str = "the event loop has been handling one event (wedge (test hook))";
 
 // ---------------------------------------------------------------------------
 // The world of one test
@@ -1097,6 +1098,9 @@ fn watchdog_pings_go_on_while_a_path_hangs_and_stop_when_the_loop_wedges() {
     if n != 0 {
         env.fail(&format!("{n} WATCHDOG=1 from a wedged event loop"));
     }
+    // The loop's own stall report names the event it is stuck in, after a
+    // ping period (at least a second), before systemd's watchdog would act.
+    env.wait_log(STALLED, 1);
     let mut d = env.daemon.take().unwrap();
     if let Some(status) = d.exited() {
         env.daemon = Some(d);
