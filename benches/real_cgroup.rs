@@ -41,8 +41,9 @@
 //! - A warm restart with debug logging, then SIGHUPs: each full reconcile's
 //!   time is the daemon's own `reconcile done ... elapsed_us=` line. Its
 //!   floor: the daemon stopped, every cgroup directory it scans read by the
-//!   benchmark with the daemon's own call (`RealFs::scan_dir`) on as many
-//!   threads, and only opened and closed.
+//!   benchmark with the daemon's own read of a cgroup it knows
+//!   (`cgroup::observe` of what `intent::reads` names) on as many threads,
+//!   and only opened and closed.
 //! - Memory: `VmRSS`/`VmHWM` after start-up and at the end of the rounds.
 //!
 //! The waits read the effective sets: after each inotify event on a
@@ -559,7 +560,8 @@ bundle_dirs = ["{bundles}"]
     /// What a reconcile costs above it is the daemon's (watches, planning,
     /// the v1 cpu tree).
     fn read_floor(&self, rounds: usize) -> Result<ReadFloor> {
-        use pinctl::io::Fs as _;
+        use pinctl::cgroup::layout::classify;
+        use pinctl::cgroup::{Hierarchy, Reads, Rel, observe};
         use std::sync::atomic::{AtomicUsize, Ordering};
         let mut dirs: Vec<PathBuf> = Vec::new();
         let mut todo: Vec<PathBuf> = ["kubepods", "system.slice"]
@@ -575,14 +577,36 @@ bundle_dirs = ["{bundles}"]
             }
             dirs.push(dir);
         }
-        let files: &[&str] = match self.hier.version {
-            Version::V1 => &["cpuset.cpus", "cpuset.mems"],
-            Version::V2 => &["cpuset.cpus"],
+        // The daemon's own read of a cgroup it knows, as a reconcile makes
+        // it (`intent::reads`: not the memory nodes it knows).
+        let h = Hierarchy {
+            version: match self.hier.version {
+                Version::V1 => pinctl::cgroup::Version::V1,
+                Version::V2 => pinctl::cgroup::Version::V2,
+            },
+            root: self.hier.mount.clone(),
+            cpuset: self.hier.cpuset.clone(),
+            cpu: Some(self.hier.cpu.clone()),
+            hybrid: false,
         };
+        let cfg = pinctl::config::parse("", Path::new("pinctld.toml"))?;
+        let items: Vec<(&Path, Rel, Reads)> = dirs
+            .iter()
+            .map(|dir| {
+                let rel: Rel = dir
+                    .strip_prefix(&h.cpuset)
+                    .unwrap_or(dir)
+                    .to_string_lossy()
+                    .as_ref()
+                    .into();
+                let reads = pinctl::intent::reads(&h, &cfg, &classify(&rel), true);
+                (dir.as_path(), rel, reads)
+            })
+            .collect();
         let threads = pinctl::io::IoConfig::default().threads;
         // As the daemon's scan: batches of 128, taken in turn by the threads.
-        let batches: Vec<&[PathBuf]> = dirs.chunks(128).collect();
-        let time = |read: &(dyn Fn(&Path) + Sync)| -> Result<Stats> {
+        let batches: Vec<&[(&Path, Rel, Reads)]> = items.chunks(128).collect();
+        let time = |read: &(dyn Fn(&(&Path, Rel, Reads)) + Sync)| -> Result<Stats> {
             let mut took = Vec::with_capacity(rounds);
             for _ in 0..rounds {
                 let next = AtomicUsize::new(0);
@@ -593,7 +617,7 @@ bundle_dirs = ["{bundles}"]
                             while let Some(batch) =
                                 batches.get(next.fetch_add(1, Ordering::Relaxed))
                             {
-                                batch.iter().for_each(|dir| read(dir));
+                                batch.iter().for_each(read);
                             }
                         });
                     }
@@ -604,11 +628,11 @@ bundle_dirs = ["{bundles}"]
             }
             Stats::of(took).context("no floor rounds")
         };
-        let read = time(&|dir| {
-            let _ = pinctl::io::RealFs.scan_dir(dir, files, "user.pinctl.cpus");
+        let read = time(&|(_, rel, reads)| {
+            let _ = observe(&pinctl::io::RealFs, &h, rel, *reads);
         })?;
         // The part of it no reading can avoid: opening each directory.
-        let open = time(&|dir| {
+        let open = time(&|(dir, ..)| {
             let _ = fs::File::open(dir);
         })?;
         Ok(ReadFloor {

@@ -217,6 +217,29 @@ pub struct Reading {
     /// ([`crate::cgroup::XATTR_QUOTA`]), read where the limit decides and its quota
     /// reads unlimited: the daemon, restarted, learns what it lifted.
     pub lifted: Option<CpuLimit>,
+    /// Whether `obs.mems` was read. A reconcile does not read the
+    /// `cpuset.mems` of a cgroup whose sets the engine knows and nothing
+    /// depends on ([`reads`]): the engine keeps what it has.
+    pub mems_read: bool,
+}
+
+/// What a reading of a cgroup of `kind` reads. The effective set never (the
+/// daemon reads it back after its own writes instead); `cpuset.mems` where
+/// an empty set must be filled (v1) or memory follows the exclusive CPUs
+/// (`align_memory`), unless `mems_known` (see
+/// [`crate::engine::Engine::mems_known`]); the CPU limit where the
+/// kubelet's rule can apply.
+pub fn reads(hier: &Hierarchy, cfg: &Config, kind: &Kind, mems_known: bool) -> Reads {
+    Reads {
+        effective: false,
+        mems: mems_wanted(hier, cfg) && !mems_known,
+        limit: needs_limit(kind, cfg),
+    }
+}
+
+/// Whether the daemon needs `cpuset.mems` at all: an empty v2 set inherits.
+fn mems_wanted(hier: &Hierarchy, cfg: &Config) -> bool {
+    hier.version == Version::V1 || cfg.align_memory
 }
 
 /// Reads one cgroup (on an I/O thread): its files and children, its kind,
@@ -224,6 +247,7 @@ pub struct Reading {
 /// While the cgroup's quota reads unlimited, its request is decided by the
 /// limit the daemon lifted there ([`crate::cgroup::lifted_limit`]), so a lifted
 /// quota never unpins a workload.
+/// With `mems_known`, its `cpuset.mems` is read only if it wants CPUs.
 /// `None` when it no longer exists.
 pub fn read(
     fs: &dyn Fs,
@@ -231,16 +255,12 @@ pub fn read(
     cfg: &Config,
     rel: &Rel,
     bundle: Option<Arc<Bundle>>,
+    mems_known: bool,
 ) -> Option<Reading> {
     let kind = classify(rel);
-    let reads = Reads {
-        // Read back after the daemon's own writes instead.
-        effective: false,
-        // An empty v2 set inherits; in v1 it must be filled.
-        mems: hier.version == Version::V1 || cfg.align_memory,
-        limit: needs_limit(&kind, cfg),
-    };
+    let reads = reads(hier, cfg, &kind, mems_known);
     let mut obs = observe(fs, hier, rel, reads)?;
+    let mut mems_read = reads.mems;
     let lifted = crate::cgroup::lifted_limit(fs, hier, rel, obs.limit);
     obs.limit = lifted.or(obs.limit);
     // Containers, in pods or made by a runtime on its own, have bundles.
@@ -273,6 +293,19 @@ pub fn read(
     if wants && !looked && bundle.as_deref().is_some_and(Bundle::is_summary) {
         bundle = read_bundle();
     }
+    // A workload that wants CPUs may need its memory nodes set.
+    if wants && !mems_read && mems_wanted(hier, cfg) {
+        let file = hier.mems_file(rel);
+        match fs.read(&file) {
+            Ok(text) => obs.mems = text.parse().ok(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                obs.error
+                    .get_or_insert_with(|| format!("{}: {e}", file.display()));
+            }
+        }
+        mems_read = true;
+    }
     let key = if wants {
         workload_key(&kind, rel, bundle.as_deref())
     } else {
@@ -294,6 +327,7 @@ pub fn read(
         problem,
         bundle,
         lifted,
+        mems_read,
     })
 }
 
@@ -576,7 +610,7 @@ mod tests {
             ..
         } = Container::new(tmp.path(), "kubepods/burstable");
         let fs = crate::io::RealFs;
-        let first = read(&fs, &hier, &cfg, &rel, None).unwrap();
+        let first = read(&fs, &hier, &cfg, &rel, None, false).unwrap();
         let kept = first.bundle.expect("remembered");
         assert!(kept.is_summary());
         // A bundle that turns up later is not seen...
@@ -586,10 +620,10 @@ mod tests {
             r#"{"annotations":{"pinctl.io/cpus":"2"}}"#,
         )
         .unwrap();
-        let again = read(&fs, &hier, &cfg, &rel, Some(kept)).unwrap();
+        let again = read(&fs, &hier, &cfg, &rel, Some(kept), false).unwrap();
         assert_eq!(again.intent.map(|i| i.cpus).unwrap_or(0), 0);
         // ...but by a fresh read (a restart).
-        let fresh = read(&fs, &hier, &cfg, &rel, None).unwrap();
+        let fresh = read(&fs, &hier, &cfg, &rel, None, false).unwrap();
         let fresh = fresh.intent.expect("asks");
         assert_eq!(fresh.cpus, 2);
         assert!(
@@ -597,6 +631,45 @@ mod tests {
             "{:?}",
             fresh.source
         );
+    }
+
+    /// A reconcile does not read the `cpuset.mems` the engine knows, unless
+    /// the reading turns out to want CPUs: then they are read for it.
+    #[test]
+    fn known_mems_are_read_only_for_a_workload_that_wants_cpus() {
+        let tmp = tempfile::tempdir().unwrap();
+        let Container { rel, dir, hier, .. } = Container::new(tmp.path(), "kubepods");
+        let cfg = crate::config::parse(
+            "align_memory = true\n",
+            Path::new("/etc/pinctl/pinctld.toml"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("cpuset.mems"), "0-1").unwrap();
+        let fs = crate::io::RealFs;
+        let known = read(&fs, &hier, &cfg, &rel, None, true).unwrap();
+        assert!(known.intent.is_none());
+        assert!(!known.mems_read);
+        assert_eq!(known.obs.mems, None);
+        let full = read(&fs, &hier, &cfg, &rel, None, false).unwrap();
+        assert!(full.mems_read);
+        assert_eq!(full.obs.mems, Some("0-1".parse().unwrap()));
+        // A Guaranteed pod's limit: the kubelet's rule asks for 2 CPUs.
+        std::fs::write(dir.join("cpu.max"), "200000 100000").unwrap();
+        let wants = read(&fs, &hier, &cfg, &rel, None, true).unwrap();
+        assert_eq!(wants.intent.map(|i| i.cpus), Some(2));
+        assert!(wants.mems_read);
+        assert_eq!(wants.obs.mems, Some("0-1".parse().unwrap()));
+        // Without `align_memory` a v2 set inherits: never read.
+        let plain = read(
+            &fs,
+            &hier,
+            &crate::config::parse("", Path::new("/etc/pinctl/pinctld.toml")).unwrap(),
+            &rel,
+            None,
+            false,
+        )
+        .unwrap();
+        assert!(!plain.mems_read);
     }
 
     /// A container's cgroup on a fake v2 tree below `root`, in a pod under
@@ -652,7 +725,7 @@ mod tests {
         std::fs::write(dir.join("cpu.max"), "200000 100000").unwrap();
         let fs = crate::io::Plain::default();
         let probes = || fs.beneath.load(std::sync::atomic::Ordering::Relaxed);
-        let first = read(&fs, &hier, &cfg, &rel, None).unwrap();
+        let first = read(&fs, &hier, &cfg, &rel, None, false).unwrap();
         assert_eq!(
             first.intent.as_ref().map(|i| i.cpus),
             Some(2),
@@ -668,7 +741,7 @@ mod tests {
         assert!(kept.is_summary());
         // The next read of the pinned container (its quota written again,
         // a reconcile) looks again for the identity the key may come from.
-        let again = read(&fs, &hier, &cfg, &rel, Some(kept)).unwrap();
+        let again = read(&fs, &hier, &cfg, &rel, Some(kept), false).unwrap();
         assert_eq!(again.key, first.key);
         assert_eq!(probes(), 4);
     }

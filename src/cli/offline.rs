@@ -229,7 +229,7 @@ fn scan(fs: &dyn Fs, hier: &Hierarchy, config: &Config) -> (Vec<Asking>, Vec<Str
         if !seen.insert(rel.clone()) {
             continue;
         }
-        let Some(reading) = intent::read(fs, hier, config, &rel, None) else {
+        let Some(reading) = intent::read(fs, hier, config, &rel, None, false) else {
             continue;
         };
         if let Some(e) = &reading.obs.error {

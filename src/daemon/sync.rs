@@ -42,6 +42,13 @@ pub(super) async fn read_topology(pool: &IoPool, sysfs_root: &Path) -> Result<To
     Ok(topo)
 }
 
+/// One full reconcile in this many reads the `cpuset.mems` the engine knows
+/// again (a fifth of a reconcile's reads on real v1 cgroupfs): a set emptied
+/// by someone else after the daemon read it (v1 refuses that while the
+/// cgroup has tasks, and a write of `cpuset.mems` is no inotify event the
+/// daemon acts on) is filled within a minute at the default interval.
+const MEMS_EVERY: u64 = 6;
+
 /// Reads one cgroup in a job on an I/O thread; see [`intent::read`].
 async fn read_cgroup(
     pool: IoPool,
@@ -54,7 +61,7 @@ async fn read_cgroup(
     let r = rel.clone();
     let result = pool
         .run(&dir, move |fs| {
-            Ok(intent::read(fs, &hier, &cfg, &r, bundle))
+            Ok(intent::read(fs, &hier, &cfg, &r, bundle, false))
         })
         .await;
     (rel, result)
@@ -97,8 +104,9 @@ impl Daemon {
     /// [`SCAN_BATCHES`] in flight. Each directory is watched before its batch
     /// lists it, so a child made in between is seen by one or the other. A
     /// cgroup that is gone is forgotten; one that cannot be read keeps what
-    /// was known of it.
-    pub(super) async fn scan(&mut self, seeds: Vec<Rel>) {
+    /// was known of it. With `mems_known`, the `cpuset.mems` the engine knows
+    /// ([`crate::engine::Engine::mems_known`]) are not read again.
+    pub(super) async fn scan(&mut self, seeds: Vec<Rel>, mems_known: bool) {
         let mut queued: HashSet<Rel> = seeds.iter().cloned().collect();
         let mut pending: VecDeque<Rel> = seeds.into();
         let mut set = tokio::task::JoinSet::new();
@@ -134,14 +142,18 @@ impl Daemon {
                         // The cpu side may appear later; its parent's watch reports it.
                         let _ = cw.watch(&rel);
                     }
-                    items.push((self.hier.dir(&rel), (rel.clone(), self.engine.bundle(&rel))));
+                    let known = mems_known && self.engine.mems_known(&rel);
+                    items.push((
+                        self.hier.dir(&rel),
+                        (rel.clone(), self.engine.bundle(&rel), known),
+                    ));
                     rels.push(rel);
                 }
                 let (pool, hier, cfg) = (self.pool.clone(), self.hier.clone(), self.cfg.clone());
                 set.spawn(async move {
                     let results = pool
-                        .run_batch("read", items, move |fs, _, (rel, bundle)| {
-                            Ok(intent::read(fs, &hier, &cfg, rel, bundle.clone()))
+                        .run_batch("read", items, move |fs, _, (rel, bundle, known)| {
+                            Ok(intent::read(fs, &hier, &cfg, rel, bundle.clone(), *known))
                         })
                         .await;
                     (rels, results)
@@ -253,7 +265,10 @@ impl Daemon {
         let mut seeds: Vec<Rel> = self.scope().roots().to_vec();
         seeds.extend(self.engine.known().cloned());
         let scan_started = Instant::now();
-        self.scan(seeds).await;
+        // The memory nodes the engine knows are read again by one reconcile
+        // in [`MEMS_EVERY`] (the first among them).
+        let mems_known = !self.socket.reconciles.is_multiple_of(MEMS_EVERY);
+        self.scan(seeds, mems_known).await;
         let scan_us = scan_started.elapsed().as_micros() as u64;
         self.engine.replan_all();
         self.watch_above_roots();
@@ -412,7 +427,14 @@ impl Daemon {
                     if !problem && intent::same_request(known.as_ref(), limit) {
                         return Ok(None);
                     }
-                    Ok(Some(intent::read(fs, &hier, &cfg, rel, bundle.clone())))
+                    Ok(Some(intent::read(
+                        fs,
+                        &hier,
+                        &cfg,
+                        rel,
+                        bundle.clone(),
+                        false,
+                    )))
                 },
             )
             .await;
@@ -496,7 +518,7 @@ impl Daemon {
                     } else {
                         self.scope().roots_below(&rel).cloned().collect()
                     };
-                    self.scan(tops).await;
+                    self.scan(tops, true).await;
                     self.watch_above_roots();
                     changed = true;
                 }

@@ -387,6 +387,7 @@ impl Engine {
             problem,
             bundle,
             lifted: _,
+            mems_read,
         } = r;
         let cpus = obs.cpus.map(|s| self.sets.get(s));
         let mems = obs.mems.map(|s| self.sets.get(s));
@@ -394,13 +395,29 @@ impl Engine {
         let entry = self.cgroups.entry(obs.rel).or_default();
         entry.update(&kind, intent, key, problem, bundle);
         entry.cpus = cpus;
-        entry.mems = mems;
+        if mems_read {
+            entry.mems = mems;
+        }
         if let Some(e) = obs.error {
             entry.failure = Some(Box::new(Failure {
                 message: e,
                 errno: None,
             }));
         }
+    }
+
+    /// Whether the engine knows the `cpuset.mems` of `rel` well enough that
+    /// a reconcile need not read them again ([`crate::intent::reads`]): known
+    /// and not empty (only an empty set is ever filled in a cgroup the
+    /// daemon does not pin), not an exclusive workload's (aligned to its
+    /// CPUs) and not set by the daemon. A cgroup that turns out to want CPUs
+    /// has them read anyway.
+    pub fn mems_known(&self, rel: &str) -> bool {
+        self.cgroups.get(rel).is_some_and(|e| {
+            e.mems.as_deref().is_some_and(|m| !m.is_empty())
+                && !e.mems_ours
+                && !e.role.is_exclusive()
+        })
     }
 
     /// The number of known cgroups.

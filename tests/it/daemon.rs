@@ -1567,6 +1567,43 @@ fn status_answers_while_a_read_hangs() {
     fs::write(&file, "").unwrap();
 }
 
+/// Issue #14: a full reconcile on v1 does not read again the `cpuset.mems`
+/// it knows of a shared cgroup (about a quarter of its reads on real v1
+/// cgroupfs). A FIFO in place of a shared container's, whose read would
+/// hang, is not touched by the reload's reconcile; a pin then narrows the
+/// container. (The start-up reconcile read them, and one in six reads them
+/// again.)
+#[test]
+fn a_reconcile_does_not_read_memory_nodes_it_knows() {
+    let mut env = Env::new(
+        Version::V1,
+        Driver::Cgroupfs,
+        Options {
+            keys: vec![r#"read_timeout = "1s""#.into()],
+            ..Options::default()
+        },
+    );
+    let bpod = env.pod(Qos::Burstable, &uid(8));
+    let b = env.container(&bpod, 1, &Spec::default());
+    env.start();
+    env.wait_cpus(&[&b], &set(ONLINE));
+    let file = env.tree.dir(&b).join("cpuset.mems");
+    let mems = fs::read_to_string(&file).unwrap();
+    fs::remove_file(&file).unwrap();
+    nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    env.reload();
+    let gpod = env.pod(Qos::Guaranteed, &uid(9));
+    let app = env.container(&gpod, 2, &Spec::limit(2));
+    let cpus = env.wait_pinned(&app, 2);
+    env.wait_cpus(&[SYSTEM, &b], &set(ONLINE).difference(&cpus));
+    let log = env.log();
+    fs::remove_file(&file).unwrap();
+    fs::write(&file, &mems).unwrap();
+    if log.contains("marked hung") {
+        env.fail("a read of the known cpuset.mems hung");
+    }
+}
+
 on_both_versions!(untrusted_cgroups_ask_for_nothing => untrusted_cgroups(Driver::Systemd));
 
 /// Makes cgroup `rel` one that someone other than root may mark: owned by

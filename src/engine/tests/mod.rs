@@ -126,6 +126,7 @@ fn reading(e: &mut Engine, obs: Observed, intent: Option<Intent>, key: &str) {
         problem: None,
         bundle: None,
         lifted: None,
+        mems_read: true,
     });
 }
 
