@@ -309,11 +309,13 @@ impl Daemon {
         self.publish();
 
         let mut timers = Timers::new(&self.cfg, self.ping_every);
-        // A turn that outlasts a ping period is named before systemd's
-        // watchdog (two periods) kills the daemon.
+        // A turn that outlasts half a ping period is named well before
+        // systemd's watchdog (two periods after the last ping) kills the
+        // daemon.
         let stall = stall::Stall::start(
-            self.ping_every
-                .map_or(Duration::from_secs(10), |p| p.max(Duration::from_secs(1))),
+            self.ping_every.map_or(Duration::from_secs(10), |p| {
+                (p / 2).max(Duration::from_secs(1))
+            }),
             &self.cfg.proc_root,
         );
         loop {

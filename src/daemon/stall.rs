@@ -1,7 +1,7 @@
 //! The event loop's own stall report. systemd's watchdog sees only that the
 //! `WATCHDOG=1` pings stopped, and kills the daemon without a word about why.
 //! A thread of its own watches the loop's turns: one that has been handling
-//! the same event for longer than a ping period is logged with the event's
+//! the same event for longer than half a ping period is logged with the event's
 //! name and what the loop's thread is waiting in (its state and kernel wait
 //! channel: `do_epoll_wait` is an `.await` that never ends, a futex a lock,
 //! anything else a system call stuck in the kernel), before the watchdog's
