@@ -293,8 +293,12 @@ pub fn read(
     if wants && !looked && bundle.as_deref().is_some_and(Bundle::is_summary) {
         bundle = read_bundle();
     }
-    // A workload that wants CPUs may need its memory nodes set.
-    if wants && !mems_read && mems_wanted(hier, cfg) {
+    // A workload that wants CPUs may need its memory nodes set. A v1
+    // cgroup whose CPUs read empty may be a new one at a known path (its
+    // removal missed: an inotify overflow, a parent not watched): its
+    // memory nodes are empty too, and must be filled before a task joins.
+    let fresh = hier.version == Version::V1 && obs.cpus.as_ref().is_some_and(|c| c.is_empty());
+    if (wants || fresh) && !mems_read && mems_wanted(hier, cfg) {
         let file = hier.mems_file(rel);
         match fs.read(&file) {
             Ok(text) => obs.mems = text.parse().ok(),
@@ -670,6 +674,35 @@ mod tests {
         )
         .unwrap();
         assert!(!plain.mems_read);
+    }
+
+    /// A v1 cgroup whose CPUs read empty may be a new one at a path the
+    /// engine knows (its removal missed: an overflow, a parent not
+    /// watched): its memory nodes are read even when known, so that the
+    /// empty set is filled; once it has CPUs, known ones are not read.
+    #[test]
+    fn known_mems_of_a_v1_cgroup_without_cpus_are_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let Container {
+            rel,
+            dir,
+            mut hier,
+            cfg,
+            ..
+        } = Container::new(tmp.path(), "kubepods/burstable");
+        hier.version = Version::V1;
+        std::fs::write(dir.join("cpuset.cpus"), "\n").unwrap();
+        std::fs::write(dir.join("cpuset.mems"), "\n").unwrap();
+        let fs = crate::io::RealFs;
+        let new = read(&fs, &hier, &cfg, &rel, None, true).unwrap();
+        assert!(new.intent.is_none());
+        assert!(new.mems_read, "a cgroup with no CPUs may be new");
+        assert_eq!(new.obs.mems, Some(crate::cpuset::CpuSet::new()));
+        std::fs::write(dir.join("cpuset.cpus"), "0-3\n").unwrap();
+        std::fs::write(dir.join("cpuset.mems"), "0\n").unwrap();
+        let known = read(&fs, &hier, &cfg, &rel, None, true).unwrap();
+        assert!(!known.mems_read);
+        assert_eq!(known.obs.mems, None);
     }
 
     /// A container's cgroup on a fake v2 tree below `root`, in a pod under

@@ -83,6 +83,11 @@ pub struct Daemon {
     /// `WATCHDOG=1` every this long, when systemd asked for it.
     ping_every: Option<Duration>,
     last_ping: Instant,
+    /// When the last full reconcile that read every `cpuset.mems` began
+    /// (`sync::MEMS_AGE`).
+    all_mems_read: Option<Instant>,
+    /// The loop's own stall report, while the loop runs ([`stall`]).
+    stall: Option<stall::Stall>,
     /// Test hook (`PINCTL_TEST_WEDGE`): SIGUSR2 wedges the event loop.
     wedge_on_usr2: bool,
     /// What the status socket serves: the loop publishes, the server reads.
@@ -198,7 +203,12 @@ impl Timers {
             reconcile: every(cfg.reconcile_interval),
             checks: every(cfg.watchdog_interval),
             unwatched: every(Duration::from_secs(api::UNWATCHED_RECONCILE_SECS)),
-            ping: tokio::time::interval(ping_every.unwrap_or(Duration::from_secs(3600))),
+            // Twice a ping period, as a beat sends once half a period has
+            // passed: a quiet loop pings at most a period apart. (Ticking
+            // once a period against a beat that waited a whole one, a tick
+            // a hair early skipped, and the next ping came two periods
+            // after the last: when systemd's watchdog kills.)
+            ping: tokio::time::interval(ping_every.map_or(Duration::from_secs(3600), half_ping)),
             publish,
             periods: (cfg.reconcile_interval, cfg.watchdog_interval),
         }
@@ -236,6 +246,13 @@ impl Signals {
             usr2: signal(SignalKind::user_defined2())?,
         })
     }
+}
+
+/// Half a ping period: a beat sends `WATCHDOG=1` once this has passed since
+/// the last, and the ping timer ticks this often, so the pings of a loop
+/// that turns are at most a ping period apart.
+fn half_ping(every: Duration) -> Duration {
+    (every / 2).max(Duration::from_millis(1))
 }
 
 /// A timer that first fires one `period` from now and, when the loop was
@@ -309,25 +326,34 @@ impl Daemon {
         self.publish();
 
         let mut timers = Timers::new(&self.cfg, self.ping_every);
-        // A turn that outlasts half a ping period is named well before
-        // systemd's watchdog (two periods after the last ping) kills the
-        // daemon.
-        let stall = stall::Stall::start(
-            self.ping_every.map_or(Duration::from_secs(10), |p| {
-                (p / 2).max(Duration::from_secs(1))
-            }),
-            &self.cfg.proc_root,
-        );
+        // systemd kills the daemon two ping periods after its last
+        // `WATCHDOG=1`, and a beat sends one once half a period has passed
+        // since the last: at any beat the kill is at least a period and a
+        // half away. A turn that shows no sign of life (its beginning, a
+        // beat) for half a period is named a period before it.
+        let after = self.ping_every.map_or(Duration::from_secs(10), |p| {
+            (p / 2).max(Duration::from_millis(10))
+        });
+        self.stall = Some(stall::Stall::start(after, &self.cfg.proc_root));
         loop {
             self.beat();
             let event = self.next_event(&mut timers, &mut signals).await;
-            stall.begin(event.name());
+            // A beat as the turn begins: the wait for the event (up to a
+            // ping period) is not the turn's, and must not eat its margin.
+            self.beat();
+            if let Some(s) = &self.stall {
+                s.begin(event.name());
+            }
             let go_on = self.handle_event(event, &mut timers).await;
-            stall.end();
+            if let Some(s) = &self.stall {
+                s.end();
+            }
             if !go_on {
                 break;
             }
         }
+        // The stall thread ends with it.
+        self.stall = None;
         info!("stopping");
         self.notifier.send(Note::Stopping);
         // The shared pool's last writes: what is left of a plan is made
@@ -428,8 +454,11 @@ impl Daemon {
     /// and from inside long steps (a scan, a run of writes) as they progress,
     /// never from anywhere else: a wedged loop stops the pings.
     fn beat(&mut self) {
+        if let Some(s) = &self.stall {
+            s.progress();
+        }
         if let Some(every) = self.ping_every
-            && self.last_ping.elapsed() >= every
+            && self.last_ping.elapsed() >= half_ping(every)
         {
             self.notifier.send(Note::Watchdog);
             self.last_ping = Instant::now();

@@ -60,9 +60,10 @@ impl Notifier {
 /// served below 2 ms.
 const MIN_PING: Duration = Duration::from_millis(1);
 
-/// How often to send `WATCHDOG=1` under systemd's `WATCHDOG_USEC`: at half the
-/// period (sd_watchdog_enabled(3)), so one late ping is not fatal, but never
-/// more often than [`MIN_PING`].
+/// The longest gap between two `WATCHDOG=1` under systemd's `WATCHDOG_USEC`:
+/// half the period (sd_watchdog_enabled(3)), so one late ping is not fatal,
+/// but never below [`MIN_PING`]. The loop pings once half of it has passed
+/// (`daemon::half_ping`).
 fn ping_period(watchdog_usec: u64) -> Duration {
     Duration::from_micros(watchdog_usec / 2).max(MIN_PING)
 }

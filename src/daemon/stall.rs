@@ -1,14 +1,18 @@
 //! The event loop's own stall report. systemd's watchdog sees only that the
 //! `WATCHDOG=1` pings stopped, and kills the daemon without a word about why.
-//! A thread of its own watches the loop's turns: one that has been handling
-//! the same event for longer than half a ping period is logged with the event's
-//! name and what the loop's thread is waiting in (its state and kernel wait
-//! channel: `do_epoll_wait` is an `.await` that never ends, a futex a lock,
-//! anything else a system call stuck in the kernel), before the watchdog's
-//! limit comes; and once more when the turn ends.
+//! A thread of its own watches the loop's turns: one that has shown no sign
+//! of life (its beginning, or a beat of a step that progresses) for longer
+//! than half a ping period (10 s without systemd's watchdog) is logged with the event's name and what the loop's thread
+//! is waiting in (its state and kernel wait channel: `do_epoll_wait` is an
+//! `.await` that never ends, a futex a lock, anything else a system call
+//! stuck in the kernel), before the watchdog's limit comes; and once more
+//! when the turn goes on or ends. A slow turn that beats is not stuck: its
+//! beats keep the watchdog fed.
 //!
 //! The thread reads the loop thread's `stat` and `wchan` under the
 //! configured `proc_root`: a diagnostic thread that only ever blocks itself.
+//! It ends within a tick of the [`Stall`]'s drop, and never holds the
+//! process (threads end with it).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,41 +21,141 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
+/// Set in [`Shared::since`] once its turn was reported stuck.
+const REPORTED: u64 = 1 << 63;
+
 /// What the stall thread and the loop share.
 struct Shared {
     base: Instant,
-    /// When the current turn began, in ms since `base` plus one; 0 while the
-    /// loop waits for an event.
+    /// The current turn's last sign of life (its beginning, or the loop's
+    /// last [`Stall::progress`]), in ms since `base` plus one, with
+    /// [`REPORTED`] set once the turn was reported stuck; 0 while the loop
+    /// waits for an event. One word, so that the report and the turn's end
+    /// (or a newer turn) cannot both happen: the report takes the turn with
+    /// a compare-and-swap on the value it read.
     since: AtomicU64,
+    /// When the current turn began, as `since`.
+    begun: AtomicU64,
     /// The event the current turn handles.
     what: Mutex<&'static str>,
-    /// The current turn was reported stuck.
-    reported: AtomicBool,
     stop: AtomicBool,
 }
 
+/// A turn reported stuck.
+#[derive(Debug, PartialEq, Eq)]
+struct Stalled {
+    what: &'static str,
+    /// Since the turn began.
+    for_ms: u64,
+    /// Since its last sign of life.
+    quiet_ms: u64,
+}
+
+/// A turn reported stuck that went on (a step progressed) or ended.
+#[derive(Debug, PartialEq, Eq)]
+struct Again {
+    what: &'static str,
+    /// Since the turn began.
+    took_ms: u64,
+    /// How long it had shown no sign of life.
+    quiet_ms: u64,
+}
+
 impl Shared {
+    fn new() -> Shared {
+        Shared {
+            base: Instant::now(),
+            since: AtomicU64::new(0),
+            begun: AtomicU64::new(0),
+            what: Mutex::new(""),
+            stop: AtomicBool::new(false),
+        }
+    }
+
     fn now_ms(&self) -> u64 {
-        self.base.elapsed().as_millis() as u64 + 1
+        (self.base.elapsed().as_millis() as u64 + 1).min(REPORTED - 1)
+    }
+
+    fn what(&self) -> &'static str {
+        *self.what.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn begin_at(&self, what: &'static str, now: u64) {
+        *self.what.lock().unwrap_or_else(PoisonError::into_inner) = what;
+        self.begun.store(now, Ordering::Relaxed);
+        self.since.store(now, Ordering::Release);
+    }
+
+    /// The loop shows a sign of life: its clock starts again. A turn that
+    /// was reported stuck is going again, and may be reported once more.
+    fn progress_at(&self, now: u64) -> Option<Again> {
+        let since = self.since.load(Ordering::Acquire);
+        if since == 0 || since == now {
+            return None;
+        }
+        // Fails only when the turn ended or was reported meanwhile: then
+        // that is what counts (the next sign of life sees the mark).
+        self.since
+            .compare_exchange(since, now, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()?;
+        self.again(since, now)
+    }
+
+    fn end_at(&self, now: u64) -> Option<Again> {
+        let since = self.since.swap(0, Ordering::AcqRel);
+        self.again(since, now)
+    }
+
+    fn again(&self, since: u64, now: u64) -> Option<Again> {
+        if since & REPORTED == 0 {
+            return None;
+        }
+        Some(Again {
+            what: self.what(),
+            took_ms: now.saturating_sub(self.begun.load(Ordering::Relaxed)),
+            quiet_ms: now.saturating_sub(since & !REPORTED),
+        })
+    }
+
+    /// The stall thread's look: the current turn, when it has shown no sign
+    /// of life for `after_ms` and was not reported yet, is taken as
+    /// reported (by the turn's own `since`: not one that began since).
+    fn check_at(&self, now: u64, after_ms: u64) -> Option<Stalled> {
+        let since = self.since.load(Ordering::Acquire);
+        if since == 0 || since & REPORTED != 0 {
+            return None;
+        }
+        let quiet_ms = now.saturating_sub(since);
+        if quiet_ms < after_ms {
+            return None;
+        }
+        // Read before the swap: written before `since` by the turn's
+        // `begin`, and a later turn's `begin` changes `since` first.
+        let what = self.what();
+        let begun = self.begun.load(Ordering::Relaxed);
+        self.since
+            .compare_exchange(since, since | REPORTED, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()?;
+        Some(Stalled {
+            what,
+            for_ms: now.saturating_sub(begun),
+            quiet_ms,
+        })
     }
 }
 
-/// The loop's side: [`Stall::begin`] and [`Stall::end`] around each turn.
+/// The loop's side: [`Stall::begin`] and [`Stall::end`] around each turn,
+/// [`Stall::progress`] from each beat of the loop (a step that progresses).
 pub(super) struct Stall {
     shared: Arc<Shared>,
 }
 
 impl Stall {
-    /// Starts the thread: a turn longer than `after` is reported. The loop's
-    /// thread is the caller's; its state is read from `proc_root`.
+    /// Starts the thread: a turn that shows no sign of life for `after` is
+    /// reported. The loop's thread is the caller's; its state is read from
+    /// `proc_root`.
     pub(super) fn start(after: Duration, proc_root: &Path) -> Stall {
-        let shared = Arc::new(Shared {
-            base: Instant::now(),
-            since: AtomicU64::new(0),
-            what: Mutex::new(""),
-            reported: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-        });
+        let shared = Arc::new(Shared::new());
         let task = task_dir(
             proc_root,
             std::process::id(),
@@ -69,31 +173,20 @@ impl Stall {
 
     /// A turn begins: the loop handles `what`.
     pub(super) fn begin(&self, what: &'static str) {
-        *self
-            .shared
-            .what
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = what;
-        self.shared.reported.store(false, Ordering::Relaxed);
-        self.shared
-            .since
-            .store(self.shared.now_ms(), Ordering::Release);
+        self.shared.begin_at(what, self.shared.now_ms());
+    }
+
+    /// The turn goes on: a step of it progressed (the loop's beat).
+    pub(super) fn progress(&self) {
+        if let Some(again) = self.shared.progress_at(self.shared.now_ms()) {
+            going_again(&again);
+        }
     }
 
     /// The turn ended; one that was reported stuck says so.
     pub(super) fn end(&self) {
-        let since = self.shared.since.swap(0, Ordering::AcqRel);
-        if self.shared.reported.load(Ordering::Acquire) {
-            let what = *self
-                .shared
-                .what
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let took_ms = self.shared.now_ms().saturating_sub(since);
-            info!(
-                event = what,
-                took_ms, "the event loop is going again, after {took_ms} ms handling {what}"
-            );
+        if let Some(again) = self.shared.end_at(self.shared.now_ms()) {
+            going_again(&again);
         }
     }
 }
@@ -104,25 +197,34 @@ impl Drop for Stall {
     }
 }
 
+fn going_again(again: &Again) {
+    let Again {
+        what,
+        took_ms,
+        quiet_ms,
+    } = *again;
+    info!(
+        event = what,
+        took_ms,
+        quiet_ms,
+        "the event loop is going again, after {quiet_ms} ms without a sign of life, {took_ms} ms into handling {what}"
+    );
+}
+
 /// The thread: looks every quarter of `after` (at most a second).
 fn watch(shared: &Shared, after: Duration, task: &Path) {
-    let tick = (after / 4).min(Duration::from_secs(1));
+    let tick = (after / 4).clamp(Duration::from_millis(1), Duration::from_secs(1));
+    let after_ms = after.as_millis() as u64;
     while !shared.stop.load(Ordering::Relaxed) {
         std::thread::sleep(tick);
-        let since = shared.since.load(Ordering::Acquire);
-        if since == 0 || shared.reported.load(Ordering::Acquire) {
+        let Some(Stalled {
+            what,
+            for_ms,
+            quiet_ms,
+        }) = shared.check_at(shared.now_ms(), after_ms)
+        else {
             continue;
-        }
-        let for_ms = shared.now_ms().saturating_sub(since);
-        if for_ms < after.as_millis() as u64 {
-            continue;
-        }
-        let what = *shared.what.lock().unwrap_or_else(PoisonError::into_inner);
-        // Not the same turn any more: it ended meanwhile.
-        if shared.since.load(Ordering::Acquire) != since {
-            continue;
-        }
-        shared.reported.store(true, Ordering::Release);
+        };
         let (state, wchan) = thread_state(task);
         // The facts in the message itself: journalctl shows no fields.
         let state = state.as_deref().unwrap_or("unknown");
@@ -130,10 +232,11 @@ fn watch(shared: &Shared, after: Duration, task: &Path) {
         warn!(
             event = what,
             for_ms,
+            quiet_ms,
             thread_state = state,
             wchan,
             task = %task.display(),
-            "the event loop has been handling one event ({what}) for {for_ms} ms, its thread in state {state} waiting in {wchan}; systemd's watchdog kills a daemon whose loop stops"
+            "the event loop has been handling one event ({what}) for {for_ms} ms, {quiet_ms} ms without a sign of life, its thread in state {state} waiting in {wchan}; systemd's watchdog kills a daemon whose loop stops"
         );
     }
 }
@@ -166,6 +269,70 @@ fn task_dir(proc_root: &Path, pid: u32, tid: i32) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turn_is_reported_once_when_quiet_past_its_limit_then_going_again() {
+        let s = Shared::new();
+        s.begin_at("rest of a plan", 100);
+        assert_eq!(s.check_at(150, 100), None, "not yet");
+        let stalled = s.check_at(200, 100).expect("reported");
+        assert_eq!(
+            stalled,
+            Stalled {
+                what: "rest of a plan",
+                for_ms: 100,
+                quiet_ms: 100
+            }
+        );
+        assert_eq!(s.check_at(900, 100), None, "reported once");
+        assert_eq!(
+            s.end_at(1000),
+            Some(Again {
+                what: "rest of a plan",
+                took_ms: 900,
+                quiet_ms: 900
+            })
+        );
+        assert_eq!(s.check_at(5000, 100), None, "no turn");
+    }
+
+    #[test]
+    fn a_turn_that_beats_is_not_reported_and_a_resumed_one_is_said_going() {
+        let s = Shared::new();
+        s.begin_at("periodic reconcile", 100);
+        for now in (150..1000).step_by(50) {
+            assert_eq!(s.progress_at(now), None);
+            assert_eq!(s.check_at(now + 60, 100), None, "{now}");
+        }
+        assert!(s.check_at(1200, 100).is_some());
+        let again = s.progress_at(1300).expect("going again");
+        assert_eq!((again.took_ms, again.quiet_ms), (1200, 350));
+        // Stuck again in the same turn: said again.
+        assert!(s.check_at(1400, 100).is_some());
+        assert!(s.end_at(1500).is_some());
+    }
+
+    #[test]
+    fn a_report_is_never_left_on_the_next_turn() {
+        let s = Shared::new();
+        s.begin_at("cgroup changes", 100);
+        // The turn ended and another began after the thread read `since`:
+        // its mark cannot land on the new turn.
+        let seen = s.since.load(Ordering::Acquire);
+        assert_eq!(s.end_at(250), None);
+        s.begin_at("status publish", 260);
+        assert!(
+            s.since
+                .compare_exchange(seen, seen | REPORTED, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        );
+        assert_eq!(s.check_at(300, 100), None);
+        assert_eq!(s.end_at(301), None, "the new turn was not reported");
+        s.begin_at("status publish", 400);
+        let stalled = s.check_at(600, 100).expect("reported");
+        assert_eq!(stalled.what, "status publish");
+        assert_eq!(stalled.for_ms, 200);
+    }
 
     #[test]
     fn a_threads_state_is_read_from_its_task_directory() {

@@ -167,6 +167,8 @@ impl Daemon {
             dog: Watch::new(mounts),
             ping_every: None,
             last_ping: Instant::now(),
+            all_mems_read: None,
+            stall: None,
             wedge_on_usr2: false,
             socket: Socket::new(),
             leaving: Vec::new(),

@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use tracing::{debug, info, warn};
@@ -42,12 +42,13 @@ pub(super) async fn read_topology(pool: &IoPool, sysfs_root: &Path) -> Result<To
     Ok(topo)
 }
 
-/// One full reconcile in this many reads the `cpuset.mems` the engine knows
-/// again (a fifth of a reconcile's reads on real v1 cgroupfs): a set emptied
-/// by someone else after the daemon read it (v1 refuses that while the
-/// cgroup has tasks, and a write of `cpuset.mems` is no inotify event the
-/// daemon acts on) is filled within a minute at the default interval.
-const MEMS_EVERY: u64 = 6;
+/// How old the last full reconcile that read every `cpuset.mems` may be
+/// before the next reads them all again, the ones the engine knows too
+/// (about a quarter of a reconcile's reads on real v1 cgroupfs): a set
+/// emptied by someone else after the daemon read it (v1 refuses that while
+/// the cgroup has tasks, and a write of `cpuset.mems` is no inotify event
+/// the daemon acts on) is filled within a minute and a reconcile interval.
+const MEMS_AGE: Duration = Duration::from_secs(60);
 
 /// Reads one cgroup in a job on an I/O thread; see [`intent::read`].
 async fn read_cgroup(
@@ -265,9 +266,12 @@ impl Daemon {
         let mut seeds: Vec<Rel> = self.scope().roots().to_vec();
         seeds.extend(self.engine.known().cloned());
         let scan_started = Instant::now();
-        // The memory nodes the engine knows are read again by one reconcile
-        // in [`MEMS_EVERY`] (the first among them).
-        let mems_known = !self.socket.reconciles.is_multiple_of(MEMS_EVERY);
+        // The memory nodes the engine knows are read again once [`MEMS_AGE`]
+        // has passed (the first reconcile reads them all).
+        let mems_known = self.all_mems_read.is_some_and(|at| at.elapsed() < MEMS_AGE);
+        if !mems_known {
+            self.all_mems_read = Some(scan_started);
+        }
         self.scan(seeds, mems_known).await;
         let scan_us = scan_started.elapsed().as_micros() as u64;
         self.engine.replan_all();

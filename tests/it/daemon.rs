@@ -1571,8 +1571,8 @@ fn status_answers_while_a_read_hangs() {
 /// it knows of a shared cgroup (about a quarter of its reads on real v1
 /// cgroupfs). A FIFO in place of a shared container's, whose read would
 /// hang, is not touched by the reload's reconcile; a pin then narrows the
-/// container. (The start-up reconcile read them, and one in six reads them
-/// again.)
+/// container. (The start-up reconcile read them, and one a minute later
+/// reads them again.)
 #[test]
 fn a_reconcile_does_not_read_memory_nodes_it_knows() {
     let mut env = Env::new(
