@@ -332,7 +332,7 @@ impl Daemon {
         // half away. A turn that shows no sign of life (its beginning, a
         // beat) for half a period is named a period before it.
         let after = self.ping_every.map_or(Duration::from_secs(10), |p| {
-            (p / 2).max(Duration::from_millis(10))
+            half_ping(p).max(Duration::from_millis(10))
         });
         self.stall = Some(stall::Stall::start(after, &self.cfg.proc_root));
         loop {

@@ -2,12 +2,12 @@
 //! `WATCHDOG=1` pings stopped, and kills the daemon without a word about why.
 //! A thread of its own watches the loop's turns: one that has shown no sign
 //! of life (its beginning, or a beat of a step that progresses) for longer
-//! than half a ping period (10 s without systemd's watchdog) is logged with the event's name and what the loop's thread
-//! is waiting in (its state and kernel wait channel: `do_epoll_wait` is an
-//! `.await` that never ends, a futex a lock, anything else a system call
-//! stuck in the kernel), before the watchdog's limit comes; and once more
-//! when the turn goes on or ends. A slow turn that beats is not stuck: its
-//! beats keep the watchdog fed.
+//! than half a ping period (10 s without systemd's watchdog) is logged with
+//! the event's name and what the loop's thread is waiting in (its state and
+//! kernel wait channel: `do_epoll_wait` is an `.await` that never ends, a
+//! futex a lock, anything else a system call stuck in the kernel), before
+//! the watchdog's limit comes; and once more when the turn goes on or ends.
+//! A slow turn that beats is not stuck: its beats keep the watchdog fed.
 //!
 //! The thread reads the loop thread's `stat` and `wchan` under the
 //! configured `proc_root`: a diagnostic thread that only ever blocks itself.
