@@ -813,6 +813,41 @@ struct ReadFloor {
     dirs: usize,
 }
 
+/// Where a full reconcile's time went, by thread (the median reconcile's):
+/// on a CPU, and runnable but waiting for one (`schedstat`), for the event
+/// loop and the I/O threads together.
+#[derive(Clone, Copy, Default)]
+struct ThreadTimes {
+    loop_run: Duration,
+    loop_wait: Duration,
+    io_run: Duration,
+    io_wait: Duration,
+}
+
+impl ThreadTimes {
+    fn between(
+        before: &std::collections::BTreeMap<String, (u64, u64)>,
+        after: &std::collections::BTreeMap<String, (u64, u64)>,
+    ) -> Self {
+        let delta = |name: &str| {
+            let (r0, w0) = before.get(name).copied().unwrap_or_default();
+            let (r1, w1) = after.get(name).copied().unwrap_or_default();
+            (
+                Duration::from_nanos(r1.saturating_sub(r0)),
+                Duration::from_nanos(w1.saturating_sub(w0)),
+            )
+        };
+        let (loop_run, loop_wait) = delta("pinctld");
+        let (io_run, io_wait) = delta("pinctl-io");
+        ThreadTimes {
+            loop_run,
+            loop_wait,
+            io_run,
+            io_wait,
+        }
+    }
+}
+
 struct SizeResult {
     n: usize,
     build: Duration,
@@ -832,6 +867,8 @@ struct SizeResult {
     reconcile: Option<Stats>,
     /// The same directories read by the benchmark with the daemon's own calls.
     reconcile_floor: ReadFloor,
+    /// The median reconcile's thread times.
+    reconcile_threads: ThreadTimes,
     /// Pin under churn with a full reconcile every second, and how long
     /// those rounds took (about as many reconciles as seconds).
     churn_reconciling: Stats,
@@ -955,9 +992,12 @@ fn run_size(
     let (_, d) = rig.start(pinctld, "b", true)?;
     d.reconciles.clear();
     let perf = Perf::start(opts.perf.as_deref(), d, &format!("n{n}-reconcile"))?;
+    let mut threads = Vec::new();
     for _ in 0..opts.hups {
+        let before = d.sched()?;
         d.signal(Signal::SIGHUP)?;
         d.wait_reconcile()?;
+        threads.push(ThreadTimes::between(&before, &d.sched()?));
         d.wait_idle()?;
     }
     drop(perf);
@@ -989,6 +1029,12 @@ fn run_size(
             .map(|&(us, _)| Duration::from_micros(us))
             .collect(),
     );
+    let mut by_time: Vec<(u64, ThreadTimes)> =
+        reconciles.iter().map(|&(us, _)| us).zip(threads).collect();
+    by_time.sort_by_key(|&(us, _)| us);
+    let reconcile_threads = by_time
+        .get(by_time.len() / 2)
+        .map_or_else(ThreadTimes::default, |&(_, t)| t);
     let some = |v: Vec<Duration>| Stats::of(v).context("no samples");
     Ok(SizeResult {
         n,
@@ -1004,6 +1050,7 @@ fn run_size(
         floor_write: some(floor_write)?,
         reconcile,
         reconcile_floor,
+        reconcile_threads,
         churn_reconciling: some(churn_reconciling)?,
         reconciling_for,
         cgroups: reconciles.first().map_or(0, |&(_, c)| c),
@@ -1099,6 +1146,14 @@ fn report(hier: &Hier, results: &[SizeResult]) {
             ms(r.reconcile_floor.read.median),
             r.reconcile_floor.dirs,
             ms(r.reconcile_floor.open.median),
+        );
+        let t = &r.reconcile_threads;
+        println!(
+            "          the median reconcile's threads: the loop on a CPU {}, waiting for one {}; the I/O threads on a CPU {}, waiting for one {}",
+            ms(t.loop_run),
+            ms(t.loop_wait),
+            ms(t.io_run),
+            ms(t.io_wait),
         );
     }
     println!("  pin under churn with a full reconcile every second (ms, median/p99):");

@@ -10,6 +10,7 @@
 #[path = "../../tests/it/support/pinctld.rs"]
 mod pinctld;
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -327,6 +328,33 @@ impl Daemon {
                 .with_context(|| format!("cannot parse {line:?}"))
         };
         Ok((kb("VmRSS:")?, kb("VmHWM:")?))
+    }
+
+    /// Each thread's time on a CPU and waiting for one (ns, from
+    /// `/proc/PID/task/TID/schedstat`), summed by thread name: the loop is
+    /// `pinctld`, the I/O threads `pinctl-io-N` (summed as `pinctl-io`).
+    pub fn sched(&self) -> Result<BTreeMap<String, (u64, u64)>> {
+        let mut by_name = BTreeMap::new();
+        for task in fs::read_dir(format!("/proc/{}/task", self.pid))? {
+            let dir = task?.path();
+            // A thread that ended in between is not counted.
+            let (Ok(comm), Ok(stat)) = (
+                fs::read_to_string(dir.join("comm")),
+                fs::read_to_string(dir.join("schedstat")),
+            ) else {
+                continue;
+            };
+            let name = comm.trim().trim_end_matches(|c: char| c.is_ascii_digit());
+            let name = name.trim_end_matches('-').to_string();
+            let mut f = stat
+                .split_whitespace()
+                .map(|v| v.parse::<u64>().unwrap_or(0));
+            let (run, wait) = (f.next().unwrap_or(0), f.next().unwrap_or(0));
+            let e: &mut (u64, u64) = by_name.entry(name).or_default();
+            e.0 += run;
+            e.1 += wait;
+        }
+        Ok(by_name)
     }
 
     pub fn signal(&self, sig: Signal) -> Result<()> {
