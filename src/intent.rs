@@ -299,15 +299,7 @@ pub fn read(
     // memory nodes are empty too, and must be filled before a task joins.
     let fresh = hier.version == Version::V1 && obs.cpus.as_ref().is_some_and(|c| c.is_empty());
     if (wants || fresh) && !mems_read && mems_wanted(hier, cfg) {
-        let file = hier.mems_file(rel);
-        match fs.read(&file) {
-            Ok(text) => obs.mems = text.parse().ok(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                obs.error
-                    .get_or_insert_with(|| format!("{}: {e}", file.display()));
-            }
-        }
+        crate::cgroup::observe_mems(fs, hier, rel, &mut obs);
         mems_read = true;
     }
     let key = if wants {
@@ -703,6 +695,16 @@ mod tests {
         let known = read(&fs, &hier, &cfg, &rel, None, true).unwrap();
         assert!(!known.mems_read);
         assert_eq!(known.obs.mems, None);
+        // Read late, a set that does not parse is noted as a full read notes it.
+        std::fs::write(dir.join("cpuset.cpus"), "\n").unwrap();
+        std::fs::write(dir.join("cpuset.mems"), "0-x\n").unwrap();
+        let late = read(&fs, &hier, &cfg, &rel, None, true).unwrap();
+        let full = read(&fs, &hier, &cfg, &rel, None, false).unwrap();
+        assert!(late.mems_read);
+        assert_eq!(late.obs.mems, None);
+        let error = late.obs.error.expect("the bad set is noted");
+        assert!(error.contains("cpuset.mems"), "{error}");
+        assert_eq!(Some(error), full.obs.error);
     }
 
     /// A container's cgroup on a fake v2 tree below `root`, in a pod under

@@ -460,6 +460,34 @@ pub fn lifted_limit(
     CpuLimit::parse_v2(text).filter(|l| l.quota.is_some())
 }
 
+/// Parses a CPU or memory node list read from `path`; one that does not
+/// parse is `None`, and the first such error of a reading is noted.
+fn parse_set(text: &str, path: &Path, error: &mut Option<String>) -> Option<CpuSet> {
+    text.parse::<CpuSet>()
+        .map_err(|e| {
+            error.get_or_insert_with(|| format!("{}: {e}", path.display()));
+        })
+        .ok()
+}
+
+/// Reads `cpuset.mems` of `rel` on its own into `obs` (a reading by
+/// [`observe`] that did not read it), as `observe` would have: a file that
+/// is gone leaves it `None`, one that cannot be read or parsed is noted in
+/// `obs.error`.
+pub fn observe_mems(fs: &dyn Fs, h: &Hierarchy, rel: &str, obs: &mut Observed) {
+    let file = h.mems_file(rel);
+    obs.mems = match fs.read(&file) {
+        Ok(text) => parse_set(&text, &file, &mut obs.error),
+        Err(e) => {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                obs.error
+                    .get_or_insert_with(|| format!("{}: {e}", file.display()));
+            }
+            None
+        }
+    };
+}
+
 /// Reads the state of cgroup `rel` and lists its children, opening its
 /// directory once ([`Fs::scan_dir`]); `reads` says which optional files to
 /// read (those not read are `None`). Never fails as a whole: an unreadable
@@ -521,11 +549,7 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
     drop(texts);
     let mut parsed = |r: Option<(String, &str)>| -> Option<CpuSet> {
         let (text, name) = r?;
-        text.parse::<CpuSet>()
-            .map_err(|e| {
-                error.get_or_insert_with(|| format!("{}: {e}", dir.join(name).display()));
-            })
-            .ok()
+        parse_set(&text, &dir.join(name), &mut error)
     };
     obs.cpus = parsed(cpus);
     obs.effective = parsed(effective);

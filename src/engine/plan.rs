@@ -3,9 +3,11 @@
 //! [`super`].
 
 use super::targets::Targets;
+use super::writes::aligned_mems;
 use super::{Engine, Plan, Role};
 use crate::cgroup::Rel;
 use crate::cpuset::CpuSet;
+use std::sync::Arc;
 
 /// How assignments changed in a plan.
 #[derive(Debug, Default)]
@@ -118,10 +120,27 @@ impl Engine {
     /// given back already: from now on they are left alone, with no target
     /// of their own.
     fn keep_targets(&mut self, targets: Targets, reached: Vec<Rel>, given_back: &[Rel]) {
-        let keep = |e: &mut super::entry::CgroupEntry, target: Option<_>| {
+        let (topo, settings) = (&self.topo, &self.settings);
+        let keep = |e: &mut super::entry::CgroupEntry, target: Option<Arc<CpuSet>>| {
             // An unmanaged cgroup is widened over what is below it only while
             // it lacks CPUs: that is no target of its own to keep.
             e.target = target.filter(|_| e.role != Role::Unmanaged || e.ours);
+            // An exclusive workload's cgroup that holds its CPUs (and, with
+            // `align_memory`, their memory nodes) holds what the daemon
+            // assigned, whoever wrote them: a restarted daemon adopting the
+            // live sets, too. Released, it is given them back.
+            if e.role.is_exclusive()
+                && let Some(target) = &e.target
+            {
+                if e.cpus.as_deref() == Some(&**target) {
+                    e.ours = true;
+                }
+                if let Some(mems) = e.mems.as_deref()
+                    && aligned_mems(topo, settings, target).as_ref() == Some(mems)
+                {
+                    e.mems_ours = true;
+                }
+            }
         };
         match targets {
             Targets::Reached(mut targets) => {

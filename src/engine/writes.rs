@@ -5,9 +5,10 @@
 
 use super::entry::CgroupEntry;
 use super::targets::{Planned, Targets};
-use super::{Engine, File, Role, Write};
+use super::{Engine, File, Role, Settings, Write};
 use crate::cgroup::{self, Rel};
 use crate::cpuset::CpuSet;
+use crate::topology::Topology;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -221,16 +222,10 @@ impl Engine {
     /// nodes the daemon aligned before.
     fn target_mems(&self, e: &CgroupEntry, target: &CpuSet) -> Option<CpuSet> {
         let empty = e.mems.as_ref().is_some_and(|m| m.is_empty()) && !self.settings.empty_inherits;
-        if self.settings.align_memory && e.role.is_exclusive() {
-            let nodes: CpuSet = self.topo.numa_of(target).into_iter().collect();
-            let nodes = if self.settings.mems_all.is_empty() {
-                nodes
-            } else {
-                nodes.intersection(&self.settings.mems_all)
-            };
-            if !nodes.is_empty() {
-                return Some(nodes);
-            }
+        if e.role.is_exclusive()
+            && let Some(nodes) = aligned_mems(&self.topo, &self.settings, target)
+        {
+            return Some(nodes);
         }
         if empty || e.mems_ours {
             let all = if self.settings.mems_all.is_empty() {
@@ -242,4 +237,24 @@ impl Engine {
         }
         None
     }
+}
+
+/// With `align_memory`, the memory nodes of an exclusive workload's CPUs
+/// `target` (of those the daemon may use); `None` without it, or when none
+/// of them is.
+pub(super) fn aligned_mems(
+    topo: &Topology,
+    settings: &Settings,
+    target: &CpuSet,
+) -> Option<CpuSet> {
+    if !settings.align_memory {
+        return None;
+    }
+    let nodes: CpuSet = topo.numa_of(target).into_iter().collect();
+    let nodes = if settings.mems_all.is_empty() {
+        nodes
+    } else {
+        nodes.intersection(&settings.mems_all)
+    };
+    (!nodes.is_empty()).then_some(nodes)
 }

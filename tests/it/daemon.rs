@@ -22,7 +22,7 @@ use pinctl::state::{Loaded, StateFile};
 
 use crate::support::copy_dir;
 use crate::support::fake_cgroup::{
-    self, Driver, ONLINE, Qos, Spec, Version, container_id, set, uid,
+    self, Driver, MEMS, ONLINE, Qos, Spec, Version, container_id, set, uid,
 };
 use crate::support::pinctld::PINCTLD;
 use crate::support::world::{FIXTURE, Options, RESERVED, SYSTEM, World};
@@ -845,6 +845,53 @@ fn opt_out_after_the_rule(version: Version, driver: Driver) {
     let online = set(ONLINE);
     env.wait_cpus(&[job, "hpc.slice"], &online);
     env.wait_cpus(&[SYSTEM], &online);
+}
+
+on_both_versions!(opt_out_after_a_restart_is_undone => opt_out_after_a_restart(Driver::Cgroupfs));
+
+/// The same after a restart: the daemon that wrote the workload's CPUs is
+/// gone, and the one that adopts them (the live cgroups are the truth) must
+/// know they are its own to give back, or the cgroup stays on CPUs the next
+/// exclusive workload may get. With `align_memory`, its memory nodes too.
+fn opt_out_after_a_restart(version: Version, driver: Driver) {
+    let opts = Options {
+        rules: vec![("hpc.slice/job-*.scope", 2)],
+        keys: vec!["align_memory = true".into()],
+        ..Options::default()
+    };
+    let mut env = Env::new(version, driver, opts);
+    let spec = env.existing();
+    env.tree.create("hpc.slice", &spec);
+    env.start();
+    let job = "hpc.slice/job-1.scope";
+    env.tree.create(job, &spec);
+    let cpus = env.wait_pinned(job, 2);
+    let aligned = env.wait_for("the job's memory aligned", || {
+        let mems = env.tree.mems(job);
+        if mems.len() == 1 {
+            Ok(mems)
+        } else {
+            Err(format!("{mems}"))
+        }
+    });
+    env.crash();
+    env.start();
+    if let Err(e) = env.expect_cpus(&[job], &cpus) {
+        env.fail(&format!("the job must keep {cpus} across the restart: {e}"));
+    }
+    assert_eq!(env.tree.mems(job), aligned);
+    env.tree.set_xattr(job, "0");
+    let online = set(ONLINE);
+    env.wait_cpus(&[job, "hpc.slice"], &online);
+    env.wait_cpus(&[SYSTEM], &online);
+    env.wait_for("the job's memory nodes given back", || {
+        let mems = env.tree.mems(job);
+        if mems == set(MEMS) {
+            Ok(())
+        } else {
+            Err(format!("{mems}"))
+        }
+    });
 }
 
 on_both_versions!(reload_applies_a_rule_and_takes_it_back => reload_rule(Driver::Systemd));
