@@ -3,7 +3,7 @@
 //! [`super`].
 
 use super::targets::Targets;
-use super::writes::aligned_mems;
+use super::writes::{aligned_mems, all_mems};
 use super::{Engine, Plan, Role};
 use crate::cgroup::Rel;
 use crate::cpuset::CpuSet;
@@ -135,8 +135,11 @@ impl Engine {
                 if e.cpus.as_deref() == Some(&**target) {
                     e.ours = true;
                 }
+                // Not when they are all the nodes it would be given back:
+                // then nothing is written back, and nothing would clear it.
                 if let Some(mems) = e.mems.as_deref()
                     && aligned_mems(topo, settings, target).as_ref() == Some(mems)
+                    && *mems != all_mems(topo, settings)
                 {
                     e.mems_ours = true;
                 }

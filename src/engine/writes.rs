@@ -228,12 +228,7 @@ impl Engine {
             return Some(nodes);
         }
         if empty || e.mems_ours {
-            let all = if self.settings.mems_all.is_empty() {
-                self.topo.numa_nodes().keys().copied().collect()
-            } else {
-                self.settings.mems_all.clone()
-            };
-            return Some(all);
+            return Some(all_mems(&self.topo, &self.settings));
         }
         None
     }
@@ -257,4 +252,14 @@ pub(super) fn aligned_mems(
         nodes.intersection(&settings.mems_all)
     };
     (!nodes.is_empty()).then_some(nodes)
+}
+
+/// Every memory node the daemon may use: what a cgroup whose nodes it
+/// aligned is given back, and what fills an empty set.
+pub(super) fn all_mems(topo: &Topology, settings: &Settings) -> CpuSet {
+    if settings.mems_all.is_empty() {
+        topo.numa_nodes().keys().copied().collect()
+    } else {
+        settings.mems_all.clone()
+    }
 }

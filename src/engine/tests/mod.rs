@@ -542,6 +542,69 @@ fn a_cgroup_already_on_what_it_gets_back_is_left_alone() {
     );
 }
 
+/// A workload whose cgroup already holds its CPUs and aligned memory nodes
+/// when the daemon plans it (a restarted daemon adopting the live sets, no
+/// write made) holds the daemon's: released, it gets its parent's back.
+#[test]
+fn adopted_sets_are_given_back_on_release() {
+    let mut e = aligning_engine();
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/pod1", "0-15", None);
+    add(&mut e, "kubepods/pod1/c", "0-15", want(2));
+    apply(&mut e);
+    let (cpus, nodes) = (target(&e, "kubepods/pod1/c"), mems(&e, "kubepods/pod1/c"));
+    // A new engine reads the same tree (a restart) and adopts them.
+    let mut e = aligning_engine();
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/pod1", "0-15", None);
+    let obs = Observed {
+        rel: "kubepods/pod1/c".into(),
+        cpus: Some(cpus.clone()),
+        mems: Some(nodes),
+        ..Observed::default()
+    };
+    reading(&mut e, obs, want(2), "cgroup:kubepods/pod1/c");
+    let writes = apply(&mut e);
+    assert!(
+        writes.iter().all(|w| &*w.rel != "kubepods/pod1/c"),
+        "{writes:?}"
+    );
+    assert_eq!(target(&e, "kubepods/pod1/c"), cpus);
+    assert!(e.cgroups["kubepods/pod1/c"].ours);
+    assert!(e.cgroups["kubepods/pod1/c"].mems_ours);
+    reread(&mut e, "kubepods/pod1/c", None);
+    apply(&mut e);
+    assert_eq!(
+        e.cgroups["kubepods/pod1/c"].cpus.as_deref(),
+        Some(&set("0-15"))
+    );
+    assert_eq!(mems(&e, "kubepods/pod1/c"), set("0-1"));
+}
+
+/// With `align_memory`, a workload whose CPUs span every node (or one still
+/// waiting for CPUs, on the shared pool) holds all the nodes it would be
+/// given back: they are not marked as the daemon's, so a release that finds
+/// it already on its parent's CPUs leaves it alone.
+#[test]
+fn all_memory_nodes_are_not_marked_as_the_daemons() {
+    let mut e = aligning_engine();
+    kube_tree(&mut e);
+    add(&mut e, "hpc", "0-15", None);
+    add(&mut e, "hpc/job", "0-15", want(10));
+    apply(&mut e);
+    assert_eq!(mems(&e, "hpc/job"), set("0-1"));
+    assert!(e.cgroups["hpc/job"].ours);
+    assert!(!e.cgroups["hpc/job"].mems_ours);
+    add(&mut e, "hpc/job", "0-15", None);
+    let writes = apply(&mut e);
+    assert!(writes.iter().all(|w| &*w.rel != "hpc/job"), "{writes:?}");
+    assert!(
+        !e.cgroups["hpc/job"].ours,
+        "given back: left alone from now on"
+    );
+    assert_eq!(e.cgroups["hpc/job"].target, None);
+}
+
 #[test]
 fn explicit_zero_and_inside_cgroups() {
     let mut e = engine();
