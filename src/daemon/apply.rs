@@ -248,6 +248,8 @@ impl Daemon {
             })
             .await;
         for ((w, (path, item)), result) in writes.iter().zip(&items).zip(results) {
+            // A background reconcile may have read it before this write.
+            self.mark_sets_fresh(&w.rel);
             match result {
                 Ok(None) => self.engine.written(w, Ok(())),
                 Ok(Some(effective)) => {

@@ -28,6 +28,7 @@ mod quota;
 mod report;
 mod stall;
 mod startup;
+mod sweep;
 mod sync;
 mod systemd;
 
@@ -109,6 +110,8 @@ pub struct Daemon {
     saved_rx: tokio::sync::mpsc::UnboundedReceiver<Option<String>>,
     /// The CFS quotas lifted for exclusive workloads ([`quota::Quotas`]).
     quotas: quota::Quotas,
+    /// A full reconcile under way in the background ([`Event::Swept`]).
+    sweep: Option<sweep::Sweep>,
     /// The isolated partitions made for exclusive workloads
     /// ([`partition::Partitions`]).
     partitions: partition::Partitions,
@@ -138,6 +141,9 @@ enum Event {
     Unwatched,
     /// The rest of the last plan is due: its planning or its next writes.
     Rest,
+    /// A batch of a background reconcile was read (`None`: none was in
+    /// flight).
+    Swept(Option<sweep::Batch>),
     /// A save of the state file ended, with its error if it failed.
     Saved(Option<String>),
     /// An exchange with systemd ended.
@@ -168,6 +174,7 @@ impl Event {
             Event::CpuTree(_) => "cpu tree changes",
             Event::Reconcile => "periodic reconcile",
             Event::Unwatched => "reconcile for unwatched cgroups",
+            Event::Swept(_) => "batch of a background reconcile",
             Event::Rest => "rest of a plan",
             Event::Saved(_) => "state saved",
             Event::Told(_) => "systemd told",
@@ -386,9 +393,16 @@ impl Daemon {
                 None => std::future::pending().await,
             }
         };
+        let sweep = async {
+            match self.sweep.as_mut() {
+                Some(sweep) => sweep.walk().next().await,
+                None => std::future::pending().await,
+            }
+        };
         // In this order: what the kernel and the operator say comes before
-        // the rest of a plan, so a new pin never waits behind the shared
-        // pool's writes; those go a chunk per turn when nothing else is ready.
+        // the rest of a plan and a background reconcile, so a new pin never
+        // waits behind the shared pool's writes or the reading of the whole
+        // tree; those go a chunk per turn when nothing else is ready.
         tokio::select! {
             biased;
             changes = self.watcher.next() => Event::Cgroups(changes),
@@ -407,6 +421,7 @@ impl Daemon {
             _ = timers.checks.tick() => Event::ChecksDue,
             _ = timers.publish.tick(), if self.socket.dirty => Event::Publish,
             _ = rest => Event::Rest,
+            batch = sweep => Event::Swept(batch),
         }
     }
 
@@ -417,11 +432,16 @@ impl Daemon {
             Event::CpuTree(Ok(changes)) => self.handle_cpu_tree(changes).await,
             Event::Cgroups(Err(e)) | Event::CpuTree(Err(e)) => {
                 warn!(error = %e, "inotify read failed; full reconcile");
-                self.reconcile(true).await;
+                self.ask_sweep(true).await;
             }
-            Event::Reconcile => self.reconcile(true).await,
-            Event::Unwatched => self.reconcile(false).await,
+            // One under way serves the timer too (sweeps never run back to
+            // back because the tree is slow to read), but CPU hot-plug is
+            // looked for at every tick.
+            Event::Reconcile if self.sweep.is_some() => self.follow_topology().await,
+            Event::Reconcile => self.ask_sweep(true).await,
+            Event::Unwatched => self.ask_sweep(false).await,
             Event::Rest => self.rest().await,
+            Event::Swept(batch) => self.swept(batch).await,
             Event::Saved(error) => self.saved(error),
             Event::Told(told) => self.told(told),
             Event::Steered(passed) => self.steered(passed),

@@ -173,6 +173,7 @@ impl Daemon {
             socket: Socket::new(),
             leaving: Vec::new(),
             rest: Rest::new(),
+            sweep: None,
             save_due: false,
             saving: false,
             save_again: false,

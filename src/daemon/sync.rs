@@ -2,16 +2,15 @@
 //! batches on the I/O threads, acting on inotify's changes, full
 //! reconciles, and the watches that go with them.
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
-use super::{Daemon, chain, release_free_memory};
-use crate::api;
+use super::{Daemon, chain};
 use crate::cgroup::{self, Hierarchy, Rel, Version};
 use crate::config::Config;
 use crate::cpuset::CpuSet;
@@ -21,13 +20,6 @@ use crate::io::{IoError, IoPool};
 use crate::sysfs::Sysfs;
 use crate::topology::Topology;
 use crate::watch::Change;
-
-/// Cgroups read by one job on an I/O thread during a scan.
-const SCAN_BATCH: usize = 128;
-
-/// Scan batches in flight at once: enough to keep every I/O thread busy
-/// while the event loop takes in the last batch's readings.
-const SCAN_BATCHES: usize = 4;
 
 /// Reads the CPU topology on an I/O thread.
 pub(super) async fn read_topology(pool: &IoPool, sysfs_root: &Path) -> Result<Topology> {
@@ -48,7 +40,7 @@ pub(super) async fn read_topology(pool: &IoPool, sysfs_root: &Path) -> Result<To
 /// emptied by someone else after the daemon read it (v1 refuses that while
 /// the cgroup has tasks, and a write of `cpuset.mems` is no inotify event
 /// the daemon acts on) is filled within a minute and a reconcile interval.
-const MEMS_AGE: Duration = Duration::from_secs(60);
+pub(super) const MEMS_AGE: Duration = Duration::from_secs(60);
 
 /// Reads one cgroup in a job on an I/O thread; see [`intent::read`].
 async fn read_cgroup(
@@ -100,110 +92,10 @@ impl Daemon {
         }
     }
 
-    /// Reads the cgroups `seeds` and every cgroup below them not seen before,
-    /// in batches of [`SCAN_BATCH`] on the I/O threads ([`IoPool::run_batch`]),
-    /// [`SCAN_BATCHES`] in flight. Each directory is watched before its batch
-    /// lists it, so a child made in between is seen by one or the other. A
-    /// cgroup that is gone is forgotten; one that cannot be read keeps what
-    /// was known of it. With `mems_known`, the `cpuset.mems` the engine knows
-    /// ([`crate::engine::Engine::mems_known`]) are not read again.
-    pub(super) async fn scan(&mut self, seeds: Vec<Rel>, mems_known: bool) {
-        let mut queued: HashSet<Rel> = seeds.iter().cloned().collect();
-        let mut pending: VecDeque<Rel> = seeds.into();
-        let mut set = tokio::task::JoinSet::new();
-        loop {
-            while set.len() < SCAN_BATCHES && !pending.is_empty() {
-                let mut rels = Vec::with_capacity(SCAN_BATCH.min(pending.len()));
-                let mut items = Vec::with_capacity(rels.capacity());
-                while rels.len() < SCAN_BATCH
-                    && let Some(rel) = pending.pop_front()
-                {
-                    match self.watcher.watch(&rel) {
-                        Ok(_) => {
-                            if self.unwatched.remove(&rel) && self.unwatched.is_empty() {
-                                info!("every cgroup is watched again");
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                            self.forget(&rel);
-                            continue;
-                        }
-                        Err(e) => {
-                            // Said once per spell, not per cgroup: at the
-                            // limit, every new cgroup fails the same way.
-                            if self.unwatched.is_empty() {
-                                warn!(path = %self.hier.dir(&rel).display(), error = %e,
-                                    every_secs = api::UNWATCHED_RECONCILE_SECS,
-                                    "cannot watch a cgroup (is fs.inotify.max_user_watches reached?); reconciling often until every cgroup is watched");
-                            }
-                            self.unwatched.insert(rel.clone());
-                        }
-                    }
-                    if let Some(cw) = self.cpu_watcher.as_mut() {
-                        // The cpu side may appear later; its parent's watch reports it.
-                        let _ = cw.watch(&rel);
-                    }
-                    let known = mems_known && self.engine.mems_known(&rel);
-                    items.push((
-                        self.hier.dir(&rel),
-                        (rel.clone(), self.engine.bundle(&rel), known),
-                    ));
-                    rels.push(rel);
-                }
-                let (pool, hier, cfg) = (self.pool.clone(), self.hier.clone(), self.cfg.clone());
-                set.spawn(async move {
-                    let results = pool
-                        .run_batch("read", items, move |fs, _, (rel, bundle, known)| {
-                            Ok(intent::read(fs, &hier, &cfg, rel, bundle.clone(), *known))
-                        })
-                        .await;
-                    (rels, results)
-                });
-            }
-            let Some(joined) = set.join_next().await else {
-                break;
-            };
-            self.beat();
-            let (rels, results) = match joined {
-                Ok(r) => r,
-                Err(e) => {
-                    warn!(error = %e, "cgroup read task failed");
-                    continue;
-                }
-            };
-            for (rel, result) in rels.into_iter().zip(results) {
-                match result {
-                    Ok(Some(r)) => {
-                        for name in &r.obs.children {
-                            let child = cgroup::child(&rel, name);
-                            if queued.contains(child.as_str()) {
-                                continue;
-                            }
-                            // Below a cgroup a reload took out of the
-                            // subtrees: only the way down to one.
-                            if !self.scope().leads_to(&child) {
-                                continue;
-                            }
-                            let child: Rel = match self.engine.rel(&child) {
-                                Some(known) => known.clone(),
-                                None => child.into(),
-                            };
-                            queued.insert(child.clone());
-                            pending.push_back(child);
-                        }
-                        self.upsert(r);
-                    }
-                    Ok(None) => self.forget(&rel),
-                    // Unreadable (hung, say): keep what we knew.
-                    Err(e) => warn!(error = %chain(&e), "cannot read cgroup"),
-                }
-            }
-        }
-    }
-
     /// Forgets cgroup `rel` and everything below it (they are gone): the
     /// engine's entries and the watches of both trees.
     pub(super) fn forget(&mut self, rel: &str) {
+        self.mark_fresh(rel, true);
         if !self.unwatched.is_empty() {
             self.unwatched.retain(|r| !cgroup::is_within(r, rel));
         }
@@ -218,6 +110,7 @@ impl Daemon {
     }
 
     pub(super) fn upsert(&mut self, mut r: Reading) {
+        self.mark_fresh(&r.obs.rel, false);
         if let Some(limit) = r.lifted {
             self.quotas.found(&r.obs.rel, limit);
         }
@@ -234,65 +127,6 @@ impl Daemon {
             r.intent = None;
         }
         self.engine.upsert(r);
-    }
-
-    /// A full reconcile: rescan every subtree, forget what vanished, re-read the
-    /// topology (CPU hot-plug), plan and write.
-    pub(super) async fn reconcile(&mut self, reread_topology: bool) {
-        let started = Instant::now();
-        let online_file = self.cfg.sysfs_root.join("devices/system/cpu/online");
-        // Hot-plug changes the online list: one small read instead of the
-        // whole topology (hundreds of files per socket) when it did not.
-        let unchanged = reread_topology
-            && self
-                .pool
-                .read(&online_file)
-                .await
-                .ok()
-                .and_then(|t| t.parse::<CpuSet>().ok())
-                .is_some_and(|o| &o == self.engine.topology().online());
-        if reread_topology && !unchanged {
-            match read_topology(&self.pool, &self.cfg.sysfs_root).await {
-                Ok(topo) if topo.cpus() != self.engine.topology().cpus() => {
-                    info!(before = %self.engine.topology().online(), after = %topo.online(), "CPU topology changed; re-planning");
-                    self.engine.set_topology(topo);
-                }
-                Ok(_) => {}
-                Err(e) => warn!(error = %format!("{e:#}"), "cannot re-read the topology"),
-            }
-        }
-        // Every subtree root and every cgroup known: what is gone is forgotten,
-        // what is new is found below them.
-        let mut seeds: Vec<Rel> = self.scope().roots().to_vec();
-        seeds.extend(self.engine.known().cloned());
-        let scan_started = Instant::now();
-        // The memory nodes the engine knows are read again once [`MEMS_AGE`]
-        // has passed (the first reconcile reads them all).
-        let mems_known = self.all_mems_read.is_some_and(|at| at.elapsed() < MEMS_AGE);
-        if !mems_known {
-            self.all_mems_read = Some(scan_started);
-        }
-        self.scan(seeds, mems_known).await;
-        let scan_us = scan_started.elapsed().as_micros() as u64;
-        self.engine.replan_all();
-        self.watch_above_roots();
-        self.apply().await;
-        self.forget_leaving();
-        release_free_memory();
-        let took = started.elapsed();
-        self.socket.reconciles += 1;
-        self.socket.last_reconcile_ms = took.as_millis() as u64;
-        self.socket
-            .metrics
-            .reconcile_seconds
-            .observe(took.as_secs_f64());
-        self.publish();
-        debug!(
-            elapsed_us = took.as_micros() as u64,
-            scan_us,
-            cgroups = self.engine.len(),
-            "reconcile done"
-        );
     }
 
     /// Forgets the cgroups a reload took out of the subtrees, once what the
@@ -484,6 +318,7 @@ impl Daemon {
             let Ok(text) = text else {
                 continue;
             };
+            self.mark_sets_fresh(rel);
             if self.engine.observe_cpus(rel, text.parse::<CpuSet>().ok()) {
                 changed = true;
                 if self.engine.is_exclusive(rel) {
@@ -572,8 +407,9 @@ impl Daemon {
         }
         if overflow {
             warn!("inotify queue overflowed; full reconcile");
-            self.reconcile(false).await;
-        } else if changed {
+            self.ask_sweep(false).await;
+        }
+        if changed {
             let writes = self.socket.metrics.writes.get();
             self.apply().await;
             if created && self.socket.metrics.writes.get() > writes {

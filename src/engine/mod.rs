@@ -420,6 +420,15 @@ impl Engine {
         })
     }
 
+    /// Puts the sets the engine knows of a known cgroup in `obs`, read
+    /// before the daemon wrote them (or saw them written).
+    pub fn keep_sets(&self, obs: &mut cgroup::Observed) {
+        if let Some(e) = self.cgroups.get(&obs.rel) {
+            obs.cpus = e.cpus.as_deref().cloned();
+            obs.mems = e.mems.as_deref().cloned();
+        }
+    }
+
     /// The number of known cgroups.
     pub fn len(&self) -> usize {
         self.cgroups.len()

@@ -1651,6 +1651,189 @@ fn a_reconcile_does_not_read_memory_nodes_it_knows() {
     }
 }
 
+/// Issue #14: a periodic reconcile reads the whole tree in the background,
+/// a batch per turn of the loop, so a new pin does not wait for it (at
+/// 10,000 cgroups a reconcile reads for a third of a second on real v1).
+/// Here a read of the reconcile hangs (a FIFO in place of a container's
+/// `cpuset.cpus`, `read_timeout` 30 s): the pin is made while it hangs, and
+/// the reconcile ends, with nothing undone, once the read returns.
+#[test]
+fn a_pin_does_not_wait_for_a_periodic_reconcile() {
+    let mut env = Env::new(
+        Version::V2,
+        Driver::Systemd,
+        Options {
+            reconcile_interval: "1s",
+            keys: vec![r#"read_timeout = "30s""#.into()],
+            ..Options::default()
+        },
+    );
+    let bpod = env.pod(Qos::Burstable, &uid(8));
+    let b = env.container(&bpod, 1, &Spec::default());
+    env.start();
+    env.wait_cpus(&[&b], &set(ONLINE));
+    let socket = env.tmp.path().join("pinctl.sock");
+    let counters = || {
+        let (_, body) = get(&socket, "/v1/status");
+        serde_json::from_str::<pinctl::api::Status>(&body)
+            .unwrap()
+            .counters
+    };
+    let file = env.tree.dir(&b).join("cpuset.cpus");
+    fs::remove_file(&file).unwrap();
+    nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // The next periodic reconcile (within a second) hangs on the FIFO.
+    std::thread::sleep(Duration::from_millis(2500));
+    let before = counters().reconciles;
+
+    let gpod = env.pod(Qos::Guaranteed, &uid(9));
+    let app = env.container(&gpod, 2, &Spec::limit(2));
+    let made = Instant::now();
+    let cpus = env.wait_pinned(&app, 2);
+    assert!(
+        made.elapsed() < Duration::from_secs(10),
+        "the pin took {:?}",
+        made.elapsed()
+    );
+    assert_eq!(
+        counters().reconciles,
+        before,
+        "no reconcile ended while the read hung: the pin did not wait for one"
+    );
+
+    // Release the reader: the reconcile ends and the pin stands.
+    drop(fs::OpenOptions::new().write(true).open(&file).unwrap());
+    env.wait_for("a reconcile to end", || {
+        let now = counters().reconciles;
+        if now > before {
+            Ok(())
+        } else {
+            Err(format!("{now} reconciles"))
+        }
+    });
+    fs::remove_file(&file).unwrap();
+    fs::write(&file, "").unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(env.tree.effective(&app), cpus);
+    env.wait_cpus(&[SYSTEM], &set(ONLINE).difference(&cpus));
+}
+
+/// A background reconcile reads a batch of cgroups before a pin narrows the
+/// shared pool and takes it in after (its batch waits on a hung read: a FIFO
+/// in place of a pinned container's `cpuset.mems`, which a reconcile reads
+/// each time and the daemon does not write on v1 without `align_memory`):
+/// what it read of the sets the daemon wrote since is older than what the
+/// daemon knows. Taken in, the reconcile would believe the old (wider) sets
+/// and write every shared cgroup again, and a later widening would go
+/// through the old sets (other workloads' CPUs).
+#[test]
+fn a_reconcile_does_not_take_back_what_the_daemon_wrote_since_it_read() {
+    let mut env = Env::new(
+        Version::V1,
+        Driver::Cgroupfs,
+        Options {
+            reconcile_interval: "1s",
+            keys: vec![r#"read_timeout = "30s""#.into()],
+            ..Options::default()
+        },
+    );
+    let hpod = env.pod(Qos::Guaranteed, &uid(8));
+    let held = env.container(&hpod, 1, &Spec::limit(1));
+    env.start();
+    let held_cpus = env.wait_pinned(&held, 1);
+    let socket = env.tmp.path().join("pinctl.sock");
+    let counters = || {
+        let (_, body) = get(&socket, "/v1/status");
+        serde_json::from_str::<pinctl::api::Status>(&body)
+            .unwrap()
+            .counters
+    };
+    let file = env.tree.dir(&held).join("cpuset.mems");
+    let mems = fs::read_to_string(&file).unwrap();
+    fs::remove_file(&file).unwrap();
+    nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // The next periodic reconcile (within a second) hangs on the FIFO,
+    // having read system.slice.
+    std::thread::sleep(Duration::from_millis(2500));
+    let before = counters().reconciles;
+
+    let gpod = env.pod(Qos::Guaranteed, &uid(9));
+    let app = env.container(&gpod, 2, &Spec::limit(2));
+    let cpus = env.wait_pinned(&app, 2);
+    let shared = set(ONLINE).difference(&cpus).difference(&held_cpus);
+    env.wait_cpus(&[SYSTEM], &shared);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(counters().reconciles, before, "the read still hangs");
+    let writes = counters().writes;
+
+    // Release the reader with what the file held: the reconcile ends.
+    fs::write(&file, &mems).unwrap();
+    env.wait_for("a reconcile to end", || {
+        let now = counters().reconciles;
+        if now > before {
+            Ok(())
+        } else {
+            Err(format!("{now} reconciles"))
+        }
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        counters().writes,
+        writes,
+        "the reconcile wrote again what the pin had written"
+    );
+    env.wait_cpus(&[SYSTEM], &shared);
+    assert_eq!(env.tree.cpus(&held), held_cpus);
+    fs::remove_file(&file).unwrap();
+    fs::write(&file, &mems).unwrap();
+}
+
+/// SIGHUP while a background reconcile is under way: the reload's own
+/// reconcile replaces it, with its batches in flight on the I/O threads. The
+/// loop must go on: systemd's watchdog pings keep coming, and a new pin is
+/// made after the reloads. (The Debian VM boot once saw the loop stop after a
+/// reload, and systemd killed the daemon.)
+#[test]
+fn reloads_during_background_reconciles_keep_the_loop_alive() {
+    let mut env = Env::new(
+        Version::V1,
+        Driver::Cgroupfs,
+        Options {
+            reconcile_interval: "50ms",
+            ..Options::default()
+        },
+    );
+    for p in 0..300 {
+        let pod = env.pod(Qos::Burstable, &uid(100 + p));
+        for c in 0..4 {
+            env.container(&pod, 1000 + p * 4 + c, &Spec::default());
+        }
+    }
+    env.spawn(&crate::support::pinctld::Launch {
+        watchdog_usec: Some(400_000),
+        ..Default::default()
+    });
+    env.wait_ready();
+    let mut rng = 12345u64;
+    for _ in 0..60 {
+        env.d().signal(Signal::SIGHUP);
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        std::thread::sleep(Duration::from_millis(5 + (rng >> 33) % 60));
+    }
+    let pings = |env: &Env, long: Duration| {
+        let before = env.d().pings().len();
+        std::thread::sleep(long);
+        env.d().pings().len() - before
+    };
+    let n = pings(&env, Duration::from_millis(1000));
+    if n < 2 {
+        env.fail(&format!("{n} WATCHDOG=1 in 1 s after the reloads, expected about 5"));
+    }
+    let gpod = env.pod(Qos::Guaranteed, &uid(9));
+    let app = env.container(&gpod, 2, &Spec::limit(2));
+    env.wait_pinned(&app, 2);
+}
+
 on_both_versions!(untrusted_cgroups_ask_for_nothing => untrusted_cgroups(Driver::Systemd));
 
 /// Makes cgroup `rel` one that someone other than root may mark: owned by
