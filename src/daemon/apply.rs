@@ -248,11 +248,12 @@ impl Daemon {
             })
             .await;
         for ((w, (path, item)), result) in writes.iter().zip(&items).zip(results) {
-            // A background reconcile may have read it before this write.
-            self.mark_sets_fresh(&w.rel);
             match result {
                 Ok(None) => self.engine.written(w, Ok(())),
                 Ok(Some(effective)) => {
+                    // A background reconcile may have read it before this
+                    // write (a failed write changed nothing it read).
+                    self.mark_sets_fresh(&w.rel, w.file);
                     self.written(w, path, &item.data, Ok(()));
                     if let Some(effective) = effective {
                         self.engine.verified(w, effective);

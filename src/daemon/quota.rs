@@ -202,9 +202,11 @@ impl Daemon {
                         trail = Some((lift.clone(), None));
                     }
                     self.quotas.lifted.remove(&rel);
+                    self.mark_quota_fresh(&rel);
                 }
                 (Step::Restore(_), Err(e)) if e.is_not_found() => {
                     self.quotas.lifted.remove(&rel);
+                    self.mark_quota_fresh(&rel);
                 }
                 (step, Err(e)) => {
                     let what = match step {

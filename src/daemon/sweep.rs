@@ -14,7 +14,7 @@
 //! (the children it lists are still looked at). Of one whose cpuset files
 //! the daemon wrote or read again meanwhile, the engine's sets are kept.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
 use tokio::task::JoinSet;
@@ -25,7 +25,7 @@ use super::{Daemon, chain, release_free_memory};
 use crate::api;
 use crate::cgroup::{self, Rel};
 use crate::cpuset::CpuSet;
-use crate::engine::Reading;
+use crate::engine::{File, Reading};
 use crate::intent;
 use crate::io::IoError;
 
@@ -111,11 +111,22 @@ struct Fresh {
     /// Subtrees forgotten.
     forgotten: Vec<Rel>,
     /// Cgroups whose `cpuset.cpus` or `cpuset.mems` the loop wrote or read
-    /// again (a plan's writes, a write observed): a sweep's reading of them
-    /// is taken with the sets the engine has, as the rest of it is no older
-    /// than what the engine has (a shared cgroup is written at each pin, so
-    /// under churn dropping the whole reading would never read it again).
-    sets: HashSet<Rel>,
+    /// again (a plan's writes that took, a write observed), and which of
+    /// the two: a sweep's reading of them is taken with the engine's set
+    /// for those, as the rest of it is no older than what the engine has (a
+    /// shared cgroup is written at each pin, so under churn dropping the
+    /// whole reading would never read it again).
+    sets: HashMap<Rel, Newer>,
+    /// Cgroups whose CPU quota the loop put back: a sweep's reading of one
+    /// may still carry the lifted limit, which would lift it again.
+    quotas: HashSet<Rel>,
+}
+
+/// Which of a cgroup's sets the loop learnt since a sweep read them.
+#[derive(Default, Clone, Copy)]
+struct Newer {
+    cpus: bool,
+    mems: bool,
 }
 
 impl Fresh {
@@ -180,11 +191,24 @@ impl Daemon {
         }
     }
 
-    /// Marks a cgroup whose cpuset files the loop just wrote or read: a
-    /// sweep's reading of its sets is older.
-    pub(super) fn mark_sets_fresh(&mut self, rel: &Rel) {
+    /// Marks a cgroup whose CPU quota the loop just put back: a sweep's
+    /// reading of it may still show it lifted.
+    pub(super) fn mark_quota_fresh(&mut self, rel: &Rel) {
         if let Some(sweep) = self.sweep.as_mut() {
-            sweep.fresh.sets.insert(rel.clone());
+            sweep.fresh.quotas.insert(rel.clone());
+        }
+    }
+
+    /// Marks a cgroup whose `file` the loop just wrote or read: a sweep's
+    /// reading of that set is older.
+    pub(super) fn mark_sets_fresh(&mut self, rel: &Rel, file: File) {
+        if let Some(sweep) = self.sweep.as_mut() {
+            let newer = sweep.fresh.sets.entry(rel.clone()).or_default();
+            match file {
+                File::Cpus => newer.cpus = true,
+                File::Mems => newer.mems = true,
+                File::Balance => {}
+            }
         }
     }
 
@@ -199,11 +223,9 @@ impl Daemon {
         seeds.extend(self.engine.known().cloned());
         let scan_started = Instant::now();
         // The memory nodes the engine knows are read again once [`MEMS_AGE`]
-        // has passed (the first reconcile reads them all).
+        // has passed since a reconcile that read them all began (the first
+        // reconcile reads them all; one replaced by a reload did not).
         let mems_known = self.all_mems_read.is_some_and(|at| at.elapsed() < MEMS_AGE);
-        if !mems_known {
-            self.all_mems_read = Some(scan_started);
-        }
         let mut walk = Walk::new(seeds, batch, in_flight, mems_known);
         self.fill(&mut walk);
         self.sweep = Some(Sweep {
@@ -228,6 +250,9 @@ impl Daemon {
         if !sweep.walk.done() {
             self.sweep = Some(sweep);
             return;
+        }
+        if !sweep.walk.mems_known {
+            self.all_mems_read = Some(sweep.scan_started);
         }
         let scan_us = sweep.scan_started.elapsed().as_micros() as u64;
         self.engine.replan_all();
@@ -364,8 +389,11 @@ impl Daemon {
                     if stale {
                         continue;
                     }
-                    if fresh.is_some_and(|f| f.sets.contains(&rel)) {
-                        self.engine.keep_sets(&mut r.obs);
+                    if fresh.is_some_and(|f| f.quotas.contains(&rel)) {
+                        r.lifted = None;
+                    }
+                    if let Some(newer) = fresh.and_then(|f| f.sets.get(&rel)) {
+                        self.engine.keep_sets(&mut r.obs, newer.cpus, newer.mems);
                     }
                     self.upsert(r);
                 }

@@ -14,7 +14,7 @@ use super::{Daemon, chain};
 use crate::cgroup::{self, Hierarchy, Rel, Version};
 use crate::config::Config;
 use crate::cpuset::CpuSet;
-use crate::engine::Reading;
+use crate::engine::{File, Reading};
 use crate::intent::{self, Bundle};
 use crate::io::{IoError, IoPool};
 use crate::sysfs::Sysfs;
@@ -318,7 +318,7 @@ impl Daemon {
             let Ok(text) = text else {
                 continue;
             };
-            self.mark_sets_fresh(rel);
+            self.mark_sets_fresh(rel, File::Cpus);
             if self.engine.observe_cpus(rel, text.parse::<CpuSet>().ok()) {
                 changed = true;
                 if self.engine.is_exclusive(rel) {

@@ -420,12 +420,17 @@ impl Engine {
         })
     }
 
-    /// Puts the sets the engine knows of a known cgroup in `obs`, read
-    /// before the daemon wrote them (or saw them written).
-    pub fn keep_sets(&self, obs: &mut cgroup::Observed) {
+    /// Puts the sets the engine knows of a known cgroup in `obs` (its
+    /// `cpuset.cpus`, its `cpuset.mems` or both), read before the daemon
+    /// wrote them (or saw them written).
+    pub fn keep_sets(&self, obs: &mut cgroup::Observed, cpus: bool, mems: bool) {
         if let Some(e) = self.cgroups.get(&obs.rel) {
-            obs.cpus = e.cpus.as_deref().cloned();
-            obs.mems = e.mems.as_deref().cloned();
+            if cpus {
+                obs.cpus = e.cpus.as_deref().cloned();
+            }
+            if mems {
+                obs.mems = e.mems.as_deref().cloned();
+            }
         }
     }
 

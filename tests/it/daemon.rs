@@ -1817,7 +1817,9 @@ fn reloads_during_background_reconciles_keep_the_loop_alive() {
     let mut rng = 12345u64;
     for _ in 0..60 {
         env.d().signal(Signal::SIGHUP);
-        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         std::thread::sleep(Duration::from_millis(5 + (rng >> 33) % 60));
     }
     let pings = |env: &Env, long: Duration| {
@@ -1827,7 +1829,9 @@ fn reloads_during_background_reconciles_keep_the_loop_alive() {
     };
     let n = pings(&env, Duration::from_millis(1000));
     if n < 2 {
-        env.fail(&format!("{n} WATCHDOG=1 in 1 s after the reloads, expected about 5"));
+        env.fail(&format!(
+            "{n} WATCHDOG=1 in 1 s after the reloads, expected about 5"
+        ));
     }
     let gpod = env.pod(Qos::Guaranteed, &uid(9));
     let app = env.container(&gpod, 2, &Spec::limit(2));
