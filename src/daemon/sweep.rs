@@ -11,8 +11,10 @@
 //! a cgroup found gone is forgotten; one that cannot be read keeps what was
 //! known of it. A sweep's reading of a cgroup that an event read or forgot
 //! while the sweep ran is older than what the engine has: it is dropped
-//! (the children it lists are still looked at). Of one whose cpuset files
-//! the daemon wrote or read again meanwhile, the engine's sets are kept.
+//! (the children it lists are still looked at). Of one whose `cpuset.cpus`
+//! or `cpuset.mems` the daemon wrote or read again meanwhile, the engine's
+//! set of that file is kept; of one whose CPU quota it put back, the lifted
+//! limit read is dropped.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;

@@ -591,11 +591,6 @@ impl Engine {
     /// planned and never made (a newer plan replaced the rest) needs no
     /// report: the next plan reaches its cgroup again.
     pub fn written(&mut self, write: &Write, result: Result<(), Failure>) {
-        // Aligned memory nodes are the daemon's to give back, but not all of
-        // them: that is what it would give back (nothing would be written,
-        // and nothing would clear the mark).
-        let align = self.settings.align_memory
-            && *write.set != writes::all_mems(&self.topo, &self.settings);
         if let Some(n) = self.outstanding.get_mut(&*write.rel) {
             *n -= 1;
             if *n == 0 {
@@ -625,7 +620,13 @@ impl Engine {
                     }
                     File::Mems => {
                         e.mems = Some(write.set.clone());
-                        e.mems_ours = align && exclusive;
+                        // Aligned memory nodes are the daemon's to give
+                        // back, but not all of them: that is what it would
+                        // give back (nothing would be written, and nothing
+                        // would clear the mark).
+                        e.mems_ours = exclusive
+                            && self.settings.align_memory
+                            && *write.set != writes::all_mems(&self.topo, &self.settings);
                     }
                     File::Balance => {}
                 }

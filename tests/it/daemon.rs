@@ -80,6 +80,26 @@ impl Env {
             .collect()
     }
 
+    /// The daemon's counters, from its status socket.
+    fn counters(&self) -> pinctl::api::Counters {
+        let (_, body) = get(&self.tmp.path().join("pinctl.sock"), "/v1/status");
+        serde_json::from_str::<pinctl::api::Status>(&body)
+            .unwrap()
+            .counters
+    }
+
+    /// Waits until more than `before` full reconciles have ended.
+    fn wait_reconciles_past(&self, before: u64) {
+        self.wait_for("a reconcile to end", || {
+            let now = self.counters().reconciles;
+            if now > before {
+                Ok(())
+            } else {
+                Err(format!("{now} reconciles"))
+            }
+        });
+    }
+
     /// Asks the daemon for a full reconcile (SIGHUP) and waits until it is
     /// done (its `reconcile done` debug line).
     fn reconcile(&self) {
@@ -1325,6 +1345,13 @@ fn subtree_made_later(version: Version, driver: Driver) {
 // permissions, a stale socket and a second daemon.
 // ---------------------------------------------------------------------------
 
+/// Puts a FIFO in place of the cgroup file `file`: a read of it hangs until
+/// someone opens it to write.
+fn fifo_in_place_of(file: &Path) {
+    fs::remove_file(file).unwrap();
+    nix::unistd::mkfifo(file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+}
+
 /// One HTTP/1.1 GET on the daemon's socket: (status code, body).
 fn get(socket: &Path, path: &str) -> (u16, String) {
     use std::io::{Read as _, Write as _};
@@ -1568,8 +1595,7 @@ fn status_answers_while_a_read_hangs() {
     env.wait_cpus(&[&b], &set(ONLINE));
     let socket = env.tmp.path().join("pinctl.sock");
     let file = env.tree.dir(&b).join("cpuset.cpus");
-    fs::remove_file(&file).unwrap();
-    nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    fifo_in_place_of(&file);
     // The periodic reconcile's read of the FIFO blocks (read_timeout 5 s).
     env.daemon.as_ref().unwrap().signal(Signal::SIGHUP);
     std::thread::sleep(Duration::from_millis(300));
@@ -1636,8 +1662,7 @@ fn a_reconcile_does_not_read_memory_nodes_it_knows() {
     env.wait_cpus(&[&b], &set(ONLINE));
     let file = env.tree.dir(&b).join("cpuset.mems");
     let mems = fs::read_to_string(&file).unwrap();
-    fs::remove_file(&file).unwrap();
-    nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    fifo_in_place_of(&file);
     env.reload();
     let gpod = env.pod(Qos::Guaranteed, &uid(9));
     let app = env.container(&gpod, 2, &Spec::limit(2));
@@ -1672,19 +1697,11 @@ fn a_pin_does_not_wait_for_a_periodic_reconcile() {
     let b = env.container(&bpod, 1, &Spec::default());
     env.start();
     env.wait_cpus(&[&b], &set(ONLINE));
-    let socket = env.tmp.path().join("pinctl.sock");
-    let counters = || {
-        let (_, body) = get(&socket, "/v1/status");
-        serde_json::from_str::<pinctl::api::Status>(&body)
-            .unwrap()
-            .counters
-    };
     let file = env.tree.dir(&b).join("cpuset.cpus");
-    fs::remove_file(&file).unwrap();
-    nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    fifo_in_place_of(&file);
     // The next periodic reconcile (within a second) hangs on the FIFO.
     std::thread::sleep(Duration::from_millis(2500));
-    let before = counters().reconciles;
+    let before = env.counters().reconciles;
 
     let gpod = env.pod(Qos::Guaranteed, &uid(9));
     let app = env.container(&gpod, 2, &Spec::limit(2));
@@ -1696,21 +1713,14 @@ fn a_pin_does_not_wait_for_a_periodic_reconcile() {
         made.elapsed()
     );
     assert_eq!(
-        counters().reconciles,
+        env.counters().reconciles,
         before,
         "no reconcile ended while the read hung: the pin did not wait for one"
     );
 
     // Release the reader: the reconcile ends and the pin stands.
     drop(fs::OpenOptions::new().write(true).open(&file).unwrap());
-    env.wait_for("a reconcile to end", || {
-        let now = counters().reconciles;
-        if now > before {
-            Ok(())
-        } else {
-            Err(format!("{now} reconciles"))
-        }
-    });
+    env.wait_reconciles_past(before);
     fs::remove_file(&file).unwrap();
     fs::write(&file, "").unwrap();
     std::thread::sleep(Duration::from_millis(1500));
@@ -1741,21 +1751,13 @@ fn a_reconcile_does_not_take_back_what_the_daemon_wrote_since_it_read() {
     let held = env.container(&hpod, 1, &Spec::limit(1));
     env.start();
     let held_cpus = env.wait_pinned(&held, 1);
-    let socket = env.tmp.path().join("pinctl.sock");
-    let counters = || {
-        let (_, body) = get(&socket, "/v1/status");
-        serde_json::from_str::<pinctl::api::Status>(&body)
-            .unwrap()
-            .counters
-    };
     let file = env.tree.dir(&held).join("cpuset.mems");
     let mems = fs::read_to_string(&file).unwrap();
-    fs::remove_file(&file).unwrap();
-    nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    fifo_in_place_of(&file);
     // The next periodic reconcile (within a second) hangs on the FIFO,
     // having read system.slice.
     std::thread::sleep(Duration::from_millis(2500));
-    let before = counters().reconciles;
+    let before = env.counters().reconciles;
 
     let gpod = env.pod(Qos::Guaranteed, &uid(9));
     let app = env.container(&gpod, 2, &Spec::limit(2));
@@ -1763,22 +1765,15 @@ fn a_reconcile_does_not_take_back_what_the_daemon_wrote_since_it_read() {
     let shared = set(ONLINE).difference(&cpus).difference(&held_cpus);
     env.wait_cpus(&[SYSTEM], &shared);
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(counters().reconciles, before, "the read still hangs");
-    let writes = counters().writes;
+    assert_eq!(env.counters().reconciles, before, "the read still hangs");
+    let writes = env.counters().writes;
 
     // Release the reader with what the file held: the reconcile ends.
     fs::write(&file, &mems).unwrap();
-    env.wait_for("a reconcile to end", || {
-        let now = counters().reconciles;
-        if now > before {
-            Ok(())
-        } else {
-            Err(format!("{now} reconciles"))
-        }
-    });
+    env.wait_reconciles_past(before);
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(
-        counters().writes,
+        env.counters().writes,
         writes,
         "the reconcile wrote again what the pin had written"
     );
