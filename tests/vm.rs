@@ -51,10 +51,15 @@ fn vm_suite() {
             .iter()
             .filter(|l| l.starts_with("FAIL ") || l.contains("DID NOT FINISH"))
             .collect();
-        let summary: Vec<&String> = report
+        let mut summary: Vec<&String> = report
             .iter()
             .skip_while(|l| !l.starts_with("===== VM suite"))
             .collect();
+        if summary.is_empty() {
+            // The driver stopped before its summary (a script error, not a
+            // check): its last lines say where.
+            summary = report.iter().rev().take(30).rev().collect();
+        }
         panic!(
             "the VM suite failed ({status}); failing checks:\n{}\n{}",
             failing
