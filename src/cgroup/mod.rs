@@ -479,13 +479,18 @@ pub fn observe_mems(fs: &dyn Fs, h: &Hierarchy, rel: &str, obs: &mut Observed) {
     obs.mems = match fs.read(&file) {
         Ok(text) => parse_set(&text, &file, &mut obs.error),
         Err(e) => {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                obs.error
-                    .get_or_insert_with(|| format!("{}: {e}", file.display()));
-            }
+            note_read_error(&e, &file, &mut obs.error);
             None
         }
     };
+}
+
+/// Notes a failed read of `path` as a reading's first error; a file that
+/// is gone is none (the cgroup is going, or has no such controller).
+fn note_read_error(e: &std::io::Error, path: &Path, error: &mut Option<String>) {
+    if e.kind() != std::io::ErrorKind::NotFound {
+        error.get_or_insert_with(|| format!("{}: {e}", path.display()));
+    }
 }
 
 /// Reads the state of cgroup `rel` and lists its children, opening its
@@ -524,9 +529,7 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
     let mut texts = scan.files.into_iter().zip(&names).map(|(r, name)| match r {
         Ok(text) => Some((text, *name)),
         Err(e) => {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                error.get_or_insert_with(|| format!("{}: {e}", dir.join(name).display()));
-            }
+            note_read_error(&e, &dir.join(name), &mut error);
             None
         }
     });

@@ -302,7 +302,9 @@ impl IoPool {
     /// [`IoError::Hung`]; an item that does not return in time marks its path
     /// hung and fails with [`IoError::Timeout`], and the items after it go on
     /// in a new job on another thread. So a hung path costs its own items one
-    /// timeout, never the rest of the batch.
+    /// timeout, never the rest of the batch. Should the item that timed out
+    /// return after all, its late result is dropped: the timeout stands in
+    /// its place, and every result stays beside its own item.
     pub async fn run_batch<I, T, F>(
         &self,
         op: &'static str,
@@ -337,8 +339,7 @@ impl IoPool {
                             })
                         }
                     };
-                    lock(&results_).push(result);
-                    steps.end();
+                    steps.end(|| lock(&results_).push(result));
                 }
             };
             let ended = self.submit(op, items[from].0.clone(), false, work).await;

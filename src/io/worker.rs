@@ -144,12 +144,18 @@ impl Steps<'_> {
         Ok(())
     }
 
-    /// Ends the current step: until the next begins, no timeout runs.
-    pub(super) fn end(&self) {
+    /// Ends the current step, handing its result in with `keep`: until the
+    /// next step begins, no timeout runs. When the step has timed out
+    /// meanwhile, the result is dropped and `keep` never runs: the caller
+    /// has reported the timeout in its place, and the items after it run
+    /// in a new job whose results this one must not land among. Under the
+    /// pool's lock, so a step either ends or times out, never both.
+    pub(super) fn end(&self, keep: impl FnOnce()) {
         let mut state = self.shared.lock();
         if let Some(running) = state.running.get_mut(&self.id)
             && running.marked.is_none()
         {
+            keep();
             running.key = None;
             running.started = Instant::now();
         }

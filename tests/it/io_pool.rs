@@ -758,6 +758,69 @@ async fn a_batch_times_each_item_and_a_hung_item_costs_only_itself() {
     .await;
 }
 
+/// An item that times out and then returns late (a cgroupfs lock held past
+/// the timeout, then let go) has its timeout for a result, and its late
+/// result is dropped: it never lands among the results of the items after
+/// it, read meanwhile by a new job on another thread, which would pair every
+/// later cgroup with its neighbour's reading.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_result_after_a_timeout_does_not_shift_the_batch() {
+    bounded(async {
+        // Item 2 waits until item 3 has run (on the new job, past the
+        // timeout), then returns; item 4 waits for that late return, well
+        // within its own timeout.
+        let pool = IoPool::new(GateFs::new(), config(2, 4, 500));
+        let (let_go, late) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let items: Vec<(PathBuf, usize)> = (0..6)
+            .map(|i| (PathBuf::from(format!("/cg/{i}")), i))
+            .collect();
+        let job = {
+            let (let_go, late) = (Arc::clone(&let_go), Arc::clone(&late));
+            move |_: &dyn Fs, _: &Path, i: &usize| {
+                let until = |flag: &AtomicBool| {
+                    let start = Instant::now();
+                    while !flag.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(3) {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                };
+                match *i {
+                    2 => {
+                        until(&let_go);
+                        late.store(true, Ordering::SeqCst);
+                        Ok("late 2".to_string())
+                    }
+                    3 => {
+                        let_go.store(true, Ordering::SeqCst);
+                        Ok("3".to_string())
+                    }
+                    4 => {
+                        until(&late);
+                        // Time for the late result to be handed in.
+                        std::thread::sleep(Duration::from_millis(30));
+                        Ok("4".to_string())
+                    }
+                    n => Ok(n.to_string()),
+                }
+            }
+        };
+        let results = pool.run_batch("read", items, job).await;
+        assert!(late.load(Ordering::SeqCst), "item 2 returned late");
+        let shown: Vec<String> = results
+            .iter()
+            .map(|r| match r {
+                Ok(text) => text.clone(),
+                Err(IoError::Timeout { path, .. }) => format!("timeout {}", path.display()),
+                Err(e) => format!("{e}"),
+            })
+            .collect();
+        assert_eq!(shown, ["0", "1", "timeout /cg/2", "3", "4", "5"]);
+    })
+    .await;
+}
+
 /// An error or a panic in one item is that item's result only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_item_that_fails_or_panics_is_its_own_result() {
