@@ -405,6 +405,13 @@ pub struct Observed {
     /// ([`crate::intent::trusted`]).
     pub owner: Option<Owner>,
     pub error: Option<String>,
+    /// Something its request is decided by (its directory, the xattr, the
+    /// owner, the CPU limit read) could not be read, and not because the
+    /// cgroup is gone: what this reading asks is not what the cgroup asks,
+    /// and the request known before stands
+    /// ([`crate::engine::Engine::upsert`]). A transient error (EMFILE,
+    /// ENOMEM, EIO) never unpins a workload.
+    pub unsure: bool,
 }
 
 /// Which of a cgroup's optional files [`observe`] reads. `cpuset.cpus`, the
@@ -436,12 +443,29 @@ impl Reads {
 /// controller (`None` when they cannot be read: the controller is not
 /// there, or the cgroup is gone).
 pub fn read_limit(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<CpuLimit> {
-    let texts: Vec<Option<String>> = h.limit_files(rel).iter().map(|f| fs.read(f).ok()).collect();
-    match (h.version, texts.as_slice()) {
+    limit_of(fs, h, rel).ok().flatten()
+}
+
+/// [`read_limit`], with the first error other than a file that is not
+/// there (no such controller, or the cgroup is gone: no limit).
+fn limit_of(
+    fs: &dyn Fs,
+    h: &Hierarchy,
+    rel: &str,
+) -> Result<Option<CpuLimit>, (PathBuf, std::io::Error)> {
+    let mut texts = Vec::new();
+    for file in h.limit_files(rel) {
+        match fs.read(&file) {
+            Ok(text) => texts.push(Some(text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => texts.push(None),
+            Err(e) => return Err((file, e)),
+        }
+    }
+    Ok(match (h.version, texts.as_slice()) {
         (Version::V1, [Some(q), Some(p)]) => CpuLimit::parse_v1(q, p),
         (Version::V2, [Some(max)]) => CpuLimit::parse_v2(max),
         _ => None,
-    }
+    })
 }
 
 /// The limit the daemon kept on `rel` when it lifted its quota
@@ -522,13 +546,16 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         Err(e) => {
             obs.error = Some(format!("{}: {e}", dir.display()));
+            obs.unsure = true;
             return Some(obs);
         }
     };
     let mut error: Option<String> = None;
+    let mut unsure = false;
     let mut texts = scan.files.into_iter().zip(&names).map(|(r, name)| match r {
         Ok(text) => Some((text, *name)),
         Err(e) => {
+            unsure |= *name == file::CPU_MAX && e.kind() != std::io::ErrorKind::NotFound;
             note_read_error(&e, &dir.join(name), &mut error);
             None
         }
@@ -561,12 +588,17 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
         _ if !reads.limit => None,
         Some((text, _)) => CpuLimit::parse_v2(&text),
         None if v2 => None,
-        None => read_limit(fs, h, rel),
+        None => limit_of(fs, h, rel).unwrap_or_else(|(file, e)| {
+            note_read_error(&e, &file, &mut error);
+            unsure = true;
+            None
+        }),
     };
     obs.xattr = match scan.xattr {
         Ok(v) => v.map(|v| String::from_utf8_lossy(&v).trim().to_string()),
         Err(e) => {
             error.get_or_insert_with(|| format!("{}: xattr {XATTR_CPUS}: {e}", dir.display()));
+            unsure = true;
             None
         }
     };
@@ -574,9 +606,11 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
         Ok(owner) => Some(owner),
         Err(e) => {
             error.get_or_insert_with(|| format!("{}: owner: {e}", dir.display()));
+            unsure = true;
             None
         }
     };
+    obs.unsure = unsure;
     obs.children = scan.dirs;
     obs.children.sort();
     obs.error = error;

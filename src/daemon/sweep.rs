@@ -193,6 +193,21 @@ impl Daemon {
         }
     }
 
+    /// Whether `rel` is a cgroup a sweep found (and so watches) but the
+    /// engine does not know yet: its reading waits in a batch, or could not
+    /// be made. Only after lost events (an overflowed queue, an unwatched
+    /// cgroup) does a sweep find a cgroup no event told of. An event about
+    /// it says more than that reading, which may be older: the cgroup is
+    /// read at once, as a new one is ([`Self::mark_fresh`] then drops the
+    /// sweep's reading), where the engine would drop an event about a
+    /// cgroup it does not know.
+    pub(super) fn found_by_sweep(&self, rel: &str) -> bool {
+        self.sweep
+            .as_ref()
+            .is_some_and(|s| s.walk.queued.contains(rel))
+            && !self.engine.knows(rel)
+    }
+
     /// Marks a cgroup whose CPU quota the loop just put back: a sweep's
     /// reading of it may still show it lifted.
     pub(super) fn mark_quota_fresh(&mut self, rel: &Rel) {

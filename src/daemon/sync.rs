@@ -116,7 +116,10 @@ impl Daemon {
         }
         // A problem is logged when it appears or changes, not at every read:
         // a bad xattr would otherwise be logged again at every reconcile.
+        // A reading that could not read all it decides by is not taken for
+        // its request, nor for its problem.
         if let Some(p) = &r.problem
+            && !r.obs.unsure
             && self.engine.problem(&r.obs.rel) != Some(p.as_str())
         {
             warn!(cgroup = %r.obs.rel, problem = %p);
@@ -125,6 +128,7 @@ impl Daemon {
         // its xattr or bundle asks, it is no longer the daemon's to pin.
         if !self.scope().holds(&r.obs.rel) {
             r.intent = None;
+            r.obs.unsure = false;
         }
         self.engine.upsert(r);
     }
@@ -340,6 +344,14 @@ impl Daemon {
         let mut written: Vec<Rel> = Vec::new();
         let mut limits: Vec<Rel> = Vec::new();
         for change in changes {
+            let change = match change {
+                Change::CpusWritten(rel) | Change::Changed(rel) | Change::LimitWritten(rel)
+                    if self.found_by_sweep(&rel) =>
+                {
+                    Change::Created(rel)
+                }
+                c => c,
+            };
             match change {
                 Change::Created(rel) => {
                     created = true;

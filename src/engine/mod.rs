@@ -392,11 +392,21 @@ impl Engine {
         let cpus = obs.cpus.map(|s| self.sets.get(s));
         let mems = obs.mems.map(|s| self.sets.get(s));
         self.dirty.insert(obs.rel.clone());
+        let known = self.cgroups.contains_key(&obs.rel);
         let entry = self.cgroups.entry(obs.rel).or_default();
-        entry.update(&kind, intent, key, problem, bundle);
-        entry.cpus = cpus;
-        if mems_read {
-            entry.mems = mems;
+        if obs.unsure && known {
+            // Part of what decides its request could not be read: the
+            // request known stands, and so do the sets not read.
+            entry.cpus = cpus.or(entry.cpus.take());
+            if mems_read {
+                entry.mems = mems.or(entry.mems.take());
+            }
+        } else {
+            entry.update(&kind, intent, key, problem, bundle);
+            entry.cpus = cpus;
+            if mems_read {
+                entry.mems = mems;
+            }
         }
         if let Some(e) = obs.error {
             entry.failure = Some(Box::new(Failure {

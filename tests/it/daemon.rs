@@ -2326,3 +2326,112 @@ fn shared_cgroups_stop_balancing_only_while_the_root_balances() {
         }
     }
 }
+
+/// A CPU limit that cannot be read (here `cpu.max` is a link to a
+/// directory, EISDIR; on a node EMFILE, ENOMEM or EIO) does not read as no
+/// limit: a Guaranteed workload pinned by the kubelet's rule stays pinned
+/// through reconciles, and status names the file that failed. Before, the
+/// reconcile took it for a request of nothing and gave its CPUs to the
+/// shared pool until the limit could be read again.
+#[test]
+fn an_unreadable_limit_does_not_unpin() {
+    let mut env = Env::new(
+        Version::V2,
+        Driver::Systemd,
+        Options {
+            reconcile_interval: "1s",
+            ..Options::default()
+        },
+    );
+    let gpod = env.pod(Qos::Guaranteed, &uid(9));
+    let app = env.container(&gpod, 2, &Spec::limit(2));
+    env.start();
+    let cpus = env.wait_pinned(&app, 2);
+    let max = env.tree.dir(&app).join("cpu.max");
+    let limit = fs::read_to_string(&max).unwrap();
+    fs::remove_file(&max).unwrap();
+    std::os::unix::fs::symlink("/", &max).unwrap();
+    let before = env.counters().reconciles;
+    env.wait_reconciles_past(before + 1);
+    assert_eq!(env.tree.effective(&app), cpus, "still pinned");
+    let (_, status) = get(&env.tmp.path().join("pinctl.sock"), "/v1/status");
+    assert!(
+        status.contains("cpu.max") && status.contains("Is a directory"),
+        "status shows the failed read: {status}"
+    );
+
+    // Readable again: the same request, nothing moves.
+    fs::remove_file(&max).unwrap();
+    fs::write(&max, limit).unwrap();
+    let before = env.counters().reconciles;
+    env.wait_reconciles_past(before + 1);
+    assert_eq!(env.tree.effective(&app), cpus);
+}
+
+/// Events lost to an overflowed inotify queue (the daemon stopped while
+/// more happen than the queue holds): the reconcile that follows finds
+/// what they told of, in the background. An event about a cgroup it found
+/// but has not taken in yet (its batch waits on a hung read: a FIFO in
+/// place of a sibling's `cpuset.cpus`) is not dropped as being about an
+/// unknown cgroup, and the reconcile's older reading of it does not undo
+/// it: a request set meanwhile pins the workload at once and for good.
+#[test]
+fn an_event_about_a_cgroup_found_after_an_overflow_is_not_lost() {
+    let mut env = Env::new(
+        Version::V2,
+        Driver::Systemd,
+        Options {
+            reconcile_interval: "1h",
+            keys: vec![r#"read_timeout = "30s""#.into()],
+            ..Options::default()
+        },
+    );
+    let bpod = env.pod(Qos::Burstable, &uid(8));
+    let b = env.container(&bpod, 1, &Spec::default());
+    env.start();
+    env.wait_cpus(&[&b], &set(ONLINE));
+    let queue: usize = fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let before = env.counters().reconciles;
+
+    env.d().signal(Signal::SIGSTOP);
+    // More events than the queue holds (two files in turn: inotify merges a
+    // repeat of the last event), then a pod of two containers it loses.
+    let dir = env.tree.dir(&bpod);
+    for i in 0..queue + 100 {
+        let name = if i % 2 == 0 { "scratch.a" } else { "scratch.b" };
+        fs::write(dir.join(name), "x").unwrap();
+    }
+    let pod = env.pod(Qos::Burstable, &uid(9));
+    let x = env.container(&pod, 2, &Spec::default());
+    let y = env.container(&pod, 3, &Spec::default());
+    let hung = env.tree.dir(&y).join("cpuset.cpus");
+    fifo_in_place_of(&hung);
+    env.d().signal(Signal::SIGCONT);
+    // The reconcile has read x and waits on y, the next in its batch, once
+    // its read has the FIFO open; a writer that holds it open keeps it
+    // waiting.
+    let writer = env.wait_for("the reconcile's read of y", || {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&hung)
+            .map_err(|e| e.to_string())
+    });
+    env.tree.set_xattr(&x, "2");
+    let cpus = env.wait_pinned(&x, 2);
+
+    // Let the reader go (end of file): the reconcile ends, and its reading
+    // of x (from before the xattr) changes nothing.
+    drop(writer);
+    env.wait_reconciles_past(before);
+    fs::remove_file(&hung).unwrap();
+    fs::write(&hung, "").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(env.tree.effective(&x), cpus, "still pinned");
+    env.wait_cpus(&[&b], &set(ONLINE).difference(&cpus));
+}

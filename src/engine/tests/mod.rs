@@ -177,6 +177,60 @@ fn kube_tree(e: &mut Engine) {
 
 const GUARANTEED: &str = "kubepods/pod99999999-2222-3333-4444-555555555555/bbbb";
 
+/// A reading that could not read part of what decides the request (the
+/// directory, the xattr, the owner, the CPU limit: EMFILE, EIO) asks for
+/// nothing as read; it does not unpin the workload, and its sets that were
+/// not read stay as known. A whole reading that asks for nothing does.
+#[test]
+fn a_reading_that_could_not_read_the_request_does_not_unpin() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    add(
+        &mut e,
+        "kubepods/pod99999999-2222-3333-4444-555555555555",
+        "0-15",
+        None,
+    );
+    add(&mut e, GUARANTEED, "0-15", want(4));
+    apply(&mut e);
+    let pinned = target(&e, GUARANTEED);
+    assert_eq!(pinned.len(), 4);
+    let key = format!("cgroup:{GUARANTEED}");
+
+    // The directory could not be opened: nothing read at all.
+    let failed = Observed {
+        rel: GUARANTEED.into(),
+        error: Some(format!("{GUARANTEED}: Too many open files")),
+        unsure: true,
+        ..Observed::default()
+    };
+    reading(&mut e, failed, None, "");
+    assert!(apply(&mut e).is_empty(), "nothing is written");
+    assert_eq!(e.workloads()[&key].cpus.as_ref(), Some(&pinned));
+    assert_eq!(e.cgroups[GUARANTEED].cpus.as_deref(), Some(&pinned));
+    assert!(
+        e.cgroups[GUARANTEED].failure.is_some(),
+        "the error is shown"
+    );
+
+    // The sets read, the limit not: the request stands, the sets are taken.
+    let partial = Observed {
+        rel: GUARANTEED.into(),
+        cpus: Some(pinned.clone()),
+        mems: Some(set("0-1")),
+        unsure: true,
+        ..Observed::default()
+    };
+    reading(&mut e, partial, None, "");
+    assert!(apply(&mut e).is_empty());
+    assert_eq!(e.workloads()[&key].cpus.as_ref(), Some(&pinned));
+
+    // Read whole, asking for nothing: released.
+    add(&mut e, GUARANTEED, &pinned.to_string(), None);
+    apply(&mut e);
+    assert!(e.workloads().is_empty());
+}
+
 #[test]
 fn pins_and_shrinks_the_shared_pool_then_releases() {
     let mut e = engine();
