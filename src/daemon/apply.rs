@@ -71,6 +71,8 @@ pub(super) struct Rest {
     changed_at: Option<Instant>,
     /// Since when something has waited.
     waiting_since: Option<Instant>,
+    /// When it last had a turn of the loop.
+    turn_at: Instant,
 }
 
 impl Rest {
@@ -81,7 +83,17 @@ impl Rest {
             chunk: 8,
             changed_at: None,
             waiting_since: None,
+            turn_at: Instant::now(),
         }
+    }
+
+    /// Whether it has been due for [`super::OVERDUE`] and had no turn for
+    /// as long: behind a steady stream of events it would otherwise wait
+    /// for good, and the shared pool would never follow.
+    pub(super) fn overdue(&self) -> bool {
+        let now = Instant::now();
+        self.due()
+            .is_some_and(|due| due + super::OVERDUE <= now && self.turn_at + super::OVERDUE <= now)
     }
 
     /// An event changed what the engine knows: the rest waits for quiet.
@@ -160,6 +172,7 @@ impl Daemon {
     /// The rest of the last plan is due: its planning, or the next chunk of
     /// its writes.
     pub(super) async fn rest(&mut self) {
+        self.rest.turn_at = Instant::now();
         if self.rest.plan {
             self.apply_with(true).await;
         } else {
@@ -437,5 +450,28 @@ mod tests {
         assert_eq!(rest.due(), None, "nothing waits any more");
         rest.set(true, VecDeque::new());
         assert!(rest.waiting_since.unwrap() > began, "a new wait");
+    }
+
+    /// Behind a steady stream of events, the rest takes a turn first once
+    /// it has been due for [`super::super::OVERDUE`] with no turn for as
+    /// long, and then not again before another such spell.
+    #[test]
+    fn the_rest_overdue_takes_a_turn_once_per_spell() {
+        let overdue = super::super::OVERDUE;
+        let mut rest = Rest::new();
+        assert!(!rest.overdue(), "nothing waits");
+        rest.set(true, VecDeque::new());
+        assert!(!rest.overdue(), "due, but not for long");
+        let long_ago = Instant::now() - (MAX_WAIT + overdue) * 2;
+        rest.waiting_since = Some(long_ago);
+        rest.turn_at = long_ago;
+        rest.tree_changed();
+        assert!(rest.overdue(), "due for long, no turn for long");
+        rest.turn_at = Instant::now();
+        assert!(!rest.overdue(), "it just had a turn");
+        rest.turn_at = Instant::now() - overdue;
+        assert!(rest.overdue(), "another spell without a turn");
+        rest.set(false, VecDeque::new());
+        assert!(!rest.overdue(), "nothing waits any more");
     }
 }

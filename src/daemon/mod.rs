@@ -54,6 +54,11 @@ use checks::{Findings, Watch};
 use notify::{Note, Notifier};
 use report::{Loads, Socket};
 
+/// The longest the rest of a plan, or a background reconcile's next batch,
+/// waits behind a steady stream of events for a turn of the loop; then it
+/// goes first, once.
+const OVERDUE: Duration = Duration::from_millis(20);
+
 /// The running daemon.
 pub struct Daemon {
     /// Held while the daemon lives: one daemon per state file.
@@ -376,6 +381,20 @@ impl Daemon {
 
     /// Waits for the next thing to act on: the loop's one `select!`.
     async fn next_event(&mut self, timers: &mut Timers, signals: &mut Signals) -> Event {
+        // The select! below is biased: behind a steady stream of events the
+        // rest of a plan and a background reconcile would wait for good.
+        // One that has had no turn for OVERDUE takes one first (the sweep's
+        // batch only if it has been read).
+        if self.rest.overdue() {
+            return Event::Rest;
+        }
+        if let Some(sweep) = self.sweep.as_mut().filter(|s| s.overdue()) {
+            tokio::select! {
+                biased;
+                batch = sweep.walk().next() => return Event::Swept(batch),
+                () = std::future::ready(()) => {}
+            }
+        }
         let cpu_tree = async {
             match self.cpu_watcher.as_mut() {
                 Some(w) => w.next().await,

@@ -91,6 +91,8 @@ impl Walk {
 pub(super) struct Sweep {
     walk: Walk,
     started: Instant,
+    /// When the loop last took in one of its batches (or it began).
+    taken_at: Instant,
     scan_started: Instant,
     fresh: Fresh,
     /// Another reconcile was asked for while this one ran (an overflowed
@@ -102,6 +104,14 @@ pub(super) struct Sweep {
 impl Sweep {
     pub(super) fn walk(&mut self) -> &mut Walk {
         &mut self.walk
+    }
+
+    /// Whether the loop has taken in none of its batches for
+    /// [`super::OVERDUE`]: behind a steady stream of events it would
+    /// otherwise never end (and what it keeps of them, [`Fresh`], would
+    /// grow).
+    pub(super) fn overdue(&self) -> bool {
+        self.taken_at.elapsed() >= super::OVERDUE
     }
 }
 
@@ -186,7 +196,11 @@ impl Daemon {
     pub(super) fn mark_fresh(&mut self, rel: &str, forgotten: bool) {
         if let Some(sweep) = self.sweep.as_mut() {
             if forgotten {
-                sweep.fresh.forgotten.push(rel.into());
+                // Once per subtree: a cgroup made and removed over and
+                // over is one entry.
+                if !sweep.fresh.forgot(rel) {
+                    sweep.fresh.forgotten.push(rel.into());
+                }
             } else {
                 sweep.fresh.read.insert(rel.into());
             }
@@ -248,6 +262,7 @@ impl Daemon {
         self.sweep = Some(Sweep {
             walk,
             started,
+            taken_at: Instant::now(),
             scan_started,
             fresh: Fresh::default(),
             again: None,
@@ -260,6 +275,7 @@ impl Daemon {
         let Some(mut sweep) = self.sweep.take() else {
             return;
         };
+        sweep.taken_at = Instant::now();
         if let Some(batch) = batch {
             self.take(&mut sweep.walk, batch, Some(&sweep.fresh));
         }

@@ -2435,3 +2435,43 @@ fn an_event_about_a_cgroup_found_after_an_overflow_is_not_lost() {
     assert_eq!(env.tree.effective(&x), cpus, "still pinned");
     env.wait_cpus(&[&b], &set(ONLINE).difference(&cpus));
 }
+
+/// A steady stream of events (a cgroup made and removed in a loop, as fast
+/// as a thread makes them: each one the loop reads) does not hold back the rest of a
+/// plan: the loop takes its events first, but the shared pool still
+/// follows a pin, a chunk of writes at least every few tens of
+/// milliseconds. Before, the biased loop never got to it while the stream
+/// lasted.
+#[test]
+fn a_steady_stream_of_events_does_not_hold_back_the_shared_pool() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let mut env = Env::new(Version::V2, Driver::Systemd, Options::default());
+    let bpod = env.pod(Qos::Burstable, &uid(8));
+    let b = env.container(&bpod, 1, &Spec::default());
+    env.start();
+    env.wait_cpus(&[&b], &set(ONLINE));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let stream = {
+        let (dir, stop) = (env.tree.dir(&bpod), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let churn = dir.join("churn");
+            while !stop.load(Ordering::Relaxed) {
+                let _ = fs::create_dir(&churn);
+                let _ = fs::remove_dir(&churn);
+            }
+        })
+    };
+    let gpod = env.pod(Qos::Guaranteed, &uid(9));
+    let app = env.container(&gpod, 2, &Spec::limit(2));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let cpus = env.wait_pinned(&app, 2);
+        env.wait_cpus(&[&b], &set(ONLINE).difference(&cpus));
+    }));
+    stop.store(true, Ordering::Relaxed);
+    stream.join().unwrap();
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e);
+    }
+}
