@@ -88,7 +88,15 @@ impl Watcher {
         }
         let path = crate::cgroup::name::path(&self.base, rel);
         let wd = self.fd.get_mut().watches().add(&path, mask())?;
-        self.by_wd.insert(wd.clone(), rel.clone());
+        // The directory is watched already under another name: it was
+        // renamed (inotify keeps one watch per directory). The old name is
+        // no longer a path of it, and unwatching it must not take this
+        // watch away.
+        if let Some(old) = self.by_wd.insert(wd.clone(), rel.clone())
+            && old != *rel
+        {
+            self.by_rel.remove(&old);
+        }
         self.by_rel.insert(rel.clone(), wd);
         Ok(true)
     }
@@ -172,5 +180,33 @@ impl Watcher {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory watched under one name, renamed and watched under the
+    /// new one before the rename's events are taken in: unwatching the old
+    /// name (its removal) leaves the new one watched.
+    #[tokio::test]
+    async fn a_renamed_directory_stays_watched_under_its_new_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("x")).unwrap();
+        let mut w = Watcher::new(dir.path(), Vec::new()).unwrap();
+        let (x, y): (Rel, Rel) = ("x".into(), "y".into());
+        assert!(w.watch(&x).unwrap());
+        std::fs::rename(dir.path().join("x"), dir.path().join("y")).unwrap();
+        assert!(w.watch(&y).unwrap());
+        w.unwatch(&x);
+        assert_eq!(w.watched(), 1);
+        assert!(!w.watch(&y).unwrap(), "still watched");
+        std::fs::create_dir(dir.path().join("y/child")).unwrap();
+        let changes = tokio::time::timeout(std::time::Duration::from_secs(5), w.next())
+            .await
+            .expect("an event")
+            .unwrap();
+        assert_eq!(changes, [Change::Created("y/child".into())]);
     }
 }
