@@ -37,7 +37,9 @@
 //! - Churn: the same rounds back to back, the next pod made as soon as the
 //!   last one is pinned and removed, without waiting for the shared pool:
 //!   *pin under churn* is what a new pin costs while the daemon is still busy
-//!   with the last change.
+//!   with the last change. It is split as a settled pin is, against the
+//!   churn's floor: the same rounds back to back in `<top>/floor`, the pin's
+//!   write the benchmark's, the daemon idle beside them.
 //! - A warm restart with debug logging, then SIGHUPs: each full reconcile's
 //!   time is the daemon's own `reconcile done ... elapsed_us=` line. Its
 //!   floor: the daemon stopped, every cgroup directory it scans read by the
@@ -533,19 +535,36 @@ bundle_dirs = ["{bundles}"]
         self.daemon.as_mut().expect("the daemon runs")
     }
 
-    /// Churn rounds: a Guaranteed pod made as soon as the last one is
-    /// pinned and removed; each pin's time from its container's `mkdir`.
-    fn churn(&mut self, pinned: &mut Pinned, opts: &Options) -> Result<Vec<Duration>> {
-        let mut churn = Vec::new();
+    /// Churn rounds below `parent`: a Guaranteed pod made as soon as the
+    /// last one is pinned and removed; each pin's time from its container's
+    /// `mkdir`, split as a settled round's. With `own_write` (the churn's
+    /// floor, below the unmanaged `floor`) the benchmark makes the pin's
+    /// write itself the moment the quota is in.
+    fn churn(
+        &mut self,
+        pinned: &mut Pinned,
+        opts: &Options,
+        parent: &str,
+        own_write: bool,
+    ) -> Result<Churn> {
+        let mut churn = Churn::default();
         let started = Instant::now();
-        while opts.phase_ok(churn.len(), opts.churn, started) {
-            let made = self.guaranteed("kubepods", pinned)?;
+        while opts.phase_ok(churn.pin.len(), opts.churn, started) {
+            let made = self.guaranteed(parent, pinned)?;
+            if own_write {
+                write(
+                    &self.hier.cpuset.join(&made.container).join("cpuset.cpus"),
+                    &self.exclusive.to_string(),
+                )?;
+            }
             let Some(at) = pinned.wait(self.exclusive)? else {
                 return Err(self
                     .daemon()
                     .fail("the Guaranteed container was not pinned under churn"));
             };
-            churn.push(at - made.mkdir);
+            churn.pin.push(at - made.mkdir);
+            churn.steps.push(made.quota - made.mkdir);
+            churn.reaction.push(at - made.quota);
             self.hier.remove(&made.pod);
         }
         Ok(churn)
@@ -664,6 +683,15 @@ bundle_dirs = ["{bundles}"]
             quota: Instant::now(),
         })
     }
+}
+
+/// Churn rounds' times: mkdir to pinned, and its two parts (mkdir to
+/// quota written, quota written to pinned).
+#[derive(Default)]
+struct Churn {
+    pin: Vec<Duration>,
+    steps: Vec<Duration>,
+    reaction: Vec<Duration>,
 }
 
 /// A Guaranteed pod the benchmark made, and when.
@@ -864,6 +892,13 @@ struct SizeResult {
     /// once by the benchmark (quota written to pinned).
     floor_steps: Stats,
     floor_write: Stats,
+    /// The same split of a pin under churn, and the churn's floor: the same
+    /// rounds back to back in the unmanaged cgroup, the pin's write made by
+    /// the benchmark.
+    churn_steps: Stats,
+    churn_reaction: Stats,
+    churn_floor_steps: Stats,
+    churn_floor_write: Stats,
     reconcile: Option<Stats>,
     /// The same directories read by the benchmark with the daemon's own calls.
     reconcile_floor: ReadFloor,
@@ -973,8 +1008,11 @@ fn run_size(
 
     // Churn: back to back.
     let perf = Perf::start(opts.perf.as_deref(), rig.daemon(), &format!("n{n}-churn"))?;
-    let churn = rig.churn(&mut pinned, opts)?;
+    let churn = rig.churn(&mut pinned, opts, "kubepods", false)?;
     drop(perf);
+    // The churn's floor, the daemon idle beside it.
+    rig.daemon().wait_idle()?;
+    let churn_floor = rig.churn(&mut pinned, opts, "floor", true)?;
     if pool.wait(cpu, true)?.is_none() {
         return Err(rig
             .daemon()
@@ -1014,7 +1052,7 @@ fn run_size(
     let (_, d) = rig.start(pinctld, "c", false)?;
     let perf = Perf::start(opts.perf.as_deref(), d, &format!("n{n}-churn-reconciling"))?;
     let started = Instant::now();
-    let churn_reconciling = rig.churn(&mut pinned, opts)?;
+    let churn_reconciling = rig.churn(&mut pinned, opts, "kubepods", false)?.pin;
     let reconciling_for = started.elapsed();
     drop(perf);
     let d = rig.daemon();
@@ -1043,7 +1081,11 @@ fn run_size(
         pin: some(pin)?,
         narrowed: some(narrowed)?,
         released: some(released)?,
-        churn: some(churn)?,
+        churn: some(churn.pin)?,
+        churn_steps: some(churn.steps)?,
+        churn_reaction: some(churn.reaction)?,
+        churn_floor_steps: some(churn_floor.steps)?,
+        churn_floor_write: some(churn_floor.reaction)?,
         steps: some(steps)?,
         reaction: some(reaction)?,
         floor_steps: some(floor_steps)?,
@@ -1131,6 +1173,24 @@ fn report(hier: &Hier, results: &[SizeResult]) {
             ms(r.floor_steps.median),
             ms(r.floor_write.median),
             ms(r.reaction.median.saturating_sub(r.floor_write.median)),
+        );
+    }
+    println!(
+        "  the same under churn, against the churn's floor (the same rounds back to back in the unmanaged cgroup, the write the benchmark's):"
+    );
+    for r in results {
+        println!(
+            "  {:>6}: pin {} = steps {} + reaction {}; floor {} = steps {} + write {}; the daemon's share {}",
+            r.n,
+            ms(r.churn.median),
+            ms(r.churn_steps.median),
+            ms(r.churn_reaction.median),
+            ms(r.churn_floor_steps.median + r.churn_floor_write.median),
+            ms(r.churn_floor_steps.median),
+            ms(r.churn_floor_write.median),
+            ms(r.churn_reaction
+                .median
+                .saturating_sub(r.churn_floor_write.median)),
         );
     }
     println!(
