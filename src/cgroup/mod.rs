@@ -457,7 +457,7 @@ fn limit_of(
     for file in h.limit_files(rel) {
         match fs.read(&file) {
             Ok(text) => texts.push(Some(text)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => texts.push(None),
+            Err(e) if gone(&e) => texts.push(None),
             Err(e) => return Err((file, e)),
         }
     }
@@ -509,10 +509,16 @@ pub fn observe_mems(fs: &dyn Fs, h: &Hierarchy, rel: &str, obs: &mut Observed) {
     };
 }
 
+/// Whether a failed call says the file or the cgroup is gone: not there
+/// (`ENOENT`), or removed while open (kernfs answers `ENODEV`).
+fn gone(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENODEV)
+}
+
 /// Notes a failed read of `path` as a reading's first error; a file that
 /// is gone is none (the cgroup is going, or has no such controller).
 fn note_read_error(e: &std::io::Error, path: &Path, error: &mut Option<String>) {
-    if e.kind() != std::io::ErrorKind::NotFound {
+    if !gone(e) {
         error.get_or_insert_with(|| format!("{}: {e}", path.display()));
     }
 }
@@ -543,7 +549,7 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
     }
     let scan = match fs.scan_dir(&dir, &names, XATTR_CPUS) {
         Ok(scan) => scan,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) if gone(&e) => return None,
         Err(e) => {
             obs.error = Some(format!("{}: {e}", dir.display()));
             obs.unsure = true;
@@ -555,7 +561,7 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
     let mut texts = scan.files.into_iter().zip(&names).map(|(r, name)| match r {
         Ok(text) => Some((text, *name)),
         Err(e) => {
-            unsure |= *name == file::CPU_MAX && e.kind() != std::io::ErrorKind::NotFound;
+            unsure |= *name == file::CPU_MAX && !gone(&e);
             note_read_error(&e, &dir.join(name), &mut error);
             None
         }
@@ -590,7 +596,7 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
         None if v2 => None,
         None => limit_of(fs, h, rel).unwrap_or_else(|(file, e)| {
             note_read_error(&e, &file, &mut error);
-            unsure = true;
+            unsure |= !gone(&e);
             None
         }),
     };
@@ -598,7 +604,7 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
         Ok(v) => v.map(|v| String::from_utf8_lossy(&v).trim().to_string()),
         Err(e) => {
             error.get_or_insert_with(|| format!("{}: xattr {XATTR_CPUS}: {e}", dir.display()));
-            unsure = true;
+            unsure |= !gone(&e);
             None
         }
     };
@@ -606,7 +612,7 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
         Ok(owner) => Some(owner),
         Err(e) => {
             error.get_or_insert_with(|| format!("{}: owner: {e}", dir.display()));
-            unsure = true;
+            unsure |= !gone(&e);
             None
         }
     };

@@ -90,8 +90,7 @@ impl Rest {
     /// Whether it has been due for [`super::OVERDUE`] and had no turn for
     /// as long: behind a steady stream of events it would otherwise wait
     /// for good, and the shared pool would never follow.
-    pub(super) fn overdue(&self) -> bool {
-        let now = Instant::now();
+    pub(super) fn overdue(&self, now: Instant) -> bool {
         self.due()
             .is_some_and(|due| due + super::OVERDUE <= now && self.turn_at + super::OVERDUE <= now)
     }
@@ -459,19 +458,21 @@ mod tests {
     fn the_rest_overdue_takes_a_turn_once_per_spell() {
         let overdue = super::super::OVERDUE;
         let mut rest = Rest::new();
-        assert!(!rest.overdue(), "nothing waits");
+        let now = Instant::now();
+        assert!(!rest.overdue(now), "nothing waits");
         rest.set(true, VecDeque::new());
-        assert!(!rest.overdue(), "due, but not for long");
-        let long_ago = Instant::now() - (MAX_WAIT + overdue) * 2;
-        rest.waiting_since = Some(long_ago);
-        rest.turn_at = long_ago;
-        rest.tree_changed();
-        assert!(rest.overdue(), "due for long, no turn for long");
-        rest.turn_at = Instant::now();
-        assert!(!rest.overdue(), "it just had a turn");
-        rest.turn_at = Instant::now() - overdue;
-        assert!(rest.overdue(), "another spell without a turn");
+        rest.turn_at = now - overdue * 10;
+        let since = rest.waiting_since.unwrap();
+        assert!(!rest.overdue(since), "due, but not for long");
+        let later = since + MAX_WAIT + overdue * 2;
+        assert!(rest.overdue(later), "due for long, no turn for long");
+        rest.turn_at = later;
+        assert!(!rest.overdue(later), "it just had a turn");
+        assert!(
+            rest.overdue(later + overdue),
+            "another spell without a turn"
+        );
         rest.set(false, VecDeque::new());
-        assert!(!rest.overdue(), "nothing waits any more");
+        assert!(!rest.overdue(later + overdue), "nothing waits any more");
     }
 }

@@ -385,7 +385,7 @@ impl Daemon {
         // rest of a plan and a background reconcile would wait for good.
         // One that has had no turn for OVERDUE takes one first (the sweep's
         // batch only if it has been read).
-        if self.rest.overdue() {
+        if self.rest.overdue(Instant::now()) {
             return Event::Rest;
         }
         if let Some(sweep) = self.sweep.as_mut().filter(|s| s.overdue()) {

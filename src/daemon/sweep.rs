@@ -220,6 +220,7 @@ impl Daemon {
             .as_ref()
             .is_some_and(|s| s.walk.queued.contains(rel))
             && !self.engine.knows(rel)
+            && self.scope().holds(rel)
     }
 
     /// Marks a cgroup whose CPU quota the loop just put back: a sweep's

@@ -110,7 +110,11 @@ impl Daemon {
     }
 
     pub(super) fn upsert(&mut self, mut r: Reading) {
-        self.mark_fresh(&r.obs.rel, false);
+        // A reading that could not read its request changes none: a
+        // sweep's whole reading of the cgroup is still news.
+        if !r.obs.unsure {
+            self.mark_fresh(&r.obs.rel, false);
+        }
         if let Some(limit) = r.lifted {
             self.quotas.found(&r.obs.rel, limit);
         }
