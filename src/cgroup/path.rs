@@ -27,7 +27,13 @@ pub fn parent(rel: &str) -> Option<&str> {
     if rel.is_empty() {
         return None;
     }
-    Some(rel.rsplit_once('/').map_or("", |(p, _)| p))
+    // Bytes, not a char pattern: the planner asks for thousands of parents.
+    Some(
+        rel.as_bytes()
+            .iter()
+            .rposition(|&b| b == b'/')
+            .map_or("", |at| &rel[..at]),
+    )
 }
 
 /// Whether cgroup `rel` is `root` or lies below it. `""`, the hierarchy's root,
@@ -56,7 +62,7 @@ pub fn depth(rel: &str) -> usize {
     if rel.is_empty() {
         0
     } else {
-        rel.matches('/').count() + 1
+        rel.bytes().filter(|&b| b == b'/').count() + 1
     }
 }
 
