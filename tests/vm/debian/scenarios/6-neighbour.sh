@@ -42,8 +42,18 @@ _allowed() { systemctl show -p AllowedCPUs --value "$SCOPE"; }
 note "systemd's view of $SCOPE: AllowedCPUs=$(_allowed)"
 _rewrites() { pinctl events 2>/dev/null | grep -c " write $OCI_CG cpuset.cpus "; }
 _told() { pinctl events 2>/dev/null | grep -c "systemd $SCOPE AllowedCPUs="; }
-# Past the daemon's settling time for a new scope.
-sleep 11
+# Past the daemon's settling time for a new scope: 11 s after its last
+# write of the pin. Not 11 s after the pin was first seen: under emulation
+# the runtime's own set-up (systemd writing the scope's AllowedCPUs=, the
+# daemon writing the pin back) can come seconds later, and each write starts
+# the settling time again (a CI run failed allowed-told so).
+_n=$(_rewrites); _quiet=0; _waited=0
+while [ "$_quiet" -lt 11 ] && [ "$_waited" -lt 60 ]; do
+    sleep 1; _waited=$((_waited + 1))
+    _m=$(_rewrites)
+    if [ "$_m" = "$_n" ]; then _quiet=$((_quiet + 1)); else _n=$_m; _quiet=0; fi
+done
+note "the pin's last write was ${_quiet} s ago (waited ${_waited} s)"
 _before=$(_rewrites)
 systemctl daemon-reload
 expect_stays allowed-daemon-reload "$C" allowed "$OCI_PID" 3 0.05
