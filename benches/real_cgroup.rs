@@ -1162,35 +1162,45 @@ fn report(hier: &Hier, results: &[SizeResult]) {
     println!(
         "  against the kernel's floor: the same steps in an unmanaged cgroup + the pin's one write made at once by the benchmark"
     );
-    for r in results {
+    // A pin split into the runtime's steps and the daemon's reaction,
+    // against its floor's steps and write (medians).
+    let split = |n: usize,
+                 pin: &Stats,
+                 steps: &Stats,
+                 reaction: &Stats,
+                 floor: (&Stats, &Stats)| {
+        let (floor_steps, floor_write) = floor;
         println!(
             "  {:>6}: pin {} = steps {} + reaction {}; floor {} = steps {} + write {}; the daemon's share {}",
+            n,
+            ms(pin.median),
+            ms(steps.median),
+            ms(reaction.median),
+            ms(floor_steps.median + floor_write.median),
+            ms(floor_steps.median),
+            ms(floor_write.median),
+            ms(reaction.median.saturating_sub(floor_write.median)),
+        );
+    };
+    for r in results {
+        split(
             r.n,
-            ms(r.pin.median),
-            ms(r.steps.median),
-            ms(r.reaction.median),
-            ms(r.floor_steps.median + r.floor_write.median),
-            ms(r.floor_steps.median),
-            ms(r.floor_write.median),
-            ms(r.reaction.median.saturating_sub(r.floor_write.median)),
+            &r.pin,
+            &r.steps,
+            &r.reaction,
+            (&r.floor_steps, &r.floor_write),
         );
     }
     println!(
         "  the same under churn, against the churn's floor (the same rounds back to back in the unmanaged cgroup, the write the benchmark's):"
     );
     for r in results {
-        println!(
-            "  {:>6}: pin {} = steps {} + reaction {}; floor {} = steps {} + write {}; the daemon's share {}",
+        split(
             r.n,
-            ms(r.churn.median),
-            ms(r.churn_steps.median),
-            ms(r.churn_reaction.median),
-            ms(r.churn_floor_steps.median + r.churn_floor_write.median),
-            ms(r.churn_floor_steps.median),
-            ms(r.churn_floor_write.median),
-            ms(r.churn_reaction
-                .median
-                .saturating_sub(r.churn_floor_write.median)),
+            &r.churn,
+            &r.churn_steps,
+            &r.churn_reaction,
+            (&r.churn_floor_steps, &r.churn_floor_write),
         );
     }
     println!(

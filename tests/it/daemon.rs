@@ -159,6 +159,16 @@ impl Env {
         rel
     }
 
+    /// Creates a Burstable pod with one container, starts the daemon and
+    /// waits until the container has every CPU: (pod, container).
+    fn start_with_a_burstable_container(&mut self) -> (String, String) {
+        let bpod = self.pod(Qos::Burstable, &uid(8));
+        let b = self.container(&bpod, 1, &Spec::default());
+        self.start();
+        self.wait_cpus(&[&b], &set(ONLINE));
+        (bpod, b)
+    }
+
     /// The state file, verified with the daemon's own reader (on a copy, so
     /// that a bad file is not moved aside).
     fn saved_state(&self) -> Result<SavedState, String> {
@@ -1589,10 +1599,7 @@ fn status_socket_serves_every_endpoint() {
 #[test]
 fn status_answers_while_a_read_hangs() {
     let mut env = Env::new(Version::V2, Driver::Systemd, Options::default());
-    let bpod = env.pod(Qos::Burstable, &uid(8));
-    let b = env.container(&bpod, 1, &Spec::default());
-    env.start();
-    env.wait_cpus(&[&b], &set(ONLINE));
+    let (_, b) = env.start_with_a_burstable_container();
     let socket = env.tmp.path().join("pinctl.sock");
     let file = env.tree.dir(&b).join("cpuset.cpus");
     fifo_in_place_of(&file);
@@ -1656,10 +1663,7 @@ fn a_reconcile_does_not_read_memory_nodes_it_knows() {
             ..Options::default()
         },
     );
-    let bpod = env.pod(Qos::Burstable, &uid(8));
-    let b = env.container(&bpod, 1, &Spec::default());
-    env.start();
-    env.wait_cpus(&[&b], &set(ONLINE));
+    let (_, b) = env.start_with_a_burstable_container();
     let file = env.tree.dir(&b).join("cpuset.mems");
     let mems = fs::read_to_string(&file).unwrap();
     fifo_in_place_of(&file);
@@ -1693,10 +1697,7 @@ fn a_pin_does_not_wait_for_a_periodic_reconcile() {
             ..Options::default()
         },
     );
-    let bpod = env.pod(Qos::Burstable, &uid(8));
-    let b = env.container(&bpod, 1, &Spec::default());
-    env.start();
-    env.wait_cpus(&[&b], &set(ONLINE));
+    let (_, b) = env.start_with_a_burstable_container();
     let file = env.tree.dir(&b).join("cpuset.cpus");
     fifo_in_place_of(&file);
     // The next periodic reconcile (within a second) hangs on the FIFO.
@@ -2388,10 +2389,7 @@ fn an_event_about_a_cgroup_found_after_an_overflow_is_not_lost() {
             ..Options::default()
         },
     );
-    let bpod = env.pod(Qos::Burstable, &uid(8));
-    let b = env.container(&bpod, 1, &Spec::default());
-    env.start();
-    env.wait_cpus(&[&b], &set(ONLINE));
+    let (bpod, b) = env.start_with_a_burstable_container();
     let queue: usize = fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
         .unwrap()
         .trim()
@@ -2450,10 +2448,7 @@ fn a_steady_stream_of_events_does_not_hold_back_the_shared_pool() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     let mut env = Env::new(Version::V2, Driver::Systemd, Options::default());
-    let bpod = env.pod(Qos::Burstable, &uid(8));
-    let b = env.container(&bpod, 1, &Spec::default());
-    env.start();
-    env.wait_cpus(&[&b], &set(ONLINE));
+    let (bpod, b) = env.start_with_a_burstable_container();
 
     let stop = Arc::new(AtomicBool::new(false));
     let stream = {

@@ -177,6 +177,23 @@ fn kube_tree(e: &mut Engine) {
 
 const GUARANTEED: &str = "kubepods/pod99999999-2222-3333-4444-555555555555/bbbb";
 
+/// The kubepods tree with [`GUARANTEED`] asking for 4 CPUs, planned and
+/// written: its CPUs.
+fn pin_guaranteed(e: &mut Engine) -> CpuSet {
+    kube_tree(e);
+    add(
+        e,
+        "kubepods/pod99999999-2222-3333-4444-555555555555",
+        "0-15",
+        None,
+    );
+    add(e, GUARANTEED, "0-15", want(4));
+    apply(e);
+    let pinned = target(e, GUARANTEED);
+    assert_eq!(pinned.len(), 4);
+    pinned
+}
+
 /// A reading that could not read part of what decides the request (the
 /// directory, the xattr, the owner, the CPU limit: EMFILE, EIO) asks for
 /// nothing as read; it does not unpin the workload, and its sets that were
@@ -184,17 +201,7 @@ const GUARANTEED: &str = "kubepods/pod99999999-2222-3333-4444-555555555555/bbbb"
 #[test]
 fn a_reading_that_could_not_read_the_request_does_not_unpin() {
     let mut e = engine();
-    kube_tree(&mut e);
-    add(
-        &mut e,
-        "kubepods/pod99999999-2222-3333-4444-555555555555",
-        "0-15",
-        None,
-    );
-    add(&mut e, GUARANTEED, "0-15", want(4));
-    apply(&mut e);
-    let pinned = target(&e, GUARANTEED);
-    assert_eq!(pinned.len(), 4);
+    let pinned = pin_guaranteed(&mut e);
     let key = format!("cgroup:{GUARANTEED}");
 
     // The directory could not be opened: nothing read at all.
@@ -234,17 +241,7 @@ fn a_reading_that_could_not_read_the_request_does_not_unpin() {
 #[test]
 fn pins_and_shrinks_the_shared_pool_then_releases() {
     let mut e = engine();
-    kube_tree(&mut e);
-    add(
-        &mut e,
-        "kubepods/pod99999999-2222-3333-4444-555555555555",
-        "0-15",
-        None,
-    );
-    add(&mut e, GUARANTEED, "0-15", want(4));
-    apply(&mut e);
-    let pinned = target(&e, GUARANTEED);
-    assert_eq!(pinned.len(), 4);
+    let pinned = pin_guaranteed(&mut e);
     assert!(pinned.is_disjoint(&set("0,8")), "reserved stay shared");
     let shared = set("0-15").difference(&pinned);
     assert_eq!(e.shared_pool(), shared);
