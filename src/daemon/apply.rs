@@ -293,7 +293,7 @@ impl Daemon {
                 self.engine.written(w, Ok(()));
             }
             // Removed under us: the delete event follows.
-            Err(e) if e.is_not_found() => {}
+            Err(e) if e.is_not_found() => self.engine.not_made(w),
             Err(e) if w.file == File::Balance => {
                 debug!(path = %path.display(), error = %chain(&e), "cannot turn load balancing off; its writes stay slower");
                 self.engine.written(w, Ok(()));

@@ -50,6 +50,9 @@ pub(super) struct CgroupEntry {
     /// [`super::Settings::quiet_balance`]): its writes no longer rebuild the
     /// scheduler domains.
     pub balance_off: bool,
+    /// The number of components of its path ([`crate::cgroup::depth`]),
+    /// counted once: a plan orders its writes by it.
+    pub depth: u16,
 }
 
 impl Default for CgroupEntry {
@@ -69,11 +72,20 @@ impl Default for CgroupEntry {
             ours: false,
             mems_ours: false,
             balance_off: false,
+            depth: 0,
         }
     }
 }
 
 impl CgroupEntry {
+    /// A cgroup not known before, at `rel`.
+    pub fn new(rel: &str) -> Self {
+        CgroupEntry {
+            depth: u16::try_from(crate::cgroup::depth(rel)).unwrap_or(u16::MAX),
+            ..CgroupEntry::default()
+        }
+    }
+
     /// Takes in what a read of the cgroup decided.
     pub fn update(
         &mut self,

@@ -191,6 +191,10 @@ pub struct Write {
     pub rel: Rel,
     pub file: File,
     pub set: Arc<CpuSet>,
+    /// The plan it belongs to (the engine counts its plans): what is
+    /// reported of a write of an older plan changes the cgroup, not the
+    /// count of writes the last plan still waits for.
+    pub plan: u64,
 }
 
 impl Write {
@@ -286,10 +290,12 @@ pub struct Engine {
     /// A workload lost a cgroup since the last plan (the state file lists
     /// them).
     membership_changed: bool,
-    /// Cgroups with writes of a plan not yet reported done
-    /// ([`Engine::written`]), and how many: a plan cut short is finished by
-    /// the next full plan.
-    outstanding: BTreeMap<Rel, u32>,
+    /// The plans made so far: the last one's number.
+    plans: u64,
+    /// The writes of the last plan not yet reported ([`Engine::written`],
+    /// [`Engine::not_made`]): when a newer plan comes first, the last one
+    /// was cut short, and the next full plan finishes it.
+    unreported: usize,
 }
 
 impl Engine {
@@ -318,7 +324,8 @@ impl Engine {
             full: true,
             owed: false,
             membership_changed: false,
-            outstanding: BTreeMap::new(),
+            plans: 0,
+            unreported: 0,
         };
         engine.reserved = engine.effective_reserved();
         engine.refresh_pool();
@@ -393,7 +400,10 @@ impl Engine {
         let mems = obs.mems.map(|s| self.sets.get(s));
         self.dirty.insert(obs.rel.clone());
         let known = self.cgroups.contains_key(&obs.rel);
-        let entry = self.cgroups.entry(obs.rel).or_default();
+        let entry = self
+            .cgroups
+            .entry(obs.rel)
+            .or_insert_with_key(|rel| CgroupEntry::new(rel));
         if obs.unsure && known {
             // Part of what decides its request could not be read: the
             // request known stands, and so do the sets not read.
@@ -532,7 +542,6 @@ impl Engine {
         for k in self.subtree(rel) {
             self.cgroups.remove(&k);
             self.dirty.remove(&k);
-            self.outstanding.remove(&k);
         }
         // Its parent may have been widened over it: look at it again.
         if let Some(p) = cgroup::parent(rel).and_then(|p| self.rel(p)).cloned() {
@@ -548,7 +557,6 @@ impl Engine {
             self.full = true;
         }
         self.dirty.remove(rel);
-        self.outstanding.remove(rel);
         self.forgotten(rel);
     }
 
@@ -601,12 +609,7 @@ impl Engine {
     /// planned and never made (a newer plan replaced the rest) needs no
     /// report: the next plan reaches its cgroup again.
     pub fn written(&mut self, write: &Write, result: Result<(), Failure>) {
-        if let Some(n) = self.outstanding.get_mut(&*write.rel) {
-            *n -= 1;
-            if *n == 0 {
-                self.outstanding.remove(&*write.rel);
-            }
-        }
+        self.not_made(write);
         let Some(e) = self.cgroups.get_mut(&*write.rel) else {
             return;
         };
@@ -647,6 +650,15 @@ impl Engine {
                 // Retried by the next plan.
                 self.dirty.insert(write.rel.clone());
             }
+        }
+    }
+
+    /// Records that a write of the plan was tried and found its cgroup gone
+    /// (its removal is reported apart): the plan no longer waits for it.
+    /// [`Self::written`] does this too.
+    pub fn not_made(&mut self, write: &Write) {
+        if write.plan == self.plans {
+            self.unreported = self.unreported.saturating_sub(1);
         }
     }
 

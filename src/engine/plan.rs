@@ -30,7 +30,8 @@ impl Engine {
         // or the rest of an earlier change: the owed full plan covers them.
         // A plan over a reach leaves them to it, so that it stays as cheap
         // as its reach.
-        let cut_short = !std::mem::take(&mut self.outstanding).is_empty() || self.owed;
+        let cut_short = self.unreported > 0 || self.owed;
+        self.plans += 1;
         let dirty = std::mem::take(&mut self.dirty);
         let (reached, members) = self.update_roles((!full).then_some(dirty));
         // Assignments change only with the workloads, the topology or the
@@ -72,9 +73,7 @@ impl Engine {
         if more && cut_short {
             writes.truncate(urgent);
         }
-        for w in &writes {
-            *self.outstanding.entry(w.rel.clone()).or_default() += 1;
-        }
+        self.unreported = writes.len();
         self.keep_targets(targets, scope, &given_back);
         // A plan over every cgroup pays what was owed.
         self.owed = more;

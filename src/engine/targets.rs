@@ -156,14 +156,15 @@ impl Engine {
             while stack.last().is_some_and(|(_, top)| past(top, rel)) {
                 stack.pop();
             }
-            let parent = cgroup::parent(rel).and_then(|p| {
-                stack
-                    .iter()
-                    .rev()
-                    .find(|(_, anc)| cgroup::is_within(rel, anc))
-                    .filter(|(_, anc)| ***anc == *p)
-                    .map(|&(slot, _)| slot)
-            });
+            // Its nearest known ancestor, when that is its parent.
+            let parent = stack
+                .iter()
+                .rev()
+                .find(|(_, anc)| cgroup::is_within(rel, anc))
+                .filter(|&&(slot, _)| {
+                    u32::from(entries[slot as usize].1.depth) + 1 == u32::from(e.depth)
+                })
+                .map(|&(slot, _)| slot);
             let from_parent = parent.and_then(|p| slots[p as usize].target.clone());
             slots.push(Slot {
                 target: self.own_target(rel, e, &mut pools, from_parent),

@@ -37,8 +37,8 @@ impl Engine {
     /// of shared cgroups that are not written now (v1).
     pub(super) fn writes(&self, targets: &Targets) -> Ordered {
         // (urgent, depth, rel, write); narrow adds the role.
-        let mut widen: Vec<(bool, usize, &str, Write)> = Vec::new();
-        let mut narrow: Vec<(bool, usize, Role, &str, Write)> = Vec::new();
+        let mut widen: Vec<(bool, u16, &str, Write)> = Vec::new();
+        let mut narrow: Vec<(bool, u16, Role, &str, Write)> = Vec::new();
         let mut lone: Vec<Write> = Vec::new();
         let mut given_back: Vec<Rel> = Vec::new();
         let empty = CpuSet::new();
@@ -52,7 +52,7 @@ impl Engine {
             if target.is_empty() {
                 continue;
             }
-            let depth = cgroup::depth(rel);
+            let depth = e.depth;
             let current = e.cpus.as_deref().unwrap_or(&empty);
             let cpus_change =
                 current != &**target && !self.inherits(rel, current, target, parent.map(|p| &**p));
@@ -74,6 +74,7 @@ impl Engine {
                 rel: rel.clone(),
                 file,
                 set,
+                plan: self.plans,
             };
             if let Some(mems) = self.target_mems(e, target)
                 && e.mems.as_deref() != Some(&mems)
@@ -165,10 +166,12 @@ impl Engine {
         for w in &mut widen {
             w.0 |= below_urgent.contains(w.2);
         }
-        // Stable sorts: within a cgroup, mems stays before the flag and the
-        // CPUs. Urgent first (`true` sorts last, hence the `!`).
-        widen.sort_by_key(|(u, d, rel, _)| (!*u, *d, *rel));
-        narrow.sort_by(|a, b| (!a.0, b.1, a.2, a.3).cmp(&(!b.0, a.1, b.2, b.3)));
+        // Stable sorts of writes made in path order: the same depth stays in
+        // path order, and within a cgroup mems stays before the flag and the
+        // CPUs (no path is compared). Urgent first (`true` sorts last, hence
+        // the `!`).
+        widen.sort_by_key(|(u, d, _, _)| (!*u, *d));
+        narrow.sort_by_key(|(u, d, role, _, _)| (!*u, std::cmp::Reverse(*d), *role));
         let urgent = widen.iter().filter(|w| w.0).count() + narrow.iter().filter(|w| w.0).count();
         let (urgent_widen, rest_widen): (Vec<_>, Vec<_>) = widen.into_iter().partition(|w| w.0);
         let (urgent_narrow, rest_narrow): (Vec<_>, Vec<_>) = narrow.into_iter().partition(|w| w.0);

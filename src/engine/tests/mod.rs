@@ -560,6 +560,42 @@ fn a_new_pin_goes_ahead_of_the_shared_pool() {
     );
 }
 
+/// A plan waits for the report of each of its writes, made or found gone:
+/// until then a newer plan over a reach counts it cut short (it makes only
+/// its urgent writes and owes a full plan). What is reported of an older
+/// plan's write does not count for the newer one.
+#[test]
+fn a_plan_is_cut_short_only_by_its_own_writes_unreported() {
+    let mut e = engine();
+    pin_guaranteed(&mut e);
+    e.end_startup();
+    let container =
+        |n: u32| format!("kubepods/burstable/pod11111111-2222-3333-4444-555555555555/c{n}");
+    // A shared container comes with every CPU: narrowed to the pool.
+    add(&mut e, &container(1), "0-15", None);
+    let first = e.plan();
+    assert_eq!(first.writes.len(), 1, "{:?}", first.writes);
+    assert!(!first.more);
+    // It is gone before its write is made: the write finds it gone.
+    e.forget(&container(1));
+    e.not_made(&first.writes[0]);
+    add(&mut e, &container(2), "0-15", None);
+    let second = e.plan();
+    assert!(!second.more, "nothing of the first plan is left to make");
+    // Unreported, the second plan's write cuts the next plan short; the
+    // first plan's write reported now does not stand for it.
+    made(&mut e, &first.writes);
+    add(&mut e, &container(3), "0-15", None);
+    let third = e.plan();
+    assert!(third.more, "the second plan's write was never reported");
+    made(&mut e, &second.writes);
+    made(&mut e, &third.writes);
+    let owed = e.plan_owed();
+    made(&mut e, &owed.writes);
+    add(&mut e, &container(4), "0-15", None);
+    assert!(!e.plan().more, "every write reported");
+}
+
 /// cgroup v1 with the root balancing: a shared cgroup's load-balancing flag
 /// goes off before its first write (after which its writes are cheap), or
 /// last of a plan that does not write it, once; exclusive cgroups, and every
