@@ -65,6 +65,9 @@ pub(super) struct Rest {
     /// The last plan's writes still to be made, a chunk per turn of the
     /// loop; a newer plan replaces them.
     queue: VecDeque<Write>,
+    /// A pass over the CFS quotas is owed ([`Daemon::follow_quotas`]): the
+    /// pin it follows is made already (`quota.rs` says why it waits).
+    quotas: bool,
     /// How many queued writes the next turn makes (follows their cost).
     chunk: usize,
     /// When the tree last changed.
@@ -80,6 +83,7 @@ impl Rest {
         Self {
             plan: false,
             queue: VecDeque::new(),
+            quotas: false,
             chunk: 8,
             changed_at: None,
             waiting_since: None,
@@ -108,6 +112,12 @@ impl Rest {
         Some(quiet.min(since + MAX_WAIT))
     }
 
+    /// A pass over the quotas waits too.
+    pub(super) fn owe_quotas(&mut self) {
+        self.quotas = true;
+        self.waited();
+    }
+
     /// Replaces what waits with a new plan's rest.
     fn set(&mut self, plan: bool, queue: VecDeque<Write>) {
         self.plan = plan;
@@ -118,7 +128,7 @@ impl Rest {
     /// Keeps `waiting_since` in step: the wait starts when something first
     /// waits, and ends when nothing does.
     fn waited(&mut self) {
-        let waiting = self.plan || !self.queue.is_empty();
+        let waiting = self.plan || self.quotas || !self.queue.is_empty();
         match (waiting, self.waiting_since) {
             (true, None) => self.waiting_since = Some(Instant::now()),
             (false, Some(_)) => self.waiting_since = None,
@@ -133,7 +143,7 @@ impl Daemon {
     /// left: the engine plans that again. A plan that gave new workloads
     /// their CPUs first owes the rest of the change (the shared pool): the
     /// owed plan ([`crate::engine::Engine::plan_owed`]) is made once the
-    /// tree is quiet.
+    /// tree is quiet. So is the pass over the CFS quotas.
     pub(super) async fn apply(&mut self) {
         self.apply_with(false).await;
     }
@@ -161,22 +171,33 @@ impl Daemon {
         let any = !urgent.is_empty();
         self.release_partitions().await;
         self.write(urgent).await;
-        self.follow_quotas().await;
+        if self.quotas_due() {
+            self.rest.owe_quotas();
+        }
         self.grant_partitions().await;
         if any || self.rest.queue.is_empty() {
             self.settle();
         }
     }
 
-    /// The rest of the last plan is due: its planning, or the next chunk of
-    /// its writes.
+    /// The rest of the last plan is due: its planning, the pass over the
+    /// quotas, or the next chunk of its writes.
     pub(super) async fn rest(&mut self) {
         self.rest.turn_at = Instant::now();
         if self.rest.plan {
             self.apply_with(true).await;
+        } else if self.rest.quotas {
+            self.quotas_now().await;
         } else {
             self.write_next().await;
         }
+    }
+
+    /// The owed pass over the quotas.
+    async fn quotas_now(&mut self) {
+        self.rest.quotas = false;
+        self.follow_quotas().await;
+        self.rest.waited();
     }
 
     /// Makes the next chunk of queued writes, as many as take about
@@ -203,12 +224,15 @@ impl Daemon {
         }
     }
 
-    /// Makes the owed plan and every queued cpuset write now (start-up,
-    /// stop); what is left then is load-balancing flags only, made by the
-    /// loop as usual.
+    /// Makes the owed plan, the quota pass and every queued cpuset write
+    /// now (start-up, stop); what is left then is load-balancing flags
+    /// only, made by the loop as usual.
     pub(super) async fn drain(&mut self) {
         if self.rest.plan {
             self.apply_with(true).await;
+        }
+        if self.rest.quotas {
+            self.quotas_now().await;
         }
         while self.rest.queue.iter().any(|w| w.file != File::Balance) {
             self.beat();
@@ -449,6 +473,23 @@ mod tests {
         assert_eq!(rest.due(), None, "nothing waits any more");
         rest.set(true, VecDeque::new());
         assert!(rest.waiting_since.unwrap() > began, "a new wait");
+    }
+
+    /// A quota pass owed after a pin waits for quiet as the shared pool
+    /// does, and a newer plan's rest does not drop it.
+    #[test]
+    fn an_owed_quota_pass_waits_with_the_rest() {
+        let mut rest = Rest::new();
+        rest.owe_quotas();
+        rest.tree_changed();
+        let after = Instant::now();
+        let due = rest.due().expect("the pass waits");
+        assert!(due > after - QUIET && due <= after + QUIET, "{due:?}");
+        rest.set(false, VecDeque::new());
+        assert!(rest.due().is_some(), "a newer plan's rest keeps it");
+        rest.quotas = false;
+        rest.waited();
+        assert_eq!(rest.due(), None, "made: nothing waits");
     }
 
     /// Behind a steady stream of events, the rest takes a turn first once

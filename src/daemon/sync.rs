@@ -437,7 +437,7 @@ impl Daemon {
         } else if self.quotas.any_written() {
             // A lifted quota written (put back by someone, or the echo of
             // the daemon's own write) that asks for nothing new.
-            self.follow_quotas().await;
+            self.rest.owe_quotas();
         }
     }
 }
