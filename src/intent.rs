@@ -163,12 +163,18 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json
 /// (CRI-O, Podman) `<dir>/<id>/userdata/config.json`, first found wins.
 /// `None` when there is none. A file that is there but cannot be used (a
 /// link below the bundle directory, not a regular file, larger than
-/// [`MAX_BUNDLE_BYTES`], not an OCI config) is a [`Bundle`] with its
-/// reason in `unusable`: it counts as asking for nothing, and is read again
-/// only when it changes.
-pub fn find_bundle(fs: &dyn Fs, dirs: &[PathBuf], id: &str) -> Option<Bundle> {
+/// [`MAX_BUNDLE_BYTES`], not an OCI config, not readable) is a [`Bundle`]
+/// with its reason in `unusable`: it counts as asking for nothing, and is
+/// read again only when it changes. An error that says nothing of the file
+/// (EMFILE, ENOMEM, EIO) is returned: what the bundle asks is not known
+/// now, and the next reading looks again.
+pub fn find_bundle(
+    fs: &dyn Fs,
+    dirs: &[PathBuf],
+    id: &str,
+) -> Result<Option<Bundle>, crate::io::IoError> {
     if id.is_empty() || id.contains('/') || id.starts_with('.') {
-        return None;
+        return Ok(None);
     }
     for dir in dirs {
         for rel in [
@@ -178,7 +184,7 @@ pub fn find_bundle(fs: &dyn Fs, dirs: &[PathBuf], id: &str) -> Option<Bundle> {
             let path = dir.join(&rel);
             let reason = match fs.read_beneath(dir, Path::new(&rel), MAX_BUNDLE_BYTES) {
                 Ok(text) => match parse_bundle(&path, &text) {
-                    Ok(bundle) => return Some(bundle),
+                    Ok(bundle) => return Ok(Some(bundle)),
                     // serde's message quotes the value it choked on, whole:
                     // a 4 MiB string would be a 4 MiB problem at every read.
                     Err(e) => format!("not an OCI config: {}", cut(&e.to_string())),
@@ -187,19 +193,38 @@ pub fn find_bundle(fs: &dyn Fs, dirs: &[PathBuf], id: &str) -> Option<Bundle> {
                 Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
                     "a symbolic link below the bundle directory".to_string()
                 }
-                Err(e) => e.to_string(),
+                Err(e) if lasting(&e) => e.to_string(),
+                Err(source) => {
+                    return Err(crate::io::IoError::Os {
+                        op: "read",
+                        path,
+                        source,
+                    });
+                }
             };
-            return Some(Bundle {
+            return Ok(Some(Bundle {
                 unusable: Some(Unusable {
                     reason,
                     file: fs.identity(&path).ok(),
                 }),
                 path,
                 ..Bundle::default()
-            });
+            }));
         }
     }
-    None
+    Ok(None)
+}
+
+/// Whether a failed read of a bundle file says something about the file,
+/// which stays so until the file changes (not a regular file, too large,
+/// not UTF-8, not readable, a path through a non-directory), rather than
+/// about the moment.
+fn lasting(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        e.kind(),
+        K::InvalidInput | K::FileTooLarge | K::InvalidData | K::PermissionDenied | K::NotADirectory
+    ) || matches!(e.raw_os_error(), Some(libc::EXDEV))
 }
 
 /// Everything read about one cgroup: what the engine is told
@@ -269,11 +294,19 @@ pub fn read(
         Kind::Other => standalone_container(rel).map(|(id, _)| id),
         _ => None,
     };
-    let read_bundle = || {
-        container
-            .and_then(|id| find_bundle(fs, &cfg.bundle_dirs, id))
-            .map(Arc::new)
+    let read_bundle = |error: &mut Option<crate::io::IoError>| {
+        let id = container?;
+        match find_bundle(fs, &cfg.bundle_dirs, id) {
+            Ok(b) => b.map(Arc::new),
+            Err(e) => {
+                *error = Some(e);
+                None
+            }
+        }
     };
+    // A bundle that could not be read now (EMFILE, EIO): what it asks is
+    // not known, the reading is unsure, and nothing is remembered of it.
+    let mut bundle_error = None;
     // Only containers have bundles, so only they have one remembered; one
     // that could not be used is read again once its file changed. A
     // container with none in `bundle_dirs` asks for nothing there, for
@@ -282,16 +315,23 @@ pub fn read(
     // at every reconcile (a directory and two paths per container).
     let known = bundle.filter(|b| !b.stale(fs));
     let looked = known.is_none();
-    let mut bundle = known
-        .or_else(read_bundle)
-        .or_else(|| container.is_some().then(Bundle::summary));
+    let mut bundle = known.or_else(|| read_bundle(&mut bundle_error));
+    if bundle.is_none() && container.is_some() && bundle_error.is_none() {
+        bundle = Some(Bundle::summary());
+    }
     let (intent, problem) = decide(&kind, &obs, bundle.as_deref(), cfg);
     // The identity matters only for a workload that wants CPUs; it may come
     // from a bundle remembered as a summary (not when one was just looked
     // for: a pin's read looks once).
     let wants = intent.as_ref().is_some_and(Intent::wants);
     if wants && !looked && bundle.as_deref().is_some_and(Bundle::is_summary) {
-        bundle = read_bundle();
+        bundle = read_bundle(&mut bundle_error);
+    }
+    if let Some(e) = &bundle_error {
+        use std::error::Error as _;
+        let cause = e.source().map(|c| format!(": {c}")).unwrap_or_default();
+        obs.error.get_or_insert_with(|| format!("{e}{cause}"));
+        obs.unsure = true;
     }
     // A workload that wants CPUs may need its memory nodes set. A v1
     // cgroup whose CPUs read empty may be a new one at a known path (its
@@ -629,6 +669,45 @@ mod tests {
         );
     }
 
+    /// A bundle that cannot be read now (EMFILE, EIO: nothing about the
+    /// file) makes the reading unsure, so the request known before stands,
+    /// and is not remembered: the next reading looks again and finds what it
+    /// asks. Before, it was remembered as unusable until its file changed,
+    /// which a bundle never does: the container was never pinned.
+    #[test]
+    fn a_bundle_that_cannot_be_read_for_now_is_looked_for_again() {
+        use std::sync::atomic::Ordering;
+        let tmp = tempfile::tempdir().unwrap();
+        let Container {
+            id,
+            rel,
+            bundles,
+            hier,
+            cfg,
+            ..
+        } = Container::new(tmp.path(), "kubepods/burstable");
+        std::fs::create_dir(bundles.join(id)).unwrap();
+        std::fs::write(
+            bundles.join(id).join("config.json"),
+            r#"{"annotations":{"pinctl.io/cpus":"2"}}"#,
+        )
+        .unwrap();
+        let fs = crate::io::Plain::default();
+        fs.beneath_errno.store(libc::EMFILE, Ordering::Relaxed);
+        let failed = read(&fs, &hier, &cfg, &rel, None, false).unwrap();
+        assert!(failed.obs.unsure, "what it asks is not known");
+        assert!(failed.bundle.is_none(), "nothing remembered");
+        let error = failed.obs.error.unwrap_or_default();
+        assert!(
+            error.contains("config.json") && error.contains("Too many open files"),
+            "{error}"
+        );
+        fs.beneath_errno.store(0, Ordering::Relaxed);
+        let again = read(&fs, &hier, &cfg, &rel, failed.bundle, false).unwrap();
+        assert!(!again.obs.unsure);
+        assert_eq!(again.intent.map(|i| i.cpus), Some(2));
+    }
+
     /// A reconcile does not read the `cpuset.mems` the engine knows, unless
     /// the reading turns out to want CPUs: then they are read for it.
     #[test]
@@ -935,7 +1014,7 @@ mod tests {
                 "good", "fifo", "zero", "huge", "garbage", "dir", "linked", "none",
             ]
             .into_iter()
-            .map(|id| (id, find_bundle(&RealFs, &dirs_, id)))
+            .map(|id| (id, find_bundle(&RealFs, &dirs_, id).unwrap()))
             .collect();
             let _ = tx.send(found);
         });
@@ -979,7 +1058,9 @@ mod tests {
         std::fs::write(&fifo.path, good).unwrap();
         assert!(fifo.stale(&RealFs));
         assert_eq!(
-            find_bundle(&RealFs, &dirs, "fifo").and_then(|b| b.cpus),
+            find_bundle(&RealFs, &dirs, "fifo")
+                .unwrap()
+                .and_then(|b| b.cpus),
             Some("2".to_string())
         );
     }

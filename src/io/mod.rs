@@ -230,11 +230,13 @@ fn file_kind(t: &std::fs::FileType) -> &'static str {
 
 /// The real filesystem through the trait's own defaults (`scan_dir`,
 /// `read_beneath` and `identity` built from the other operations), counting
-/// the reads beneath a directory (bundle probes): for tests.
+/// the reads beneath a directory (bundle probes), which fail with
+/// `beneath_errno` while it is not 0: for tests.
 #[cfg(test)]
 #[derive(Default)]
 pub(crate) struct Plain {
     pub beneath: std::sync::atomic::AtomicUsize,
+    pub beneath_errno: std::sync::atomic::AtomicI32,
 }
 
 #[cfg(test)]
@@ -263,6 +265,13 @@ impl Fs for Plain {
     fn read_beneath(&self, dir: &Path, rel: &Path, max: u64) -> io::Result<String> {
         self.beneath
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match self
+            .beneath_errno
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            0 => {}
+            errno => return Err(io::Error::from_raw_os_error(errno)),
+        }
         // RealFs keeps the trait's default.
         RealFs.read_beneath(dir, rel, max)
     }

@@ -629,6 +629,7 @@ proptest! {
         fs::write(dir.path().join(id).join("config.json"), &json).unwrap();
         let started = Instant::now();
         let bundle = intent::find_bundle(&pinctl::io::RealFs, &[dir.path().to_path_buf()], id)
+            .expect("a file that reads")
             .expect("a file is there");
         prop_assert!(started.elapsed() < BOUNDED);
         let kind = layout::classify(&format!("system.slice/docker-{id}.scope"));
@@ -692,6 +693,7 @@ fn a_bundle_that_is_one_long_string_gives_a_short_problem() {
     let json = format!("\"{}\"", "x".repeat(100_000));
     fs::write(dir.path().join(id).join("config.json"), &json).unwrap();
     let bundle = intent::find_bundle(&pinctl::io::RealFs, &[dir.path().to_path_buf()], id)
+        .expect("a file that reads")
         .expect("a file is there");
     let reason = &bundle.unusable.as_ref().expect("unusable").reason;
     assert!(reason.len() < 400, "{} bytes: {reason}", reason.len());
