@@ -1,6 +1,8 @@
 //! Making a plan real: the engine's writes through the I/O threads, the
-//! urgent ones at once and the rest a chunk per turn of the event loop once
-//! the tree is quiet (so a new pin never waits behind the shared pool), on
+//! urgent ones at once and the rest (the pass over the CFS quotas, the owed
+//! plan, then the queued writes a chunk per turn) a step per turn of the
+//! event loop once the tree is quiet (so a new pin never waits behind the
+//! shared pool or the quotas), on
 //! v2 each effective set read back in its write's own job,
 //! the audit trail and the counters, and the state file saved when
 //! assignments changed.
@@ -56,8 +58,9 @@ struct Item {
     effective: Option<PathBuf>,
 }
 
-/// The part of the last plan that waits: the shared pool's planning and
-/// writes, made when the tree is quiet ([`super::Event::Rest`]).
+/// The part of the last plan that waits: the pass over the quotas, the
+/// shared pool's planning and writes, made when the tree is quiet
+/// ([`super::Event::Rest`]), a step per turn of the loop.
 pub(super) struct Rest {
     /// The last plan gave new workloads their CPUs first: the rest of the
     /// change (the shared pool) is planned next.
@@ -180,17 +183,37 @@ impl Daemon {
         }
     }
 
-    /// The rest of the last plan is due: its planning, the pass over the
-    /// quotas, or the next chunk of its writes.
+    /// The rest of the last plan is due: the pass over the quotas, its
+    /// planning, or the next chunk of its writes. The pass goes first: a
+    /// steady churn keeps asking for the owed plan again (each change cuts
+    /// the last one short), and the pass does not depend on it.
     pub(super) async fn rest(&mut self) {
         self.rest.turn_at = Instant::now();
-        if self.rest.plan {
-            self.apply_with(true).await;
-        } else if self.rest.quotas {
+        if self.rest.quotas {
             self.quotas_now().await;
+        } else if self.rest.plan {
+            self.apply_with(true).await;
         } else {
             self.write_next().await;
         }
+    }
+
+    /// Drops the queued writes of `rel` and what is below it (removed): the
+    /// engine is told they were not made, so the plan does not wait for
+    /// them, and a cgroup made again under the same name never gets them.
+    pub(super) fn drop_queued(&mut self, rel: &str) {
+        let queue = &mut self.rest.queue;
+        if queue.iter().all(|w| !crate::cgroup::is_within(&w.rel, rel)) {
+            return;
+        }
+        let (gone, kept): (VecDeque<Write>, VecDeque<Write>) = std::mem::take(queue)
+            .into_iter()
+            .partition(|w| crate::cgroup::is_within(&w.rel, rel));
+        self.rest.queue = kept;
+        for w in &gone {
+            self.engine.not_made(w);
+        }
+        self.rest.waited();
     }
 
     /// The owed pass over the quotas.
@@ -228,11 +251,11 @@ impl Daemon {
     /// now (start-up, stop); what is left then is load-balancing flags
     /// only, made by the loop as usual.
     pub(super) async fn drain(&mut self) {
-        if self.rest.plan {
-            self.apply_with(true).await;
-        }
         if self.rest.quotas {
             self.quotas_now().await;
+        }
+        if self.rest.plan {
+            self.apply_with(true).await;
         }
         while self.rest.queue.iter().any(|w| w.file != File::Balance) {
             self.beat();

@@ -102,7 +102,8 @@ pub struct Daemon {
     /// back what the daemon pinned there (as for an opt-out), then they are
     /// forgotten; what they have then stays as it is.
     leaving: Vec<Rel>,
-    /// What waits of the last plan: the shared pool ([`Event::Rest`]).
+    /// What waits of the last plan: the quota pass and the shared pool
+    /// ([`Event::Rest`]).
     rest: Rest,
     /// A plan changed assignments: the state file is saved when its urgent
     /// writes are made.
@@ -144,7 +145,8 @@ enum Event {
     Reconcile,
     /// Some cgroups are unwatched: a reconcile finds what they missed.
     Unwatched,
-    /// The rest of the last plan is due: its planning or its next writes.
+    /// The rest of the last plan is due: the quota pass, its planning or
+    /// its next writes.
     Rest,
     /// A batch of a background reconcile was read (`None`: none was in
     /// flight).

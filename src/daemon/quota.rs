@@ -12,10 +12,13 @@
 //! both accepted (the VM bed's kernel probe checks it), so no order is
 //! needed; restores go children first anyway.
 //!
-//! The pass is owed by a plan that changes what should run unthrottled, and
-//! made with the rest of the plan (`apply.rs`), once the tree is quiet: the
-//! pin it follows is made already, and a pin that came next would wait
-//! behind it. Its reads and writes wait for the cgroup locks a runtime holds
+//! The pass is owed by a plan after which it has something to do (every
+//! plan, while a wanted cgroup has no quota to lift: no cpu controller
+//! there, or a lift that keeps failing), and made first of the rest of the
+//! plan (`apply.rs`), once the tree is quiet: the pin it follows is made
+//! already, and a pin that came next would wait behind it. It is one batch:
+//! a reload that turns the switch off puts every lifted quota back in one
+//! turn of the loop. Its reads and writes wait for the cgroup locks a runtime holds
 //! while it makes and removes containers: on real v1 at 1,000 containers
 //! under churn a pass took up to 1.6 ms, though a quota write alone costs
 //! 20-70 µs (10 to 5,000 cpu cgroups). Start-up makes it before READY=1,

@@ -99,6 +99,7 @@ impl Daemon {
         if !self.unwatched.is_empty() {
             self.unwatched.retain(|r| !cgroup::is_within(r, rel));
         }
+        self.drop_queued(rel);
         self.engine.forget(rel);
         self.systemd.forget(rel);
         self.quotas.forget(rel);
