@@ -165,9 +165,9 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json
 /// link below the bundle directory, not a regular file, larger than
 /// [`MAX_BUNDLE_BYTES`], not an OCI config, not readable) is a [`Bundle`]
 /// with its reason in `unusable`: it counts as asking for nothing, and is
-/// read again only when it changes. An error that says nothing of the file
-/// (EMFILE, ENOMEM, EIO) is returned: what the bundle asks is not known
-/// now, and the next reading looks again.
+/// read again only when it changes. An error of the moment (EMFILE, ENOMEM,
+/// EIO: [`transient`]) is returned: what the bundle asks is not known now,
+/// and the next reading looks again.
 pub fn find_bundle(
     fs: &dyn Fs,
     dirs: &[PathBuf],
@@ -193,7 +193,7 @@ pub fn find_bundle(
                 Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
                     "a symbolic link below the bundle directory".to_string()
                 }
-                Err(e) if lasting(&e) => e.to_string(),
+                Err(e) if !transient(&e) => e.to_string(),
                 Err(source) => {
                     return Err(crate::io::IoError::Os {
                         op: "read",
@@ -215,16 +215,25 @@ pub fn find_bundle(
     Ok(None)
 }
 
-/// Whether a failed read of a bundle file says something about the file,
-/// which stays so until the file changes (not a regular file, too large,
-/// not UTF-8, not readable, a path through a non-directory), rather than
-/// about the moment.
-fn lasting(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind as K;
+/// Whether a failed read of a bundle file says something about the moment
+/// (no file descriptor or memory to spare, an I/O error, an interrupted or
+/// timed-out call) rather than about the file, which stays so until the
+/// file changes (not a regular file, too large, not UTF-8, not readable, a
+/// socket, a dead mount).
+fn transient(e: &std::io::Error) -> bool {
     matches!(
-        e.kind(),
-        K::InvalidInput | K::FileTooLarge | K::InvalidData | K::PermissionDenied | K::NotADirectory
-    ) || matches!(e.raw_os_error(), Some(libc::EXDEV))
+        e.raw_os_error(),
+        Some(
+            libc::EMFILE
+                | libc::ENFILE
+                | libc::ENOMEM
+                | libc::ENOBUFS
+                | libc::EAGAIN
+                | libc::EINTR
+                | libc::EIO
+                | libc::ETIMEDOUT
+        )
+    )
 }
 
 /// Everything read about one cgroup: what the engine is told
@@ -996,6 +1005,8 @@ mod tests {
         )
         .unwrap();
         symlink("/dev/zero", make("zero")).unwrap();
+        // open(2) of a socket fails (ENXIO) before anything says what it is.
+        let _socket = std::os::unix::net::UnixListener::bind(make("socket")).unwrap();
         std::fs::File::create(make("huge"))
             .unwrap()
             .set_len(MAX_BUNDLE_BYTES + 1)
@@ -1011,7 +1022,7 @@ mod tests {
         let dirs_ = dirs.clone();
         std::thread::spawn(move || {
             let found: Vec<(&str, Option<Bundle>)> = [
-                "good", "fifo", "zero", "huge", "garbage", "dir", "linked", "none",
+                "good", "fifo", "zero", "huge", "garbage", "dir", "linked", "socket", "none",
             ]
             .into_iter()
             .map(|id| (id, find_bundle(&RealFs, &dirs_, id).unwrap()))
@@ -1042,6 +1053,7 @@ mod tests {
                 "huge" => Some("larger than"),
                 "garbage" => Some("not an OCI config"),
                 "dir" => Some("not a regular file (a directory)"),
+                "socket" => Some("No such device or address"),
                 _ => unreachable!(),
             };
             match (expected, &why) {

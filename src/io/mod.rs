@@ -97,8 +97,10 @@ pub trait Fs: Send + Sync + 'static {
         let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
         let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH;
         let fd = match openat2(&dir, rel, flags, Mode::empty(), resolve) {
-            // Before Linux 5.6: the last component at least is not followed.
-            Err(rustix::io::Errno::NOSYS) => {
+            // Before Linux 5.6, or under a seccomp filter that does not
+            // know openat2 (an older systemd's `@system-service` with the
+            // unit's EPERM): the last component at least is not followed.
+            Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
                 rustix::fs::openat(&dir, rel, flags | OFlags::NOFOLLOW, Mode::empty())?
             }
             other => other?,
