@@ -352,6 +352,7 @@ impl Daemon {
                     Err(Failure {
                         message: chain(&e),
                         errno: e.raw_os_error(),
+                        read: false,
                     }),
                 );
             }

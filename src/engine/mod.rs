@@ -127,13 +127,16 @@ impl Role {
     }
 }
 
-/// A failed write or verification, kept as the cgroup's status until a later
-/// write succeeds.
+/// A failed read, write or verification, kept as the cgroup's status until
+/// a later write succeeds, or (a failed read) a later reading reads it all.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Failure {
     pub message: String,
     /// The errno of the failed call, when there was one.
     pub errno: Option<i32>,
+    /// It is a reading's: a later reading that reads it all clears it.
+    #[serde(skip)]
+    pub read: bool,
 }
 
 /// Why a workload waits in the shared pool.
@@ -418,11 +421,21 @@ impl Engine {
                 entry.mems = mems;
             }
         }
-        if let Some(e) = obs.error {
-            entry.failure = Some(Box::new(Failure {
-                message: e,
-                errno: None,
-            }));
+        // A failed read shows until a reading reads the cgroup whole; it
+        // never hides a failed write or verification, which stands until a
+        // write succeeds (a verification is not made again: hidden, the
+        // fallback it found would be lost from the status).
+        let read_failure = entry.failure.as_ref().is_none_or(|f| f.read);
+        match obs.error {
+            Some(message) if read_failure => {
+                entry.failure = Some(Box::new(Failure {
+                    message,
+                    errno: None,
+                    read: true,
+                }))
+            }
+            None if read_failure && !obs.unsure => entry.failure = None,
+            _ => {}
         }
     }
 
@@ -697,6 +710,7 @@ impl Engine {
                     write.set
                 ),
                 errno: None,
+                read: false,
             }));
         }
     }

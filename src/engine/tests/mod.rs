@@ -238,6 +238,56 @@ fn a_reading_that_could_not_read_the_request_does_not_unpin() {
     assert!(e.workloads().is_empty());
 }
 
+/// A failed read shows in the status until a reading reads the cgroup
+/// whole; a failed write stays until a write succeeds.
+#[test]
+fn a_failed_read_is_cleared_by_a_whole_reading_a_failed_write_is_not() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    apply(&mut e);
+    let rel = "kubepods/burstable/pod11111111-2222-3333-4444-555555555555/aaaa";
+    let cpus = target(&e, rel);
+    let failed = Observed {
+        rel: rel.into(),
+        cpus: Some(cpus.clone()),
+        error: Some(format!("{rel}/cpuset.mems: Input/output error")),
+        ..Observed::default()
+    };
+    reading(&mut e, failed, None, "");
+    assert_eq!(e.failing_count(), 1, "the error is shown");
+    add(&mut e, rel, &cpus.to_string(), None);
+    assert_eq!(e.failing_count(), 0, "read whole: the error passed");
+
+    let write = Write {
+        rel: rel.into(),
+        file: File::Cpus,
+        set: Arc::new(cpus.clone()),
+        plan: 0,
+    };
+    let failure = Failure {
+        message: "EBUSY".into(),
+        errno: Some(libc::EBUSY),
+        read: false,
+    };
+    e.written(&write, Err(failure));
+    let failed_again = Observed {
+        rel: rel.into(),
+        cpus: Some(cpus.clone()),
+        error: Some(format!("{rel}: Too many open files")),
+        unsure: true,
+        ..Observed::default()
+    };
+    reading(&mut e, failed_again, None, "");
+    add(&mut e, rel, &cpus.to_string(), None);
+    assert_eq!(
+        e.failing().first().map(|f| f.error.as_str()),
+        Some("EBUSY"),
+        "a failed write stands, whatever a reading says"
+    );
+    e.written(&write, Ok(()));
+    assert_eq!(e.failing_count(), 0);
+}
+
 #[test]
 fn pins_and_shrinks_the_shared_pool_then_releases() {
     let mut e = engine();

@@ -208,6 +208,7 @@ fn settle(e: &mut Engine, full: bool, failing: Option<&str>) {
                 Some(f) if crate::cgroup::is_within(&w.rel, f) => Err(Failure {
                     message: "injected".into(),
                     errno: Some(16),
+                    read: false,
                 }),
                 _ => Ok(()),
             };
