@@ -166,7 +166,7 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json
 /// [`MAX_BUNDLE_BYTES`], not an OCI config, not readable) is a [`Bundle`]
 /// with its reason in `unusable`: it counts as asking for nothing, and is
 /// read again only when it changes. An error of the moment (EMFILE, ENOMEM,
-/// EIO: [`transient`]) is returned: what the bundle asks is not known now,
+/// EIO: see `transient`) is returned: what the bundle asks is not known now,
 /// and the next reading looks again.
 pub fn find_bundle(
     fs: &dyn Fs,
