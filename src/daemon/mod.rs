@@ -59,6 +59,11 @@ use report::{Loads, Socket};
 /// goes first, once.
 const OVERDUE: Duration = Duration::from_millis(20);
 
+/// How often cgroups read in part are read again ([`Daemon::unsure`]), and
+/// how many at most each time.
+const RETRY_UNSURE: Duration = Duration::from_secs(1);
+const RETRY_UNSURE_AT_ONCE: usize = 32;
+
 /// The running daemon.
 pub struct Daemon {
     /// Held while the daemon lives: one daemon per state file.
@@ -70,6 +75,10 @@ pub struct Daemon {
     /// [`api::UNWATCHED_RECONCILE_SECS`] seconds, and each reconcile tries
     /// to watch them again.
     unwatched: BTreeSet<Rel>,
+    /// Cgroups whose last reading could not read all its request is
+    /// decided by (`Observed::unsure`: EMFILE, EIO): read again every
+    /// [`RETRY_UNSURE`], not only at the next reconcile.
+    unsure: BTreeSet<Rel>,
     cfg: Arc<Config>,
     pool: IoPool,
     hier: Arc<Hierarchy>,
@@ -145,6 +154,8 @@ enum Event {
     Reconcile,
     /// Some cgroups are unwatched: a reconcile finds what they missed.
     Unwatched,
+    /// Some cgroups were read in part: read them again.
+    Unsure,
     /// The rest of the last plan is due: the quota pass, its planning or
     /// its next writes.
     Rest,
@@ -181,6 +192,7 @@ impl Event {
             Event::CpuTree(_) => "cpu tree changes",
             Event::Reconcile => "periodic reconcile",
             Event::Unwatched => "reconcile for unwatched cgroups",
+            Event::Unsure => "cgroups read in part, read again",
             Event::Swept(_) => "batch of a background reconcile",
             Event::Rest => "rest of a plan",
             Event::Saved(_) => "state saved",
@@ -202,6 +214,7 @@ struct Timers {
     reconcile: tokio::time::Interval,
     checks: tokio::time::Interval,
     unwatched: tokio::time::Interval,
+    unsure: tokio::time::Interval,
     ping: tokio::time::Interval,
     publish: tokio::time::Interval,
     /// The intervals they were made with.
@@ -217,6 +230,7 @@ impl Timers {
             reconcile: every(cfg.reconcile_interval),
             checks: every(cfg.watchdog_interval),
             unwatched: every(Duration::from_secs(api::UNWATCHED_RECONCILE_SECS)),
+            unsure: every(RETRY_UNSURE),
             // Twice a ping period, as a beat sends once half a period has
             // passed: a quiet loop pings at most a period apart. (Ticking
             // once a period against a beat that waited a whole one, a tick
@@ -439,6 +453,7 @@ impl Daemon {
             Some(passed) = self.irqs.rx.recv() => Event::Steered(passed),
             _ = timers.reconcile.tick() => Event::Reconcile,
             _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
+            _ = timers.unsure.tick(), if !self.unsure.is_empty() => Event::Unsure,
             _ = timers.checks.tick() => Event::ChecksDue,
             _ = timers.publish.tick(), if self.socket.dirty => Event::Publish,
             _ = rest => Event::Rest,
@@ -461,6 +476,15 @@ impl Daemon {
             Event::Reconcile if self.sweep.is_some() => self.follow_topology().await,
             Event::Reconcile => self.ask_sweep(true).await,
             Event::Unwatched => self.ask_sweep(false).await,
+            Event::Unsure => {
+                // A few at a time: after a storm of EMFILE there may be
+                // thousands, each read in a job of its own.
+                let again = std::iter::from_fn(|| self.unsure.pop_first())
+                    .take(RETRY_UNSURE_AT_ONCE)
+                    .map(Change::Changed)
+                    .collect();
+                self.handle(again).await;
+            }
             Event::Rest => self.rest().await,
             Event::Swept(batch) => self.swept(batch).await,
             Event::Saved(error) => self.saved(error),

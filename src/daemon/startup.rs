@@ -154,6 +154,7 @@ impl Daemon {
             _lock: lock,
             state_error: None,
             unwatched: BTreeSet::new(),
+            unsure: BTreeSet::new(),
             cfg: cfg.clone(),
             pool,
             hier: Arc::new(hier),

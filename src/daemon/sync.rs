@@ -99,6 +99,9 @@ impl Daemon {
         if !self.unwatched.is_empty() {
             self.unwatched.retain(|r| !cgroup::is_within(r, rel));
         }
+        if !self.unsure.is_empty() {
+            self.unsure.retain(|r| !cgroup::is_within(r, rel));
+        }
         self.drop_queued(rel);
         self.engine.forget(rel);
         self.systemd.forget(rel);
@@ -134,6 +137,11 @@ impl Daemon {
         if !self.scope().holds(&r.obs.rel) {
             r.intent = None;
             r.obs.unsure = false;
+        }
+        if r.obs.unsure {
+            self.unsure.insert(r.obs.rel.clone());
+        } else if !self.unsure.is_empty() {
+            self.unsure.remove(&r.obs.rel);
         }
         self.engine.upsert(r);
     }

@@ -2371,6 +2371,45 @@ fn an_unreadable_limit_does_not_unpin() {
     assert_eq!(env.tree.effective(&app), cpus);
 }
 
+/// A container whose CPU limit cannot be read when the daemon first sees it (`cpu.max` a
+/// link to a directory: EISDIR, as EMFILE or EIO would be) is read again
+/// within seconds, not at the next reconcile: once the file reads (a
+/// rename over it, which no watch reports), it is pinned, with no
+/// reconcile in between.
+#[test]
+fn a_cgroup_read_in_part_is_read_again_soon() {
+    let mut env = Env::new(
+        Version::V2,
+        Driver::Systemd,
+        Options {
+            reconcile_interval: "1h",
+            ..Options::default()
+        },
+    );
+    let gpod = env.pod(Qos::Guaranteed, &uid(9));
+    let app = env.container(&gpod, 2, &Spec::limit(2));
+    let max = env.tree.dir(&app).join("cpu.max");
+    fs::remove_file(&max).unwrap();
+    let empty = env.tmp.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    std::os::unix::fs::symlink(&empty, &max).unwrap();
+    env.start();
+    let before = env.counters().reconciles;
+    env.wait_for("the failed read in the status", || {
+        let (_, status) = get(&env.tmp.path().join("pinctl.sock"), "/v1/status");
+        if status.contains("cpu.max") && status.contains("Is a directory") {
+            Ok(())
+        } else {
+            Err(status)
+        }
+    });
+    let limit = env.tmp.path().join("limit");
+    fs::write(&limit, "200000 100000").unwrap();
+    fs::rename(&limit, &max).unwrap();
+    env.wait_pinned(&app, 2);
+    assert_eq!(env.counters().reconciles, before, "no reconcile needed");
+}
+
 /// Events lost to an overflowed inotify queue (the daemon stopped while
 /// more happen than the queue holds): the reconcile that follows finds
 /// what they told of, in the background. An event about a cgroup it found
