@@ -31,6 +31,7 @@ mod startup;
 mod sweep;
 mod sync;
 mod systemd;
+mod unsure;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -53,16 +54,12 @@ use apply::Rest;
 use checks::{Findings, Watch};
 use notify::{Note, Notifier};
 use report::{Loads, Socket};
+use unsure::Unsure;
 
 /// The longest the rest of a plan, or a background reconcile's next batch,
 /// waits behind a steady stream of events for a turn of the loop; then it
 /// goes first, once.
 const OVERDUE: Duration = Duration::from_millis(20);
-
-/// How often cgroups read in part are read again ([`Daemon::unsure`]), and
-/// how many at most each time.
-const RETRY_UNSURE: Duration = Duration::from_secs(1);
-const RETRY_UNSURE_AT_ONCE: usize = 32;
 
 /// The running daemon.
 pub struct Daemon {
@@ -75,10 +72,8 @@ pub struct Daemon {
     /// [`api::UNWATCHED_RECONCILE_SECS`] seconds, and each reconcile tries
     /// to watch them again.
     unwatched: BTreeSet<Rel>,
-    /// Cgroups whose last reading could not read all its request is
-    /// decided by (`Observed::unsure`: EMFILE, EIO): read again every
-    /// [`RETRY_UNSURE`], not only at the next reconcile.
-    unsure: BTreeSet<Rel>,
+    /// Cgroups read in part, read again soon.
+    unsure: Unsure,
     cfg: Arc<Config>,
     pool: IoPool,
     hier: Arc<Hierarchy>,
@@ -214,7 +209,6 @@ struct Timers {
     reconcile: tokio::time::Interval,
     checks: tokio::time::Interval,
     unwatched: tokio::time::Interval,
-    unsure: tokio::time::Interval,
     ping: tokio::time::Interval,
     publish: tokio::time::Interval,
     /// The intervals they were made with.
@@ -230,7 +224,6 @@ impl Timers {
             reconcile: every(cfg.reconcile_interval),
             checks: every(cfg.watchdog_interval),
             unwatched: every(Duration::from_secs(api::UNWATCHED_RECONCILE_SECS)),
-            unsure: every(RETRY_UNSURE),
             // Twice a ping period, as a beat sends once half a period has
             // passed: a quiet loop pings at most a period apart. (Ticking
             // once a period against a beat that waited a whole one, a tick
@@ -417,6 +410,13 @@ impl Daemon {
                 None => std::future::pending().await,
             }
         };
+        let unsure = self.unsure.due.filter(|_| !self.unsure.rels.is_empty());
+        let unsure = async move {
+            match unsure {
+                Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+                None => std::future::pending().await,
+            }
+        };
         // The rest of a plan waits for the tree to be quiet.
         let rest = self.rest.due();
         let rest = async move {
@@ -453,7 +453,7 @@ impl Daemon {
             Some(passed) = self.irqs.rx.recv() => Event::Steered(passed),
             _ = timers.reconcile.tick() => Event::Reconcile,
             _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
-            _ = timers.unsure.tick(), if !self.unsure.is_empty() => Event::Unsure,
+            _ = unsure => Event::Unsure,
             _ = timers.checks.tick() => Event::ChecksDue,
             _ = timers.publish.tick(), if self.socket.dirty => Event::Publish,
             _ = rest => Event::Rest,
@@ -477,13 +477,9 @@ impl Daemon {
             Event::Reconcile => self.ask_sweep(true).await,
             Event::Unwatched => self.ask_sweep(false).await,
             Event::Unsure => {
-                // A few at a time: after a storm of EMFILE there may be
-                // thousands, each read in a job of its own.
-                let again = std::iter::from_fn(|| self.unsure.pop_first())
-                    .take(RETRY_UNSURE_AT_ONCE)
-                    .map(Change::Changed)
-                    .collect();
-                self.handle(again).await;
+                let again = self.unsure.round();
+                self.handle(again.into_iter().map(Change::Changed).collect())
+                    .await;
             }
             Event::Rest => self.rest().await,
             Event::Swept(batch) => self.swept(batch).await,

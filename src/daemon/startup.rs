@@ -154,7 +154,7 @@ impl Daemon {
             _lock: lock,
             state_error: None,
             unwatched: BTreeSet::new(),
-            unsure: BTreeSet::new(),
+            unsure: Default::default(),
             cfg: cfg.clone(),
             pool,
             hier: Arc::new(hier),

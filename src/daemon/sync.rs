@@ -99,9 +99,7 @@ impl Daemon {
         if !self.unwatched.is_empty() {
             self.unwatched.retain(|r| !cgroup::is_within(r, rel));
         }
-        if !self.unsure.is_empty() {
-            self.unsure.retain(|r| !cgroup::is_within(r, rel));
-        }
+        self.unsure.forget(rel);
         self.drop_queued(rel);
         self.engine.forget(rel);
         self.systemd.forget(rel);
@@ -140,7 +138,7 @@ impl Daemon {
         }
         if r.obs.unsure {
             self.unsure.insert(r.obs.rel.clone());
-        } else if !self.unsure.is_empty() {
+        } else {
             self.unsure.remove(&r.obs.rel);
         }
         self.engine.upsert(r);
@@ -417,7 +415,12 @@ impl Daemon {
                     match r {
                         Ok(Some(r)) => self.upsert(r),
                         Ok(None) => self.forget(&rel),
-                        Err(e) => warn!(error = %chain(&e), "cannot read cgroup"),
+                        // Read again soon; told once, not at every retry.
+                        Err(e) => {
+                            if self.unsure.insert(rel) {
+                                warn!(error = %chain(&e), "cannot read cgroup");
+                            }
+                        }
                     }
                 }
                 Change::Overflow => overflow = true,
