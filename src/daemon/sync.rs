@@ -329,8 +329,10 @@ impl Daemon {
         let now = Instant::now();
         for (rel, text) in written.iter().zip(texts) {
             // An unreadable file (hung, say) tells nothing: keep what is
-            // known rather than plan a rewrite.
+            // known rather than plan a rewrite, and read the cgroup again
+            // soon (someone else's write may be there).
             let Ok(text) = text else {
+                self.unsure.insert(rel.clone());
                 continue;
             };
             self.mark_sets_fresh(rel, File::Cpus);

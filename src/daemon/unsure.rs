@@ -1,6 +1,7 @@
 //! Cgroups read in part, read again soon: a reading that could not read
 //! all its cgroup's request is decided by (`Observed::unsure`: EMFILE,
-//! EIO, a bundle not readable for now), or whose read job failed, is not
+//! EIO, a bundle not readable for now), one whose read job failed, or a
+//! `cpuset.cpus` written by someone else that could not be read, is not
 //! left until the next reconcile.
 
 use std::collections::BTreeSet;

@@ -2410,6 +2410,48 @@ fn a_cgroup_read_in_part_is_read_again_soon() {
     assert_eq!(env.counters().reconciles, before, "no reconcile needed");
 }
 
+/// Someone else's write over a pin whose read fails (the file unreadable
+/// for a moment: a link to a directory, EISDIR) is looked at again soon,
+/// not left until the next reconcile: the pin is written back.
+#[test]
+fn a_foreign_write_that_could_not_be_read_is_looked_at_again_soon() {
+    let mut env = Env::new(
+        Version::V2,
+        Driver::Systemd,
+        Options {
+            reconcile_interval: "1h",
+            ..Options::default()
+        },
+    );
+    let gpod = env.pod(Qos::Guaranteed, &uid(9));
+    let app = env.container(&gpod, 2, &Spec::limit(2));
+    env.start();
+    let cpus = env.wait_pinned(&app, 2);
+    let file = env.tree.dir(&app).join("cpuset.cpus");
+    let (empty, link, kept) = (
+        env.tmp.path().join("empty"),
+        env.tmp.path().join("link"),
+        env.tmp.path().join("kept"),
+    );
+    fs::create_dir(&empty).unwrap();
+    std::os::unix::fs::symlink(&empty, &link).unwrap();
+    // The daemon stopped, so that it reads only once the file is a link.
+    env.d().signal(Signal::SIGSTOP);
+    fs::write(&file, ONLINE).unwrap();
+    fs::rename(&file, &kept).unwrap();
+    fs::rename(&link, &file).unwrap();
+    env.d().signal(Signal::SIGCONT);
+    std::thread::sleep(Duration::from_millis(300));
+    // Readable again, with the foreign CPUs: no watch reports a rename.
+    fs::rename(&kept, &file).unwrap();
+    env.wait_for("the pin written back", || {
+        match fs::read_to_string(&file).map(|t| t.trim().parse::<CpuSet>()) {
+            Ok(Ok(got)) if got == cpus => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+}
+
 /// Events lost to an overflowed inotify queue (the daemon stopped while
 /// more happen than the queue holds): the reconcile that follows finds
 /// what they told of, in the background. An event about a cgroup it found
