@@ -413,6 +413,9 @@ impl Daemon {
                         rel,
                     )
                     .await;
+                    // A sign of life per read: a round of retries may wait
+                    // on reads that time out, one after the other.
+                    self.beat();
                     changed = true;
                     match r {
                         Ok(Some(r)) => self.upsert(r),
