@@ -337,9 +337,7 @@ pub fn read(
         bundle = read_bundle(&mut bundle_error);
     }
     if let Some(e) = &bundle_error {
-        use std::error::Error as _;
-        let cause = e.source().map(|c| format!(": {c}")).unwrap_or_default();
-        obs.error.get_or_insert_with(|| format!("{e}{cause}"));
+        obs.error.get_or_insert_with(|| crate::io::chain(e));
         obs.unsure = true;
     }
     // A workload that wants CPUs may need its memory nodes set. A v1
@@ -659,12 +657,7 @@ mod tests {
         let kept = first.bundle.expect("remembered");
         assert!(kept.is_summary());
         // A bundle that turns up later is not seen...
-        std::fs::create_dir(bundles.join(id)).unwrap();
-        std::fs::write(
-            bundles.join(id).join("config.json"),
-            r#"{"annotations":{"pinctl.io/cpus":"2"}}"#,
-        )
-        .unwrap();
+        write_bundle(&bundles, id, r#"{"annotations":{"pinctl.io/cpus":"2"}}"#);
         let again = read(&fs, &hier, &cfg, &rel, Some(kept), false).unwrap();
         assert_eq!(again.intent.map(|i| i.cpus).unwrap_or(0), 0);
         // ...but by a fresh read (a restart).
@@ -695,12 +688,7 @@ mod tests {
             cfg,
             ..
         } = Container::new(tmp.path(), "kubepods/burstable");
-        std::fs::create_dir(bundles.join(id)).unwrap();
-        std::fs::write(
-            bundles.join(id).join("config.json"),
-            r#"{"annotations":{"pinctl.io/cpus":"2"}}"#,
-        )
-        .unwrap();
+        write_bundle(&bundles, id, r#"{"annotations":{"pinctl.io/cpus":"2"}}"#);
         let fs = crate::io::Plain::default();
         fs.beneath_errno.store(libc::EMFILE, Ordering::Relaxed);
         let failed = read(&fs, &hier, &cfg, &rel, None, false).unwrap();
@@ -804,6 +792,12 @@ mod tests {
         bundles: PathBuf,
         hier: Hierarchy,
         cfg: Config,
+    }
+
+    /// Writes the bundle of container `id` in the bundle directory `bundles`.
+    fn write_bundle(bundles: &Path, id: &str, config_json: &str) {
+        std::fs::create_dir(bundles.join(id)).unwrap();
+        std::fs::write(bundles.join(id).join("config.json"), config_json).unwrap();
     }
 
     impl Container {

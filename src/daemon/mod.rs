@@ -46,7 +46,7 @@ use crate::api;
 use crate::cgroup::{Hierarchy, Rel, Version};
 use crate::config::{Config, LogLevel};
 use crate::engine::Engine;
-use crate::io::IoPool;
+use crate::io::{IoPool, chain};
 use crate::server;
 use crate::state::{StateFile, StateLock};
 use crate::watch::{Change, Watcher};
@@ -410,24 +410,9 @@ impl Daemon {
                 None => std::future::pending().await,
             }
         };
-        let unsure = self.unsure.due.filter(|_| !self.unsure.rels.is_empty());
-        let unsure = async move {
-            match unsure {
-                Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
-                None => std::future::pending().await,
-            }
-        };
+        let unsure = at(self.unsure.due());
         // The rest of a plan waits for the tree to be quiet.
-        let rest = self.rest.due();
-        let rest = async move {
-            match rest {
-                Some(at) if at > Instant::now() => {
-                    tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await
-                }
-                Some(_) => {}
-                None => std::future::pending().await,
-            }
-        };
+        let rest = at(self.rest.due());
         let sweep = async {
             match self.sweep.as_mut() {
                 Some(sweep) => sweep.walk().next().await,
@@ -527,17 +512,15 @@ impl Daemon {
     }
 }
 
-/// An error and its causes, `: `-separated (what anyhow's `{:#}` prints):
-/// the `IoError`s keep the errno and the file in their source.
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        cause = c.source();
+/// Completes at `deadline` (at once when it has passed); never without one.
+async fn at(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) if at > Instant::now() => {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await
+        }
+        Some(_) => {}
+        None => std::future::pending().await,
     }
-    out
 }
 
 /// Gives the memory freed after a full reconcile (or a round of watchdog

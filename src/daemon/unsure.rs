@@ -21,14 +21,19 @@ const RETRY_UNSURE_AT_ONCE: usize = 16;
 /// each is retried however many there are.
 #[derive(Default)]
 pub(super) struct Unsure {
-    pub(super) rels: BTreeSet<Rel>,
+    rels: BTreeSet<Rel>,
     /// The last one retried: the next round starts after it.
     cursor: Option<Rel>,
-    /// When the next round is due, while there are any.
-    pub(super) due: Option<Instant>,
+    /// When the next round is due.
+    due: Option<Instant>,
 }
 
 impl Unsure {
+    /// When the next round is due, while there are any.
+    pub(super) fn due(&self) -> Option<Instant> {
+        self.due.filter(|_| !self.rels.is_empty())
+    }
+
     pub(super) fn insert(&mut self, rel: Rel) -> bool {
         if self.rels.is_empty() {
             self.due = Some(Instant::now() + RETRY_UNSURE);

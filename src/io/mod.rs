@@ -59,6 +59,19 @@ pub struct Entry {
     pub is_dir: bool,
 }
 
+/// An error and its causes, `: `-separated (what anyhow's `{:#}` prints):
+/// the [`IoError`]s keep the errno and the file in their source.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
 /// The file operations the daemon needs; a trait so tests can fake a hang.
 ///
 /// Every method is a plain blocking call. Implementations are only ever called

@@ -159,6 +159,36 @@ impl Env {
         rel
     }
 
+    /// A v2 world with `reconcile_interval`, and a Guaranteed pod with one
+    /// container asking for 2 CPUs by its limit (not started): (env,
+    /// container).
+    fn with_a_guaranteed_container(reconcile_interval: &'static str) -> (Env, String) {
+        let env = Env::new(
+            Version::V2,
+            Driver::Systemd,
+            Options {
+                reconcile_interval,
+                ..Options::default()
+            },
+        );
+        let gpod = env.pod(Qos::Guaranteed, &uid(9));
+        let app = env.container(&gpod, 2, &Spec::limit(2));
+        (env, app)
+    }
+
+    /// Puts a link to an empty directory at `file` (renamed over it, which
+    /// no watch reports): every read of it fails (EISDIR), as one failing
+    /// with EMFILE or EIO on a node would.
+    fn make_unreadable(&self, file: &Path) {
+        let empty = self.tmp.path().join("empty");
+        if !empty.exists() {
+            fs::create_dir(&empty).unwrap();
+        }
+        let link = self.tmp.path().join("unreadable");
+        std::os::unix::fs::symlink(&empty, &link).unwrap();
+        fs::rename(&link, file).unwrap();
+    }
+
     /// Creates a Burstable pod with one container, starts the daemon and
     /// waits until the container has every CPU: (pod, container).
     fn start_with_a_burstable_container(&mut self) -> (String, String) {
@@ -2336,24 +2366,12 @@ fn shared_cgroups_stop_balancing_only_while_the_root_balances() {
 /// shared pool until the limit could be read again.
 #[test]
 fn an_unreadable_limit_does_not_unpin() {
-    let mut env = Env::new(
-        Version::V2,
-        Driver::Systemd,
-        Options {
-            reconcile_interval: "1s",
-            ..Options::default()
-        },
-    );
-    let gpod = env.pod(Qos::Guaranteed, &uid(9));
-    let app = env.container(&gpod, 2, &Spec::limit(2));
+    let (mut env, app) = Env::with_a_guaranteed_container("1s");
     env.start();
     let cpus = env.wait_pinned(&app, 2);
     let max = env.tree.dir(&app).join("cpu.max");
     let limit = fs::read_to_string(&max).unwrap();
-    fs::remove_file(&max).unwrap();
-    let empty = env.tmp.path().join("empty");
-    fs::create_dir(&empty).unwrap();
-    std::os::unix::fs::symlink(&empty, &max).unwrap();
+    env.make_unreadable(&max);
     let before = env.counters().reconciles;
     env.wait_reconciles_past(before + 1);
     assert_eq!(env.tree.effective(&app), cpus, "still pinned");
@@ -2378,21 +2396,9 @@ fn an_unreadable_limit_does_not_unpin() {
 /// reconcile in between.
 #[test]
 fn a_cgroup_read_in_part_is_read_again_soon() {
-    let mut env = Env::new(
-        Version::V2,
-        Driver::Systemd,
-        Options {
-            reconcile_interval: "1h",
-            ..Options::default()
-        },
-    );
-    let gpod = env.pod(Qos::Guaranteed, &uid(9));
-    let app = env.container(&gpod, 2, &Spec::limit(2));
+    let (mut env, app) = Env::with_a_guaranteed_container("1h");
     let max = env.tree.dir(&app).join("cpu.max");
-    fs::remove_file(&max).unwrap();
-    let empty = env.tmp.path().join("empty");
-    fs::create_dir(&empty).unwrap();
-    std::os::unix::fs::symlink(&empty, &max).unwrap();
+    env.make_unreadable(&max);
     env.start();
     let before = env.counters().reconciles;
     env.wait_for("the failed read in the status", || {
@@ -2415,31 +2421,16 @@ fn a_cgroup_read_in_part_is_read_again_soon() {
 /// not left until the next reconcile: the pin is written back.
 #[test]
 fn a_foreign_write_that_could_not_be_read_is_looked_at_again_soon() {
-    let mut env = Env::new(
-        Version::V2,
-        Driver::Systemd,
-        Options {
-            reconcile_interval: "1h",
-            ..Options::default()
-        },
-    );
-    let gpod = env.pod(Qos::Guaranteed, &uid(9));
-    let app = env.container(&gpod, 2, &Spec::limit(2));
+    let (mut env, app) = Env::with_a_guaranteed_container("1h");
     env.start();
     let cpus = env.wait_pinned(&app, 2);
     let file = env.tree.dir(&app).join("cpuset.cpus");
-    let (empty, link, kept) = (
-        env.tmp.path().join("empty"),
-        env.tmp.path().join("link"),
-        env.tmp.path().join("kept"),
-    );
-    fs::create_dir(&empty).unwrap();
-    std::os::unix::fs::symlink(&empty, &link).unwrap();
+    let kept = env.tmp.path().join("kept");
     // The daemon stopped, so that it reads only once the file is a link.
     env.d().signal(Signal::SIGSTOP);
     fs::write(&file, ONLINE).unwrap();
     fs::rename(&file, &kept).unwrap();
-    fs::rename(&link, &file).unwrap();
+    env.make_unreadable(&file);
     env.d().signal(Signal::SIGCONT);
     std::thread::sleep(Duration::from_millis(300));
     // Readable again, with the foreign CPUs: no watch reports a rename.
