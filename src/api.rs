@@ -256,8 +256,14 @@ pub struct Workload {
 pub enum Source {
     /// The `user.pinctl.cpus` xattr on the cgroup directory.
     Xattr,
-    /// The `pinctl.io/cpus` OCI annotation in this bundle's `config.json`.
-    Annotation { bundle: PathBuf },
+    /// An OCI annotation in this bundle's `config.json`: `pinctl.io/cpus`
+    /// (the pod's) or `pinctl.io/cpus.<container name>`.
+    Annotation {
+        bundle: PathBuf,
+        /// Which annotation decided (absent from an older daemon's answer).
+        #[serde(default = "pod_annotation")]
+        key: String,
+    },
     /// A `[[rule]]` of the configuration file.
     Rule { pattern: String, line: usize },
     /// The kubelet's rule: a Guaranteed pod's container with a whole-number
@@ -269,8 +275,9 @@ impl From<&intent::Source> for Source {
     fn from(s: &intent::Source) -> Self {
         match s {
             intent::Source::Xattr => Source::Xattr,
-            intent::Source::Annotation { bundle } => Source::Annotation {
+            intent::Source::Annotation { bundle, key } => Source::Annotation {
                 bundle: bundle.clone(),
+                key: key.clone(),
             },
             intent::Source::Rule { pattern, line } => Source::Rule {
                 pattern: pattern.clone(),
@@ -279,6 +286,10 @@ impl From<&intent::Source> for Source {
             intent::Source::Kubelet => Source::Kubelet,
         }
     }
+}
+
+fn pod_annotation() -> String {
+    intent::ANNOTATION_CPUS.to_string()
 }
 
 /// A request that waits in the shared pool.

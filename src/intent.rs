@@ -3,10 +3,16 @@
 //! Precedence, highest first:
 //! 1. the xattr `user.pinctl.cpus` on the cgroup directory (`"0"` keeps it in
 //!    the shared pool);
-//! 2. the OCI annotation `pinctl.io/cpus` in the container's bundle `config.json`;
+//! 2. an OCI annotation in the container's bundle `config.json`: its own
+//!    `pinctl.io/cpus.<container name>`, else the pod's `pinctl.io/cpus`
+//!    (which serves one container of the pod at a time: `engine/assign.rs`);
 //! 3. the first `[[rule]]` whose glob matches the cgroup path;
 //! 4. the kubelet's rule: a container of a Guaranteed pod whose CPU limit is a
 //!    whole number of CPUs (switch: `kubelet_rule`).
+//!
+//! A pod's sandbox (pause) container asks for nothing but by its xattr: the
+//! runtimes copy the pod's annotations into its bundle too, and a glob over
+//! container scopes matches it too ([`SANDBOX_MARKERS`]).
 //!
 //! Whatever the source, only a cgroup that root owns and alone may write to
 //! asks for anything ([`trusted`]): the others belong to users systemd or a
@@ -32,8 +38,17 @@ use crate::cgroup::{CpuLimit, Hierarchy, Observed, Reads, Rel, Version, observe}
 use crate::config::Config;
 use crate::io::{FileId, Fs, Owner};
 
-/// The OCI annotation that asks for exclusive CPUs.
+/// The OCI annotation that asks for exclusive CPUs: as it is, for the pod's
+/// one container; followed by `.<container name>`, for that container.
 pub const ANNOTATION_CPUS: &str = "pinctl.io/cpus";
+
+/// The annotations by which each runtime marks a pod's sandbox (pause)
+/// container's bundle: containerd, CRI-O, cri-dockerd.
+pub const SANDBOX_MARKERS: [(&str, &str); 3] = [
+    ("io.kubernetes.cri.container-type", "sandbox"),
+    ("io.kubernetes.cri-o.ContainerType", "sandbox"),
+    ("io.kubernetes.docker.type", "podsandbox"),
+];
 
 /// Where a request came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,8 +56,9 @@ pub const ANNOTATION_CPUS: &str = "pinctl.io/cpus";
 pub enum Source {
     /// The `user.pinctl.cpus` xattr.
     Xattr,
-    /// The `pinctl.io/cpus` OCI annotation in this bundle.
-    Annotation { bundle: PathBuf },
+    /// An OCI annotation in this bundle: `pinctl.io/cpus` (the pod's) or
+    /// `pinctl.io/cpus.<container name>`.
+    Annotation { bundle: PathBuf, key: String },
     /// A `[[rule]]` of the configuration.
     Rule { pattern: String, line: usize },
     /// The kubelet's rule (Guaranteed pod, whole-number CPU limit).
@@ -53,8 +69,8 @@ impl std::fmt::Display for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Source::Xattr => write!(f, "xattr user.pinctl.cpus"),
-            Source::Annotation { bundle } => {
-                write!(f, "annotation {ANNOTATION_CPUS} in {}", bundle.display())
+            Source::Annotation { bundle, key } => {
+                write!(f, "annotation {key} in {}", bundle.display())
             }
             Source::Rule { pattern, line } => write!(f, "rule {pattern:?} (line {line})"),
             Source::Kubelet => write!(f, "kubelet rule (Guaranteed, whole-number CPU limit)"),
@@ -79,6 +95,14 @@ impl Intent {
     }
 }
 
+impl Source {
+    /// Whether it is the pod's annotation, `pinctl.io/cpus` with no container
+    /// named: it reaches every container of the pod.
+    pub fn is_pod_annotation(&self) -> bool {
+        matches!(self, Source::Annotation { key, .. } if key == ANNOTATION_CPUS)
+    }
+}
+
 /// The largest bundle `config.json` read. Real ones are tens of KiB (a
 /// few hundred with thousands of environment variables); anything larger is
 /// refused, not read into the daemon's memory.
@@ -88,10 +112,13 @@ pub const MAX_BUNDLE_BYTES: u64 = 4 << 20;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Bundle {
     pub path: PathBuf,
-    /// The raw `pinctl.io/cpus` annotation.
-    pub cpus: Option<String>,
+    /// The annotation that asks for CPUs, key and raw value: the container's
+    /// own `pinctl.io/cpus.<name>`, else the pod's `pinctl.io/cpus`.
+    pub cpus: Option<(String, String)>,
     pub pod_uid: Option<String>,
     pub container_name: Option<String>,
+    /// It is a pod's sandbox (pause) container ([`SANDBOX_MARKERS`]).
+    pub sandbox: bool,
     /// Why the file at `path` could not be used, if it could not.
     pub unusable: Option<Unusable>,
 }
@@ -146,16 +173,34 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json
             .filter(|v| !v.is_empty())
             .cloned()
     };
+    // containerd (CRI) and CRI-O name these differently.
+    let container_name = get(&[
+        "io.kubernetes.cri.container-name",
+        "io.kubernetes.container.name",
+    ]);
+    let own = container_name
+        .as_ref()
+        .map(|name| format!("{ANNOTATION_CPUS}.{name}"));
+    let cpus = own
+        .into_iter()
+        .chain([ANNOTATION_CPUS.to_string()])
+        .find_map(|key| {
+            let value = config
+                .annotations
+                .get(&key)
+                .filter(|v| !v.is_empty())?
+                .clone();
+            Some((key, value))
+        });
     Ok(Bundle {
         path: path.to_path_buf(),
         unusable: None,
-        cpus: get(&[ANNOTATION_CPUS]),
-        // containerd (CRI) and CRI-O name these differently.
+        cpus,
         pod_uid: get(&["io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"]),
-        container_name: get(&[
-            "io.kubernetes.cri.container-name",
-            "io.kubernetes.container.name",
-        ]),
+        container_name,
+        sandbox: SANDBOX_MARKERS
+            .iter()
+            .any(|(k, v)| config.annotations.get(*k).is_some_and(|x| x == v)),
     })
 }
 
@@ -354,9 +399,9 @@ pub fn read(
     } else {
         String::new()
     };
-    // Keep the whole bundle only while it matters.
+    // Keep the whole bundle only while it matters (a summary is no sandbox).
     let bundle = bundle.map(|b| {
-        if wants || b.cpus.is_some() || b.unusable.is_some() {
+        if wants || b.cpus.is_some() || b.unusable.is_some() || b.sandbox {
             b
         } else {
             Bundle::summary()
@@ -469,8 +514,13 @@ fn requested(
     {
         problem.get_or_insert(format!("ignoring bundle {}: {}", path.display(), u.reason));
     }
+    // A pod's annotations reach its sandbox's bundle too, and a rule's glob
+    // over container scopes matches the sandbox's: neither is its request.
+    if bundle.is_some_and(|b| b.sandbox) {
+        return (None, problem);
+    }
     if let Some(b) = bundle
-        && let Some(raw) = &b.cpus
+        && let Some((key, raw)) = &b.cpus
     {
         match parse_count(raw) {
             Some(cpus) => {
@@ -479,6 +529,7 @@ fn requested(
                         cpus,
                         source: Source::Annotation {
                             bundle: b.path.clone(),
+                            key: key.clone(),
                         },
                         numa: Vec::new(),
                     }),
@@ -487,7 +538,7 @@ fn requested(
             }
             None => {
                 problem.get_or_insert(format!(
-                    "ignoring annotation {ANNOTATION_CPUS} = {} in {}: not a CPU count",
+                    "ignoring annotation {key} = {} in {}: not a CPU count",
                     quote(raw),
                     b.path.display()
                 ));
@@ -623,8 +674,9 @@ mod tests {
             "pinctl.io/cpus":"4"}}"#;
         let b = parse_bundle(Path::new("/b/config.json"), containerd).unwrap();
         assert_eq!(b.unusable, None);
-        assert_eq!(b.cpus.as_deref(), Some("4"));
+        assert_eq!(b.cpus, Some(("pinctl.io/cpus".into(), "4".into())));
         assert_eq!(b.container_name.as_deref(), Some("app"));
+        assert!(!b.sandbox);
         let crio =
             r#"{"annotations":{"io.kubernetes.container.name":"db","io.kubernetes.pod.uid":"u1"}}"#;
         let b = parse_bundle(Path::new("/c"), crio).unwrap();
@@ -632,6 +684,77 @@ mod tests {
         assert_eq!(b.cpus, None);
         assert!(parse_bundle(Path::new("/d"), "{not json").is_err());
         assert!(parse_bundle(Path::new("/e"), "{}").is_ok());
+    }
+
+    /// A pod annotation reaches every container's bundle: a container's own
+    /// `pinctl.io/cpus.<name>` wins over the pod's `pinctl.io/cpus`, and
+    /// another container's is not its.
+    #[test]
+    fn a_container_named_in_an_annotation_takes_that_one() {
+        let pod = |name: &str| {
+            format!(
+                r#"{{"annotations":{{"io.kubernetes.cri.container-name":"{name}",
+                "io.kubernetes.cri.sandbox-uid":"u1","pinctl.io/cpus":"1",
+                "pinctl.io/cpus.app":"3","pinctl.io/cpus.db":""}}}}"#
+            )
+        };
+        let app = parse_bundle(Path::new("/a"), &pod("app")).unwrap();
+        assert_eq!(app.cpus, Some(("pinctl.io/cpus.app".into(), "3".into())));
+        // An empty value is no annotation: the pod's form is taken.
+        let db = parse_bundle(Path::new("/b"), &pod("db")).unwrap();
+        assert_eq!(db.cpus, Some(("pinctl.io/cpus".into(), "1".into())));
+        let side = parse_bundle(Path::new("/c"), &pod("side")).unwrap();
+        assert_eq!(side.cpus, Some(("pinctl.io/cpus".into(), "1".into())));
+        let named_only =
+            r#"{"annotations":{"io.kubernetes.container.name":"side","pinctl.io/cpus.app":"3"}}"#;
+        let side = parse_bundle(Path::new("/d"), named_only).unwrap();
+        assert_eq!(side.cpus, None);
+        // Which annotation decided is the source `describe` shows.
+        let cfg = Config::default();
+        let obs = Observed {
+            owner: owned(0, 0o755),
+            ..Observed::default()
+        };
+        let (intent, _) = decide(&Kind::Other, &obs, Some(&app), &cfg);
+        let source = intent.unwrap().source;
+        assert_eq!(source.to_string(), "annotation pinctl.io/cpus.app in /a");
+        assert!(!source.is_pod_annotation());
+    }
+
+    /// containerd, CRI-O and cri-dockerd copy a pod's annotations into its
+    /// sandbox's bundle: the pause container asks for nothing by them, nor
+    /// by a rule whose glob matches its scope; only by its own xattr.
+    #[test]
+    fn a_sandbox_asks_for_nothing_but_by_its_xattr() {
+        let rule = "[[rule]]\nmatch = \"pods/*\"\ncpus = 2\n";
+        let cfg = crate::config::parse(rule, Path::new("pinctld.toml")).unwrap();
+        let obs = Observed {
+            owner: owned(0, 0o755),
+            rel: "pods/sandbox".into(),
+            ..Observed::default()
+        };
+        for (marker, value) in SANDBOX_MARKERS {
+            let json = format!(
+                r#"{{"annotations":{{"{marker}":"{value}","pinctl.io/cpus":"1",
+                "io.kubernetes.cri.sandbox-uid":"u1"}}}}"#
+            );
+            let b = parse_bundle(Path::new("/s"), &json).unwrap();
+            assert!(b.sandbox, "{marker}");
+            assert_eq!(decide(&Kind::Other, &obs, Some(&b), &cfg), (None, None));
+            let xattr = Observed {
+                xattr: Some("1".into()),
+                ..obs.clone()
+            };
+            let (intent, _) = decide(&Kind::Other, &xattr, Some(&b), &cfg);
+            assert_eq!(intent.map(|i| i.source), Some(Source::Xattr));
+        }
+        // The same bundle but a container's: its pod annotation counts.
+        let json = r#"{"annotations":{"io.kubernetes.cri.container-type":"container",
+            "pinctl.io/cpus":"1"}}"#;
+        let b = parse_bundle(Path::new("/c"), json).unwrap();
+        assert!(!b.sandbox);
+        let (intent, _) = decide(&Kind::Other, &obs, Some(&b), &cfg);
+        assert_eq!(intent.map(|i| i.cpus), Some(1));
     }
 
     fn owned(uid: u32, mode: u32) -> Option<Owner> {
@@ -1035,7 +1158,8 @@ mod tests {
             let why = reason(bundle);
             let expected = match *id {
                 "good" => {
-                    assert_eq!(bundle.as_ref().unwrap().cpus.as_deref(), Some("2"));
+                    let cpus = bundle.as_ref().unwrap().cpus.as_ref();
+                    assert_eq!(cpus.map(|(_, v)| v.as_str()), Some("2"));
                     None
                 }
                 "none" => {
@@ -1067,7 +1191,7 @@ mod tests {
             find_bundle(&RealFs, &dirs, "fifo")
                 .unwrap()
                 .and_then(|b| b.cpus),
-            Some("2".to_string())
+            Some(("pinctl.io/cpus".to_string(), "2".to_string()))
         );
     }
 

@@ -95,9 +95,9 @@ pub fn source_long(source: &Source) -> String {
             "the xattr {} on the cgroup directory",
             crate::cgroup::XATTR_CPUS
         ),
-        Source::Annotation { bundle } => format!(
+        Source::Annotation { bundle, key } => format!(
             "the OCI annotation {} in {}",
-            crate::intent::ANNOTATION_CPUS,
+            visible(key),
             visible(&bundle.display().to_string())
         ),
         Source::Rule { pattern, line } => {

@@ -1,9 +1,19 @@
 //! Assignment: which CPUs each workload owns. The second step of a plan,
 //! always over every workload (there are few), earliest first.
+//!
+//! A pod's annotation `pinctl.io/cpus` reaches the bundle of every container
+//! of the pod, but asks for one container's CPUs: it serves one container of
+//! the pod at a time ([`pod_annotation_waiters`]). The one that holds CPUs
+//! keeps them, else the earliest gets them; the others wait in the shared
+//! pool and say why. A container named in its own annotation
+//! (`pinctl.io/cpus.<name>`) is not among them.
+
+use std::collections::BTreeMap;
 
 use super::{Engine, Pending, Settings, Workload};
 use crate::alloc::{self, AllocError};
 use crate::cpuset::CpuSet;
+use crate::intent::ANNOTATION_CPUS;
 use crate::topology::Topology;
 
 /// What the allocator is called with.
@@ -111,6 +121,7 @@ impl Engine {
                 }
             }
         }
+        let waiting = pod_annotation_waiters(&mut order, usable.difference(&taken).len());
         // Pass 3: the allocator for the rest, earliest first. A workload
         // that fails before a later one is pinned tries again once, on what
         // is left then, so that what it waits for is what the next plan
@@ -118,7 +129,10 @@ impl Engine {
         let mut failed = false;
         for _ in 0..2 {
             let mut pinned_after_failure = false;
-            for w in order.iter_mut() {
+            for (i, w) in order.iter_mut().enumerate() {
+                if waiting[i] {
+                    continue;
+                }
                 match alloc.try_allocate(w, &usable, &mut taken) {
                     Some(true) => pinned_after_failure |= failed,
                     Some(false) => failed = true,
@@ -131,4 +145,62 @@ impl Engine {
         }
         self.refresh_pool();
     }
+}
+
+/// The workloads (by their index in `order`, earliest first) that ask by
+/// their pod's annotation while another container of the pod holds it: the
+/// one with CPUs (after passes 1 and 2), else the earliest. Each waits,
+/// saying why, with nothing kept of a failed try; `available` is what is
+/// free now.
+fn pod_annotation_waiters(order: &mut [&mut Workload], available: usize) -> Vec<bool> {
+    let mut holders: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, w) in order.iter().enumerate() {
+        if let Some(pod) = pod_asking_by_annotation(w) {
+            let holder = holders.entry(pod.to_string()).or_insert(i);
+            if order[*holder].cpus.is_none() && w.cpus.is_some() {
+                *holder = i;
+            }
+        }
+    }
+    let holder_of: Vec<Option<usize>> = order
+        .iter()
+        .map(|w| pod_asking_by_annotation(w).map(|pod| holders[pod]))
+        .collect();
+    let mut waiting = vec![false; order.len()];
+    for (i, holder) in holder_of.into_iter().enumerate() {
+        let Some(holder) = holder.filter(|&h| h != i) else {
+            continue;
+        };
+        let name = container_of(&order[holder].key).to_string();
+        let w = &mut order[i];
+        waiting[i] = true;
+        w.cpus = None;
+        w.tried = None;
+        w.pending = Some(Pending {
+            requested: w.requested,
+            available,
+            reason: format!(
+                "the pod's annotation {ANNOTATION_CPUS} serves one container at a time, and \
+                 container {name} holds it: name each container in its own annotation \
+                 {ANNOTATION_CPUS}.<container name>"
+            ),
+        });
+    }
+    waiting
+}
+
+/// The pod of a workload that asks by its pod's annotation: the uid of its
+/// key `pod:<uid>/<container>` (a workload keyed by its cgroup has no pod
+/// known, and asks alone).
+fn pod_asking_by_annotation(w: &Workload) -> Option<&str> {
+    if !w.source.is_pod_annotation() {
+        return None;
+    }
+    let (uid, _) = w.key.strip_prefix("pod:")?.split_once('/')?;
+    Some(uid)
+}
+
+/// The container name of a key `pod:<uid>/<container>`.
+fn container_of(key: &str) -> &str {
+    key.split_once('/').map_or(key, |(_, name)| name)
 }

@@ -238,6 +238,7 @@ mod describe {
             cpus: 4,
             source: Source::Annotation {
                 bundle: "/run/containerd/x/config.json".into(),
+                key: "pinctl.io/cpus".into(),
             },
         };
         status_doc::status(SHAPE_16, "0,8", &[app, side, db, job(7, 2)])
@@ -477,6 +478,7 @@ mod hostile_text {
         app.cgroup = format!("kubepods.slice/{bad}.scope");
         app.source = Source::Annotation {
             bundle: format!("/run/{bad}/config.json").into(),
+            key: format!("pinctl.io/cpus.{bad}"),
         };
         let mut big = job(2, 40);
         big.key = format!("cgroup:{bad}");
@@ -645,7 +647,7 @@ mod hostile_text {
         println!("{text}");
         for want in [
             format!("Workload:   pod:1/{SHOWN}\n"),
-            format!("the OCI annotation pinctl.io/cpus in /run/{SHOWN}/config.json\n"),
+            format!("the OCI annotation pinctl.io/cpus.{SHOWN} in /run/{SHOWN}/config.json\n"),
             format!("Cgroups:    kubepods.slice/{SHOWN}.scope\n"),
             format!("Stuck:      task 7 ({SHOWN}) in D state"),
             format!(

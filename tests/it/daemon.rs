@@ -828,6 +828,52 @@ fn kubelet_rule_off(version: Version, driver: Driver) {
     env.invariants(&[&[&annotated]], &[&plain]);
 }
 
+on_both_versions!(an_annotated_pod_takes_what_it_asked => an_annotated_pod(Driver::Systemd));
+
+/// Found with containerd's CRI: a pod's annotations reach its sandbox's
+/// bundle and every container's, so a pod asking for 1 CPU took 1 for the
+/// pause container and 1 per container. The sandbox asks for nothing; the
+/// pod's `pinctl.io/cpus` serves one container of the pod; a container
+/// named in `pinctl.io/cpus.<name>` takes that one, the others none.
+fn an_annotated_pod(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    env.start();
+    let ask = [("pinctl.io/cpus", "1")];
+    let one = env.pod(Qos::Burstable, &uid(1));
+    env.bundle_with(1, &uid(1), None, &ask);
+    let pause1 = env.container(&one, 1, &Spec::default());
+    env.bundle_with(2, &uid(1), Some("app"), &ask);
+    let app1 = env.container(&one, 2, &Spec::default());
+    let cpus1 = env.wait_pinned(&app1, 1);
+    let two = env.pod(Qos::Burstable, &uid(2));
+    let named = [("pinctl.io/cpus.app", "2")];
+    env.bundle_with(3, &uid(2), None, &named);
+    let pause2 = env.container(&two, 3, &Spec::default());
+    env.bundle_with(4, &uid(2), Some("app"), &named);
+    let app2 = env.container(&two, 4, &Spec::default());
+    env.bundle_with(5, &uid(2), Some("side"), &named);
+    let side2 = env.container(&two, 5, &Spec::default());
+    let cpus2 = env.wait_pinned(&app2, 2);
+    let pool = set(ONLINE).difference(&cpus1.union(&cpus2));
+    env.wait_cpus(&[&pause1, &pause2, &side2, SYSTEM], &pool);
+    env.invariants(&[&[&app1], &[&app2]], &[&pause1, &pause2, &side2]);
+    let apps = [format!("pod:{}/app", uid(1)), format!("pod:{}/app", uid(2))];
+    env.wait_for("the two apps as the only workloads", || {
+        let status = env.served()?;
+        let keys: Vec<String> = status.workloads.into_iter().map(|w| w.key).collect();
+        if keys == apps {
+            Ok(())
+        } else {
+            Err(format!("{keys:?}"))
+        }
+    });
+    // `describe` says which annotation decided.
+    let out = env.described(&app2);
+    if !out.contains("the OCI annotation pinctl.io/cpus.app in ") {
+        env.fail(&format!("describe does not name the annotation:\n{out}"));
+    }
+}
+
 // ---------------------------------------------------------------------------
 // 8. A restarted container keeps its CPUs
 // ---------------------------------------------------------------------------

@@ -236,6 +236,7 @@ fn every_command(version: Version, driver: Driver, end: Signal) {
                 .join("bundles")
                 .join(container_id(2))
                 .join("config.json"),
+            key: "pinctl.io/cpus".into(),
         }
     );
 

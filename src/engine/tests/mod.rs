@@ -405,6 +405,57 @@ fn two_cgroups_of_one_workload_share_one_assignment() {
     assert_eq!(e.shared_pool().len(), 14);
 }
 
+/// A pod's annotation `pinctl.io/cpus` reaches every container's bundle:
+/// it serves one container of the pod at a time (found with containerd's
+/// CRI: a pod asking for 1 CPU took one per container). The pod's other
+/// containers wait, saying which annotation to use; a container named in
+/// its own annotation asks alone. When the holder goes, the next takes it.
+#[test]
+fn a_pod_annotation_serves_one_container_at_a_time() {
+    let by = |key: &str| {
+        Some(Intent {
+            cpus: 2,
+            source: Source::Annotation {
+                bundle: "/b/config.json".into(),
+                key: key.into(),
+            },
+            numa: Vec::new(),
+        })
+    };
+    let mut e = engine();
+    kube_tree(&mut e);
+    let containers = [
+        ("kubepods/pod1/a", "pod:1/app", "pinctl.io/cpus"),
+        ("kubepods/pod1/b", "pod:1/side", "pinctl.io/cpus"),
+        ("kubepods/pod1/c", "pod:1/db", "pinctl.io/cpus.db"),
+        ("kubepods/pod2/d", "pod:2/app", "pinctl.io/cpus"),
+    ];
+    for (rel, key, annotation) in containers {
+        let obs = Observed {
+            rel: rel.into(),
+            cpus: Some(set("0-15")),
+            ..Observed::default()
+        };
+        reading(&mut e, obs, by(annotation), key);
+    }
+    apply(&mut e);
+    let cpus = |e: &Engine, key: &str| e.workloads()[key].cpus.as_ref().map(CpuSet::len);
+    assert_eq!(cpus(&e, "pod:1/app"), Some(2));
+    assert_eq!(cpus(&e, "pod:1/side"), None);
+    assert_eq!(cpus(&e, "pod:1/db"), Some(2));
+    assert_eq!(cpus(&e, "pod:2/app"), Some(2));
+    let why = e.workloads()["pod:1/side"].pending.clone().unwrap().reason;
+    assert!(why.contains("container app holds it"), "{why}");
+    assert!(why.contains("pinctl.io/cpus.<container name>"), "{why}");
+    assert_eq!(target(&e, "kubepods/pod1/b"), e.shared_pool());
+    assert_eq!(e.shared_pool().len(), 16 - 6);
+    // The holder goes (an init container ends): the next one takes it.
+    e.forget("kubepods/pod1/a");
+    apply(&mut e);
+    assert_eq!(cpus(&e, "pod:1/side"), Some(2));
+    assert!(e.workloads()["pod:1/side"].pending.is_none());
+}
+
 #[test]
 fn start_up_adopts_valid_live_cpusets_then_reverts_foreign_writes() {
     let mut e = engine();

@@ -205,15 +205,30 @@ impl World {
     /// Writes the OCI bundle of container `n`, as containerd does before the
     /// container's cgroup appears; returns its `config.json`.
     pub fn bundle(&self, n: u32, pod_uid: &str, name: &str, cpus: Option<&str>) -> PathBuf {
+        let pod = cpus.map(|c| ("pinctl.io/cpus", c));
+        self.bundle_with(n, pod_uid, Some(name), pod.as_slice())
+    }
+
+    /// [`Self::bundle`] with the pod's annotations `pod`: a container's
+    /// with its name, a sandbox's without (as containerd writes them).
+    pub fn bundle_with(
+        &self,
+        n: u32,
+        pod_uid: &str,
+        name: Option<&str>,
+        pod: &[(&str, &str)],
+    ) -> PathBuf {
         let dir = self.tmp.path().join("bundles").join(container_id(n));
         fs::create_dir_all(&dir).unwrap();
         let mut annotations = serde_json::json!({
-            "io.kubernetes.cri.container-type": "container",
-            "io.kubernetes.cri.container-name": name,
+            "io.kubernetes.cri.container-type": if name.is_some() { "container" } else { "sandbox" },
             "io.kubernetes.cri.sandbox-uid": pod_uid,
         });
-        if let Some(c) = cpus {
-            annotations["pinctl.io/cpus"] = c.into();
+        if let Some(name) = name {
+            annotations["io.kubernetes.cri.container-name"] = name.into();
+        }
+        for (key, value) in pod {
+            annotations[*key] = (*value).into();
         }
         let config = serde_json::json!({"ociVersion": "1.1.0", "annotations": annotations});
         let file = dir.join("config.json");
