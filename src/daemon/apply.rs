@@ -155,6 +155,10 @@ impl Daemon {
     /// ([`crate::engine::Engine::plan_owed`]).
     async fn apply_with(&mut self, owed: bool) {
         let started = Instant::now();
+        // Before the plan that reverts them: the revert may tell systemd.
+        for rel in self.engine.take_overwritten() {
+            self.systemd.overwritten(&rel, started);
+        }
         let plan = if owed {
             self.engine.plan_owed()
         } else {

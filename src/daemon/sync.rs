@@ -326,7 +326,6 @@ impl Daemon {
             .run_batch("read", items, |fs, path, _| fs.read(path))
             .await;
         let mut changed = false;
-        let now = Instant::now();
         for (rel, text) in written.iter().zip(texts) {
             // An unreadable file (hung, say) tells nothing: keep what is
             // known rather than plan a rewrite, and read the cgroup again
@@ -336,12 +335,7 @@ impl Daemon {
                 continue;
             };
             self.mark_sets_fresh(rel, File::Cpus);
-            if self.engine.observe_cpus(rel, text.parse::<CpuSet>().ok()) {
-                changed = true;
-                if self.engine.is_exclusive(rel) {
-                    self.systemd.overwritten(rel, now);
-                }
-            }
+            changed |= self.engine.observe_cpus(rel, text.parse::<CpuSet>().ok());
         }
         changed
     }

@@ -1,6 +1,7 @@
 //! Telling systemd the pin of a scope it would write back ([`crate::systemd`]).
 //!
-//! When: on cgroup v2, a write over the pin of an exclusive scope, at least
+//! When: on cgroup v2, a write over the pin of an exclusive scope (however
+//! the daemon read it: [`crate::engine::Engine::take_overwritten`]), at least
 //! [`SETTLE`] after the daemon last wrote it or first saw it written over,
 //! makes the daemon's next write of that scope's target (the revert; not a
 //! widening on the way to it) also go to systemd, as the scope's

@@ -299,6 +299,11 @@ pub struct Engine {
     /// [`Engine::not_made`]): when a newer plan comes first, the last one
     /// was cut short, and the next full plan finishes it.
     unreported: usize,
+    /// Exclusive cgroups whose `cpuset.cpus` a reading found changed from
+    /// what the engine knew: someone else wrote over them. However it was
+    /// read (its inotify echo, a whole reading after an xattr event, a
+    /// reconcile), the daemon takes them ([`Engine::take_overwritten`]).
+    overwritten: Vec<Rel>,
 }
 
 impl Engine {
@@ -329,6 +334,7 @@ impl Engine {
             membership_changed: false,
             plans: 0,
             unreported: 0,
+            overwritten: Vec::new(),
         };
         engine.reserved = engine.effective_reserved();
         engine.refresh_pool();
@@ -401,12 +407,14 @@ impl Engine {
         } = r;
         let cpus = obs.cpus.map(|s| self.sets.get(s));
         let mems = obs.mems.map(|s| self.sets.get(s));
-        self.dirty.insert(obs.rel.clone());
+        let rel = obs.rel.clone();
+        self.dirty.insert(rel.clone());
         let known = self.cgroups.contains_key(&obs.rel);
         let entry = self
             .cgroups
             .entry(obs.rel)
             .or_insert_with_key(|rel| CgroupEntry::new(rel));
+        let before = entry.cpus.clone();
         if obs.unsure && known {
             // Part of what decides its request could not be read: the
             // request known stands, and so do the sets not read.
@@ -436,6 +444,9 @@ impl Engine {
             }
             None if read_failure && !obs.unsure => entry.failure = None,
             _ => {}
+        }
+        if known && entry.role == Role::Exclusive && entry.cpus != before {
+            self.overwritten.push(rel);
         }
     }
 
@@ -542,12 +553,21 @@ impl Engine {
             return false;
         }
         let k = k.clone();
+        if e.role == Role::Exclusive {
+            self.overwritten.push(k.clone());
+        }
         let cpus = cpus.map(|s| self.sets.get(s));
         if let Some(e) = self.cgroups.get_mut(&k) {
             e.cpus = cpus;
         }
         self.dirty.insert(k);
         true
+    }
+
+    /// The exclusive cgroups someone else wrote over since the last call
+    /// (see `overwritten`).
+    pub fn take_overwritten(&mut self) -> Vec<Rel> {
+        std::mem::take(&mut self.overwritten)
     }
 
     /// Forgets `rel` and every cgroup below it (they were removed).

@@ -456,6 +456,37 @@ fn a_pod_annotation_serves_one_container_at_a_time() {
     assert!(e.workloads()["pod:1/side"].pending.is_none());
 }
 
+/// A write over an exclusive cgroup is the same news however it is read:
+/// its inotify echo, or a whole reading first (systemd sets a unit's
+/// xattrs right after it writes its cpuset on a daemon-reload, and the
+/// xattr's event reads the cgroup whole before the write's echo is looked
+/// at: the daemon then reverted the pin but never told systemd).
+#[test]
+fn a_write_over_a_pin_is_seen_by_a_whole_reading_too() {
+    let mut e = engine();
+    let pinned = pin_guaranteed(&mut e);
+    assert!(e.take_overwritten().is_empty());
+    let read = |cpus: &str| Observed {
+        rel: GUARANTEED.into(),
+        cpus: Some(set(cpus)),
+        mems: Some(set("0-1")),
+        ..Observed::default()
+    };
+    // The same set read again is no news.
+    let key = format!("cgroup:{GUARANTEED}");
+    reading(&mut e, read(&pinned.to_string()), want(4), &key);
+    assert!(e.take_overwritten().is_empty());
+    reading(&mut e, read("0-15"), want(4), &key);
+    assert_eq!(e.take_overwritten(), [Rel::from(GUARANTEED)]);
+    // Its echo after that is no news either; another write is.
+    assert!(!e.observe_cpus(GUARANTEED, Some(set("0-15"))));
+    assert!(e.observe_cpus(GUARANTEED, Some(set("1-2"))));
+    assert_eq!(e.take_overwritten(), [Rel::from(GUARANTEED)]);
+    // A shared cgroup written over is not a pin written over.
+    assert!(e.observe_cpus("system.slice", Some(set("3"))));
+    assert!(e.take_overwritten().is_empty());
+}
+
 #[test]
 fn start_up_adopts_valid_live_cpusets_then_reverts_foreign_writes() {
     let mut e = engine();

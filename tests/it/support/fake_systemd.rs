@@ -4,8 +4,8 @@
 //! of it: `Manager.GetUnit`, `Manager.SetUnitProperties` (`AllowedCPUs`
 //! only) and each scope's `AllowedCPUs` property. Like systemd 252 on cgroup
 //! v2, a unit's `AllowedCPUs=` is written to its cgroup's `cpuset.cpus` when
-//! it is set and at every [`FakeSystemd::daemon_reload`]; a unit without one
-//! is never written.
+//! it is set and at every [`FakeSystemd::daemon_reload`], followed by its
+//! xattrs; a unit without one has only its xattrs set.
 //!
 //! Dropping it stops the bus.
 
@@ -50,9 +50,20 @@ fn object_path(unit: &str) -> OwnedObjectPath {
     OwnedObjectPath::try_from(format!("/org/freedesktop/systemd1/unit/{label}")).unwrap()
 }
 
-fn write_allowed(unit: &Unit) {
+/// What systemd 252 does to a unit's cgroup as it realizes the unit (made,
+/// a property set, `daemon-reload`): writes its `AllowedCPUs=`, then sets
+/// the unit's xattrs (`cgroup_xattr_apply`: its invocation id), which
+/// inotify reports right after the write, often in the same read.
+fn realize(unit: &Unit) {
     if !unit.allowed.is_empty() {
         let _ = fs::write(&unit.cpus_file, mask_cpus(&unit.allowed).to_string());
+    }
+    if let Some(dir) = unit.cpus_file.parent() {
+        let _ = xattr::set(
+            dir,
+            "user.invocation_id",
+            b"0123456789abcdef0123456789abcdef",
+        );
     }
 }
 
@@ -96,7 +107,7 @@ impl Manager {
             unit.allowed = Vec::<u8>::try_from(value)
                 .map_err(|e| zbus::fdo::Error::InvalidArgs(e.to_string()))?;
         }
-        write_allowed(unit);
+        realize(unit);
         Ok(())
     }
 }
@@ -208,7 +219,7 @@ impl FakeSystemd {
             allowed: cpu_mask(&allowed),
             cpus_file: dir.join("cpuset.cpus"),
         };
-        write_allowed(&u);
+        realize(&u);
         self.state.lock().unwrap().units.insert(unit.to_string(), u);
         let scope = Scope {
             state: self.state.clone(),
@@ -222,7 +233,7 @@ impl FakeSystemd {
     /// `systemctl daemon-reload`: every unit's `AllowedCPUs=` written again.
     pub fn daemon_reload(&self) {
         for unit in self.state.lock().unwrap().units.values() {
-            write_allowed(unit);
+            realize(unit);
         }
     }
 
