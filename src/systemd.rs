@@ -1,14 +1,16 @@
-//! Telling systemd a scope's exclusive CPUs: `AllowedCPUs=` as a runtime
-//! property over D-Bus, as `systemctl set-property --runtime` does.
+//! Telling systemd a unit's CPUs: `AllowedCPUs=` as a runtime property over
+//! D-Bus, as `systemctl set-property --runtime` does.
 //!
-//! Why: on cgroup v2 a unit with `AllowedCPUs=` (a runtime's systemd driver
-//! gives a container's scope one when its spec carries a cpuset) has that
-//! value written back to its `cpuset.cpus` by every `systemctl
-//! daemon-reload`, over the daemon's pin (found on systemd 252 in the VM test
-//! bed). A scope without `AllowedCPUs=` is never written, and on v1 systemd
-//! writes no cpuset at all. So the daemon tells systemd only a scope's value
-//! that systemd holds and would write back: it asks the unit's
-//! `AllowedCPUs` first and changes nothing of a unit that has none.
+//! Why: on cgroup v2 systemd writes every unit's `AllowedCPUs=` to its
+//! `cpuset.cpus` whenever it applies the unit's settings again (every
+//! `systemctl daemon-reload`; systemd 252, the VM test bed), over what the
+//! daemon wrote. A unit with none gets `""`: the kernel refuses that while
+//! the cgroup has tasks (a populated scope), and takes it on an empty one
+//! (an empty slice), which then has every CPU, the exclusive ones included,
+//! until the daemon writes it again. On v1 systemd writes no cpuset at all.
+//! So the daemon tells systemd a scope's pin only where systemd holds a
+//! value it would write back (it asks the unit's `AllowedCPUs` first), and
+//! a slice's CPUs always.
 //!
 //! A `SetUnitProperties` makes systemd apply the unit's cgroup settings
 //! again, its device filter included: a runtime setting the scope up at that
@@ -63,12 +65,24 @@ pub enum SystemdError {
 }
 
 /// The systemd unit a cgroup is, when it is a scope: the cgroup's own name
-/// (systemd names a unit's cgroup after the unit). Slices are never told:
-/// systemd realizes the scopes below a slice whose settings change.
+/// (systemd names a unit's cgroup after the unit).
 pub fn scope_unit(rel: &str) -> Option<&str> {
     let name = rel.rsplit('/').next()?;
-    (name.len() > ".scope".len() && name.ends_with(".scope") && !name.starts_with('\0'))
+    unit_named(name, ".scope").then_some(name)
+}
+
+/// The systemd unit a cgroup is, when it is a slice: its own name, where
+/// every component of its path is a slice (systemd nests slices by name; a
+/// `.slice` directory inside a delegated scope is not systemd's).
+pub fn slice_unit(rel: &str) -> Option<&str> {
+    let name = rel.rsplit('/').next()?;
+    rel.split('/')
+        .all(|n| unit_named(n, ".slice"))
         .then_some(name)
+}
+
+fn unit_named(name: &str, suffix: &str) -> bool {
+    name.len() > suffix.len() && name.ends_with(suffix) && !name.starts_with('\0')
 }
 
 /// `AllowedCPUs` as systemd's D-Bus API spells it: a bitmask of bytes, CPU
@@ -154,22 +168,31 @@ impl Bus {
     }
 
     /// Sets the unit's `AllowedCPUs=` as a runtime property (gone at the
-    /// next boot, as the unit is).
+    /// next boot, as the unit is). `false` when systemd does not know the
+    /// unit (a cgroup someone else named like one).
     pub async fn set_allowed_cpus(
         &mut self,
         unit: &str,
         cpus: &CpuSet,
-    ) -> Result<(), SystemdError> {
+    ) -> Result<bool, SystemdError> {
         let props = vec![(ALLOWED_CPUS, Value::from(cpu_mask(cpus)))];
-        self.call::<_, ()>(
-            unit,
-            "set AllowedCPUs",
-            MANAGER_PATH,
-            MANAGER,
-            "SetUnitProperties",
-            &(unit, true, props),
-        )
-        .await
+        let set = self
+            .call::<_, ()>(
+                unit,
+                "set AllowedCPUs",
+                MANAGER_PATH,
+                MANAGER,
+                "SetUnitProperties",
+                &(unit, true, props),
+            )
+            .await;
+        match set {
+            Err(SystemdError::Call {
+                source: zbus::Error::MethodError(name, ..),
+                ..
+            }) if name.as_str() == NO_SUCH_UNIT => Ok(false),
+            r => r.map(|()| true),
+        }
     }
 
     async fn call<B, R>(
@@ -284,7 +307,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_scope_is_a_unit_to_tell() {
+    fn scopes_and_slices_are_units_to_tell() {
         let scope = "kubepods.slice/kubepods-pod1.slice/cri-containerd-ab.scope";
         assert_eq!(scope_unit(scope), Some("cri-containerd-ab.scope"));
         assert_eq!(
@@ -298,5 +321,13 @@ mod tests {
         assert_eq!(scope_unit("a/\0x\\xff.scope"), None);
         // crun's inner cgroup is not a unit; the pin is its scope's.
         assert_eq!(scope_unit("machine.slice/libpod-1.scope/container"), None);
+        // A slice is systemd's when its whole path is slices.
+        let slice = "kubepods.slice/kubepods-burstable.slice";
+        assert_eq!(slice_unit(slice), Some("kubepods-burstable.slice"));
+        assert_eq!(slice_unit("system.slice"), Some("system.slice"));
+        assert_eq!(slice_unit(scope), None);
+        assert_eq!(slice_unit("a.scope/b.slice"), None);
+        assert_eq!(slice_unit("kubepods/pod1"), None);
+        assert_eq!(slice_unit("a.slice/.slice"), None);
     }
 }

@@ -13,12 +13,20 @@
 //! settings again while the runtime attaches its device filter. What was told
 //! is not kept across a restart of the daemon.
 //!
+//!
+//! A slice (the QoS slices, `system.slice`, a Guaranteed pod's slice) is told
+//! each target the daemon writes to it, at once: without an `AllowedCPUs=`,
+//! a `daemon-reload` writes `""` to it, and an empty slice then sits on every
+//! CPU until the daemon writes it again (70-120 ms on the VM bed's systemd
+//! boot, issue #32). Setting a slice's property makes systemd apply that
+//! slice's settings alone, not the scopes below it (`KERNEL-NOTES.md`).
+//!
 //! The exchanges run in a task of their own, one at a time in the order
-//! asked, each bounded by the I/O timeout; each outcome comes back to the
-//! loop as [`super::Event::Told`]. The decision is pure over the times it is
-//! given.
+//! asked, each bounded by the I/O timeout; asks for a unit that a newer ask
+//! for it overtook are dropped. Each outcome comes back to the loop as
+//! [`super::Event::Told`]. The decision is pure over the times it is given.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,7 +38,7 @@ use super::{Daemon, chain};
 use crate::api;
 use crate::cgroup::{self, Rel};
 use crate::cpuset::CpuSet;
-use crate::systemd::{Bus, scope_unit};
+use crate::systemd::{Bus, scope_unit, slice_unit};
 
 /// How long after the daemon's own write of a scope's cpuset a write over it
 /// is taken for the scope still being set up, and only reverted.
@@ -51,7 +59,8 @@ pub(super) struct Told {
     unit: String,
     cpus: Arc<CpuSet>,
     /// `Ok(true)`: systemd holds the pin now; `Ok(false)`: the unit has no
-    /// `AllowedCPUs=`, nothing was changed; `Err`: why it failed.
+    /// `AllowedCPUs=` or systemd does not know it, nothing was changed;
+    /// `Err`: why it failed.
     outcome: Result<bool, String>,
 }
 
@@ -130,6 +139,18 @@ impl Teller {
         let Some(asks) = &self.asks else {
             return;
         };
+        if let Some(unit) = slice_unit(rel) {
+            if self.told.get(rel) != Some(cpus) {
+                let _ = asks.send(Ask {
+                    rel: rel.clone(),
+                    unit: unit.to_string(),
+                    cpus: cpus.clone(),
+                    check: false,
+                });
+                self.told.insert(rel.clone(), cpus.clone());
+            }
+            return;
+        }
         let Some(unit) = scope_unit(rel) else {
             return;
         };
@@ -173,26 +194,42 @@ impl Teller {
 
 /// The task that speaks to systemd: one exchange at a time, in order.
 async fn serve(mut bus: Bus, mut asks: UnboundedReceiver<Ask>, outcomes: UnboundedSender<Told>) {
-    while let Some(ask) = asks.recv().await {
-        let outcome = async {
-            if ask.check && bus.allowed_cpus(&ask.unit).await?.is_empty() {
-                return Ok(false);
-            }
-            bus.set_allowed_cpus(&ask.unit, &ask.cpus).await?;
-            Ok(true)
+    let mut queue = VecDeque::new();
+    while let Some(first) = asks.recv().await {
+        queue.push_back(first);
+        while let Ok(more) = asks.try_recv() {
+            queue.push_back(more);
         }
-        .await
-        .map_err(|e: crate::systemd::SystemdError| chain(&e));
-        let told = Told {
-            rel: ask.rel,
-            unit: ask.unit,
-            cpus: ask.cpus,
-            outcome,
-        };
-        if outcomes.send(told).is_err() {
+        while let Some(ask) = queue.pop_front() {
+            // A newer ask for the same unit is on its way: this value would
+            // be replaced at once (a churn moves the shared pool each pin).
+            if queue.iter().any(|a| a.rel == ask.rel) {
+                continue;
+            }
+            tell(&mut bus, ask, &outcomes).await;
+        }
+        if outcomes.is_closed() {
             return;
         }
     }
+}
+
+/// One exchange with systemd; its outcome goes to the loop.
+async fn tell(bus: &mut Bus, ask: Ask, outcomes: &UnboundedSender<Told>) {
+    let outcome = async {
+        if ask.check && bus.allowed_cpus(&ask.unit).await?.is_empty() {
+            return Ok(false);
+        }
+        bus.set_allowed_cpus(&ask.unit, &ask.cpus).await
+    }
+    .await
+    .map_err(|e: crate::systemd::SystemdError| chain(&e));
+    let _ = outcomes.send(Told {
+        rel: ask.rel,
+        unit: ask.unit,
+        cpus: ask.cpus,
+        outcome,
+    });
 }
 
 impl Daemon {
@@ -201,16 +238,16 @@ impl Daemon {
     pub(super) fn told(&mut self, t: Told) {
         let error = match t.outcome {
             Ok(false) => {
-                debug!(cgroup = %t.rel, unit = %t.unit, "systemd holds no AllowedCPUs= for the scope; not told");
+                debug!(cgroup = %t.rel, unit = %t.unit, "systemd does not know the unit, or holds no AllowedCPUs= for the scope; not told");
                 self.systemd.untold(&t.rel, &t.cpus);
                 return;
             }
             Ok(true) => {
-                info!(cgroup = %t.rel, unit = %t.unit, cpus = %t.cpus, "told systemd the scope's AllowedCPUs=");
+                info!(cgroup = %t.rel, unit = %t.unit, cpus = %t.cpus, "told systemd the unit's AllowedCPUs=");
                 None
             }
             Err(e) => {
-                warn!(cgroup = %t.rel, unit = %t.unit, cpus = %t.cpus, error = %e, "cannot tell systemd the scope's AllowedCPUs=; a daemon-reload will write its own back, and the daemon the pin again");
+                warn!(cgroup = %t.rel, unit = %t.unit, cpus = %t.cpus, error = %e, "cannot tell systemd the unit's AllowedCPUs=; a daemon-reload will write its own back, and the daemon its CPUs again");
                 self.systemd.untold(&t.rel, &t.cpus);
                 Some(e)
             }
@@ -326,13 +363,32 @@ mod tests {
     }
 
     #[test]
-    fn slices_other_cgroups_and_a_teller_that_is_off_never_ask() {
+    fn a_slice_is_told_each_new_target_at_once() {
+        let (mut t, mut rx) = teller();
+        let rel = Rel::from("kubepods.slice/kubepods-besteffort.slice");
+        let t0 = Instant::now();
+        t.wrote(&rel, &set("1-31"), false, t0);
+        let ask = rx.try_recv().expect("asked");
+        assert_eq!(
+            (ask.unit.as_str(), &*ask.cpus, ask.check),
+            ("kubepods-besteffort.slice", &*set("1-31"), false)
+        );
+        t.wrote(&rel, &set("1-31"), false, t0);
+        assert!(rx.try_recv().is_err(), "the same set again");
+        t.wrote(&rel, &set("2-31"), false, t0);
+        assert_eq!(&*rx.try_recv().expect("a new set").cpus, &*set("2-31"));
+        assert!(t.recent.is_empty(), "a slice has no settling time");
+    }
+
+    #[test]
+    fn other_cgroups_and_a_teller_that_is_off_never_ask() {
         let (mut t, mut rx) = teller();
         let t0 = Instant::now();
         for rel in [
-            "kubepods.slice/kubepods-pod1.slice",
             "kubepods/pod1/ab",
             "a.scope/container",
+            "a.scope/b.slice",
+            "kubepods.slice/.slice",
         ] {
             let rel = Rel::from(rel);
             t.wrote(&rel, &set("3"), true, t0);

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, set, uid};
 use crate::support::fake_systemd::FakeSystemd;
 use crate::support::pinctld::Launch;
-use crate::support::world::{Options, World};
+use crate::support::world::{Options, SYSTEM, World};
 
 /// How old a pin must be before a write over it is told (the test hook
 /// `PINCTL_TEST_SYSTEMD_SETTLE_MS`; 10 s in production).
@@ -73,7 +73,7 @@ fn a_scope_systemd_writes_back_is_told_its_pin() {
         (1, 1),
         "asked whether it holds one, then told"
     );
-    w.wait_log("told systemd the scope's AllowedCPUs=", 1);
+    w.wait_log("told systemd the unit's AllowedCPUs=", 1);
     // The next daemon-reload writes the pin: nothing to fight, nothing asked.
     systemd.daemon_reload();
     w.hold("the pin kept across a reload", SETTLE, || {
@@ -154,4 +154,67 @@ fn a_scope_systemd_writes_back_is_told_its_pin() {
         "an unknown unit is no failure:\n{}",
         w.log()
     );
+}
+
+/// Found with containerd's CRI on systemd 252: a `daemon-reload` writes
+/// `""` to the `cpuset.cpus` of every unit without `AllowedCPUs=`; an empty
+/// slice (`user.slice`, an empty QoS slice) takes it and sits on every CPU,
+/// the exclusive ones included, until the daemon writes it again (70-120
+/// ms). The daemon tells systemd each slice's CPUs as it writes them, so a
+/// daemon-reload writes those: no window at all.
+#[test]
+fn a_slice_is_told_its_cpus_so_a_daemon_reload_never_widens_it() {
+    let bus_dir = tempfile::tempdir().unwrap();
+    let Some(systemd) = FakeSystemd::start(bus_dir.path()) else {
+        eprintln!("skipped: no dbus-daemon (Debian's package dbus-daemon; .ci/run installs it)");
+        return;
+    };
+    let opts = Options {
+        keys: vec![format!(
+            "systemd_bus = {:?}",
+            systemd.socket.display().to_string()
+        )],
+        ..Options::default()
+    };
+    let mut w = World::new("pinctld-systemd", Version::V2, Driver::Systemd, &opts);
+    let slices = [
+        SYSTEM.to_string(),
+        w.k.qos_parent(Qos::Burstable),
+        w.k.qos_parent(Qos::BestEffort),
+    ];
+    let unit = |rel: &str| rel.rsplit('/').next().unwrap().to_string();
+    for rel in &slices {
+        systemd.add_slice(&unit(rel), &w.tree.dir(rel));
+    }
+    w.spawn(&Launch::default());
+    w.wait_ready();
+    let pod = w.k.pod(Qos::Guaranteed, &uid(1));
+    w.tree.create(&pod, &Spec::default());
+    let app = w.k.container(&pod, &container_id(1));
+    w.tree.create(&app, &Spec::limit(2));
+    let cpus = w.wait_pinned(&app, 2);
+    let pool = set("0-31").difference(&cpus);
+    w.wait_for("systemd told every shared slice the shared pool", || {
+        for rel in &slices {
+            let allowed = systemd.allowed(&unit(rel));
+            if allowed != pool {
+                return Err(format!("{rel}: AllowedCPUs={allowed}"));
+            }
+        }
+        Ok(())
+    });
+    systemd.daemon_reload();
+    for rel in &slices {
+        let wrote = systemd.wrote(&unit(rel));
+        assert_eq!(wrote, Some(pool.to_string()), "what systemd wrote to {rel}");
+        assert_eq!(w.tree.effective(rel), pool, "{rel} after the reload");
+    }
+    // A release widens them, and systemd is told that too.
+    w.tree.remove(&app);
+    w.wait_for("systemd told the slices every CPU", || {
+        match systemd.allowed(&unit(SYSTEM)) {
+            got if got == set("0-31") => Ok(()),
+            got => Err(format!("AllowedCPUs={got}")),
+        }
+    });
 }

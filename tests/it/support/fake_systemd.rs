@@ -24,6 +24,11 @@ use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 struct Unit {
     allowed: Vec<u8>,
     cpus_file: PathBuf,
+    /// An empty slice: with no `AllowedCPUs=`, systemd's `""` is taken (a
+    /// scope's tasks make the kernel refuse it).
+    empty: bool,
+    /// What systemd last wrote to its `cpuset.cpus`.
+    wrote: Option<String>,
 }
 
 #[derive(Default)]
@@ -54,9 +59,15 @@ fn object_path(unit: &str) -> OwnedObjectPath {
 /// a property set, `daemon-reload`): writes its `AllowedCPUs=`, then sets
 /// the unit's xattrs (`cgroup_xattr_apply`: its invocation id), which
 /// inotify reports right after the write, often in the same read.
-fn realize(unit: &Unit) {
-    if !unit.allowed.is_empty() {
-        let _ = fs::write(&unit.cpus_file, mask_cpus(&unit.allowed).to_string());
+fn realize(unit: &mut Unit) {
+    let text = match (unit.allowed.is_empty(), unit.empty) {
+        (false, _) => Some(mask_cpus(&unit.allowed).to_string()),
+        (true, true) => Some("\n".to_string()),
+        (true, false) => None,
+    };
+    if let Some(text) = text {
+        let _ = fs::write(&unit.cpus_file, &text);
+        unit.wrote = Some(text);
     }
     if let Some(dir) = unit.cpus_file.parent() {
         let _ = xattr::set(
@@ -94,18 +105,20 @@ impl Manager {
         name: &str,
         _runtime: bool,
         properties: Vec<(String, OwnedValue)>,
-    ) -> zbus::fdo::Result<()> {
+    ) -> Result<(), SystemdError> {
         let mut s = self.0.lock().unwrap();
         s.sets.push(name.to_string());
         let Some(unit) = s.units.get_mut(name) else {
-            return Err(zbus::fdo::Error::Failed(format!("Unit {name} not loaded.")));
+            return Err(SystemdError::NoSuchUnit(format!("Unit {name} not found.")));
         };
         for (key, value) in properties {
             if key != "AllowedCPUs" {
-                return Err(zbus::fdo::Error::InvalidArgs(format!("unexpected {key}")));
+                let e = zbus::fdo::Error::InvalidArgs(format!("unexpected {key}"));
+                return Err(SystemdError::ZBus(e.into()));
             }
-            unit.allowed = Vec::<u8>::try_from(value)
-                .map_err(|e| zbus::fdo::Error::InvalidArgs(e.to_string()))?;
+            unit.allowed = Vec::<u8>::try_from(value).map_err(|e| {
+                SystemdError::ZBus(zbus::fdo::Error::InvalidArgs(e.to_string()).into())
+            })?;
         }
         realize(unit);
         Ok(())
@@ -214,12 +227,24 @@ impl FakeSystemd {
     /// `AllowedCPUs=` (empty: none), and writes it there as it realizes the
     /// unit.
     pub fn add_scope(&self, unit: &str, dir: &Path, allowed: &str) {
+        self.add(unit, dir, allowed, false);
+    }
+
+    /// systemd knows slice `unit` of the empty cgroup directory `dir`, with
+    /// no `AllowedCPUs=`: at each realize it writes `""` there.
+    pub fn add_slice(&self, unit: &str, dir: &Path) {
+        self.add(unit, dir, "", true);
+    }
+
+    fn add(&self, unit: &str, dir: &Path, allowed: &str, empty: bool) {
         let allowed: CpuSet = allowed.parse().unwrap();
-        let u = Unit {
+        let mut u = Unit {
             allowed: cpu_mask(&allowed),
             cpus_file: dir.join("cpuset.cpus"),
+            empty,
+            wrote: None,
         };
-        realize(&u);
+        realize(&mut u);
         self.state.lock().unwrap().units.insert(unit.to_string(), u);
         let scope = Scope {
             state: self.state.clone(),
@@ -232,9 +257,15 @@ impl FakeSystemd {
 
     /// `systemctl daemon-reload`: every unit's `AllowedCPUs=` written again.
     pub fn daemon_reload(&self) {
-        for unit in self.state.lock().unwrap().units.values() {
+        for unit in self.state.lock().unwrap().units.values_mut() {
             realize(unit);
         }
+    }
+
+    /// What systemd last wrote to the unit's `cpuset.cpus`.
+    pub fn wrote(&self, unit: &str) -> Option<String> {
+        let s = self.state.lock().unwrap();
+        s.units.get(unit).and_then(|u| u.wrote.clone())
     }
 
     /// The unit's `AllowedCPUs=`; empty for a unit systemd does not know.
