@@ -17,12 +17,14 @@ use crate::support::world::{Options, SYSTEM, World};
 /// `PINCTL_TEST_SYSTEMD_SETTLE_MS`; 10 s in production).
 const SETTLE: Duration = Duration::from_millis(700);
 
-#[test]
-fn a_scope_systemd_writes_back_is_told_its_pin() {
+/// A stand-in systemd on a private bus (its directory kept with it) and a
+/// v2 world whose daemon, not started, speaks to it; `None`, said, without
+/// `dbus-daemon`.
+fn with_fake_systemd() -> Option<(tempfile::TempDir, FakeSystemd, World)> {
     let bus_dir = tempfile::tempdir().unwrap();
     let Some(systemd) = FakeSystemd::start(bus_dir.path()) else {
         eprintln!("skipped: no dbus-daemon (Debian's package dbus-daemon; .ci/run installs it)");
-        return;
+        return None;
     };
     let opts = Options {
         keys: vec![format!(
@@ -31,7 +33,15 @@ fn a_scope_systemd_writes_back_is_told_its_pin() {
         )],
         ..Options::default()
     };
-    let mut w = World::new("pinctld-systemd", Version::V2, Driver::Systemd, &opts);
+    let w = World::new("pinctld-systemd", Version::V2, Driver::Systemd, &opts);
+    Some((bus_dir, systemd, w))
+}
+
+#[test]
+fn a_scope_systemd_writes_back_is_told_its_pin() {
+    let Some((_bus, systemd, mut w)) = with_fake_systemd() else {
+        return;
+    };
     w.spawn(&Launch {
         env: vec![(
             "PINCTL_TEST_SYSTEMD_SETTLE_MS".into(),
@@ -164,19 +174,9 @@ fn a_scope_systemd_writes_back_is_told_its_pin() {
 /// daemon-reload writes those: no window at all.
 #[test]
 fn a_slice_is_told_its_cpus_so_a_daemon_reload_never_widens_it() {
-    let bus_dir = tempfile::tempdir().unwrap();
-    let Some(systemd) = FakeSystemd::start(bus_dir.path()) else {
-        eprintln!("skipped: no dbus-daemon (Debian's package dbus-daemon; .ci/run installs it)");
+    let Some((_bus, systemd, mut w)) = with_fake_systemd() else {
         return;
     };
-    let opts = Options {
-        keys: vec![format!(
-            "systemd_bus = {:?}",
-            systemd.socket.display().to_string()
-        )],
-        ..Options::default()
-    };
-    let mut w = World::new("pinctld-systemd", Version::V2, Driver::Systemd, &opts);
     let slices = [
         SYSTEM.to_string(),
         w.k.qos_parent(Qos::Burstable),
