@@ -336,6 +336,9 @@ impl Daemon {
         self.reconcile(false).await;
         // READY=1 means the tree is as the first plan wants it.
         self.drain().await;
+        for (rel, cpus) in self.engine.held_targets() {
+            self.systemd.holds(rel, cpus);
+        }
         self.engine.end_startup();
         self.ready = true;
         info!(

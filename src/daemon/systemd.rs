@@ -139,16 +139,8 @@ impl Teller {
         let Some(asks) = &self.asks else {
             return;
         };
-        if let Some(unit) = slice_unit(rel) {
-            if self.told.get(rel) != Some(cpus) {
-                let _ = asks.send(Ask {
-                    rel: rel.clone(),
-                    unit: unit.to_string(),
-                    cpus: cpus.clone(),
-                    check: false,
-                });
-                self.told.insert(rel.clone(), cpus.clone());
-            }
+        if slice_unit(rel).is_some() {
+            self.holds(rel, cpus);
             return;
         }
         let Some(unit) = scope_unit(rel) else {
@@ -173,6 +165,24 @@ impl Teller {
             self.told.insert(rel.clone(), cpus.clone());
         }
         self.recent.insert(rel.clone(), now);
+    }
+
+    /// Cgroup `rel` holds `cpus`, its target: a slice's are told unless
+    /// they were (at start-up: a daemon before this one wrote them, and may
+    /// not have told them).
+    pub(super) fn holds(&mut self, rel: &Rel, cpus: &Arc<CpuSet>) {
+        let (Some(asks), Some(unit)) = (&self.asks, slice_unit(rel)) else {
+            return;
+        };
+        if self.told.get(rel) != Some(cpus) {
+            let _ = asks.send(Ask {
+                rel: rel.clone(),
+                unit: unit.to_string(),
+                cpus: cpus.clone(),
+                check: false,
+            });
+            self.told.insert(rel.clone(), cpus.clone());
+        }
     }
 
     /// An ask for `cpus` on `rel` did not leave systemd holding them (it

@@ -493,6 +493,15 @@ impl Engine {
         self.cgroups.keys()
     }
 
+    /// The cgroups that hold their target already (a set, not empty), with
+    /// it: at start-up, what a daemon before this one wrote.
+    pub fn held_targets(&self) -> impl Iterator<Item = (&Rel, &Arc<CpuSet>)> {
+        self.cgroups.iter().filter_map(|(rel, e)| {
+            let target = e.target.as_ref()?;
+            (e.cpus.as_ref() == Some(target) && !target.is_empty()).then_some((rel, target))
+        })
+    }
+
     /// The stored path of `rel`, when known (so callers can share it).
     pub fn rel(&self, rel: &str) -> Option<&Rel> {
         self.cgroups.get_key_value(rel).map(|(k, _)| k)

@@ -209,6 +209,23 @@ fn a_slice_is_told_its_cpus_so_a_daemon_reload_never_widens_it() {
         assert_eq!(wrote, Some(pool.to_string()), "what systemd wrote to {rel}");
         assert_eq!(w.tree.effective(rel), pool, "{rel} after the reload");
     }
+    // A daemon restarted where systemd holds none (an older daemon's
+    // slices, or someone emptied them): the slices are right and not
+    // written, yet told.
+    w.stop();
+    for rel in &slices {
+        systemd.unset_allowed(&unit(rel));
+    }
+    w.start();
+    w.wait_for("systemd told the slices again after a restart", || {
+        for rel in &slices {
+            let allowed = systemd.allowed(&unit(rel));
+            if allowed != pool {
+                return Err(format!("{rel}: AllowedCPUs={allowed}"));
+            }
+        }
+        Ok(())
+    });
     // A release widens them, and systemd is told that too.
     w.tree.remove(&app);
     w.wait_for("systemd told the slices every CPU", || {

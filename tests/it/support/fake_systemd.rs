@@ -262,6 +262,14 @@ impl FakeSystemd {
         }
     }
 
+    /// The unit's `AllowedCPUs=` emptied, as `systemctl set-property
+    /// --runtime UNIT AllowedCPUs=` does (nothing written).
+    pub fn unset_allowed(&self, unit: &str) {
+        if let Some(u) = self.state.lock().unwrap().units.get_mut(unit) {
+            u.allowed.clear();
+        }
+    }
+
     /// What systemd last wrote to the unit's `cpuset.cpus`.
     pub fn wrote(&self, unit: &str) -> Option<String> {
         let s = self.state.lock().unwrap();
