@@ -13,7 +13,6 @@
 //! settings again while the runtime attaches its device filter. What was told
 //! is not kept across a restart of the daemon.
 //!
-//!
 //! A slice (the QoS slices, `system.slice`, a Guaranteed pod's slice) is told
 //! each target the daemon writes to it, at once: without an `AllowedCPUs=`,
 //! a `daemon-reload` writes `""` to it, and an empty slice then sits on every

@@ -85,6 +85,7 @@ impl Engine {
         };
         let mut order: Vec<&mut Workload> = self.workloads.values_mut().collect();
         order.sort_by_key(|w| w.seq);
+        let waiting = pod_annotation_waiters(&mut order);
         let mut taken = CpuSet::new();
         // Pass 1: keep every assignment that is still valid.
         for w in order.iter_mut() {
@@ -101,7 +102,11 @@ impl Engine {
         // planned, so a workload that waited before the restart cannot take
         // the CPUs of one that was pinned.
         if self.adopt_live {
-            for w in order.iter_mut().filter(|w| w.cpus.is_none()) {
+            let unpinned = order
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, w)| !waiting[*i] && w.cpus.is_none());
+            for (_, w) in unpinned {
                 let valid = |c: &CpuSet| {
                     c.len() == w.requested && c.is_subset(&usable) && c.is_disjoint(&taken)
                 };
@@ -121,7 +126,6 @@ impl Engine {
                 }
             }
         }
-        let waiting = pod_annotation_waiters(&mut order, usable.difference(&taken).len());
         // Pass 3: the allocator for the rest, earliest first. A workload
         // that fails before a later one is pinned tries again once, on what
         // is left then, so that what it waits for is what the next plan
@@ -143,16 +147,22 @@ impl Engine {
                 break;
             }
         }
+        let free = usable.difference(&taken).len();
+        for (_, w) in order.iter_mut().enumerate().filter(|(i, _)| waiting[*i]) {
+            if let Some(p) = &mut w.pending {
+                p.available = free;
+            }
+        }
         self.refresh_pool();
     }
 }
 
 /// The workloads (by their index in `order`, earliest first) that ask by
 /// their pod's annotation while another container of the pod holds it: the
-/// one with CPUs (after passes 1 and 2), else the earliest. Each waits,
-/// saying why, with nothing kept of a failed try; `available` is what is
-/// free now.
-fn pod_annotation_waiters(order: &mut [&mut Workload], available: usize) -> Vec<bool> {
+/// one with CPUs, else the earliest. Each waits, with no CPUs, saying why,
+/// with nothing kept of a failed try (what is free is filled in once the
+/// others are served).
+fn pod_annotation_waiters(order: &mut [&mut Workload]) -> Vec<bool> {
     let mut holders: BTreeMap<String, usize> = BTreeMap::new();
     for (i, w) in order.iter().enumerate() {
         if let Some(pod) = pod_asking_by_annotation(w) {
@@ -178,7 +188,7 @@ fn pod_annotation_waiters(order: &mut [&mut Workload], available: usize) -> Vec<
         w.tried = None;
         w.pending = Some(Pending {
             requested: w.requested,
-            available,
+            available: 0,
             reason: format!(
                 "the pod's annotation {ANNOTATION_CPUS} serves one container at a time, and \
                  container {name} holds it: name each container in its own annotation \

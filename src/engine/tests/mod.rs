@@ -444,7 +444,9 @@ fn a_pod_annotation_serves_one_container_at_a_time() {
     assert_eq!(cpus(&e, "pod:1/side"), None);
     assert_eq!(cpus(&e, "pod:1/db"), Some(2));
     assert_eq!(cpus(&e, "pod:2/app"), Some(2));
-    let why = e.workloads()["pod:1/side"].pending.clone().unwrap().reason;
+    let waits = e.workloads()["pod:1/side"].pending.clone().unwrap();
+    assert_eq!((waits.requested, waits.available), (2, 16 - 2 - 6));
+    let why = waits.reason;
     assert!(why.contains("container app holds it"), "{why}");
     assert!(why.contains("pinctl.io/cpus.<container name>"), "{why}");
     assert_eq!(target(&e, "kubepods/pod1/b"), e.shared_pool());
