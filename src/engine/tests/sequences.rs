@@ -7,6 +7,8 @@ use super::*;
 #[derive(Debug, Clone)]
 enum Op {
     Add(u8, usize),
+    /// A container of pod `i % 3` asking by the pod's annotation.
+    Annotated(u8, usize),
     Remove(u8),
     Foreign(u8),
     Offline(u8),
@@ -16,6 +18,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0u8..12, 0usize..7).prop_map(|(i, n)| Op::Add(i, n)),
+        2 => (0u8..12, 1usize..4).prop_map(|(i, n)| Op::Annotated(i, n)),
         2 => (0u8..12).prop_map(Op::Remove),
         1 => (0u8..12).prop_map(Op::Foreign),
         1 => (0u8..16).prop_map(Op::Offline),
@@ -35,6 +38,24 @@ proptest! {
         for op in ops {
             match op {
                 Op::Add(i, n) => add(&mut e, &format!("kubepods/w{i}"), "0-15", want(n)),
+                Op::Annotated(i, n) => {
+                    let rel = format!("kubepods/w{i}");
+                    let obs = Observed {
+                        rel: rel.as_str().into(),
+                        cpus: Some(set("0-15")),
+                        mems: Some(set("0-1")),
+                        ..Observed::default()
+                    };
+                    let intent = Intent {
+                        cpus: n,
+                        source: Source::Annotation {
+                            bundle: "/b".into(),
+                            key: crate::intent::ANNOTATION_CPUS.into(),
+                        },
+                        numa: Vec::new(),
+                    };
+                    reading(&mut e, obs, Some(intent), &format!("pod:{}/w{i}", i % 3));
+                }
                 Op::Remove(i) => e.forget(&format!("kubepods/w{i}")),
                 Op::Foreign(i) => {
                     e.observe_cpus(&format!("kubepods/w{i}"), Some(set("0-15")));
@@ -58,6 +79,14 @@ proptest! {
                 }
             }
             prop_assert!(!e.shared_pool().is_empty(), "shared pool empty");
+            // A pod's annotation serves one container of the pod at a time.
+            let mut holders = BTreeSet::new();
+            for w in e.workloads().values() {
+                if w.source.is_pod_annotation() && w.cpus.is_some() {
+                    let pod = w.key.split('/').next().unwrap_or_default();
+                    prop_assert!(holders.insert(pod.to_string()), "two holders in {}", pod);
+                }
+            }
             for w in &writes {
                 prop_assert!(!w.set.is_empty(), "empty write {:?}", w);
             }
