@@ -85,20 +85,19 @@ pod_id() { awk -v n="$2" '($1 == "sandbox" && n == "sandbox") { print $2 } ($1 =
 pool() { cl minus "$(online)" "$1"; }
 shared() { allowed "$B_PID"; }
 pins_set() { _s=""; for _p in $PINS; do _s=$(cl union "$_s" "${_p#*=}"); done; echo "$_s"; }
-# allowed_for REL: what a shared cgroup REL may hold during the sampling:
-# the shared pool and, on v2, the CPUs pinned below it (PINS, and OBS: the
+# allowed_for REL [leaf]: what a cgroup REL may hold during the sampling:
+# a container's or pause's (leaf) the shared pool; a structure or pod
+# cgroup the shared pool and the CPUs pinned below it (PINS, and OBS: the
 # pods' cgroups found pinned when the sampling began, a pause among them if
-# it was wrongly pinned: that is its own check's failure); on v1 a kubepods
-# structure or pod cgroup keeps every CPU (structure_set).
+# it was wrongly pinned, which is its own check's failure) on v2, and every
+# CPU on v1, where they are never narrowed (structure_set).
 allowed_for() {
     _own=""
     for _p in $PINS $OBS "$G=$X" "hpc.slice/job-1.scope=$R"; do
         case "${_p%%=*}" in "$1"/* | "$1") _own=$(cl union "$_own" "${_p#*=}") ;; esac
     done
-    if [ "$HIER" = v1 ]; then
-        case "$1" in
-            kubepods | kubepods.slice | kubepods/* | kubepods.slice/*.slice) [ -z "$_own" ] || { online; return; } ;;
-        esac
+    if [ "$HIER" = v1 ] && [ "$2" != leaf ]; then
+        case "$1" in kubepods | kubepods.slice | kubepods/* | kubepods.slice/*) online; return ;; esac
     fi
     cl union "$SAMPLE_POOL" "$_own"
 }
@@ -150,7 +149,7 @@ cri_round() {
         [ "$(cl count "$GU")" = 2 ] && PINS="$PINS $GU_CG=$GU" || GU=""
         [ -z "$GU" ] || expect "$T-guaranteed-process" "$GU" allowed "$GU_APP"
         if [ "$HIER" = v1 ]; then _q=$(cat "$CPU/$GU_CG/cpu.cfs_quota_us" 2>/dev/null); else _q=$(cat "$CPU/$GU_CG/cpu.max" 2>/dev/null); fi
-        _kept=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.pinctl.quota").decode())' "$CPU/$GU_CG" 2>/dev/null)
+        _kept=$(vm-helper getxattr "$CS/$GU_CG" user.pinctl.quota 2>/dev/null)
         check "$T-guaranteed-quota" "the runtime's quota 200000: quota now '$_q', kept (user.pinctl.quota) '$_kept'" \
             eval 'case "$_q $_kept" in *200000*) ;; *) false ;; esac'
         expect "$T-guaranteed-pause" "$(shared)" allowed "$GU_PAUSE"
@@ -215,7 +214,7 @@ cri_round() {
     # and managed (init.scope is in neither by default: PID 1 keeps every
     # CPU, before the reload as after it, which is the configuration's
     # choice and not checked here).
-    _kept=$(sed -n 's/^\(shared_cgroups\|managed\) = \[\(.*\)\]$/\2/p' "$CONFIG" | tr -d '",')
+    _kept=$(sed -n 's/^\(shared_cgroups\|managed\) = \[\(.*\)\]$/\2/p' "$CONFIG" | tr -d '",' | tr '\n' ' ')
     _s=""
     for _r in user.slice system.slice init.scope system.slice/containerd.service kubepods.slice \
         kubepods.slice/kubepods-burstable.slice kubepods.slice/kubepods-besteffort.slice kubepods kubepods/burstable \
@@ -230,7 +229,7 @@ cri_round() {
         [ -n "$_pid" ] || continue
         _r=$(cg_of "$_pid")
         [ -n "$_r" ] || continue
-        _s="$_s $CS/$_r/$EFF=$(allowed_for "$_r")"
+        _s="$_s $CS/$_r/$EFF=$(allowed_for "$_r" leaf)"
         _r=$(dirname "$_r")
         case "$_s" in *" $CS/$_r/$EFF="*) ;; *) _s="$_s $CS/$_r/$EFF=$(allowed_for "$_r")" ;; esac
     done
