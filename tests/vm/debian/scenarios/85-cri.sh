@@ -244,7 +244,12 @@ cri_round() {
     wait "$_sp"; _rc=$?
     _sampled() { cat /run/cri-sampler.out | sed "s|$CS/||g" | tr '\n' ';'; return "$_rc"; }
     check "$T-daemon-reload-shared" "no shared cgroup off the shared pool $SAMPLE_POOL (+ the pins below it)" _sampled
-    note "systemd's refused cpuset writes in the reload: $(journalctl -b --since "@$_since" --no-pager -o cat 2>/dev/null | grep -c "cpuset") ($(journalctl -b --since "@$_since" --no-pager -o cat 2>/dev/null | grep "cpuset" | sed -n 's/.*Failed to set .cpuset.cpus. attribute on .\([^ ]*\). to .\(.*\).: \(.*\)/\1 \3/p' | sort | uniq -c | tr -s ' \n' ' ' | head -c 600))"
+    # systemd logs the writes the kernel refuses (ENOSPC: a cgroup with
+    # tasks), not those it accepts (an empty cgroup).
+    _refused=$(journalctl -b --since "@$_since" --no-pager -o cat 2>/dev/null | grep "Failed to set 'cpuset.cpus'" |
+        sed -n "s/.*Failed to set .cpuset.cpus. attribute on '[^']*\/\([^'/]*\)' to '\([^']*\)': \(.*\)/\1 (\"\2\": \3)/p" |
+        sed 's/cri-containerd-\(.\{12\}\)[0-9a-f]*\.scope/cri-containerd-\1....scope/' | sort | uniq -c | tr -s ' \n' ' ')
+    note "systemd's cpuset.cpus writes in the reload that the kernel refused:${_refused:- none}"
     [ -z "$GU" ] || expect_stays "$T-guaranteed-after-reload" "$GU" allowed "$GU_APP" 0
     [ -z "$ON" ] || expect_stays "$T-annotated-after-reload" "$ON" allowed "$ON_APP" 0
 
