@@ -194,15 +194,18 @@ fn a_slice_is_told_its_cpus_so_a_daemon_reload_never_widens_it() {
     w.tree.create(&app, &Spec::limit(2));
     let cpus = w.wait_pinned(&app, 2);
     let pool = set("0-31").difference(&cpus);
-    w.wait_for("systemd told every shared slice the shared pool", || {
-        for rel in &slices {
-            let allowed = systemd.allowed(&unit(rel));
-            if allowed != pool {
-                return Err(format!("{rel}: AllowedCPUs={allowed}"));
+    let told_the_pool = |w: &World, what: &str| {
+        w.wait_for(what, || {
+            for rel in &slices {
+                let allowed = systemd.allowed(&unit(rel));
+                if allowed != pool {
+                    return Err(format!("{rel}: AllowedCPUs={allowed}"));
+                }
             }
-        }
-        Ok(())
-    });
+            Ok(())
+        })
+    };
+    told_the_pool(&w, "systemd told every shared slice the shared pool");
     systemd.daemon_reload();
     for rel in &slices {
         let wrote = systemd.wrote(&unit(rel));
@@ -217,15 +220,7 @@ fn a_slice_is_told_its_cpus_so_a_daemon_reload_never_widens_it() {
         systemd.unset_allowed(&unit(rel));
     }
     w.start();
-    w.wait_for("systemd told the slices again after a restart", || {
-        for rel in &slices {
-            let allowed = systemd.allowed(&unit(rel));
-            if allowed != pool {
-                return Err(format!("{rel}: AllowedCPUs={allowed}"));
-            }
-        }
-        Ok(())
-    });
+    told_the_pool(&w, "systemd told the slices again after a restart");
     // A release widens them, and systemd is told that too.
     w.tree.remove(&app);
     w.wait_for("systemd told the slices every CPU", || {
