@@ -1,6 +1,8 @@
 //! The engine's tests: every decision on plain values, with the helpers
 //! that build trees; `memory.rs` holds memory nodes and what a release gives
-//! back, `sequences.rs` drives random sequences of events.
+//! back, `cri.rs` what containerd's CRI and systemd brought (a pod's
+//! annotation, a write over a pin read whole), `sequences.rs` drives random
+//! sequences of events.
 
 use super::*;
 use crate::cgroup::Observed;
@@ -405,90 +407,6 @@ fn two_cgroups_of_one_workload_share_one_assignment() {
     assert_eq!(e.shared_pool().len(), 14);
 }
 
-/// A pod's annotation `pinctl.io/cpus` reaches every container's bundle:
-/// it serves one container of the pod at a time (found with containerd's
-/// CRI: a pod asking for 1 CPU took one per container). The pod's other
-/// containers wait, saying which annotation to use; a container named in
-/// its own annotation asks alone. When the holder goes, the next takes it.
-#[test]
-fn a_pod_annotation_serves_one_container_at_a_time() {
-    let by = |key: &str| {
-        Some(Intent {
-            cpus: 2,
-            source: Source::Annotation {
-                bundle: "/b/config.json".into(),
-                key: key.into(),
-            },
-            numa: Vec::new(),
-        })
-    };
-    let mut e = engine();
-    kube_tree(&mut e);
-    let containers = [
-        ("kubepods/pod1/a", "pod:1/app", "pinctl.io/cpus"),
-        ("kubepods/pod1/b", "pod:1/side", "pinctl.io/cpus"),
-        ("kubepods/pod1/c", "pod:1/db", "pinctl.io/cpus.db"),
-        ("kubepods/pod2/d", "pod:2/app", "pinctl.io/cpus"),
-    ];
-    for (rel, key, annotation) in containers {
-        let obs = Observed {
-            rel: rel.into(),
-            cpus: Some(set("0-15")),
-            ..Observed::default()
-        };
-        reading(&mut e, obs, by(annotation), key);
-    }
-    apply(&mut e);
-    let cpus = |e: &Engine, key: &str| e.workloads()[key].cpus.as_ref().map(CpuSet::len);
-    assert_eq!(cpus(&e, "pod:1/app"), Some(2));
-    assert_eq!(cpus(&e, "pod:1/side"), None);
-    assert_eq!(cpus(&e, "pod:1/db"), Some(2));
-    assert_eq!(cpus(&e, "pod:2/app"), Some(2));
-    let waits = e.workloads()["pod:1/side"].pending.clone().unwrap();
-    assert_eq!((waits.requested, waits.available), (2, 16 - 2 - 6));
-    let why = waits.reason;
-    assert!(why.contains("container app holds it"), "{why}");
-    assert!(why.contains("pinctl.io/cpus.<container name>"), "{why}");
-    assert_eq!(target(&e, "kubepods/pod1/b"), e.shared_pool());
-    assert_eq!(e.shared_pool().len(), 16 - 6);
-    // The holder goes (an init container ends): the next one takes it.
-    e.forget("kubepods/pod1/a");
-    apply(&mut e);
-    assert_eq!(cpus(&e, "pod:1/side"), Some(2));
-    assert!(e.workloads()["pod:1/side"].pending.is_none());
-}
-
-/// A write over an exclusive cgroup is the same news however it is read:
-/// its inotify echo, or a whole reading first (systemd sets a unit's
-/// xattrs right after it writes its cpuset on a daemon-reload, and the
-/// xattr's event reads the cgroup whole before the write's echo is looked
-/// at: the daemon then reverted the pin but never told systemd).
-#[test]
-fn a_write_over_a_pin_is_seen_by_a_whole_reading_too() {
-    let mut e = engine();
-    let pinned = pin_guaranteed(&mut e);
-    assert!(e.take_overwritten().is_empty());
-    let read = |cpus: &str| Observed {
-        rel: GUARANTEED.into(),
-        cpus: Some(set(cpus)),
-        mems: Some(set("0-1")),
-        ..Observed::default()
-    };
-    // The same set read again is no news.
-    let key = format!("cgroup:{GUARANTEED}");
-    reading(&mut e, read(&pinned.to_string()), want(4), &key);
-    assert!(e.take_overwritten().is_empty());
-    reading(&mut e, read("0-15"), want(4), &key);
-    assert_eq!(e.take_overwritten(), [Rel::from(GUARANTEED)]);
-    // Its echo after that is no news either; another write is.
-    assert!(!e.observe_cpus(GUARANTEED, Some(set("0-15"))));
-    assert!(e.observe_cpus(GUARANTEED, Some(set("1-2"))));
-    assert_eq!(e.take_overwritten(), [Rel::from(GUARANTEED)]);
-    // A shared cgroup written over is not a pin written over.
-    assert!(e.observe_cpus("system.slice", Some(set("3"))));
-    assert!(e.take_overwritten().is_empty());
-}
-
 #[test]
 fn start_up_adopts_valid_live_cpusets_then_reverts_foreign_writes() {
     let mut e = engine();
@@ -661,6 +579,7 @@ fn without_reserved_cpus_the_lowest_is_held_back() {
     assert_eq!(e.shared_pool(), set("0"));
 }
 
+mod cri;
 mod memory;
 mod sequences;
 

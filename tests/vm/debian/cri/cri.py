@@ -96,19 +96,16 @@ class Cri:
         return self.call("Version", self.pb.VersionRequest(version="v1"), "VersionResponse")
 
     def sandbox_pid(self, sid):
-        r = self.call(
-            "PodSandboxStatus",
-            self.pb.PodSandboxStatusRequest(pod_sandbox_id=sid, verbose=True),
-            "PodSandboxStatusResponse",
-        )
-        return json.loads(r.info["info"]).get("pid", 0)
+        request = self.pb.PodSandboxStatusRequest(pod_sandbox_id=sid, verbose=True)
+        return self.status_pid("PodSandboxStatus", request)
 
     def container_pid(self, cid):
-        r = self.call(
-            "ContainerStatus",
-            self.pb.ContainerStatusRequest(container_id=cid, verbose=True),
-            "ContainerStatusResponse",
-        )
+        request = self.pb.ContainerStatusRequest(container_id=cid, verbose=True)
+        return self.status_pid("ContainerStatus", request)
+
+    def status_pid(self, method, request):
+        """The pid in a verbose status answer's info (0: none)."""
+        r = self.call(method, request, method + "Response")
         return json.loads(r.info["info"]).get("pid", 0)
 
 
