@@ -78,6 +78,25 @@ pub struct Status {
     /// when that is off and none is left to undo.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partitions: Option<Partitions>,
+    /// Slurm's jobs on this node; absent when there are none.
+    #[serde(default, skip_serializing_if = "Slurm::is_empty")]
+    pub slurm: Slurm,
+}
+
+/// Slurm's jobs and where its trees sit ([`crate::slurm`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Slurm {
+    /// Every job found by the last round of checks.
+    pub jobs: Vec<crate::slurm::Job>,
+    /// Slurm's trees inside the daemon's own subtrees: their holders are
+    /// never narrowed, and their other children are confined one by one.
+    pub inside: Vec<String>,
+}
+
+impl Slurm {
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty() && self.inside.is_empty()
+    }
 }
 
 impl Status {
@@ -142,6 +161,7 @@ impl Status {
             quotas_lifted: Vec::new(),
             interrupts: None,
             partitions: None,
+            slurm: Slurm::default(),
         }
     }
 }

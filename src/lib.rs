@@ -26,6 +26,7 @@ pub mod irq;
 pub mod partition;
 pub mod procfs;
 pub mod server;
+pub mod slurm;
 pub mod state;
 pub mod sysfs;
 pub mod systemd;

@@ -270,6 +270,47 @@ fn render_partitions(
     }
 }
 
+/// The `Slurm:` line and a line per job: its CPUs, in red where an
+/// exclusive workload holds them too or the kernel clipped them.
+fn render_slurm(
+    s: &mut String,
+    status: &api::Status,
+    style: Style,
+    fieldw: &dyn Fn(&str) -> String,
+) {
+    let jobs = &status.slurm.jobs;
+    if jobs.is_empty() {
+        return;
+    }
+    let exclusive = status
+        .workloads
+        .iter()
+        .filter_map(|w| Some((w.key.as_str(), w.cpus.as_ref()?)));
+    let conflicts = crate::slurm::conflicts(jobs, exclusive);
+    let mut line = plural(jobs.len(), "job", "jobs");
+    if !conflicts.is_empty() {
+        let _ = write!(
+            line,
+            "; {}",
+            style.red(&plural(conflicts.len(), "conflict", "conflicts"))
+        );
+    }
+    let _ = writeln!(s, "{}{line}", fieldw("Slurm"));
+    for job in jobs {
+        let _ = writeln!(
+            s,
+            "{:13}{} CPUs {} ({})",
+            "",
+            visible(&job.name),
+            list_or_none(&job.effective),
+            visible(&job.cgroup)
+        );
+    }
+    for c in &conflicts {
+        let _ = writeln!(s, "{:13}{}", "", style.red(&visible(&c.to_string())));
+    }
+}
+
 /// Renders the whole status page. `now` is the Unix time in seconds (for the
 /// uptime).
 pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> String {
@@ -355,6 +396,12 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     }
     if let Some(refused) = status.partitions.as_ref().and_then(|p| p.refused.as_ref()) {
         config_line(visible(refused).into_owned());
+    }
+    for tree in &status.slurm.inside {
+        config_line(format!(
+            "Slurm's jobs run in {}, inside a subtree pinctl confines: the cgroups holding it are never narrowed, their other children are confined one by one, and their own processes are not. Give Slurm a slice of its own (CgroupSlice= in Slurm's cgroup.conf)",
+            visible(tree)
+        ));
     }
     let mut hier = format!("cgroup {}", status.hierarchy);
     if status.hybrid {
@@ -454,6 +501,7 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     if let Some(parts) = &status.partitions {
         render_partitions(&mut s, parts, style, &fieldw);
     }
+    render_slurm(&mut s, status, style, &fieldw);
     if let Mode::Online = mode {
         let c = &status.counters;
         let n = |v: u64, one: &str, many: &str| plural(v as usize, one, many);

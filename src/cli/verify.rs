@@ -15,7 +15,10 @@
 //! - two workloads sharing a CPU, or a workload on a reserved CPU;
 //! - a cgroup of the managed or shared subtrees that belongs to no workload
 //!   (not one, below one or above one, nor the kubepods structure, which
-//!   keeps every CPU) and whose effective set holds an exclusive CPU.
+//!   keeps every CPU, nor Slurm's tree or a cgroup holding it) and whose
+//!   effective set holds an exclusive CPU;
+//! - one of Slurm's jobs ([`slurm::find`]) whose CPUs an exclusive workload
+//!   holds too, or whose effective set lacks CPUs Slurm gave it.
 //!
 //! A v2 cgroup without cpuset files (its parent enables no `+cpuset` for its
 //! children, as `system.slice` often does not for its services) runs on its
@@ -49,6 +52,7 @@ use crate::config::HierarchyMode;
 use crate::cpuset::CpuSet;
 use crate::io::{Fs, RealFs};
 use crate::procfs;
+use crate::slurm;
 
 /// Where the live kernel's files are.
 #[derive(Debug, Clone)]
@@ -96,6 +100,8 @@ pub enum Problem {
         exclusive: CpuSet,
         workloads: Vec<String>,
     },
+    /// One of Slurm's jobs meets an exclusive workload, or lost CPUs.
+    Slurm(slurm::Conflict),
 }
 
 impl fmt::Display for Problem {
@@ -147,6 +153,7 @@ impl fmt::Display for Problem {
                 "{cgroup} is not a workload but gets CPUs {effective}, including exclusive CPUs {exclusive} of {}",
                 workloads.join(", ")
             ),
+            Problem::Slurm(c) => c.fmt(f),
         }
     }
 }
@@ -162,6 +169,8 @@ pub struct Checked {
     pub tasks: usize,
     /// Other cgroups of the managed and shared subtrees.
     pub other_cgroups: usize,
+    /// Slurm's jobs.
+    pub slurm_jobs: usize,
 }
 
 /// The outcome: problems make `pinctl verify` exit 1, warnings do not.
@@ -393,11 +402,36 @@ pub fn verify_with(
             p = cgroup::parent(up);
         }
     }
+    // Slurm's jobs: never on an exclusive workload's CPUs, never clipped.
+    // Its trees and the cgroups that hold them are judged by that alone.
+    let found = match slurm::find(fs, &kernel.h) {
+        Ok(found) => found,
+        Err(e) => {
+            report.problems.push(Problem::Unreadable {
+                workload: None,
+                path: kernel.h.cpuset.clone(),
+                error: format!("looking for Slurm's jobs: {e}"),
+            });
+            slurm::Found::default()
+        }
+    };
+    report.checked.slurm_jobs = found.jobs.len();
+    let keys = pinned.iter().map(|(w, c)| (w.key.as_str(), *c));
+    report.problems.extend(
+        slurm::conflicts(&found.jobs, keys)
+            .into_iter()
+            .map(Problem::Slurm),
+    );
+
     let mut seen: HashSet<Rel> = HashSet::new();
     for root in scope.roots() {
         for obs in kernel.walk(root) {
             let rel = &*obs.rel;
-            if inside.contains(rel) || above.contains(rel) || !seen.insert(obs.rel.clone()) {
+            if inside.contains(rel)
+                || above.contains(rel)
+                || found.covers(rel)
+                || !seen.insert(obs.rel.clone())
+            {
                 continue;
             }
             // The kubepods root, QoS parents and pod cgroups keep every CPU by
@@ -558,6 +592,9 @@ pub fn render(report: &Report, style: super::style::Style) -> String {
         visible(&report.cgroup_root.display().to_string()),
         report.hierarchy
     );
+    if c.slurm_jobs > 0 {
+        let _ = writeln!(s, "Checked {}", n(c.slurm_jobs, "Slurm job", "Slurm jobs"));
+    }
     for p in &report.problems {
         // A problem quotes keys, cgroups, task names and paths.
         let _ = writeln!(s, "{} {}", style.red("problem:"), visible(&p.to_string()));
@@ -746,6 +783,47 @@ mod tests {
                 path: "/nowhere/cgroup/hpc.slice/job.scope/cpuset.cpus.effective".into(),
                 error: "y\n".parse::<CpuSet>().unwrap_err().to_string(),
             }]
+        );
+    }
+
+    /// Slurm's jobs in `system.slice` (a shared subtree): one holds the
+    /// workload's CPU 3, one lost CPU 3 to an ancestor. Each is a problem;
+    /// `system.slice`, which holds the tree and keeps every CPU by design,
+    /// is not, nor are the tree's own cgroups; a service beside it is
+    /// judged as ever.
+    #[test]
+    fn a_slurm_job_on_exclusive_cpus_or_clipped_fails_and_its_holder_does_not() {
+        let mut fs = MemFs::default();
+        let mut put = |rel: &str, cpus: &str, effective: &str| {
+            fs.put(&format!("/nowhere/cgroup/{rel}cpuset.cpus"), cpus);
+            fs.put(
+                &format!("/nowhere/cgroup/{rel}cpuset.cpus.effective"),
+                effective,
+            );
+        };
+        put("", "", "0-3");
+        put("hpc.slice/", "", "0-3");
+        put("hpc.slice/job.scope/", "2-3", "2-3");
+        put("system.slice/", "", "0-3");
+        put("system.slice/a.service/", "0-1", "0-1");
+        put("system.slice/slurmstepd.scope/", "", "0-3");
+        put("system.slice/slurmstepd.scope/system/", "", "0-3");
+        put("system.slice/slurmstepd.scope/job_7/", "3", "3");
+        put("system.slice/slurmstepd.scope/job_8/", "1,3", "1");
+        fs.put("/nowhere/cgroup/cgroup.controllers", "cpuset cpu\n");
+        let r = verify_with(&fs, &intent("v2"), &roots(), &scope()).unwrap();
+        let text = render(&r, super::super::style::Style::OFF);
+        assert_eq!(r.checked.slurm_jobs, 2, "{text}");
+        assert_eq!(r.checked.other_cgroups, 1, "a.service alone: {text}");
+        let problems: Vec<String> = r.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            problems,
+            [
+                "Slurm job job_7 (system.slice/slurmstepd.scope/job_7) has CPUs 3 that exclusive workload cgroup:hpc.slice/job.scope holds",
+                "Slurm job job_8 (system.slice/slurmstepd.scope/job_8) has CPUs 3 that exclusive workload cgroup:hpc.slice/job.scope holds",
+                "Slurm job job_8 (system.slice/slurmstepd.scope/job_8) lost CPUs 3: Slurm gave it 1,3, the kernel gives it 1 (an ancestor lacks them)",
+            ],
+            "{text}"
         );
     }
 }

@@ -1,5 +1,5 @@
 //! The watchdog's rounds, as the daemon runs them: what to check (the
-//! required paths, stuck tasks, frozen cgroups), reading it in a task of its
+//! required paths, stuck tasks, frozen cgroups, Slurm's jobs), reading it in a task of its
 //! own on the I/O threads, and acting on the findings back in the event loop
 //! (repairs, reports, thawing). What is stuck and what to repair is decided
 //! by [`crate::watchdog`].
@@ -17,6 +17,7 @@ use crate::cgroup::{self, Hierarchy, Rel, Version};
 use crate::config::Config;
 use crate::io::IoPool;
 use crate::procfs;
+use crate::slurm;
 use crate::watchdog::{self, Decision, Mount, Repairs, Stuck};
 
 /// What the watchdog knows between its checks.
@@ -31,6 +32,8 @@ pub(super) struct Watch {
     pub(super) stuck_tasks: Vec<api::StuckTask>,
     frozen: Stuck<Rel>,
     pub(super) frozen_cgroups: Vec<api::Frozen>,
+    /// Slurm's jobs, as the last full round found them.
+    pub(super) slurm_jobs: Vec<slurm::Job>,
     rounds: Rounds,
     tx: tokio::sync::mpsc::Sender<(u64, Findings)>,
     pub(super) rx: tokio::sync::mpsc::Receiver<(u64, Findings)>,
@@ -48,6 +51,7 @@ impl Watch {
             stuck_tasks: Vec::new(),
             frozen: Stuck::new(Duration::MAX),
             frozen_cgroups: Vec::new(),
+            slurm_jobs: Vec::new(),
             rounds: Rounds::default(),
             tx,
             rx,
@@ -188,6 +192,11 @@ impl Daemon {
         }
         if let Some(frozen) = found.frozen {
             self.act_on_frozen(frozen).await;
+        }
+        match found.slurm {
+            Some(Ok(found)) => self.dog.slurm_jobs = found.jobs,
+            Some(Err(e)) => warn!(error = %e, "cannot list Slurm's jobs"),
+            None => {}
         }
         // A round over every workload allocates about as much as a reconcile.
         release_free_memory();
@@ -358,6 +367,8 @@ pub(super) struct Findings {
     sleepers: Option<Vec<procfs::Sleeper>>,
     /// Frozen cgroups, if the round looked.
     frozen: Option<Vec<(Rel, Option<u32>)>>,
+    /// Slurm's jobs, if the round looked.
+    slurm: Option<Result<slurm::Found, String>>,
 }
 
 /// The reads of one round of checks, every one a timed I/O call of its own
@@ -408,6 +419,18 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
             Err(e) => Some((path, Some(chain(&e)))),
         })
         .collect();
+
+    // Slurm's jobs: one walk of the slices, in one timed call.
+    let slurm = match proc_root {
+        None => None,
+        Some(_) => {
+            let h = hier.clone();
+            let found = pool
+                .run_op("list", &hier.cpuset, move |fs| slurm::find(fs, &h))
+                .await;
+            Some(found.map_err(|e| chain(&e)))
+        }
+    };
 
     let sleepers = match proc_root {
         None => None,
@@ -473,6 +496,7 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
         missing,
         sleepers,
         frozen,
+        slurm,
     }
 }
 

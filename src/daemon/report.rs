@@ -138,6 +138,10 @@ impl Daemon {
             quotas_lifted: self.quotas.lifted().map(|r| r.to_string()).collect(),
             interrupts: self.irq_status(),
             partitions: self.partition_status(),
+            slurm: api::Slurm {
+                jobs: self.dog.slurm_jobs.clone(),
+                inside: self.engine.slurm_roots().map(|r| r.to_string()).collect(),
+            },
             counters: api::Counters {
                 reconciles: self.socket.reconciles,
                 last_reconcile_ms: self.socket.last_reconcile_ms,

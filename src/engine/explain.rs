@@ -64,6 +64,8 @@ impl Engine {
             Role::Structural => "kubepods structure: every online CPU".to_string(),
             Role::Shared => "shared pool".to_string(),
             Role::Unmanaged => "unmanaged: widened over an exclusive cgroup below".to_string(),
+            Role::Holder => "holds Slurm's tree: never narrowed".to_string(),
+            Role::Foreign => "Slurm's tree: never written".to_string(),
         };
         Explanation {
             old,

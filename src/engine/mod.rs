@@ -23,7 +23,13 @@
 //! - *shared*: every other cgroup in a managed subtree or in `shared_cgroups`:
 //!   the shared pool;
 //! - *unmanaged*: watched only because a rule might match below it; not written,
-//!   except to widen it over an exclusive descendant.
+//!   except to widen it over an exclusive descendant;
+//! - *foreign*: Slurm's tree (`slurmstepd.scope` and below, [`crate::slurm`]):
+//!   never written, whatever it asks for;
+//! - *holder*: a cgroup the daemon would confine that holds Slurm's tree:
+//!   never narrowed (its parent's CPUs, all online ones when those are not
+//!   known), so no job loses a CPU; its other children are confined one by
+//!   one instead.
 //!
 //! Then the ancestor closure: a cgroup's target always contains the targets of
 //! its descendants (v1 rejects a child CPU its parent lacks with EACCES, and v2
@@ -118,6 +124,8 @@ pub enum Role {
     Structural,
     Shared,
     Unmanaged,
+    Foreign,
+    Holder,
 }
 
 impl Role {
@@ -304,6 +312,9 @@ pub struct Engine {
     /// read (its inotify echo, a whole reading after an xattr event, a
     /// reconcile), the daemon takes them ([`Engine::take_overwritten`]).
     overwritten: Vec<Rel>,
+    /// The known roots of Slurm's trees ([`crate::slurm::is_root`]): what
+    /// lies in them is foreign, what holds them a holder.
+    slurm: BTreeSet<Rel>,
 }
 
 impl Engine {
@@ -335,6 +346,7 @@ impl Engine {
             plans: 0,
             unreported: 0,
             overwritten: Vec::new(),
+            slurm: BTreeSet::new(),
         };
         engine.reserved = engine.effective_reserved();
         engine.refresh_pool();
@@ -410,6 +422,12 @@ impl Engine {
         let rel = obs.rel.clone();
         self.dirty.insert(rel.clone());
         let known = self.cgroups.contains_key(&obs.rel);
+        if !known && crate::slurm::is_root(&obs.rel) {
+            // Its ancestors become holders, its tree foreign: every role
+            // and target is looked at again.
+            self.slurm.insert(obs.rel.clone());
+            self.full = true;
+        }
         let entry = self
             .cgroups
             .entry(obs.rel)
@@ -579,12 +597,18 @@ impl Engine {
         std::mem::take(&mut self.overwritten)
     }
 
+    /// The roots of Slurm's trees the engine knows, in path order.
+    pub fn slurm_roots(&self) -> impl Iterator<Item = &Rel> {
+        self.slurm.iter()
+    }
+
     /// Forgets `rel` and every cgroup below it (they were removed).
     pub fn forget(&mut self, rel: &str) {
         for k in self.subtree(rel) {
             self.cgroups.remove(&k);
             self.dirty.remove(&k);
         }
+        self.forget_slurm(rel);
         // Its parent may have been widened over it: look at it again.
         if let Some(p) = cgroup::parent(rel).and_then(|p| self.rel(p)).cloned() {
             self.dirty.insert(p);
@@ -599,7 +623,20 @@ impl Engine {
             self.full = true;
         }
         self.dirty.remove(rel);
+        if self.slurm.remove(rel) {
+            self.full = true;
+        }
         self.forgotten(rel);
+    }
+
+    /// Forgets the Slurm roots at or below `rel`: their holders are
+    /// confined again by the next plan, a full one.
+    fn forget_slurm(&mut self, rel: &str) {
+        let before = self.slurm.len();
+        self.slurm.retain(|s| !cgroup::is_within(s, rel));
+        if self.slurm.len() != before {
+            self.full = true;
+        }
     }
 
     /// Takes the forgotten cgroups out of their workloads at once (the plan

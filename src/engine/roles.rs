@@ -29,15 +29,17 @@ pub(super) struct Members {
 
 impl Engine {
     /// The role of a cgroup that neither asks for exclusive CPUs nor lies
-    /// inside a cgroup that does.
-    fn base_role(scope: &Scope, rel: &str, structural: bool) -> Role {
+    /// inside a cgroup that does; `holds`: a Slurm tree lies below it.
+    fn base_role(scope: &Scope, rel: &str, structural: bool, holds: bool) -> Role {
         let managed = scope.managed(rel);
-        if managed && structural {
-            Role::Structural
-        } else if managed || scope.shared(rel) {
-            Role::Shared
-        } else {
+        if !managed && !scope.shared(rel) {
             Role::Unmanaged
+        } else if holds {
+            Role::Holder
+        } else if structural {
+            Role::Structural
+        } else {
+            Role::Shared
         }
     }
 
@@ -51,6 +53,7 @@ impl Engine {
     ) -> (Option<Vec<Rel>>, Members) {
         let mut walk = Walk {
             scope: &self.settings.scope,
+            slurm: &self.slurm,
             workloads: &mut self.workloads,
             touched: BTreeSet::new(),
             joining: BTreeMap::new(),
@@ -156,6 +159,8 @@ impl Engine {
 /// A walk over cgroups giving them roles, and what it keeps as it goes.
 struct Walk<'a> {
     scope: &'a Scope,
+    /// The roots of Slurm's trees.
+    slurm: &'a BTreeSet<Rel>,
     workloads: &'a mut BTreeMap<String, Workload>,
     /// Workloads whose members or request may have changed.
     touched: BTreeSet<Box<str>>,
@@ -170,13 +175,19 @@ impl Walk<'_> {
     /// of an exclusive workload. Returns whether it became, or stopped
     /// being, part of one itself (what is below it changes role with it).
     fn visit(&mut self, rel: &Rel, e: &mut CgroupEntry, inside: bool) -> bool {
-        let (role, member) = if inside {
+        // Most nodes have no Slurm tree: then nothing is compared. A cgroup
+        // that holds one is never narrowed, whatever it asks for.
+        let foreign = self.slurm.iter().any(|s| cgroup::is_within(rel, s));
+        let holds = !foreign && self.slurm.iter().any(|s| cgroup::is_within(s, rel));
+        let (role, member) = if foreign {
+            (Role::Foreign, Thin::default())
+        } else if inside {
             (Role::Inside, Thin::default())
-        } else if e.wants() {
+        } else if e.wants() && !holds {
             (Role::Exclusive, e.key.clone())
         } else {
             (
-                Engine::base_role(self.scope, rel, e.structural),
+                Engine::base_role(self.scope, rel, e.structural, holds),
                 Thin::default(),
             )
         };

@@ -127,17 +127,23 @@ impl Engine {
             Role::Structural if self.settings.empty_inherits => Some(pools.shared.clone()),
             Role::Structural => Some(pools.online.clone()),
             Role::Shared => Some(pools.shared.clone()),
-            // Given back what it had before it was pinned: its parent's
-            // CPUs (all online ones when the parent's are not known).
-            Role::Unmanaged if e.ours => {
-                let from_parent = parent.or_else(|| {
-                    let p = self.cgroups.get(cgroup::parent(rel)?)?;
-                    p.cpus.clone().filter(|c| !c.is_empty())
-                });
-                Some(from_parent.unwrap_or_else(|| pools.online.clone()))
-            }
-            Role::Unmanaged => None,
+            // Never narrowed, so that no job of Slurm's loses a CPU.
+            Role::Holder => Some(self.parents_set(rel, parent, pools)),
+            // Given back what it had before it was pinned.
+            Role::Unmanaged if e.ours => Some(self.parents_set(rel, parent, pools)),
+            Role::Unmanaged | Role::Foreign => None,
         }
+    }
+
+    /// The CPUs of the parent of cgroup `rel`: its target `parent`, else
+    /// its known set, else every online CPU.
+    fn parents_set(&self, rel: &str, parent: Option<Arc<CpuSet>>, pools: &Pools) -> Arc<CpuSet> {
+        parent
+            .or_else(|| {
+                let p = self.cgroups.get(cgroup::parent(rel)?)?;
+                p.cpus.clone().filter(|c| !c.is_empty())
+            })
+            .unwrap_or_else(|| pools.online.clone())
     }
 
     /// The target `cpuset.cpus` of every cgroup that gets one.
@@ -278,13 +284,14 @@ impl Engine {
         Some(targets)
     }
 
-    /// The target of a structural or shared cgroup `rel` whose own is `own`:
+    /// The target of a structural, shared or holder cgroup `rel` whose own
+    /// is `own`:
     /// with the CPUs of every pinned workload below it (only those, and
     /// cgroups whose targets are the shared pool, lie below such a cgroup in
     /// a managed or shared subtree). `None` for the other roles, whose
     /// closure this does not know.
     fn closure(&self, rel: &str, role: Role, own: &CpuSet) -> Option<CpuSet> {
-        if !matches!(role, Role::Structural | Role::Shared) {
+        if !matches!(role, Role::Structural | Role::Shared | Role::Holder) {
             return None;
         }
         let mut closed = own.clone();

@@ -178,6 +178,37 @@ fn status_shows_trouble_and_says_when_it_is_offline() {
     assert_eq!(strip_ansi(&coloured), plain);
 }
 
+/// Slurm's jobs: a line each with the CPUs the kernel gives them, and each
+/// conflict with an exclusive workload in red under them; a tree inside
+/// the daemon's own subtree is a `Config:` line that says what to change.
+#[test]
+fn status_lists_slurms_jobs_and_their_conflicts() {
+    let mut doc = status_doc::status(SHAPE_16, "0,8", &[pod(1, "app", 4)]);
+    let held = doc.workloads[0].cpus.clone().unwrap();
+    let first = held.iter().next().unwrap();
+    let job = |name: &str, cpus: &str| pinctl::slurm::Job {
+        cgroup: format!("system.slice/slurmstepd.scope/{name}"),
+        name: name.into(),
+        cpus: set(cpus),
+        effective: set(cpus),
+    };
+    doc.slurm.jobs = vec![job("job_1", &first.to_string()), job("job_2", "0")];
+    doc.slurm.inside = vec!["system.slice/slurmstepd.scope".into()];
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    for want in [
+        "Slurm:       2 jobs; 1 conflict\n",
+        &format!("             job_1 CPUs {first} (system.slice/slurmstepd.scope/job_1)\n"),
+        "             job_2 CPUs 0 (system.slice/slurmstepd.scope/job_2)\n",
+        &format!(
+            "             Slurm job job_1 (system.slice/slurmstepd.scope/job_1) has CPUs {first} that exclusive workload"
+        ),
+        "Config:      Slurm's jobs run in system.slice/slurmstepd.scope, inside a subtree pinctl confines",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    check_layout(&text, 400);
+}
+
 fn strip_ansi(s: &str) -> String {
     let mut out = String::new();
     let mut chars = s.chars();

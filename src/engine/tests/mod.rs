@@ -2,7 +2,7 @@
 //! that build trees; `memory.rs` holds memory nodes and what a release gives
 //! back, `cri.rs` what containerd's CRI and systemd brought (a pod's
 //! annotation, a write over a pin read whole), `sequences.rs` drives random
-//! sequences of events.
+//! sequences of events, `slurm.rs` Slurm's tree and what holds it.
 
 use super::*;
 use crate::cgroup::Observed;
@@ -582,6 +582,7 @@ fn without_reserved_cpus_the_lowest_is_held_back() {
 mod cri;
 mod memory;
 mod sequences;
+mod slurm;
 
 /// While the shared pool is still growing back after a release, a new pin
 /// must not wait behind it: its writes are the plan's urgent prefix, and

@@ -106,8 +106,9 @@ proptest! {
 }
 
 /// One event of the equivalence test, on a tree of pods with containers
-/// (and sub-cgroups), services in the shared `system.slice` and jobs under
-/// the unmanaged `hpc`, whose CPUs lack 4-7 and 12-15.
+/// (and sub-cgroups), services in the shared `system.slice` (and Slurm's
+/// tree there) and jobs under the unmanaged `hpc`, whose CPUs lack 4-7 and
+/// 12-15.
 #[derive(Debug, Clone)]
 enum Event {
     /// A container (re-)read: pod, container, request (6: none), with a
@@ -121,6 +122,9 @@ enum Event {
     RemoveJob(u8),
     Offline(u8),
     Online,
+    /// Slurm's tree in `system.slice` appears (with a job on CPUs 4-7 and
+    /// 12-15) or goes.
+    Slurm(bool),
     /// The writes to this container fail until the next event.
     Fail(u8, u8),
 }
@@ -138,6 +142,7 @@ fn event() -> impl Strategy<Value = Event> {
         1 => (0u8..2).prop_map(Event::RemoveJob),
         1 => (0u8..16).prop_map(Event::Offline),
         1 => Just(Event::Online),
+        1 => any::<bool>().prop_map(Event::Slurm),
         1 => (0u8..3, 0u8..3).prop_map(|(p, c)| Event::Fail(p, c)),
     ]
 }
@@ -213,6 +218,11 @@ fn feed(e: &mut Engine, event: &Event) -> Option<String> {
             e.set_topology(Topology::new(cpus, CpuSet::new(), CpuSet::new()).unwrap());
         }
         Event::Online => e.set_topology(topo()),
+        Event::Slurm(true) => {
+            plain(e, "system.slice/slurmstepd.scope", "0-15", None);
+            plain(e, "system.slice/slurmstepd.scope/job_7", "4-7,12-15", None);
+        }
+        Event::Slurm(false) => e.forget("system.slice/slurmstepd.scope"),
         Event::Fail(p, c) => return Some(container(p, c)),
     }
     None

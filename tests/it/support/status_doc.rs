@@ -141,6 +141,7 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
         quotas_lifted: Vec::new(),
         interrupts: None,
         partitions: None,
+        slurm: api::Slurm::default(),
         counters: api::Counters {
             reconciles: 12,
             last_reconcile_ms: 3,

@@ -1,0 +1,283 @@
+//! Slurm's cgroup trees: named, found and compared, never written.
+//!
+//! Slurm's cgroup/v2 plugin makes `slurmstepd.scope` (a transient unit with
+//! `Delegate=yes`) in `system.slice`, or in the slice its `CgroupSlice=`
+//! names. Below it: `system` (slurmstepd itself) and one cgroup per job
+//! (`job_<id>`; a SLUID since Slurm 26.05), each with its steps. Slurm
+//! writes a job's `cpuset.cpus` once, when it makes it, and never looks
+//! again. So:
+//! - the tree is *foreign*: the engine never writes in it;
+//! - a cgroup that holds it is a *holder*: never narrowed, because on v2 a
+//!   child gets its own set ∩ its parent's, and the job would lose CPUs
+//!   without Slurm knowing;
+//! - the status lists the jobs ([`find`]), and `pinctl verify` fails
+//!   where a job's CPUs meet an exclusive workload's or the kernel clipped
+//!   a job ([`conflicts`]).
+//!
+//! Only the names are known here; the cgroup root comes in as an argument.
+
+use std::io;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cgroup::{self, Hierarchy, Version};
+use crate::cpuset::CpuSet;
+use crate::io::Fs;
+
+/// The name of the unit under which Slurm keeps its jobs.
+pub const SCOPE: &str = "slurmstepd.scope";
+
+/// The cgroup below [`SCOPE`] that holds slurmstepd itself, not a job.
+const OWN: &str = "system";
+
+/// How many slices deep [`find`] looks for [`SCOPE`]: a slice's path
+/// has a component per dash of its name (`a-b-c.slice`: three).
+const MAX_SLICE_DEPTH: usize = 4;
+
+/// At most this many jobs are listed (a node runs a few dozen).
+pub const MAX_JOBS: usize = 1024;
+
+/// Whether cgroup `rel` is the root of a Slurm tree.
+pub fn is_root(rel: &str) -> bool {
+    rel.rsplit('/').next() == Some(SCOPE)
+}
+
+/// One of Slurm's jobs, as the kernel shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// Its cgroup, relative to the cpuset hierarchy.
+    pub cgroup: String,
+    /// What Slurm named it: `job_<id>`, or its SLUID.
+    pub name: String,
+    /// The CPUs Slurm gave it (`cpuset.cpus`; empty: its parent's).
+    pub cpus: CpuSet,
+    /// The CPUs it really has (the effective set).
+    pub effective: CpuSet,
+}
+
+impl Job {
+    /// The kernel gives it fewer CPUs than Slurm wrote: an ancestor lacks
+    /// them (v2 falls back silently).
+    pub fn clipped(&self) -> CpuSet {
+        self.cpus.difference(&self.effective)
+    }
+}
+
+/// What [`find`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Found {
+    /// The roots of Slurm's trees ([`SCOPE`]), in path order.
+    pub roots: Vec<String>,
+    /// Their jobs, at most [`MAX_JOBS`].
+    pub jobs: Vec<Job>,
+}
+
+impl Found {
+    /// Whether cgroup `rel` lies in a Slurm tree or holds one: judged by
+    /// the Slurm checks, not as a shared cgroup.
+    pub fn covers(&self, rel: &str) -> bool {
+        self.roots
+            .iter()
+            .any(|r| cgroup::is_within(rel, r) || cgroup::is_within(r, rel))
+    }
+}
+
+/// Finds Slurm's trees under the cpuset hierarchy `h` and reads their jobs.
+///
+/// It looks at the root and at slices (`*.slice`) down to
+/// [`MAX_SLICE_DEPTH`], not into the kubepods tree. A directory that
+/// vanishes meanwhile is skipped; any other error is returned.
+pub fn find(fs: &dyn Fs, h: &Hierarchy) -> io::Result<Found> {
+    let mut found = Found::default();
+    let mut slices: Vec<(String, usize)> = vec![(String::new(), 0)];
+    while let Some((rel, depth)) = slices.pop() {
+        let entries = match fs.read_dir(&h.dir(&rel)) {
+            Ok(e) => e,
+            Err(e) if gone(&e) && !rel.is_empty() => continue,
+            Err(e) => return Err(e),
+        };
+        for e in entries.into_iter().filter(|e| e.is_dir) {
+            let child = cgroup::child(&rel, &e.name);
+            if e.name == SCOPE {
+                found.roots.push(child);
+            } else if depth < MAX_SLICE_DEPTH
+                && e.name.ends_with(".slice")
+                && !e.name.contains("kubepods")
+            {
+                slices.push((child, depth + 1));
+            }
+        }
+    }
+    found.roots.sort();
+    for root in &found.roots {
+        let entries = match fs.read_dir(&h.dir(root)) {
+            Ok(e) => e,
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(e),
+        };
+        for e in entries.into_iter().filter(|e| e.is_dir && e.name != OWN) {
+            if found.jobs.len() == MAX_JOBS {
+                return Ok(found);
+            }
+            let rel = cgroup::child(root, &e.name);
+            match read_job(fs, h, &rel, &e.name) {
+                Ok(job) => found.jobs.push(job),
+                Err(e) if gone(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(found)
+}
+
+fn read_job(fs: &dyn Fs, h: &Hierarchy, rel: &str, name: &str) -> io::Result<Job> {
+    let set = |path: std::path::PathBuf| -> io::Result<CpuSet> {
+        let text = fs.read(&path)?;
+        text.parse().map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        })
+    };
+    let cpus = set(h.cpus_file(rel))?;
+    // A v1 kernel before 4.17 has no effective set: it enforces
+    // `cpuset.cpus` itself.
+    let effective = match set(h.effective_file(rel)) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound && h.version == Version::V1 => cpus.clone(),
+        other => other?,
+    };
+    Ok(Job {
+        cgroup: rel.to_string(),
+        name: name.to_string(),
+        cpus,
+        effective,
+    })
+}
+
+fn gone(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENODEV)
+}
+
+/// Something wrong between one of Slurm's jobs and pinctl.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "slurm", rename_all = "snake_case")]
+pub enum Conflict {
+    /// The job's CPUs include an exclusive workload's.
+    Overlap {
+        job: String,
+        cgroup: String,
+        workload: String,
+        cpus: CpuSet,
+    },
+    /// The kernel gives the job fewer CPUs than Slurm wrote.
+    Clipped {
+        job: String,
+        cgroup: String,
+        given: CpuSet,
+        effective: CpuSet,
+    },
+}
+
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Conflict::Overlap {
+                job,
+                cgroup,
+                workload,
+                cpus,
+            } => write!(
+                f,
+                "Slurm job {job} ({cgroup}) has CPUs {cpus} that exclusive workload {workload} holds"
+            ),
+            Conflict::Clipped {
+                job,
+                cgroup,
+                given,
+                effective,
+            } => write!(
+                f,
+                "Slurm job {job} ({cgroup}) lost CPUs {}: Slurm gave it {given}, the kernel gives it {effective} (an ancestor lacks them)",
+                given.difference(effective)
+            ),
+        }
+    }
+}
+
+/// What is wrong between Slurm's `jobs` and the exclusive workloads
+/// (`key`, CPUs): a job whose CPUs an exclusive workload holds too, and a
+/// job the kernel gives fewer CPUs than Slurm wrote.
+pub fn conflicts<'a>(
+    jobs: &[Job],
+    exclusive: impl IntoIterator<Item = (&'a str, &'a CpuSet)> + Clone,
+) -> Vec<Conflict> {
+    let mut out = Vec::new();
+    for job in jobs {
+        let had = if job.cpus.is_empty() {
+            &job.effective
+        } else {
+            &job.cpus
+        };
+        for (key, cpus) in exclusive.clone() {
+            let both = had.intersection(cpus);
+            if !both.is_empty() {
+                out.push(Conflict::Overlap {
+                    job: job.name.clone(),
+                    cgroup: job.cgroup.clone(),
+                    workload: key.to_string(),
+                    cpus: both,
+                });
+            }
+        }
+        if !job.cpus.is_empty() && !job.clipped().is_empty() {
+            out.push(Conflict::Clipped {
+                job: job.name.clone(),
+                cgroup: job.cgroup.clone(),
+                given: job.cpus.clone(),
+                effective: job.effective.clone(),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(name: &str, cpus: &str, effective: &str) -> Job {
+        Job {
+            cgroup: format!("system.slice/{SCOPE}/{name}"),
+            name: name.into(),
+            cpus: cpus.parse().unwrap(),
+            effective: effective.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_root_is_the_scope_by_its_whole_name() {
+        assert!(is_root("system.slice/slurmstepd.scope"));
+        assert!(is_root("slurm.slice/slurm-jobs.slice/slurmstepd.scope"));
+        assert!(is_root("slurmstepd.scope"));
+        assert!(!is_root("system.slice/slurmstepd.scope/job_1"));
+        assert!(!is_root("system.slice/xslurmstepd.scope"));
+    }
+
+    #[test]
+    fn an_overlap_and_a_clipped_job_are_each_named() {
+        let jobs = [job("job_1", "4-7", "4-7"), job("job_2", "8-11", "8-9")];
+        let a: CpuSet = "6-7".parse().unwrap();
+        let b: CpuSet = "12-13".parse().unwrap();
+        let found: Vec<String> = conflicts(&jobs, [("pod-a", &a), ("pod-b", &b)])
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(
+            found[0].contains("job_1") && found[0].contains("6-7") && found[0].contains("pod-a")
+        );
+        assert!(found[1].contains("job_2") && found[1].contains("lost CPUs 10-11"));
+        assert!(conflicts(&jobs[..1], [("pod-b", &b)]).is_empty());
+    }
+}
