@@ -56,10 +56,11 @@ pub struct Job {
 }
 
 impl Job {
-    /// The kernel gives it fewer CPUs than Slurm wrote: an ancestor lacks
-    /// them (v2 falls back silently).
-    pub fn clipped(&self) -> CpuSet {
-        self.cpus.difference(&self.effective)
+    /// The `online` CPUs Slurm wrote that the kernel does not give it: an
+    /// ancestor lacks them (v2 falls back silently; it keeps offline CPUs
+    /// in `cpuset.cpus`).
+    pub fn clipped(&self, online: &CpuSet) -> CpuSet {
+        self.cpus.intersection(online).difference(&self.effective)
     }
 }
 
@@ -85,10 +86,14 @@ impl Found {
 /// Finds Slurm's trees under the cpuset hierarchy `h` and reads their jobs.
 ///
 /// It looks at the root and at slices (`*.slice`) down to
-/// [`MAX_SLICE_DEPTH`], not into the kubepods tree. A directory that
-/// vanishes meanwhile is skipped; any other error is returned.
-pub fn find(fs: &dyn Fs, h: &Hierarchy) -> io::Result<Found> {
-    let mut found = Found::default();
+/// [`MAX_SLICE_DEPTH`], not into the kubepods tree, and takes the trees in
+/// `known` too (those a walk of the daemon's subtrees met). A directory
+/// that vanishes meanwhile is skipped; any other error is returned.
+pub fn find(fs: &dyn Fs, h: &Hierarchy, known: &[String]) -> io::Result<Found> {
+    let mut found = Found {
+        roots: known.to_vec(),
+        jobs: Vec::new(),
+    };
     let mut slices: Vec<(String, usize)> = vec![(String::new(), 0)];
     while let Some((rel, depth)) = slices.pop() {
         let entries = match fs.read_dir(&h.dir(&rel)) {
@@ -109,6 +114,7 @@ pub fn find(fs: &dyn Fs, h: &Hierarchy) -> io::Result<Found> {
         }
     }
     found.roots.sort();
+    found.roots.dedup();
     for root in &found.roots {
         let entries = match fs.read_dir(&h.dir(root)) {
             Ok(e) => e,
@@ -176,6 +182,8 @@ pub enum Conflict {
         cgroup: String,
         given: CpuSet,
         effective: CpuSet,
+        /// The online CPUs it lost.
+        lost: CpuSet,
     },
 }
 
@@ -196,10 +204,10 @@ impl std::fmt::Display for Conflict {
                 cgroup,
                 given,
                 effective,
+                lost,
             } => write!(
                 f,
-                "Slurm job {job} ({cgroup}) lost CPUs {}: Slurm gave it {given}, the kernel gives it {effective} (an ancestor lacks them)",
-                given.difference(effective)
+                "Slurm job {job} ({cgroup}) lost CPUs {lost}: Slurm gave it {given}, the kernel gives it {effective} (an ancestor lacks them)"
             ),
         }
     }
@@ -207,10 +215,11 @@ impl std::fmt::Display for Conflict {
 
 /// What is wrong between Slurm's `jobs` and the exclusive workloads
 /// (`key`, CPUs): a job whose CPUs an exclusive workload holds too, and a
-/// job the kernel gives fewer CPUs than Slurm wrote.
+/// job the kernel gives fewer of the `online` CPUs than Slurm wrote.
 pub fn conflicts<'a>(
     jobs: &[Job],
     exclusive: impl IntoIterator<Item = (&'a str, &'a CpuSet)> + Clone,
+    online: &CpuSet,
 ) -> Vec<Conflict> {
     let mut out = Vec::new();
     for job in jobs {
@@ -230,12 +239,14 @@ pub fn conflicts<'a>(
                 });
             }
         }
-        if !job.cpus.is_empty() && !job.clipped().is_empty() {
+        let lost = job.clipped(online);
+        if !lost.is_empty() {
             out.push(Conflict::Clipped {
                 job: job.name.clone(),
                 cgroup: job.cgroup.clone(),
                 given: job.cpus.clone(),
                 effective: job.effective.clone(),
+                lost,
             });
         }
     }
@@ -269,7 +280,8 @@ mod tests {
         let jobs = [job("job_1", "4-7", "4-7"), job("job_2", "8-11", "8-9")];
         let a: CpuSet = "6-7".parse().unwrap();
         let b: CpuSet = "12-13".parse().unwrap();
-        let found: Vec<String> = conflicts(&jobs, [("pod-a", &a), ("pod-b", &b)])
+        let online: CpuSet = "0-15".parse().unwrap();
+        let found: Vec<String> = conflicts(&jobs, [("pod-a", &a), ("pod-b", &b)], &online)
             .iter()
             .map(ToString::to_string)
             .collect();
@@ -278,6 +290,10 @@ mod tests {
             found[0].contains("job_1") && found[0].contains("6-7") && found[0].contains("pod-a")
         );
         assert!(found[1].contains("job_2") && found[1].contains("lost CPUs 10-11"));
-        assert!(conflicts(&jobs[..1], [("pod-b", &b)]).is_empty());
+        assert!(conflicts(&jobs[..1], [("pod-b", &b)], &online).is_empty());
+        // v2 keeps offline CPUs in cpuset.cpus: those are not lost.
+        let offline = [job("job_3", "8-11", "8-9")];
+        let some: CpuSet = "0-9".parse().unwrap();
+        assert!(conflicts(&offline, [("pod-b", &b)], &some).is_empty());
     }
 }

@@ -286,7 +286,7 @@ fn render_slurm(
         .workloads
         .iter()
         .filter_map(|w| Some((w.key.as_str(), w.cpus.as_ref()?)));
-    let conflicts = crate::slurm::conflicts(jobs, exclusive);
+    let conflicts = crate::slurm::conflicts(jobs, exclusive, &status.online);
     let mut line = plural(jobs.len(), "job", "jobs");
     if !conflicts.is_empty() {
         let _ = write!(

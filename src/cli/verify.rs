@@ -403,8 +403,16 @@ pub fn verify_with(
         }
     }
     // Slurm's jobs: never on an exclusive workload's CPUs, never clipped.
-    // Its trees and the cgroups that hold them are judged by that alone.
-    let found = match slurm::find(fs, &kernel.h) {
+    // Its trees (those `slurm::find` finds, and any in the subtrees walked
+    // below) and the cgroups that hold them are judged by that alone.
+    let walked: Vec<Vec<Observed>> = scope.roots().iter().map(|r| kernel.walk(r)).collect();
+    let met: Vec<String> = walked
+        .iter()
+        .flatten()
+        .filter(|obs| slurm::is_root(&obs.rel))
+        .map(|obs| obs.rel.to_string())
+        .collect();
+    let found = match slurm::find(fs, &kernel.h, &met) {
         Ok(found) => found,
         Err(e) => {
             report.problems.push(Problem::Unreadable {
@@ -418,14 +426,14 @@ pub fn verify_with(
     report.checked.slurm_jobs = found.jobs.len();
     let keys = pinned.iter().map(|(w, c)| (w.key.as_str(), *c));
     report.problems.extend(
-        slurm::conflicts(&found.jobs, keys)
+        slurm::conflicts(&found.jobs, keys, &status.online)
             .into_iter()
             .map(Problem::Slurm),
     );
 
     let mut seen: HashSet<Rel> = HashSet::new();
-    for root in scope.roots() {
-        for obs in kernel.walk(root) {
+    for cgroups in walked {
+        for obs in cgroups {
             let rel = &*obs.rel;
             if inside.contains(rel)
                 || above.contains(rel)
@@ -695,6 +703,7 @@ mod tests {
     fn intent(hierarchy: &str) -> api::Status {
         api::Status {
             hierarchy: hierarchy.into(),
+            online: "0-3".parse().unwrap(),
             reserved: "0".parse().unwrap(),
             shared_pool: "0-1".parse().unwrap(),
             workloads: vec![api::Workload {
@@ -825,5 +834,32 @@ mod tests {
             ],
             "{text}"
         );
+    }
+
+    /// A Slurm tree where `slurm::find` does not look (inside a container's
+    /// scope) but in a subtree verify walks: judged as Slurm's, not as a
+    /// shared cgroup on exclusive CPUs.
+    #[test]
+    fn a_slurm_tree_met_in_the_walk_is_judged_as_slurms() {
+        let mut fs = MemFs::default();
+        let mut put = |rel: &str, cpus: &str| {
+            fs.put(&format!("/nowhere/cgroup/{rel}cpuset.cpus"), cpus);
+            fs.put(&format!("/nowhere/cgroup/{rel}cpuset.cpus.effective"), cpus);
+        };
+        put("hpc.slice/job.scope/", "2-3");
+        put("system.slice/", "");
+        put("system.slice/box.scope/", "");
+        put("system.slice/box.scope/slurmstepd.scope/", "");
+        put("system.slice/box.scope/slurmstepd.scope/job_9/", "2");
+        fs.put("/nowhere/cgroup/cgroup.controllers", "cpuset cpu\n");
+        let r = verify_with(&fs, &intent("v2"), &roots(), &scope()).unwrap();
+        let problems: Vec<String> = r.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            problems,
+            [
+                "Slurm job job_9 (system.slice/box.scope/slurmstepd.scope/job_9) has CPUs 2 that exclusive workload cgroup:hpc.slice/job.scope holds"
+            ],
+        );
+        assert_eq!(r.checked.slurm_jobs, 1);
     }
 }

@@ -167,7 +167,11 @@ impl Daemon {
         let freezer = (!paths_only && has_freezer).then(|| {
             self.engine
                 .known()
-                .filter(|rel| !self.engine.is_structural(rel) && self.watched(rel))
+                .filter(|rel| {
+                    !self.engine.is_structural(rel)
+                        && !self.engine.is_foreign(rel)
+                        && self.watched(rel)
+                })
                 .cloned()
                 .collect()
         });
@@ -179,6 +183,7 @@ impl Daemon {
             proc_root: (!paths_only).then(|| self.cfg.proc_root.clone()),
             hier: self.hier.clone(),
             freezer,
+            slurm_roots: self.engine.slurm_roots().map(|r| r.to_string()).collect(),
         }
     }
 
@@ -357,6 +362,8 @@ pub(super) struct CheckInput {
     hier: Arc<Hierarchy>,
     /// The workloads whose freezer to read; `None`: no frozen check this round.
     freezer: Option<Vec<Rel>>,
+    /// The roots of Slurm's trees the engine knows, wherever they are.
+    slurm_roots: Vec<String>,
 }
 
 /// What a round of the watchdog's checks found.
@@ -382,6 +389,7 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
         proc_root,
         hier,
         freezer,
+        slurm_roots,
     } = input;
     let version = hier.version;
     // Which managed kubepods roots exist anywhere: that tells the driver.
@@ -426,7 +434,9 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
         Some(_) => {
             let h = hier.clone();
             let found = pool
-                .run_op("list", &hier.cpuset, move |fs| slurm::find(fs, &h))
+                .run_op("list", &hier.cpuset, move |fs| {
+                    slurm::find(fs, &h, &slurm_roots)
+                })
                 .await;
             Some(found.map_err(|e| chain(&e)))
         }

@@ -140,7 +140,7 @@ impl Daemon {
             partitions: self.partition_status(),
             slurm: api::Slurm {
                 jobs: self.dog.slurm_jobs.clone(),
-                inside: self.engine.slurm_roots().map(|r| r.to_string()).collect(),
+                inside: self.engine.slurm_held().map(|r| r.to_string()).collect(),
             },
             counters: api::Counters {
                 reconciles: self.socket.reconciles,

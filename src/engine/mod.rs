@@ -26,10 +26,10 @@
 //!   except to widen it over an exclusive descendant;
 //! - *foreign*: Slurm's tree (`slurmstepd.scope` and below, [`crate::slurm`]):
 //!   never written, whatever it asks for;
-//! - *holder*: a cgroup the daemon would confine that holds Slurm's tree:
-//!   never narrowed (its parent's CPUs, all online ones when those are not
-//!   known), so no job loses a CPU; its other children are confined one by
-//!   one instead.
+//! - *holder*: a cgroup the daemon would confine that holds Slurm's tree
+//!   and asks for nothing (a workload keeps its CPUs): never narrowed (its
+//!   parent's CPUs, all online ones when those are not known), so no job
+//!   loses a CPU; its other children are confined one by one instead.
 //!
 //! Then the ancestor closure: a cgroup's target always contains the targets of
 //! its descendants (v1 rejects a child CPU its parent lacks with EACCES, and v2
@@ -602,6 +602,22 @@ impl Engine {
         self.slurm.iter()
     }
 
+    /// The roots of Slurm's trees whose parent the daemon would confine
+    /// but leaves whole (a holder): what `pinctl status` says to move.
+    pub fn slurm_held(&self) -> impl Iterator<Item = &Rel> {
+        self.slurm.iter().filter(|r| {
+            cgroup::parent(r)
+                .and_then(|p| self.cgroups.get(p))
+                .is_some_and(|p| p.role == Role::Holder)
+        })
+    }
+
+    /// Whether cgroup `rel` lies in one of Slurm's trees: nothing of the
+    /// daemon's writes there (the watchdog does not thaw it either).
+    pub fn is_foreign(&self, rel: &str) -> bool {
+        self.slurm.iter().any(|s| cgroup::is_within(rel, s))
+    }
+
     /// Forgets `rel` and every cgroup below it (they were removed).
     pub fn forget(&mut self, rel: &str) {
         for k in self.subtree(rel) {
@@ -623,7 +639,9 @@ impl Engine {
             self.full = true;
         }
         self.dirty.remove(rel);
-        if self.slurm.remove(rel) {
+        // A Slurm root stays one while what lies below it is known: that
+        // stays foreign.
+        if cgroup::subtree(&self.cgroups, rel).next().is_none() && self.slurm.remove(rel) {
             self.full = true;
         }
         self.forgotten(rel);

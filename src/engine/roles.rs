@@ -36,7 +36,7 @@ impl Engine {
             Role::Unmanaged
         } else if holds {
             Role::Holder
-        } else if structural {
+        } else if managed && structural {
             Role::Structural
         } else {
             Role::Shared
@@ -175,17 +175,19 @@ impl Walk<'_> {
     /// of an exclusive workload. Returns whether it became, or stopped
     /// being, part of one itself (what is below it changes role with it).
     fn visit(&mut self, rel: &Rel, e: &mut CgroupEntry, inside: bool) -> bool {
-        // Most nodes have no Slurm tree: then nothing is compared. A cgroup
-        // that holds one is never narrowed, whatever it asks for.
+        // Most nodes have no Slurm tree: then nothing is compared. A
+        // workload that holds one keeps its CPUs (slurmd in a pinned
+        // container: Slurm saw them when it started); any other cgroup that
+        // holds one is never narrowed.
         let foreign = self.slurm.iter().any(|s| cgroup::is_within(rel, s));
-        let holds = !foreign && self.slurm.iter().any(|s| cgroup::is_within(s, rel));
         let (role, member) = if foreign {
             (Role::Foreign, Thin::default())
         } else if inside {
             (Role::Inside, Thin::default())
-        } else if e.wants() && !holds {
+        } else if e.wants() {
             (Role::Exclusive, e.key.clone())
         } else {
+            let holds = self.slurm.iter().any(|s| cgroup::is_within(s, rel));
             (
                 Engine::base_role(self.scope, rel, e.structural, holds),
                 Thin::default(),

@@ -1,6 +1,6 @@
 //! Slurm's tree (`slurmstepd.scope`) in a subtree the daemon confines: it
 //! is never written, and what holds it is never narrowed, so that no job
-//! loses a CPU Slurm gave it.
+//! loses a CPU Slurm gave it; and what that rule must leave as it was.
 
 use super::*;
 
@@ -124,4 +124,47 @@ fn a_request_in_slurms_tree_asks_for_nothing() {
     assert!(e.workloads().is_empty(), "{:?}", e.workloads());
     assert_eq!(e.cgroups[JOB].role, Role::Foreign);
     assert!(!writes.iter().any(in_tree), "{writes:?}");
+}
+
+/// slurmd in a pinned container (its tree below the workload's cgroup):
+/// the workload keeps its CPUs, which Slurm saw when it started; the tree
+/// is still never written.
+#[test]
+fn a_workload_that_holds_slurms_tree_keeps_its_cpus() {
+    let mut e = engine_v2();
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/pod9", "0-15", None);
+    add(&mut e, "kubepods/pod9/slurmd", "", want(4));
+    apply(&mut e);
+    let pinned = target(&e, "kubepods/pod9/slurmd");
+    assert_eq!(pinned.len(), 4);
+    let tree = "kubepods/pod9/slurmd/slurmstepd.scope";
+    add(&mut e, tree, "", None);
+    add(&mut e, &format!("{tree}/job_1"), "", None);
+    let writes = apply(&mut e);
+    assert_eq!(target(&e, "kubepods/pod9/slurmd"), pinned, "{writes:?}");
+    assert_eq!(e.cgroups[tree].role, Role::Foreign);
+    assert!(
+        !writes
+            .iter()
+            .any(|w| crate::cgroup::is_within(&w.rel, tree)),
+        "{writes:?}"
+    );
+}
+
+/// A kubepods tree inside a shared subtree, not a managed one (kind's
+/// kubelet in `system.slice/docker-<id>.scope`): its structure is shared,
+/// on the shared pool like the rest of the subtree (v1 too).
+#[test]
+fn kubepods_structure_in_a_shared_subtree_is_shared() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    let root = "system.slice/docker-1.scope/kubepods";
+    add(&mut e, "system.slice/docker-1.scope", "0-15", None);
+    add(&mut e, root, "0-15", None);
+    add(&mut e, "kubepods/pod9", "0-15", None);
+    add(&mut e, "kubepods/pod9/app", "0-15", want(4));
+    apply(&mut e);
+    assert_eq!(e.cgroups[root].role, Role::Shared);
+    assert_eq!(target(&e, root), e.shared_pool());
 }
