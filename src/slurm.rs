@@ -1,7 +1,8 @@
 //! Slurm's cgroup trees: named, found and compared, never written.
 //!
-//! Slurm's cgroup/v2 plugin makes `slurmstepd.scope` (a transient unit with
-//! `Delegate=yes`) in `system.slice`, or in the slice its `CgroupSlice=`
+//! Slurm's cgroup/v2 plugin makes `slurmstepd.scope` or
+//! `<node>_slurmstepd.scope` (a transient unit with `Delegate=yes`) in
+//! `system.slice`, or in the slice its `CgroupSlice=`
 //! names. Below it: `system` (slurmstepd itself) and one cgroup per job
 //! (`job_<id>`; a SLUID since Slurm 26.05), each with its steps. Slurm
 //! writes a job's `cpuset.cpus` once, when it makes it, and never looks
@@ -24,7 +25,9 @@ use crate::cgroup::{self, Hierarchy, Version};
 use crate::cpuset::CpuSet;
 use crate::io::Fs;
 
-/// The name of the unit under which Slurm keeps its jobs.
+/// The name of the unit under which Slurm keeps its jobs: alone, or after
+/// the node's name and `_` (`node1_slurmstepd.scope`: Debian 12's Slurm
+/// 22.05, seen in the VM bed; a build for several slurmd per host).
 pub const SCOPE: &str = "slurmstepd.scope";
 
 /// The cgroup below [`SCOPE`] that holds slurmstepd itself, not a job.
@@ -39,7 +42,16 @@ pub const MAX_JOBS: usize = 1024;
 
 /// Whether cgroup `rel` is the root of a Slurm tree.
 pub fn is_root(rel: &str) -> bool {
-    rel.rsplit('/').next() == Some(SCOPE)
+    rel.rsplit('/').next().is_some_and(is_scope_name)
+}
+
+/// Whether a cgroup's name is [`SCOPE`]'s, with or without a node's name.
+fn is_scope_name(name: &str) -> bool {
+    name == SCOPE
+        || name
+            .strip_suffix(SCOPE)
+            .and_then(|node| node.strip_suffix('_'))
+            .is_some_and(|node| !node.is_empty())
 }
 
 /// One of Slurm's jobs, as the kernel shows it.
@@ -103,7 +115,7 @@ pub fn find(fs: &dyn Fs, h: &Hierarchy, known: &[String]) -> io::Result<Found> {
         };
         for e in entries.into_iter().filter(|e| e.is_dir) {
             let child = cgroup::child(&rel, &e.name);
-            if e.name == SCOPE {
+            if is_scope_name(&e.name) {
                 found.roots.push(child);
             } else if depth < MAX_SLICE_DEPTH
                 && e.name.ends_with(".slice")
@@ -271,6 +283,9 @@ mod tests {
         assert!(is_root("system.slice/slurmstepd.scope"));
         assert!(is_root("slurm.slice/slurm-jobs.slice/slurmstepd.scope"));
         assert!(is_root("slurmstepd.scope"));
+        assert!(is_root("system.slice/pinctl-vm_slurmstepd.scope"));
+        assert!(!is_root("system.slice/_slurmstepd.scope"));
+        assert!(!is_root("system.slice/xslurmstepd.scope.d"));
         assert!(!is_root("system.slice/slurmstepd.scope/job_1"));
         assert!(!is_root("system.slice/xslurmstepd.scope"));
     }

@@ -1,5 +1,6 @@
 //! Slurm beside pinctld: the real daemon on fake v1 and v2 trees with
-//! Slurm's tree (`system.slice/slurmstepd.scope`) in its shared subtree.
+//! Slurm's tree in its shared subtree, named as Debian's Slurm 22.05 names
+//! it (`system.slice/<node>_slurmstepd.scope`).
 //! The tree is never written, `system.slice` (which holds it) is never
 //! narrowed, the services beside it are confined, and the status lists the
 //! job and says where the tree sits.
@@ -7,9 +8,9 @@
 use crate::support::fake_cgroup::{Driver, ONLINE, Qos, Spec, Version, container_id, set, uid};
 use crate::support::world::{Options, SYSTEM, World};
 
-const SCOPE: &str = "system.slice/slurmstepd.scope";
-const JOB: &str = "system.slice/slurmstepd.scope/job_7";
-const STEP: &str = "system.slice/slurmstepd.scope/job_7/step_0";
+const SCOPE: &str = "system.slice/node1_slurmstepd.scope";
+const JOB: &str = "system.slice/node1_slurmstepd.scope/job_7";
+const STEP: &str = "system.slice/node1_slurmstepd.scope/job_7/step_0";
 const SERVICE: &str = "system.slice/cron.service";
 
 on_both_versions!(slurms_tree_is_left_alone => slurms_tree_is_left_alone());

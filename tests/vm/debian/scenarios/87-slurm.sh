@@ -1,0 +1,161 @@
+# Slurm beside pinctld (issue #33): Debian's slurmctld and slurmd (22.05)
+# on the one node, munge, the cgroup/v2 plugin with ConstrainCores=yes.
+# slurmd makes system.slice/<node>_slurmstepd.scope over D-Bus (before the
+# daemon knew that name, it wrote the shared pool into Slurm's jobs), and a cgroup per
+# job below it, while the daemon holds the exclusive workloads of the
+# earlier scenarios (X, R) and system.slice is among its shared_cgroups.
+#
+# Checked: a job from srun and one from sbatch run; the kernel gives each
+# job what Slurm wrote (effective = cpuset.cpus) and its process those
+# CPUs; system.slice keeps every CPU while the tree is in it, and the
+# services beside it the shared pool; no event of the daemon writes in
+# slurmstepd.scope; `pinctl status` lists the jobs and says where the tree
+# is; with Slurm's spec CPUs (CpuSpecList) on pinctl's exclusive ones, as
+# the README says, `pinctl verify` finds no conflict; a new pin on the CPUs
+# of a job on the whole node, on purpose: the job keeps them all, and
+# `pinctl verify` fails naming it. Then Slurm stops.
+#
+# cgroup v2 only: on v1 Slurm's cgroup/v1 plugin keeps its own tree in each
+# hierarchy's root (slurm/uid_*/job_*), which no configuration of the
+# daemon's touches.
+if [ "$HIER" != v2 ]; then
+    note "v1: Slurm's cgroup/v1 tree is outside the daemon's subtrees; not run"
+else
+    EXCL=${EXCL:-$X}
+    mkdir -p /etc/slurm /var/lib/slurm/slurmd /var/lib/slurm/slurmctld /var/log/slurm
+    chown slurm: /var/lib/slurm/slurmctld /var/log/slurm
+    NODE=$(hostname -s)
+    # Slurm resolves the node's name with AI_ADDRCONFIG, which counts no
+    # loopback address, and the guest has no other interface: an address
+    # of its own on lo, and the name for it.
+    ip addr add 10.99.0.1/32 dev lo 2>/dev/null || true
+    grep -q "[[:space:]]$NODE\$" /etc/hosts || echo "10.99.0.1 $NODE" >>/etc/hosts
+    # The node's line as slurmd sees the machine (CPUs, sockets, threads).
+    _hw=$(slurmd -C 2>/dev/null | sed -n 1p | sed 's/ UpTime=.*//')
+    cat >/etc/slurm/slurm.conf <<EOF
+ClusterName=pinctl-vm
+SlurmctldHost=$NODE
+AuthType=auth/munge
+SlurmUser=slurm
+SlurmdUser=root
+StateSaveLocation=/var/lib/slurm/slurmctld
+SlurmdSpoolDir=/var/lib/slurm/slurmd
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+MpiDefault=none
+$_hw CpuSpecList=$EXCL State=UNKNOWN
+PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+    printf 'CgroupPlugin=cgroup/v2\nConstrainCores=yes\n' >/etc/slurm/cgroup.conf
+    note "slurm.conf node line: $_hw CpuSpecList=$EXCL"
+    if [ ! -s /etc/munge/munge.key ]; then
+        mungekey --create --keyfile /etc/munge/munge.key 2>&1 | tail -n 1
+        chown munge: /etc/munge/munge.key
+        chmod 0600 /etc/munge/munge.key
+    fi
+    _start() {
+        systemctl start "$1" 2>&1 || { journalctl -b -u "$1" --no-pager -n 8 -o cat; tail -n 8 /var/log/slurm/*.log 2>/dev/null; return 1; }
+    }
+    check munge "munge.service starts" _start munge.service
+    check slurmctld "slurmctld.service starts" _start slurmctld.service
+    check slurmd "slurmd.service starts" _start slurmd.service
+    _idle() { sinfo -h -o %T 2>&1 | grep -qx idle; }
+    wait_for 90 _idle
+    check node-idle "sinfo: the node is idle ($(sinfo -h -o '%T %C' 2>&1))" _idle
+    # slurmstepd.scope, or <node>_slurmstepd.scope (Debian's 22.05).
+    _scope() { SCOPE=$(cd "$CS" && ls -d system.slice/*slurmstepd.scope 2>/dev/null | head -n 1); [ -n "$SCOPE" ]; }
+    wait_for 30 _scope
+    check scope "slurmd made its scope: ${SCOPE:-none in system.slice}" _scope
+
+    # A job from srun and one from sbatch, 2 CPUs each.
+    srun -n1 -c2 -J small sleep 600 >/run/slurm-srun.out 2>&1 &
+    SRUN=$!
+    sbatch -n1 -c2 -J batch -o /dev/null --wrap 'sleep 600' >/run/slurm-sbatch.out 2>&1
+    _running() { [ "$(squeue -h -t R -o %i | wc -l)" -ge 2 ]; }
+    wait_for 60 _running
+    check jobs-run "srun and sbatch jobs run: $(squeue -h -o '%i %j %T %C' | tr '\n' ';')" _running
+    # job_slurm REL: what Slurm wrote and what the kernel gives agree.
+    _job_whole() {
+        _c=$(cl norm "$(cat "$CS/$1/cpuset.cpus")"); _e=$(cl norm "$(eff "$1")")
+        [ -n "$_c" ] && [ "$_c" = "$_e" ] || { echo "cpuset.cpus '$_c', effective '$_e'"; return 1; }
+        echo "$_c"
+    }
+    for _id in $(squeue -h -t R -o %i); do
+        _j=$SCOPE/job_$_id
+        check "job-$_id-whole" "$_j keeps what Slurm gave it" _job_whole "$_j"
+        _pid=$(head -n 1 "$CS/$_j/step_0/user/task_0/cgroup.procs" 2>/dev/null ||
+            find "$CS/$_j" -name cgroup.procs -exec cat {} + 2>/dev/null | head -n 1)
+        [ -n "$_pid" ] && expect "job-$_id-process" "$(cat "$CS/$_j/cpuset.cpus")" allowed "$_pid"
+    done
+    expect system-slice-whole "$(online)" eff system.slice
+    J_PID=$(systemctl show -p MainPID --value systemd-journald.service)
+    shared_ok slurm-beside "$EXCL" burstable=$B_PID journald=$J_PID
+
+    _listed() {
+        _n=$(pinctl status --json | jq -r '.slurm.jobs[]?.name' | sort | tr '\n' ' ')
+        for _id in $(squeue -h -t R -o %i); do
+            case " $_n" in *" job_$_id "*) ;; *) echo "status lists: $_n"; return 1 ;; esac
+        done
+        echo "$_n"
+    }
+    # The watchdog's rounds find them (watchdog_interval, 10 s by default).
+    wait_for 40 _listed >/dev/null
+    check status-jobs "pinctl status lists the jobs" _listed
+    _inside() { pinctl status | grep "^Config: .*Slurm's jobs run in $SCOPE"; }
+    check status-config "pinctl status says where Slurm's tree is" _inside
+    _clean() {
+        pinctl verify >/run/verify.out 2>&1 && return 0
+        ! grep "Slurm job" /run/verify.out
+    }
+    check verify-clean "pinctl verify: no job on exclusive CPUs, none clipped" _clean
+
+    # A job on every CPU Slurm may give (all but its spec CPUs), then a new
+    # pin that takes two of them, on purpose (pinctl's reserved_cpus do not
+    # keep it off Slurm's CPUs here): the job keeps every CPU Slurm gave it
+    # (system.slice is never narrowed below it), and verify names the
+    # overlap.
+    scancel -u root
+    wait "$SRUN" 2>/dev/null
+    _none() { [ -z "$(squeue -h)" ]; }
+    wait_for 60 _none
+    srun -n1 --exclusive -J whole sleep 600 >/run/slurm-whole.out 2>&1 &
+    WHOLE=$!
+    _one() { [ "$(squeue -h -t R -o %i | wc -l)" -eq 1 ]; }
+    wait_for 60 _one
+    _wid=$(squeue -h -t R -o %i)
+    check whole-runs "a job on the whole node runs ($(squeue -h -o '%i %j %T %C' | tr '\n' ';'))" _one
+    container cgroupfs guaranteed 9 2; OV=$APP
+    pin overlap-pinned "$OV" 2; OV_SET=$GOT
+    [ -n "$_wid" ] && check whole-keeps "job_$_wid keeps every CPU Slurm gave it" _job_whole "$SCOPE/job_$_wid"
+    _overlap() {
+        ! pinctl verify >/run/verify.out 2>&1 &&
+            grep "problem: Slurm job job_$_wid .* that exclusive workload" /run/verify.out | head -n 1
+    }
+    check verify-overlap "pinctl verify fails on the job beside the new pin $OV_SET" _overlap
+    rmcg "$(dirname "$OV")"
+    _untouched() {
+        _w=$(pinctl events | grep -c "slurmstepd.scope")
+        [ "$_w" -eq 0 ] || { pinctl events | grep slurmstepd.scope | head -n 3; return 1; }
+    }
+    check never-written "no event of the daemon in $SCOPE" _untouched
+
+    # Slurm stops: its tree goes, and system.slice is confined again.
+    scancel -u root
+    wait "$WHOLE" 2>/dev/null
+    systemctl stop slurmd.service slurmctld.service munge.service
+    # The scope outlives slurmd (it holds slurmstepd's own cgroup): stopped
+    # as an operator would.
+    systemctl stop "$(basename "$SCOPE")" 2>/dev/null
+    _scope_gone() { [ ! -d "$CS/$SCOPE" ]; }
+    wait_for 30 _scope_gone
+    check scope-gone "$SCOPE is gone" _scope_gone
+    expect system-slice-confined "$(cl minus "$(online)" "$EXCL")" eff system.slice
+    shared_ok slurm-gone "$EXCL" burstable=$B_PID journald=$J_PID
+fi
