@@ -35,7 +35,7 @@ const OWN: &str = "system";
 
 /// How many slices deep [`find`] looks for [`SCOPE`]: a slice's path
 /// has a component per dash of its name (`a-b-c.slice`: three).
-const MAX_SLICE_DEPTH: usize = 4;
+pub const MAX_SLICE_DEPTH: usize = 4;
 
 /// At most this many jobs are listed (a node runs a few dozen).
 pub const MAX_JOBS: usize = 1024;
