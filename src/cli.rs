@@ -113,6 +113,42 @@ pub enum Command {
     /// failed; for a repair the path and what was created. The daemon keeps a
     /// bounded number of recent events in memory.
     Events(EventsArgs),
+    /// Run a command on exclusive CPUs that pinctld gives it.
+    ///
+    /// Asks pinctld over its run socket ([run] in its configuration) for N
+    /// exclusive CPUs. The daemon checks who asks (root, or a user or a
+    /// member of a group [run] names, within its caps), picks the CPUs as for
+    /// any exclusive workload, makes the run's cgroup (<slice>/<name>), pins
+    /// it and moves this process into it. This process then checks its own
+    /// CPUs (Cpus_allowed_list) and becomes the command (exec), with
+    /// PINCTL_CPUS set to them: its signals and exit status are its own. The
+    /// CPUs are given back once the run's cgroup is empty (the command and
+    /// every process it started have ended), at the daemon's next round of
+    /// checks. A refusal says why on stderr and exits 1.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// How many exclusive CPUs.
+    #[arg(short = 'n', long = "cpus", value_name = "N")]
+    pub cpus: usize,
+    /// The run's name, its workload being run:NAME (letters, digits, _ . -)
+    /// [default: UID-N].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// The run socket [default: the [run] socket of the configuration,
+    /// /run/pinctl/run.sock].
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// The daemon's configuration file, read for the run socket's path
+    /// [default: /etc/pinctl/pinctld.toml, or the built-in defaults when it
+    /// does not exist].
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// The command and its arguments (after --).
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// How to reach the daemon.
@@ -287,7 +323,52 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
         Command::Describe(args) => describe_cmd(&args, style, out),
         Command::Verify(args) => verify_cmd(&args, style, out),
         Command::Events(args) => events_cmd(&args, style, out),
+        Command::Run(args) => run_cmd(&args),
     }
+}
+
+/// `pinctl run`: the CPUs asked for, then the command in this process.
+fn run_cmd(args: &RunArgs) -> Result<()> {
+    use std::os::unix::process::CommandExt as _;
+    let socket = match &args.socket {
+        Some(s) => s.clone(),
+        None => load_config(args.config.as_deref())?.run.socket,
+    };
+    let ask = crate::run::Ask {
+        cpus: args.cpus,
+        name: args.name.clone(),
+        command: args
+            .command
+            .iter()
+            .take(crate::run::MAX_COMMAND_WORDS)
+            .cloned()
+            .collect(),
+    };
+    let grant = crate::run::ask(&socket, &ask, Duration::from_secs(90))?;
+    // The kernel's word, not the daemon's: this process runs on them now.
+    let status = std::fs::read_to_string("/proc/self/status")
+        .context("cannot read /proc/self/status to check this process's CPUs")?;
+    let allowed: CpuSet = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .ok_or_else(|| anyhow!("no Cpus_allowed_list in /proc/self/status"))?
+        .parse()?;
+    if allowed != grant.cpus {
+        bail!(
+            "{} was given CPUs {}, but the kernel lets this process run on {allowed}",
+            grant.key,
+            grant.cpus
+        );
+    }
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| anyhow!("no command to run"))?;
+    let e = std::process::Command::new(program)
+        .args(rest)
+        .env("PINCTL_CPUS", grant.cpus.to_string())
+        .exec();
+    Err(anyhow!(e).context(format!("cannot run {program:?}")))
 }
 
 /// The configuration: the file given, or the default one, or (when the

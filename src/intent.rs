@@ -395,7 +395,7 @@ pub fn read(
         mems_read = true;
     }
     let key = if wants {
-        workload_key(&kind, rel, bundle.as_deref())
+        run_key(cfg, rel).unwrap_or_else(|| workload_key(&kind, rel, bundle.as_deref()))
     } else {
         String::new()
     };
@@ -642,6 +642,18 @@ fn parse_count(raw: &str) -> Option<usize> {
     t.parse()
         .ok()
         .filter(|&n| n <= crate::cpuset::MAX_CPU as usize + 1)
+}
+
+/// The identity of a run of `pinctl run`: `run:<name>` for the cgroup
+/// `<slice>/<name>` the daemon made for it (`[run]`, when on).
+pub fn run_key(cfg: &Config, rel: &str) -> Option<String> {
+    if !cfg.run.enabled {
+        return None;
+    }
+    let name = rel
+        .strip_prefix(cfg.run.slice.as_str())?
+        .strip_prefix('/')?;
+    (!name.is_empty() && !name.contains('/')).then(|| format!("run:{name}"))
 }
 
 /// The identity of the workload a cgroup belongs to: `pod:<uid>/<container>`

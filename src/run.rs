@@ -25,21 +25,105 @@ pub const MAX_COMMAND_WORDS: usize = 64;
 pub struct Ask {
     /// Exclusive CPUs wanted.
     pub cpus: usize,
-    /// The NUMA node they must come from.
-    #[serde(default)]
-    pub numa_node: Option<u32>,
-    /// Whole physical cores only.
-    #[serde(default)]
-    pub full_cores: bool,
     /// The run's name (`run:<name>`); the daemon makes one when absent.
     #[serde(default)]
     pub name: Option<String>,
-    /// Wait in the queue when the CPUs are not free, rather than be refused.
-    #[serde(default)]
-    pub wait: bool,
     /// The command, for the status and the audit trail.
     #[serde(default)]
     pub command: Vec<String>,
+}
+
+/// The daemon's answer: one JSON line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// The CPUs are the run's, and the asking process is in its cgroup.
+    Granted(Grant),
+    Refused(Refusal),
+}
+
+/// What a run was given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// Its workload key, `run:<name>`.
+    pub key: String,
+    /// Its cgroup, relative to the cpuset hierarchy.
+    pub cgroup: String,
+    /// Its exclusive CPUs.
+    pub cpus: crate::cpuset::CpuSet,
+}
+
+/// The longest line either side sends.
+pub const MAX_LINE: usize = 64 << 10;
+
+/// Why `pinctl run` got no CPUs.
+#[derive(Debug, thiserror::Error)]
+pub enum AskError {
+    #[error(
+        "no run socket at {}: is pinctld running, with [run] enabled = true in its configuration?",
+        socket.display()
+    )]
+    NoDaemon {
+        socket: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot ask pinctld over {}", socket.display())]
+    Io {
+        socket: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("pinctld's answer over {} is not one: {answer:?}", socket.display())]
+    Garbled {
+        socket: std::path::PathBuf,
+        answer: String,
+    },
+    #[error("{0}")]
+    Refused(Refusal),
+}
+
+/// Asks the daemon over the run socket at `socket` for `ask`, for this
+/// process: on `Ok` the process is in the run's cgroup, on its CPUs. The
+/// connection stays open until the answer (the daemon moves the peer it
+/// sees on it); `timeout` bounds the whole exchange.
+pub fn ask(
+    socket: &std::path::Path,
+    ask: &Ask,
+    timeout: std::time::Duration,
+) -> Result<Grant, AskError> {
+    use std::io::{BufRead as _, Read as _, Write as _};
+    let io = |source| AskError::Io {
+        socket: socket.to_path_buf(),
+        source,
+    };
+    let mut stream =
+        std::os::unix::net::UnixStream::connect(socket).map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                AskError::NoDaemon {
+                    socket: socket.to_path_buf(),
+                    source,
+                }
+            }
+            _ => io(source),
+        })?;
+    stream.set_read_timeout(Some(timeout)).map_err(io)?;
+    stream.set_write_timeout(Some(timeout)).map_err(io)?;
+    let mut line = serde_json::to_string(ask).unwrap_or_default();
+    line.push('\n');
+    stream.write_all(line.as_bytes()).map_err(io)?;
+    let mut answer = String::new();
+    std::io::BufReader::new(stream.take(MAX_LINE as u64))
+        .read_line(&mut answer)
+        .map_err(io)?;
+    match serde_json::from_str::<Answer>(&answer) {
+        Ok(Answer::Granted(grant)) => Ok(grant),
+        Ok(Answer::Refused(r)) => Err(AskError::Refused(r)),
+        Err(_) => Err(AskError::Garbled {
+            socket: socket.to_path_buf(),
+            answer,
+        }),
+    }
 }
 
 /// Who asks, as the kernel says.
@@ -61,8 +145,7 @@ pub struct Policy {
     pub groups: Vec<(String, u32)>,
     /// The most CPUs of one ask (0: no cap).
     pub max_cpus: usize,
-    /// The most CPUs one user holds at once, asks that wait excepted (0: no
-    /// cap).
+    /// The most CPUs one user holds at once (0: no cap).
     pub max_cpus_per_user: usize,
 }
 
@@ -88,13 +171,14 @@ pub enum Refusal {
         held: usize,
         max: usize,
     },
-    /// Not enough free CPUs (and the ask does not wait): how many are
-    /// free, and who holds the rest.
+    /// Not enough free CPUs: how many are free, and who holds the rest.
     NotEnough {
         asked: usize,
         free: usize,
         holders: Vec<(String, usize)>,
     },
+    /// The daemon could not make the run's cgroup or move the process in.
+    Failed { why: String },
 }
 
 impl fmt::Display for Refusal {
@@ -146,8 +230,9 @@ impl fmt::Display for Refusal {
                         holders.iter().map(|(k, n)| format!("{k} ({n})")).collect();
                     write!(f, "; held by {}", held.join(", "))?;
                 }
-                write!(f, " (--wait queues the run until they are free)")
+                Ok(())
             }
+            Refusal::Failed { why } => write!(f, "pinctld could not set the run up: {why}"),
         }
     }
 }
@@ -331,14 +416,14 @@ mod tests {
         };
         assert_eq!(
             r.to_string(),
-            "16 CPUs asked, 6 free; held by run:lammps (8), pod:1/app (2) (--wait queues the run until they are free)"
+            "16 CPUs asked, 6 free; held by run:lammps (8), pod:1/app (2)"
         );
     }
 
     #[test]
     fn an_ask_reads_from_json_and_refuses_unknown_fields() {
-        let a: Ask = serde_json::from_str(r#"{"cpus":2,"numa_node":1,"command":["lmp"]}"#).unwrap();
-        assert_eq!((a.cpus, a.numa_node, a.command.len()), (2, Some(1), 1));
+        let a: Ask = serde_json::from_str(r#"{"cpus":2,"command":["lmp"]}"#).unwrap();
+        assert_eq!((a.cpus, a.command.len()), (2, 1));
         assert!(serde_json::from_str::<Ask>(r#"{"cpus":2,"pid":1}"#).is_err());
     }
 }

@@ -182,7 +182,8 @@ pub struct Run {
     pub max_cpus: usize,
     /// The most CPUs one user's runs hold at once (0: no cap).
     pub max_cpus_per_user: usize,
-    /// The slice runs are made in: one component, ending in `.slice`.
+    /// The cgroup runs are made in, relative to the cgroup root; its last
+    /// name ends in `.slice`.
     pub slice: String,
 }
 

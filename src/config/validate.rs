@@ -312,10 +312,11 @@ impl Validator<'_> {
             None => d.slice,
             Some(s) => {
                 let text = s.get_ref();
-                let why = if text.contains('/') || relative_path_problem(text).is_some() {
-                    Some("one cgroup name, not a path")
-                } else if text.len() <= ".slice".len() || !text.ends_with(".slice") {
-                    Some("a slice's name ends in \".slice\"")
+                let last = text.rsplit('/').next().unwrap_or("");
+                let why = if let Some(why) = relative_path_problem(text) {
+                    Some(why)
+                } else if last.len() <= ".slice".len() || !last.ends_with(".slice") {
+                    Some("its last name must end in \".slice\"")
                 } else {
                     None
                 };

@@ -16,7 +16,8 @@
 //! (one projection of the configuration, at start-up and reload), `sync`
 //! (the engine in step with the tree), `apply` (plans made real), `checks`
 //! (the watchdog's rounds), `report` (status, health, `STATUS=`), `notify`
-//! (sd-notify), `stall` (a turn of the loop that does not end, named).
+//! (sd-notify), `stall` (a turn of the loop that does not end, named), `run`
+//! (the run socket of `pinctl run`).
 
 mod apply;
 mod checks;
@@ -26,6 +27,7 @@ mod notify;
 mod partition;
 mod quota;
 mod report;
+mod run;
 mod stall;
 mod startup;
 mod sweep;
@@ -137,6 +139,8 @@ pub struct Daemon {
     loaded: Loads,
     /// Applies a reloaded `log_level` ([`Self::on_log_level`]).
     log_level_hook: Option<Box<dyn Fn(LogLevel)>>,
+    /// The run socket of `pinctl run` ([`run::Door`]).
+    door: run::Door,
 }
 
 /// Everything the event loop acts on.
@@ -177,6 +181,8 @@ enum Event {
     Wedge,
     /// SIGTERM or SIGINT.
     Stop,
+    /// An ask from the run socket.
+    Run(run::Asked),
 }
 
 impl Event {
@@ -200,6 +206,7 @@ impl Event {
             Event::Reload => "reload (SIGHUP)",
             Event::Wedge => "wedge (test hook)",
             Event::Stop => "stop",
+            Event::Run(_) => "run asked",
         }
     }
 }
@@ -322,6 +329,22 @@ impl Daemon {
         }
         let listener = server::bind(&self.cfg.socket).context("cannot set up the status socket")?;
         info!(socket = %self.cfg.socket.display(), "serving the status socket");
+        if self.cfg.run.enabled {
+            let policy = run::policy(&self.cfg.run);
+            self.door = run::Door::open(
+                &self.cfg.run.socket,
+                policy,
+                self.pool.clone(),
+                self.cfg.proc_root.clone(),
+            )
+            .with_context(|| {
+                format!(
+                    "cannot set up the run socket {}",
+                    self.cfg.run.socket.display()
+                )
+            })?;
+            info!(socket = %self.cfg.run.socket.display(), "serving the run socket");
+        }
         let server = server::serve(
             listener,
             self.socket.snapshot.subscribe(),
@@ -384,6 +407,7 @@ impl Daemon {
         // before the daemon goes.
         self.drain().await;
         server.abort();
+        self.door.close();
         let _ = std::fs::remove_file(&self.cfg.socket);
         self.finish_irqs().await;
         self.finish_saves().await;
@@ -422,6 +446,12 @@ impl Daemon {
                 None => std::future::pending().await,
             }
         };
+        let asked = async {
+            match self.door.rx.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         // In this order: what the kernel and the operator say comes before
         // the rest of a plan and a background reconcile, so a new pin never
         // waits behind the shared pool's writes or the reading of the whole
@@ -439,6 +469,7 @@ impl Daemon {
             Some(error) = self.saved_rx.recv() => Event::Saved(error),
             Some(told) = self.told_rx.recv() => Event::Told(told),
             Some(passed) = self.irqs.rx.recv() => Event::Steered(passed),
+            Some(asked) = asked => Event::Run(asked),
             _ = timers.reconcile.tick() => Event::Reconcile,
             _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
             _ = unsure => Event::Unsure,
@@ -476,6 +507,7 @@ impl Daemon {
             Event::Steered(passed) => self.steered(passed),
             Event::Ping => self.beat(),
             Event::Publish => self.publish(),
+            Event::Run(asked) => self.run_asked(asked).await,
             Event::ChecksDue => {
                 self.start_checks(false);
                 self.follow_irqs(true);

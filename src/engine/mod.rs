@@ -597,6 +597,40 @@ impl Engine {
         std::mem::take(&mut self.overwritten)
     }
 
+    /// Whether `n` more CPUs could be given now, as the allocator would
+    /// give them: `Err` with the free CPUs' count and who holds the others
+    /// (workload key, CPUs) when they could not.
+    pub fn room_for(&self, n: usize) -> Result<(), (usize, Vec<(String, usize)>)> {
+        let free = self.topo.online().difference(&self.reserved).difference(
+            &self
+                .workloads
+                .values()
+                .filter_map(|w| w.cpus.as_ref())
+                .fold(CpuSet::new(), |acc, c| acc.union(c)),
+        );
+        let opts = alloc::Options {
+            reserved: self.reserved.clone(),
+            ..self.settings.alloc.clone()
+        };
+        match alloc::allocate(&self.topo, &free, n, &opts) {
+            Ok(_) => Ok(()),
+            Err(_) => Err((
+                free.len(),
+                self.workloads
+                    .values()
+                    .filter_map(|w| Some((w.key.clone(), w.cpus.as_ref()?.len())))
+                    .collect(),
+            )),
+        }
+    }
+
+    /// The CPUs of the workload cgroup `rel` belongs to, when it is pinned.
+    pub fn cpus_of(&self, rel: &str) -> Option<(&str, &CpuSet)> {
+        let e = self.cgroups.get(rel)?;
+        let w = self.workloads.get(e.member_of.get()?)?;
+        Some((w.key.as_str(), w.cpus.as_ref()?))
+    }
+
     /// The roots of Slurm's trees the engine knows, in path order.
     pub fn slurm_roots(&self) -> impl Iterator<Item = &Rel> {
         self.slurm.iter()

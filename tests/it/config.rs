@@ -1305,12 +1305,12 @@ fn the_run_table_is_read_and_each_wrong_value_named() {
             "/etc/pinctl/pinctld.toml:2:12: run.max_cpus: invalid CPU count -1: must be from 0 (no cap) to 16384",
         ),
         (
-            "[run]\nslice = \"a/b.slice\"\n",
-            "/etc/pinctl/pinctld.toml:2:9: run.slice: invalid slice \"a/b.slice\": one cgroup name, not a path",
+            "[run]\nslice = \"/b.slice\"\n",
+            "/etc/pinctl/pinctld.toml:2:9: run.slice: invalid slice \"/b.slice\": must be relative to cgroup_root, not absolute",
         ),
         (
-            "[run]\nslice = \"jobs\"\n",
-            "/etc/pinctl/pinctld.toml:2:9: run.slice: invalid slice \"jobs\": a slice's name ends in \".slice\"",
+            "[run]\nslice = \"hpc.slice/jobs\"\n",
+            "/etc/pinctl/pinctld.toml:2:9: run.slice: invalid slice \"hpc.slice/jobs\": its last name must end in \".slice\"",
         ),
         (
             "[run]\nsocket = \"run.sock\"\n",

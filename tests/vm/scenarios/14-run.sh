@@ -1,0 +1,68 @@
+# Scenario 14 (issue #33): `pinctl run` through the daemon's own cgroup
+# (no systemd here, so pinctld makes pinctl.slice/<name> itself). A command
+# runs on the exclusive CPUs the kernel shows it (PINCTL_CPUS says which);
+# two runs at once get disjoint ones; the shared pool loses them; a run
+# whose client exited but whose child still runs keeps its CPUs (as an MPI
+# launcher's ranks would), and gives them back once the last process ends;
+# an over-ask is refused with the free count; a daemon restart keeps a
+# running command where it is.
+RUN="pinctl run --socket /run/pinctl/run.sock"
+write_config 1h "$(printf 'watchdog_interval = "1s"\n[run]\nenabled = true\nsocket = "/run/pinctl/run.sock"')"
+daemon_start || return
+ALL=$(online)
+_in() { grep -qx "$2" "$CS/pinctl.slice/$1/cgroup.procs" 2>/dev/null; }
+
+$RUN -n 2 --name a -- sleep 300 2>/run/run-a.err &
+A_PID=$!
+wait_for 20 _in a "$A_PID"
+check run-a-joined "the client is in pinctl.slice/a ($(cat /run/run-a.err))" _in a "$A_PID"
+pin run-a-pinned pinctl.slice/a 2; A=$GOT
+OTHERS=""
+check run-a-aligned "2 CPUs" aligned "$A" 2
+expect run-a-process "$A" allowed "$A_PID"
+
+$RUN -n 2 --name b -- sleep 300 2>/run/run-b.err &
+B_PID=$!
+wait_for 20 _in b "$B_PID"
+pin run-b-pinned pinctl.slice/b 2; B=$GOT
+expect run-b-process "$B" allowed "$B_PID"
+check run-disjoint "two runs, disjoint CPUs" disjoint "$A" "$B"
+
+_sees() {
+    $RUN -n 2 -- sh -c 'echo "$PINCTL_CPUS $(grep Cpus_allowed_list /proc/self/status | cut -f2)"' >/run/run-c.out 2>&1 || {
+        cat /run/run-c.out; return 1; }
+    read -r _said _got </run/run-c.out
+    [ "$_said" = "$_got" ] && [ "$(cl count "$_got")" = 2 ] && [ -z "$(cl inter "$_got" "$(cl union "$A" "$B")")" ] ||
+        { cat /run/run-c.out; return 1; }
+    echo "PINCTL_CPUS and Cpus_allowed_list $_got"
+}
+check run-sees-its-cpus "the command runs on its 2 CPUs, as PINCTL_CPUS says" _sees
+shared_ok run-shared "$(cl union "$A" "$B")" system=$SYS_PID
+
+_refused() {
+    ! $RUN -n "$(cl count "$ALL")" -- true >/run/run-over.out 2>&1 && grep "CPUs asked, [0-9]* free" /run/run-over.out
+}
+check run-over-ask "an over-ask is refused with the free count" _refused
+
+# The client exits; its child stays in the run's cgroup: the CPUs stay.
+$RUN -n 2 --name c -- sh -c 'sleep 300 >/dev/null 2>&1 & echo $! >/run/run-c.child' 2>/run/run-c.err
+C_CHILD=$(cat /run/run-c.child 2>/dev/null)
+pin run-c-pinned pinctl.slice/c 2; C=$GOT
+sleep 3
+check run-c-kept "the client exited, its child keeps the run" _in c "$C_CHILD"
+expect run-c-child "$C" allowed "$C_CHILD"
+
+# A restart keeps every run where it is.
+daemon_crash
+daemon_start || return
+expect_stays run-a-after-restart "$A" allowed "$A_PID" 2
+
+# The last process of a run ends: its cgroup goes, its CPUs are shared.
+kill "$C_CHILD" "$A_PID" 2>/dev/null
+_gone() { [ ! -d "$CS/pinctl.slice/$1" ]; }
+wait_for 20 _gone a
+check run-a-gone "pinctl.slice/a is removed once its command ended" _gone a
+wait_for 20 _gone c
+check run-c-gone "pinctl.slice/c is removed once its last process ended" _gone c
+shared_ok run-released "$B" system=$SYS_PID
+kill "$B_PID" 2>/dev/null
