@@ -131,6 +131,10 @@ pub fn ask(
 pub struct Peer {
     pub uid: u32,
     pub pid: u32,
+    /// When the process started (clock ticks since boot, `/proc/<pid>/stat`):
+    /// checked again just before it is moved, so a pid reused meanwhile
+    /// is never moved in its place.
+    pub start: u64,
     /// Its primary group and its supplementary groups.
     pub groups: Vec<u32>,
 }
@@ -326,6 +330,7 @@ mod tests {
         Peer {
             uid,
             pid: 4242,
+            start: 1,
             groups: groups.to_vec(),
         }
     }

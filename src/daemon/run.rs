@@ -36,6 +36,9 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// Asks queued for the event loop; beyond, an ask is refused at once.
 const QUEUE: usize = 64;
+/// Connections served at once; one beyond is closed as it comes, so that
+/// nobody can take the daemon's descriptors with idle connections.
+const MAX_CONNECTIONS: usize = 16;
 
 /// One ask, on its way to the event loop.
 pub(super) struct Asked {
@@ -160,10 +163,19 @@ pub(super) fn policy(cfg: &crate::config::Run) -> Policy {
 
 /// Accepts connections for good, each in a task of its own.
 async fn accept(listener: UnixListener, tx: mpsc::Sender<Asked>, pool: IoPool, proc_root: PathBuf) {
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                tokio::spawn(serve(stream, tx.clone(), pool.clone(), proc_root.clone()));
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    warn!("run socket: too many connections; one closed");
+                    continue;
+                };
+                let (tx, pool, proc_root) = (tx.clone(), pool.clone(), proc_root.clone());
+                tokio::spawn(async move {
+                    serve(stream, tx, pool, proc_root).await;
+                    drop(slot);
+                });
             }
             Err(e) => {
                 warn!(error = %e, "run socket: accept failed");
@@ -232,6 +244,9 @@ async fn peer_and_ask(
         .read(&status)
         .await
         .map_err(|e| failed(format!("cannot read the peer's groups: {}", chain(&e))))?;
+    let start = start_of(pool, proc_root, pid)
+        .await
+        .ok_or_else(|| failed("the asking process is gone".into()))?;
     let mut groups = vec![cred.gid()];
     groups.extend(
         text.lines()
@@ -244,10 +259,18 @@ async fn peer_and_ask(
         Peer {
             uid: cred.uid(),
             pid,
+            start,
             groups,
         },
         ask,
     ))
+}
+
+/// When process `pid` started, if it runs.
+async fn start_of(pool: &IoPool, proc_root: &Path, pid: u32) -> Option<u64> {
+    let stat = proc_root.join(pid.to_string()).join("stat");
+    let text = pool.read(&stat).await.ok()?;
+    crate::procfs::parse_stat(pid, &text).map(|s| s.start)
 }
 
 impl Daemon {
@@ -336,6 +359,13 @@ impl Daemon {
                 holders,
             });
         };
+        // The pid is the peer's still (not reused by another process).
+        if start_of(&self.pool, &self.cfg.proc_root, peer.pid).await != Some(peer.start) {
+            self.remove_run(&rel).await;
+            return Err(Refusal::Failed {
+                why: "the asking process is gone".into(),
+            });
+        }
         let procs = dir.join(cgroup::file::PROCS);
         if let Err(e) = self.pool.write(&procs, &peer.pid.to_string()).await {
             self.remove_run(&rel).await;
