@@ -256,9 +256,10 @@ fn every_path_the_shipped_config_writes_is_writable_under_the_unit() {
             );
         }
     }
-    // The directories are for root and the socket's group.
+    // The directories are for root and the socket's group; the run
+    // socket's directory lets anyone reach a file by name.
     assert_eq!(setting(&unit, "Group"), "pinctl");
-    assert_eq!(setting(&unit, "RuntimeDirectoryMode"), "0750");
+    assert_eq!(setting(&unit, "RuntimeDirectoryMode"), "0751");
 }
 
 #[test]
