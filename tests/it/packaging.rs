@@ -286,7 +286,7 @@ fn the_unit_is_hardened_with_a_minimal_capability_set() {
     let caps = setting(&unit, "CapabilityBoundingSet");
     assert_eq!(
         caps.split_whitespace().collect::<Vec<_>>(),
-        ["CAP_DAC_OVERRIDE"]
+        ["CAP_DAC_OVERRIDE", "CAP_SYS_NICE"]
     );
 }
 

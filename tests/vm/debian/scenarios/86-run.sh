@@ -26,7 +26,9 @@ _root_sees() {
 }
 check run-root "root's command runs on 2 CPUs of its own" _root_sees
 
-runuser -u alice -- pinctl run -n 2 --name alice-1 -- sleep 300 2>/run/run-alice.err &
+# setpriv execs (runuser would stay the parent): $! is the client, then
+# the command.
+setpriv --reuid=alice --regid=alice --init-groups pinctl run -n 2 --name alice-1 -- sleep 300 2>/run/run-alice.err &
 AL_PID=$!
 _in() { grep -qx "$2" "$CS/pinctl.slice/$1/cgroup.procs" 2>/dev/null; }
 wait_for 30 _in alice-1 "$AL_PID"
@@ -38,7 +40,7 @@ if [ "$(cl count "$AL")" = 2 ]; then
 fi
 
 _bob() {
-    ! runuser -u bob -- pinctl run -n 1 -- true >/run/run-bob.out 2>&1 &&
+    ! setpriv --reuid=bob --regid=bob --init-groups pinctl run -n 1 -- true >/run/run-bob.out 2>&1 &&
         grep "may not ask for CPUs: only root and members of the groups hpc may" /run/run-bob.out
 }
 check run-bob-refused "bob is refused, told which group would do" _bob
