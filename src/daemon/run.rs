@@ -359,6 +359,32 @@ impl Daemon {
                 holders,
             });
         };
+        // The kernel's word, not the engine's: the run's cgroup really has
+        // its CPUs (a write can fail; v2 falls back to the parent's set).
+        let effective = self.hier.effective_file(&rel);
+        let has = match self.pool.read(&effective).await {
+            Ok(t) => Some(t),
+            // A v1 kernel before 4.17 enforces cpuset.cpus itself.
+            Err(e) if e.is_not_found() && self.hier.version == crate::cgroup::Version::V1 => {
+                self.pool.read(&self.hier.cpus_file(&rel)).await.ok()
+            }
+            Err(_) => None,
+        };
+        if has
+            .as_deref()
+            .and_then(|t| t.parse::<crate::cpuset::CpuSet>().ok())
+            .as_ref()
+            != Some(&cpus)
+        {
+            self.remove_run(&rel).await;
+            return Err(Refusal::Failed {
+                why: format!(
+                    "its cgroup {rel} has CPUs {:?} ({}), not its {cpus}",
+                    has.unwrap_or_default().trim(),
+                    effective.display()
+                ),
+            });
+        }
         // The pid is the peer's still (not reused by another process).
         if start_of(&self.pool, &self.cfg.proc_root, peer.pid).await != Some(peer.start) {
             self.remove_run(&rel).await;
