@@ -110,7 +110,7 @@ pub fn find(fs: &dyn Fs, h: &Hierarchy, known: &[String]) -> io::Result<Found> {
     while let Some((rel, depth)) = slices.pop() {
         let entries = match fs.read_dir(&h.dir(&rel)) {
             Ok(e) => e,
-            Err(e) if gone(&e) && !rel.is_empty() => continue,
+            Err(e) if cgroup::gone(&e) && !rel.is_empty() => continue,
             Err(e) => return Err(e),
         };
         for e in entries.into_iter().filter(|e| e.is_dir) {
@@ -130,7 +130,7 @@ pub fn find(fs: &dyn Fs, h: &Hierarchy, known: &[String]) -> io::Result<Found> {
     for root in &found.roots {
         let entries = match fs.read_dir(&h.dir(root)) {
             Ok(e) => e,
-            Err(e) if gone(&e) => continue,
+            Err(e) if cgroup::gone(&e) => continue,
             Err(e) => return Err(e),
         };
         for e in entries.into_iter().filter(|e| e.is_dir && e.name != OWN) {
@@ -140,7 +140,7 @@ pub fn find(fs: &dyn Fs, h: &Hierarchy, known: &[String]) -> io::Result<Found> {
             let rel = cgroup::child(root, &e.name);
             match read_job(fs, h, &rel, &e.name) {
                 Ok(job) => found.jobs.push(job),
-                Err(e) if gone(&e) => {}
+                Err(e) if cgroup::gone(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -171,10 +171,6 @@ fn read_job(fs: &dyn Fs, h: &Hierarchy, rel: &str, name: &str) -> io::Result<Job
         cpus,
         effective,
     })
-}
-
-fn gone(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENODEV)
 }
 
 /// Something wrong between one of Slurm's jobs and pinctl.

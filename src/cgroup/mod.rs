@@ -511,7 +511,7 @@ pub fn observe_mems(fs: &dyn Fs, h: &Hierarchy, rel: &str, obs: &mut Observed) {
 
 /// Whether a failed call says the file or the cgroup is gone: not there
 /// (`ENOENT`), or removed while open (kernfs answers `ENODEV`).
-fn gone(e: &std::io::Error) -> bool {
+pub fn gone(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENODEV)
 }
 

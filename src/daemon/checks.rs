@@ -183,7 +183,12 @@ impl Daemon {
             proc_root: (!paths_only).then(|| self.cfg.proc_root.clone()),
             hier: self.hier.clone(),
             freezer,
-            slurm_roots: self.engine.slurm_roots().map(|r| r.to_string()).collect(),
+            // Listed only by a full round (`gather`).
+            slurm_roots: if paths_only {
+                Vec::new()
+            } else {
+                self.engine.slurm_roots().map(|r| r.to_string()).collect()
+            },
         }
     }
 

@@ -649,7 +649,7 @@ impl Engine {
     /// Whether cgroup `rel` lies in one of Slurm's trees: nothing of the
     /// daemon's writes there (the watchdog does not thaw it either).
     pub fn is_foreign(&self, rel: &str) -> bool {
-        self.slurm.iter().any(|s| cgroup::is_within(rel, s))
+        in_slurm_tree(&self.slurm, rel)
     }
 
     /// Forgets `rel` and every cgroup below it (they were removed).
@@ -855,6 +855,16 @@ impl Engine {
             partitions: crate::partition::Made::default(),
         }
     }
+}
+
+/// Whether cgroup `rel` lies in one of the Slurm trees rooted at `roots`.
+fn in_slurm_tree(roots: &BTreeSet<Rel>, rel: &str) -> bool {
+    roots.iter().any(|s| cgroup::is_within(rel, s))
+}
+
+/// Whether cgroup `rel` holds one of the Slurm trees rooted at `roots`.
+fn holds_slurm_tree(roots: &BTreeSet<Rel>, rel: &str) -> bool {
+    roots.iter().any(|s| cgroup::is_within(s, rel))
 }
 
 #[cfg(test)]

@@ -179,7 +179,7 @@ impl Walk<'_> {
         // workload that holds one keeps its CPUs (slurmd in a pinned
         // container: Slurm saw them when it started); any other cgroup that
         // holds one is never narrowed.
-        let foreign = self.slurm.iter().any(|s| cgroup::is_within(rel, s));
+        let foreign = super::in_slurm_tree(self.slurm, rel);
         let (role, member) = if foreign {
             (Role::Foreign, Thin::default())
         } else if inside {
@@ -187,7 +187,7 @@ impl Walk<'_> {
         } else if e.wants() {
             (Role::Exclusive, e.key.clone())
         } else {
-            let holds = self.slurm.iter().any(|s| cgroup::is_within(s, rel));
+            let holds = super::holds_slurm_tree(self.slurm, rel);
             (
                 Engine::base_role(self.scope, rel, e.structural, holds),
                 Thin::default(),

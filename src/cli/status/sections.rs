@@ -1,0 +1,164 @@
+//! The optional lines of `pinctl status`, each with what lies below it:
+//! `Interrupts:` (`irq_affinity`), `Partitions:` (`isolation`) and
+//! `Slurm:` (Slurm's jobs and their conflicts).
+
+use std::fmt::Write as _;
+
+use super::{list_or_none, plural};
+use crate::api;
+use crate::cli::style::{Style, visible};
+
+/// The `Interrupts:` line (`irq_affinity`), and what the operator should
+/// change below it.
+pub(super) fn render_interrupts(
+    s: &mut String,
+    irqs: &api::Interrupts,
+    style: Style,
+    fieldw: &dyn Fn(&str) -> String,
+) {
+    let mut line = if irqs.on {
+        format!(
+            "{} kept off {}",
+            plural(irqs.steered.len(), "interrupt", "interrupts"),
+            if irqs.away.is_empty() {
+                "exclusive CPUs (none now)".to_string()
+            } else {
+                format!("CPUs {}", irqs.away)
+            }
+        )
+    } else {
+        format!(
+            "irq_affinity off: {} being put back",
+            plural(irqs.steered.len(), "interrupt", "interrupts")
+        )
+    };
+    if !irqs.refused.is_empty() {
+        let names: Vec<&str> = irqs.refused.iter().map(|r| r.irq.as_str()).collect();
+        let _ = write!(
+            line,
+            "; {} refused: {}",
+            plural(names.len(), "interrupt", "interrupts"),
+            visible(&names.join(", "))
+        );
+    }
+    if !irqs.failed.is_empty() {
+        let names: Vec<&str> = irqs.failed.iter().map(|r| r.irq.as_str()).collect();
+        let _ = write!(
+            line,
+            "; {}: {}",
+            style.red(&format!("{} failing", names.len())),
+            visible(&names.join(", "))
+        );
+    }
+    if irqs.overwritten > 0 {
+        let _ = write!(line, "; written over {} times", irqs.overwritten);
+    }
+    let _ = writeln!(s, "{}{line}", fieldw("Interrupts"));
+    let first_failure = irqs.failed.first().map(|f| &f.error);
+    for e in irqs.error.iter().chain(first_failure) {
+        let _ = writeln!(s, "{:13}{}", "", style.red(&visible(e)));
+    }
+    for advice in &irqs.advice {
+        let _ = writeln!(s, "{:13}{}", "", style.yellow(&visible(advice)));
+    }
+}
+
+/// The `Partitions:` line (`isolation = "partition"`), with each failing
+/// partition below it.
+pub(super) fn render_partitions(
+    s: &mut String,
+    parts: &api::Partitions,
+    style: Style,
+    fieldw: &dyn Fn(&str) -> String,
+) {
+    let cpus = parts
+        .isolated
+        .iter()
+        .fold(crate::cpuset::CpuSet::new(), |acc, p| acc.union(&p.cpus));
+    let mut line = if parts.on {
+        format!(
+            "{} isolated{}",
+            plural(parts.isolated.len(), "workload cgroup", "workload cgroups"),
+            if cpus.is_empty() {
+                String::new()
+            } else {
+                format!(" (CPUs {cpus})")
+            }
+        )
+    } else {
+        format!(
+            "isolation off: {} being undone",
+            plural(parts.isolated.len(), "partition", "partitions")
+        )
+    };
+    if !parts.failing.is_empty() {
+        let _ = write!(
+            line,
+            "; {}",
+            style.red(&format!("{} failing", parts.failing.len()))
+        );
+    }
+    if !parts.foreign.is_empty() {
+        let _ = write!(
+            line,
+            "; {}",
+            style.yellow(&format!(
+                "CPUs {} isolated by partitions that are not pinctl's",
+                parts.foreign
+            ))
+        );
+    }
+    let _ = writeln!(s, "{}{line}", fieldw("Partitions"));
+    for f in &parts.failing {
+        let _ = writeln!(
+            s,
+            "{:13}{}",
+            "",
+            style.red(&visible(&format!(
+                "{} ({}): {}; pinned by its cpuset alone",
+                f.cgroup, f.cpus, f.reason
+            )))
+        );
+    }
+}
+
+/// The `Slurm:` line and a line per job: its CPUs, in red where an
+/// exclusive workload holds them too or the kernel clipped them.
+pub(super) fn render_slurm(
+    s: &mut String,
+    status: &api::Status,
+    style: Style,
+    fieldw: &dyn Fn(&str) -> String,
+) {
+    let jobs = &status.slurm.jobs;
+    if jobs.is_empty() {
+        return;
+    }
+    let exclusive = status
+        .workloads
+        .iter()
+        .filter_map(|w| Some((w.key.as_str(), w.cpus.as_ref()?)));
+    let conflicts = crate::slurm::conflicts(jobs, exclusive, &status.online);
+    let mut line = plural(jobs.len(), "job", "jobs");
+    if !conflicts.is_empty() {
+        let _ = write!(
+            line,
+            "; {}",
+            style.red(&plural(conflicts.len(), "conflict", "conflicts"))
+        );
+    }
+    let _ = writeln!(s, "{}{line}", fieldw("Slurm"));
+    for job in jobs {
+        let _ = writeln!(
+            s,
+            "{:13}{} CPUs {} ({})",
+            "",
+            visible(&job.name),
+            list_or_none(&job.effective),
+            visible(&job.cgroup)
+        );
+    }
+    for c in &conflicts {
+        let _ = writeln!(s, "{:13}{}", "", style.red(&visible(&c.to_string())));
+    }
+}
