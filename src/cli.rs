@@ -118,8 +118,10 @@ pub enum Command {
     /// Asks pinctld over its run socket ([run] in its configuration) for N
     /// exclusive CPUs. The daemon checks who asks (root, or a user or a
     /// member of a group [run] names, within its caps), picks the CPUs as for
-    /// any exclusive workload, makes the run's cgroup (<slice>/<name>), pins
-    /// it and moves this process into it. This process then checks its own
+    /// any exclusive workload, makes the run's cgroup
+    /// (<slice>/run-<name>.scope: a transient systemd scope where systemd
+    /// runs, else a cgroup of its own), pins it and moves this process into
+    /// it. This process then checks its own
     /// CPUs (Cpus_allowed_list) and becomes the command (exec), with
     /// PINCTL_CPUS set to them: its signals and exit status are its own. The
     /// CPUs are given back once the run's cgroup is empty (the command and
@@ -137,6 +139,16 @@ pub struct RunArgs {
     /// [default: UID-N].
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// Also set OMP_NUM_THREADS to the CPUs' count, OMP_PLACES to one
+    /// place per CPU and OMP_PROC_BIND=close: an OpenMP program's threads
+    /// then stay one per CPU.
+    #[arg(long)]
+    pub omp: bool,
+    /// When too few CPUs are free, wait in line for them this long (10s, 5m,
+    /// 2h) instead of being refused at once. Asks are served in the order
+    /// they came; while any waits, an ask without --wait is refused.
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
+    pub wait: Option<Duration>,
     /// The run socket [default: the [run] socket of the configuration,
     /// /run/pinctl/run.sock].
     #[arg(long, value_name = "PATH")]
@@ -327,6 +339,22 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     }
 }
 
+/// OpenMP's environment for a run on `cpus` (`--omp`): a thread per CPU,
+/// each bound to a place of its own.
+fn omp_env(cpus: &CpuSet) -> [(&'static str, String); 3] {
+    let places: Vec<String> = cpus.iter().map(|c| format!("{{{c}}}")).collect();
+    [
+        ("OMP_NUM_THREADS", cpus.len().to_string()),
+        ("OMP_PLACES", places.join(",")),
+        ("OMP_PROC_BIND", "close".to_string()),
+    ]
+}
+
+/// `--wait`'s duration, as the configuration writes them.
+fn parse_wait(text: &str) -> Result<Duration, String> {
+    crate::config::parse_duration(text).map_err(|e| e.to_string())
+}
+
 /// `pinctl run`: the CPUs asked for, then the command in this process.
 fn run_cmd(args: &RunArgs) -> Result<()> {
     use std::os::unix::process::CommandExt as _;
@@ -343,8 +371,12 @@ fn run_cmd(args: &RunArgs) -> Result<()> {
             .take(crate::run::MAX_COMMAND_WORDS)
             .cloned()
             .collect(),
+        wait: args.wait.map(|d| d.as_secs().max(1)),
     };
-    let grant = crate::run::ask(&socket, &ask, Duration::from_secs(90))?;
+    let wait = args.wait.unwrap_or_default();
+    let grant = crate::run::ask(&socket, &ask, wait + Duration::from_secs(90), |q| {
+        eprintln!("pinctl run: {q}");
+    })?;
     // The kernel's word, not the daemon's: this process runs on them now.
     let status = std::fs::read_to_string("/proc/self/status")
         .context("cannot read /proc/self/status to check this process's CPUs")?;
@@ -364,10 +396,14 @@ fn run_cmd(args: &RunArgs) -> Result<()> {
         .command
         .split_first()
         .ok_or_else(|| anyhow!("no command to run"))?;
-    let e = std::process::Command::new(program)
+    let mut command = std::process::Command::new(program);
+    command
         .args(rest)
-        .env("PINCTL_CPUS", grant.cpus.to_string())
-        .exec();
+        .env("PINCTL_CPUS", grant.cpus.to_string());
+    if args.omp {
+        command.envs(omp_env(&grant.cpus));
+    }
+    let e = command.exec();
     Err(anyhow!(e).context(format!("cannot run {program:?}")))
 }
 
@@ -787,4 +823,22 @@ pub fn render_topology(topo: &Topology) -> String {
         let _ = writeln!(s, "{}", row.trim_end());
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn omp_places_are_one_cpu_each() {
+        let env = omp_env(&"2-3,8".parse().unwrap());
+        assert_eq!(
+            env.map(|(k, v)| format!("{k}={v}")),
+            [
+                "OMP_NUM_THREADS=3",
+                "OMP_PLACES={2},{3},{8}",
+                "OMP_PROC_BIND=close"
+            ]
+        );
+    }
 }

@@ -645,15 +645,16 @@ fn parse_count(raw: &str) -> Option<usize> {
 }
 
 /// The identity of a run of `pinctl run`: `run:<name>` for the cgroup
-/// `<slice>/<name>` the daemon made for it (`[run]`, when on).
+/// `<slice>/run-<name>.scope` made for it (`[run]`, when on).
 pub fn run_key(cfg: &Config, rel: &str) -> Option<String> {
     if !cfg.run.enabled {
         return None;
     }
-    let name = rel
+    let unit = rel
         .strip_prefix(cfg.run.slice.as_str())?
         .strip_prefix('/')?;
-    (!name.is_empty() && !name.contains('/')).then(|| format!("run:{name}"))
+    let name = crate::run::name_of_unit(unit).filter(|_| !unit.contains('/'))?;
+    Some(format!("run:{name}"))
 }
 
 /// The identity of the workload a cgroup belongs to: `pod:<uid>/<container>`

@@ -31,15 +31,42 @@ pub struct Ask {
     /// The command, for the status and the audit trail.
     #[serde(default)]
     pub command: Vec<String>,
+    /// How long to wait in line for the CPUs, in seconds, when they are
+    /// not free (`None`: not at all, refused at once).
+    #[serde(default)]
+    pub wait: Option<u64>,
 }
 
-/// The daemon's answer: one JSON line.
+/// The daemon's answer: one JSON line, after any number of [`Queued`]
+/// lines while the ask waits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Answer {
     /// The CPUs are the run's, and the asking process is in its cgroup.
     Granted(Grant),
     Refused(Refusal),
+    /// Not an answer yet: the ask waits in line (`--wait`).
+    Queued(Queued),
+}
+
+/// An ask waiting for its CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Queued {
+    /// Asks in line before it: served first, in the order they came.
+    pub ahead: usize,
+    /// CPUs free now.
+    pub free: usize,
+}
+
+impl fmt::Display for Queued {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "waiting for CPUs: {} free", self.free)?;
+        match self.ahead {
+            0 => Ok(()),
+            1 => write!(f, ", 1 ask ahead"),
+            n => write!(f, ", {n} asks ahead"),
+        }
+    }
 }
 
 /// What a run was given.
@@ -51,6 +78,19 @@ pub struct Grant {
     pub cgroup: String,
     /// Its exclusive CPUs.
     pub cpus: crate::cpuset::CpuSet,
+}
+
+/// The cgroup (and, under systemd, the transient scope) of the run `name`:
+/// `run-<name>.scope`, in the `[run]` slice.
+pub fn unit(name: &str) -> String {
+    format!("run-{name}.scope")
+}
+
+/// The run's name in a cgroup's own name ([`unit`]'s inverse).
+pub fn name_of_unit(unit: &str) -> Option<&str> {
+    unit.strip_prefix("run-")?
+        .strip_suffix(".scope")
+        .filter(|n| !n.is_empty())
 }
 
 /// The longest line either side sends.
@@ -86,11 +126,13 @@ pub enum AskError {
 /// Asks the daemon over the run socket at `socket` for `ask`, for this
 /// process: on `Ok` the process is in the run's cgroup, on its CPUs. The
 /// connection stays open until the answer (the daemon moves the peer it
-/// sees on it); `timeout` bounds the whole exchange.
+/// sees on it; closing it leaves the line); `queued` hears each word of an
+/// ask that waits. `timeout` bounds each read and write.
 pub fn ask(
     socket: &std::path::Path,
     ask: &Ask,
     timeout: std::time::Duration,
+    mut queued: impl FnMut(&Queued),
 ) -> Result<Grant, AskError> {
     use std::io::{BufRead as _, Read as _, Write as _};
     let io = |source| AskError::Io {
@@ -112,17 +154,24 @@ pub fn ask(
     let mut line = serde_json::to_string(ask).unwrap_or_default();
     line.push('\n');
     stream.write_all(line.as_bytes()).map_err(io)?;
-    let mut answer = String::new();
-    std::io::BufReader::new(stream.take(MAX_LINE as u64))
-        .read_line(&mut answer)
-        .map_err(io)?;
-    match serde_json::from_str::<Answer>(&answer) {
-        Ok(Answer::Granted(grant)) => Ok(grant),
-        Ok(Answer::Refused(r)) => Err(AskError::Refused(r)),
-        Err(_) => Err(AskError::Garbled {
-            socket: socket.to_path_buf(),
-            answer,
-        }),
+    let mut reader = std::io::BufReader::new(stream);
+    loop {
+        let mut answer = String::new();
+        (&mut reader)
+            .take(MAX_LINE as u64)
+            .read_line(&mut answer)
+            .map_err(io)?;
+        match serde_json::from_str::<Answer>(&answer) {
+            Ok(Answer::Granted(grant)) => return Ok(grant),
+            Ok(Answer::Refused(r)) => return Err(AskError::Refused(r)),
+            Ok(Answer::Queued(q)) => queued(&q),
+            Err(_) => {
+                return Err(AskError::Garbled {
+                    socket: socket.to_path_buf(),
+                    answer,
+                });
+            }
+        }
     }
 }
 
@@ -175,11 +224,17 @@ pub enum Refusal {
         held: usize,
         max: usize,
     },
-    /// Not enough free CPUs: how many are free, and who holds the rest.
+    /// Not enough free CPUs: how many are free, and who holds the rest;
+    /// after waiting `waited` seconds in line, or behind `ahead` asks that
+    /// wait.
     NotEnough {
         asked: usize,
         free: usize,
         holders: Vec<(String, usize)>,
+        #[serde(default)]
+        waited: u64,
+        #[serde(default)]
+        ahead: usize,
     },
     /// The daemon could not make the run's cgroup or move the process in.
     Failed { why: String },
@@ -227,14 +282,23 @@ impl fmt::Display for Refusal {
                 asked,
                 free,
                 holders,
+                waited,
+                ahead,
             } => {
                 write!(f, "{asked} CPUs asked, {free} free")?;
+                if *waited > 0 {
+                    write!(f, " after waiting {waited} s")?;
+                }
                 if !holders.is_empty() {
                     let held: Vec<String> =
                         holders.iter().map(|(k, n)| format!("{k} ({n})")).collect();
                     write!(f, "; held by {}", held.join(", "))?;
                 }
-                Ok(())
+                match ahead {
+                    0 => Ok(()),
+                    1 => write!(f, "; 1 ask waits before it (--wait to join the line)"),
+                    n => write!(f, "; {n} asks wait before it (--wait to join the line)"),
+                }
             }
             Refusal::Failed { why } => write!(f, "pinctld could not set the run up: {why}"),
         }
@@ -414,15 +478,30 @@ mod tests {
 
     #[test]
     fn not_enough_names_the_free_count_and_the_holders() {
-        let r = Refusal::NotEnough {
+        let holders = vec![("run:lammps".into(), 8), ("pod:1/app".into(), 2)];
+        let r = |waited, ahead| Refusal::NotEnough {
             asked: 16,
             free: 6,
-            holders: vec![("run:lammps".into(), 8), ("pod:1/app".into(), 2)],
+            holders: holders.clone(),
+            waited,
+            ahead,
         };
         assert_eq!(
-            r.to_string(),
+            r(0, 0).to_string(),
             "16 CPUs asked, 6 free; held by run:lammps (8), pod:1/app (2)"
         );
+        assert_eq!(
+            r(30, 0).to_string(),
+            "16 CPUs asked, 6 free after waiting 30 s; held by run:lammps (8), pod:1/app (2)"
+        );
+        assert!(
+            r(0, 2)
+                .to_string()
+                .ends_with("; 2 asks wait before it (--wait to join the line)")
+        );
+        let q = |ahead| Queued { ahead, free: 3 }.to_string();
+        assert_eq!(q(0), "waiting for CPUs: 3 free");
+        assert_eq!(q(1), "waiting for CPUs: 3 free, 1 ask ahead");
     }
 
     #[test]

@@ -183,6 +183,8 @@ enum Event {
     Stop,
     /// An ask from the run socket.
     Run(run::Asked),
+    /// An ask's wait for CPUs ended (the line is served after every turn).
+    WaitEnds,
 }
 
 impl Event {
@@ -207,6 +209,7 @@ impl Event {
             Event::Wedge => "wedge (test hook)",
             Event::Stop => "stop",
             Event::Run(_) => "run asked",
+            Event::WaitEnds => "a run's wait ended",
         }
     }
 }
@@ -336,6 +339,10 @@ impl Daemon {
                 policy,
                 self.pool.clone(),
                 self.cfg.proc_root.clone(),
+                self.cfg
+                    .systemd_bus
+                    .as_deref()
+                    .map(|b| crate::systemd::Bus::new(b, self.cfg.read_timeout)),
             )
             .with_context(|| {
                 format!(
@@ -359,6 +366,9 @@ impl Daemon {
         self.reconcile(false).await;
         // READY=1 means the tree is as the first plan wants it.
         self.drain().await;
+        // Runs that ended while no daemon ran give their CPUs back; those
+        // still running count against their users again.
+        self.remove_empty_runs().await;
         for (rel, cpus) in self.engine.held_targets() {
             self.systemd.holds(rel, cpus);
         }
@@ -392,6 +402,10 @@ impl Daemon {
                 s.begin(event.name());
             }
             let go_on = self.handle_event(event, &mut timers).await;
+            // Any turn may have freed CPUs (or ended a wait).
+            if self.door.has_waiting() {
+                self.serve_waiting().await;
+            }
             if let Some(s) = &self.stall {
                 s.end();
             }
@@ -446,6 +460,13 @@ impl Daemon {
                 None => std::future::pending().await,
             }
         };
+        let wait_ends = self.door.next_deadline();
+        let wait_ends = async move {
+            match wait_ends {
+                Some(_) => at(wait_ends).await,
+                None => std::future::pending().await,
+            }
+        };
         let asked = async {
             match self.door.rx.as_mut() {
                 Some(rx) => rx.recv().await,
@@ -470,6 +491,7 @@ impl Daemon {
             Some(told) = self.told_rx.recv() => Event::Told(told),
             Some(passed) = self.irqs.rx.recv() => Event::Steered(passed),
             Some(asked) = asked => Event::Run(asked),
+            () = wait_ends => Event::WaitEnds,
             _ = timers.reconcile.tick() => Event::Reconcile,
             _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
             _ = unsure => Event::Unsure,
@@ -508,6 +530,7 @@ impl Daemon {
             Event::Ping => self.beat(),
             Event::Publish => self.publish(),
             Event::Run(asked) => self.run_asked(asked).await,
+            Event::WaitEnds => {}
             Event::ChecksDue => {
                 self.start_checks(false);
                 self.follow_irqs(true);

@@ -15,20 +15,24 @@
 //! their CPUs. A client gone before it was moved leaves its cgroup empty,
 //! removed at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::Daemon;
-use crate::cgroup::{self, Rel, XATTR_CPUS};
+use crate::cgroup::{self, Rel, Version, XATTR_CPUS};
 use crate::io::{IoPool, chain};
 use crate::run::{self, Answer, Ask, Grant, Peer, Policy, Refusal};
+use crate::systemd::{Bus, SystemdError};
 use crate::watch::Change;
+
+/// Who asked for a run: its uid, on the run's cgroup.
+const XATTR_RUN_UID: &str = "user.pinctl.uid";
 
 /// How long a client may take to send its ask.
 const ASK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -44,7 +48,16 @@ const MAX_CONNECTIONS: usize = 16;
 pub(super) struct Asked {
     peer: Peer,
     ask: Ask,
-    reply: oneshot::Sender<Answer>,
+    /// The client's connection: [`Answer::Queued`] words, then the answer.
+    /// Closed when the client went away.
+    reply: mpsc::Sender<Answer>,
+}
+
+/// An ask waiting in line for CPUs (`pinctl run --wait`).
+struct Waiting {
+    asked: Asked,
+    since: Instant,
+    until: Instant,
 }
 
 /// A run the daemon set up.
@@ -63,6 +76,11 @@ pub(super) struct Door {
     held: BTreeMap<Rel, Held>,
     /// Runs named by the daemon: `<uid>-<n>`.
     next: u64,
+    /// systemd's bus, where runs get a transient scope (`None`: no bus
+    /// configured; the daemon makes their cgroups itself).
+    bus: Option<Bus>,
+    /// Asks waiting for CPUs, served in the order they came.
+    waiting: VecDeque<Waiting>,
 }
 
 impl Door {
@@ -75,16 +93,20 @@ impl Door {
             socket: None,
             held: BTreeMap::new(),
             next: 1,
+            bus: None,
+            waiting: VecDeque::new(),
         }
     }
 
     /// Opens the run socket at `path` (mode 0666: the daemon decides who
-    /// may ask) with `policy`, reading peers' groups under `proc_root`.
+    /// may ask) with `policy`, reading peers' groups under `proc_root`;
+    /// runs get a transient scope from systemd on `bus`, if any.
     pub(super) fn open(
         path: &Path,
         policy: Policy,
         pool: IoPool,
         proc_root: PathBuf,
+        bus: Option<Bus>,
     ) -> std::io::Result<Door> {
         use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
         if let Some(dir) = path.parent() {
@@ -103,6 +125,7 @@ impl Door {
             rx: Some(rx),
             task: Some(task),
             socket: Some(path.to_path_buf()),
+            bus,
             ..Door::closed()
         })
     }
@@ -115,6 +138,16 @@ impl Door {
         if let Some(path) = self.socket.take() {
             let _ = std::fs::remove_file(path);
         }
+    }
+
+    /// Whether asks wait in line.
+    pub(super) fn has_waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// When the first ask in line stops waiting.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.waiting.iter().map(|w| w.until).min()
     }
 
     /// The CPUs the runs of `uid` hold.
@@ -185,7 +218,8 @@ async fn accept(listener: UnixListener, tx: mpsc::Sender<Asked>, pool: IoPool, p
     }
 }
 
-/// One client: its ask in, the answer out.
+/// One client: its ask in, the answers out. A client that closes its end
+/// while it waits leaves the line.
 async fn serve(stream: UnixStream, tx: mpsc::Sender<Asked>, pool: IoPool, proc_root: PathBuf) {
     let cred = match stream.peer_cred() {
         Ok(c) => c,
@@ -195,31 +229,49 @@ async fn serve(stream: UnixStream, tx: mpsc::Sender<Asked>, pool: IoPool, proc_r
         }
     };
     let (read, mut write) = stream.into_split();
-    let answer = match peer_and_ask(read, &cred, &pool, &proc_root).await {
-        Err(refusal) => Answer::Refused(refusal),
-        Ok((peer, ask)) => {
-            let (reply, answer) = oneshot::channel();
-            match tx.try_send(Asked { peer, ask, reply }) {
-                Err(_) => Answer::Refused(Refusal::Failed {
-                    why: "too many asks at once; try again".into(),
-                }),
-                Ok(()) => match tokio::time::timeout(ANSWER_TIMEOUT, answer).await {
-                    Ok(Ok(a)) => a,
-                    _ => Answer::Refused(Refusal::Failed {
-                        why: "no answer from the daemon's loop".into(),
-                    }),
-                },
-            }
-        }
+    let mut reader = BufReader::new(read.take(run::MAX_LINE as u64));
+    let send = async |write: &mut tokio::net::unix::OwnedWriteHalf, answer: &Answer| {
+        let mut line = serde_json::to_string(answer).unwrap_or_default();
+        line.push('\n');
+        let _ = write.write_all(line.as_bytes()).await;
     };
-    let mut line = serde_json::to_string(&answer).unwrap_or_default();
-    line.push('\n');
-    let _ = write.write_all(line.as_bytes()).await;
+    let (peer, ask) = match peer_and_ask(&mut reader, &cred, &pool, &proc_root).await {
+        Ok(asked) => asked,
+        Err(refusal) => return send(&mut write, &Answer::Refused(refusal)).await,
+    };
+    // Beyond any wait, the loop answers within a minute.
+    let limit = ANSWER_TIMEOUT + Duration::from_secs(ask.wait.unwrap_or(0));
+    let (reply, mut answers) = mpsc::channel(4);
+    if tx.try_send(Asked { peer, ask, reply }).is_err() {
+        let busy = Refusal::Failed {
+            why: "too many asks at once; try again".into(),
+        };
+        return send(&mut write, &Answer::Refused(busy)).await;
+    }
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let mut byte = [0u8; 1];
+        let answer = tokio::select! {
+            a = answers.recv() => a,
+            // The client sends nothing more: a read ends only when it is gone.
+            _ = reader.read(&mut byte) => return,
+            () = tokio::time::sleep_until(deadline) => None,
+        };
+        let answer = answer.unwrap_or_else(|| {
+            Answer::Refused(Refusal::Failed {
+                why: "no answer from the daemon's loop".into(),
+            })
+        });
+        send(&mut write, &answer).await;
+        if !matches!(answer, Answer::Queued(_)) {
+            return;
+        }
+    }
 }
 
 /// The peer as the kernel says, and what it asks.
 async fn peer_and_ask(
-    read: tokio::net::unix::OwnedReadHalf,
+    reader: &mut BufReader<tokio::io::Take<tokio::net::unix::OwnedReadHalf>>,
     cred: &tokio::net::unix::UCred,
     pool: &IoPool,
     proc_root: &Path,
@@ -230,7 +282,6 @@ async fn peer_and_ask(
         .and_then(|p| u32::try_from(p).ok())
         .ok_or_else(|| failed("the peer's pid is unknown".into()))?;
     let mut line = String::new();
-    let mut reader = BufReader::new(read.take(run::MAX_LINE as u64));
     match tokio::time::timeout(ASK_TIMEOUT, reader.read_line(&mut line)).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => return Err(failed(format!("cannot read the ask: {e}"))),
@@ -266,6 +317,14 @@ async fn peer_and_ask(
     ))
 }
 
+/// Whether the `cgroup.procs` file `procs` lists process `pid`.
+async fn holds(pool: &IoPool, procs: &Path, pid: u32) -> bool {
+    let pid = pid.to_string();
+    pool.read(procs)
+        .await
+        .is_ok_and(|t| t.lines().any(|l| l.trim() == pid))
+}
+
 /// When process `pid` started, if it runs.
 async fn start_of(pool: &IoPool, proc_root: &Path, pid: u32) -> Option<u64> {
     let stat = proc_root.join(pid.to_string()).join("stat");
@@ -274,10 +333,80 @@ async fn start_of(pool: &IoPool, proc_root: &Path, pid: u32) -> Option<u64> {
 }
 
 impl Daemon {
-    /// An ask from the run socket: decided, set up, answered.
+    /// An ask from the run socket: decided, set up, answered; or, with
+    /// `--wait` and not enough CPUs free, put in line.
     pub(super) async fn run_asked(&mut self, asked: Asked) {
+        let ahead = self.door.waiting.len();
+        let result = if ahead == 0 {
+            self.grant(&asked.peer, &asked.ask).await
+        } else {
+            // Asks are served in the order they came: this one is behind.
+            let held = self.door.held_by(asked.peer.uid);
+            self.door
+                .policy
+                .admit(&asked.peer, &asked.ask, held)
+                .and_then(|()| Err(self.not_enough(asked.ask.cpus, 0, ahead)))
+        };
+        match (result, asked.ask.wait) {
+            (Err(Refusal::NotEnough { free, .. }), Some(secs)) if secs > 0 => {
+                let now = Instant::now();
+                let until = now
+                    .checked_add(Duration::from_secs(secs))
+                    .unwrap_or(now + Duration::from_secs(365 * 86_400));
+                info!(
+                    uid = asked.peer.uid,
+                    pid = asked.peer.pid,
+                    cpus = asked.ask.cpus,
+                    ahead,
+                    "run waits for CPUs"
+                );
+                let _ = asked
+                    .reply
+                    .try_send(Answer::Queued(run::Queued { ahead, free }));
+                self.door.waiting.push_back(Waiting {
+                    asked,
+                    since: now,
+                    until,
+                });
+            }
+            (result, _) => self.answer(asked, result),
+        }
+    }
+
+    /// Serves the line: asks whose client went away or whose wait ended
+    /// leave it; then the first ones get their CPUs while there is room.
+    pub(super) async fn serve_waiting(&mut self) {
+        let now = Instant::now();
+        let mut line = std::mem::take(&mut self.door.waiting);
+        line.retain(|w| !w.asked.reply.is_closed());
+        let (done, kept): (Vec<_>, Vec<_>) = line.into_iter().partition(|w| w.until <= now);
+        for w in done {
+            let waited = now.duration_since(w.since).as_secs().max(1);
+            let refusal = self.not_enough(w.asked.ask.cpus, waited, 0);
+            self.answer(w.asked, Err(refusal));
+        }
+        self.door.waiting = kept.into();
+        while let Some(first) = self.door.waiting.front() {
+            if self.engine.room_for(first.asked.ask.cpus).is_err() {
+                break;
+            }
+            let Some(w) = self.door.waiting.pop_front() else {
+                break;
+            };
+            match self.grant(&w.asked.peer, &w.asked.ask).await {
+                Err(Refusal::NotEnough { .. }) => {
+                    self.door.waiting.push_front(w);
+                    break;
+                }
+                result => self.answer(w.asked, result),
+            }
+        }
+    }
+
+    /// Sends an ask its answer, and says so in the log.
+    fn answer(&self, asked: Asked, result: Result<Grant, Refusal>) {
         let Asked { peer, ask, reply } = asked;
-        let answer = match self.grant(&peer, &ask).await {
+        let answer = match result {
             Ok(grant) => {
                 info!(run = %grant.key, uid = peer.uid, pid = peer.pid, cpus = %grant.cpus, command = ?ask.command, "run granted");
                 Answer::Granted(grant)
@@ -287,19 +416,27 @@ impl Daemon {
                 Answer::Refused(refusal)
             }
         };
-        let _ = reply.send(answer);
+        let _ = reply.try_send(answer);
+    }
+
+    /// Not enough CPUs for `asked`: how many are free and who holds the rest.
+    fn not_enough(&self, asked: usize, waited: u64, ahead: usize) -> Refusal {
+        let (free, holders) = self.engine.room_for(asked).err().unwrap_or_default();
+        Refusal::NotEnough {
+            asked,
+            free,
+            holders,
+            waited,
+            ahead,
+        }
     }
 
     async fn grant(&mut self, peer: &Peer, ask: &Ask) -> Result<Grant, Refusal> {
         let held = self.door.held_by(peer.uid);
         self.door.policy.admit(peer, ask, held)?;
-        self.engine
-            .room_for(ask.cpus)
-            .map_err(|(free, holders)| Refusal::NotEnough {
-                asked: ask.cpus,
-                free,
-                holders,
-            })?;
+        if self.engine.room_for(ask.cpus).is_err() {
+            return Err(self.not_enough(ask.cpus, 0, 0));
+        }
         let name = match &ask.name {
             Some(n) => n.clone(),
             None => {
@@ -308,114 +445,250 @@ impl Daemon {
             }
         };
         let slice = self.cfg.run.slice.clone();
-        let rel = cgroup::child(&slice, &name);
+        let unit = run::unit(&name);
+        let rel = Rel::from(cgroup::child(&slice, &unit).as_str());
         let dir = self.hier.dir(&rel);
         if self.engine.knows(&rel) || std::fs::symlink_metadata(&dir).is_ok() {
             return Err(Refusal::Bad {
                 why: format!("a run named {name} is running"),
             });
         }
-        let failed = |what: &str, e: crate::io::IoError| Refusal::Failed {
-            why: format!("{what}: {}", chain(&e)),
-        };
-        // The slice, once: the daemon then enables the controller below it.
-        let slice_dir = self.hier.dir(&slice);
-        if !matches!(self.pool.exists(&slice_dir).await, Ok(true)) {
-            self.pool
-                .mkdir(&slice_dir)
-                .await
-                .map_err(|e| failed("cannot make the slice", e))?;
-            self.handle(vec![Change::Created(Rel::from(slice.as_str()))])
-                .await;
-            // Its sets now, not when the tree is quiet: v1 refuses a child
-            // a CPU or memory node its parent lacks.
-            self.drain().await;
-        }
-        self.pool
-            .mkdir(&dir)
-            .await
-            .map_err(|e| failed("cannot make the run's cgroup", e))?;
-        let count = ask.cpus.to_string();
-        if let Err(e) = self
-            .pool
-            .set_xattr(&dir, XATTR_CPUS, count.as_bytes())
-            .await
-        {
-            self.remove_run(&rel).await;
-            return Err(failed("cannot mark the run's cgroup", e));
-        }
-        let rel = Rel::from(rel.as_str());
-        self.handle(vec![Change::Created(rel.clone())]).await;
-        let Some((key, cpus)) = self
-            .engine
-            .cpus_of(&rel)
-            .map(|(k, c)| (k.to_string(), c.clone()))
-        else {
-            self.remove_run(&rel).await;
-            let (free, holders) = self.engine.room_for(ask.cpus).err().unwrap_or_default();
-            return Err(Refusal::NotEnough {
-                asked: ask.cpus,
-                free,
-                holders,
-            });
-        };
-        // The kernel's word, not the engine's: the run's cgroup really has
-        // its CPUs (a write can fail; v2 falls back to the parent's set).
-        let effective = self.hier.effective_file(&rel);
-        let has = match self.pool.read(&effective).await {
-            Ok(t) => Some(t),
-            // A v1 kernel before 4.17 enforces cpuset.cpus itself.
-            Err(e) if e.is_not_found() && self.hier.version == crate::cgroup::Version::V1 => {
-                self.pool.read(&self.hier.cpus_file(&rel)).await.ok()
-            }
-            Err(_) => None,
-        };
-        if has
-            .as_deref()
-            .and_then(|t| t.parse::<crate::cpuset::CpuSet>().ok())
-            .as_ref()
-            != Some(&cpus)
-        {
-            self.remove_run(&rel).await;
-            return Err(Refusal::Failed {
-                why: format!(
-                    "its cgroup {rel} has CPUs {:?} ({}), not its {cpus}",
-                    has.unwrap_or_default().trim(),
-                    effective.display()
-                ),
-            });
-        }
-        // The pid is the peer's still (not reused by another process).
+        // The process is still the one that asked (its pid not reused).
         if start_of(&self.pool, &self.cfg.proc_root, peer.pid).await != Some(peer.start) {
-            self.remove_run(&rel).await;
             return Err(Refusal::Failed {
                 why: "the asking process is gone".into(),
             });
         }
-        let procs = dir.join(cgroup::file::PROCS);
-        if let Err(e) = self.pool.write(&procs, &peer.pid.to_string()).await {
-            self.remove_run(&rel).await;
-            return Err(failed("cannot move the process into the run's cgroup", e));
+        let by_systemd = self.start_scope(peer, ask, &slice, &unit).await?;
+        let setup = self.set_up(peer, ask, &rel, by_systemd).await;
+        match setup {
+            Ok(cpus) => {
+                self.door.held.insert(
+                    rel.clone(),
+                    Held {
+                        uid: peer.uid,
+                        cpus: ask.cpus,
+                    },
+                );
+                Ok(Grant {
+                    key: format!("run:{name}"),
+                    cgroup: rel.to_string(),
+                    cpus,
+                })
+            }
+            Err(refusal) => {
+                self.undo_run(&rel, by_systemd).await;
+                Err(refusal)
+            }
         }
-        self.door.held.insert(
-            rel.clone(),
-            Held {
-                uid: peer.uid,
-                cpus: ask.cpus,
-            },
-        );
-        Ok(Grant {
-            key,
-            cgroup: rel.to_string(),
-            cpus,
-        })
+    }
+
+    /// Under systemd, starts the run's transient scope `unit` in `slice`
+    /// around the peer. `Ok(true)`: systemd made the run's cgroup (v2; on v1
+    /// its scope holds no cpuset, the daemon makes that). `Ok(false)`: no
+    /// systemd (no bus, or nobody on it): the daemon makes the cgroup.
+    async fn start_scope(
+        &mut self,
+        peer: &Peer,
+        ask: &Ask,
+        slice: &str,
+        unit: &str,
+    ) -> Result<bool, Refusal> {
+        let Some(bus) = self.door.bus.as_mut() else {
+            return Ok(false);
+        };
+        let slice_unit = slice.rsplit('/').next().unwrap_or(slice);
+        let mut description = format!("pinctl run: {}", ask.command.join(" "));
+        if description.len() > 200 {
+            let mut end = 200;
+            while !description.is_char_boundary(end) {
+                end -= 1;
+            }
+            description.truncate(end);
+        }
+        // v2: the scope starts on the shared pool, as any new cgroup.
+        let v2 = self.hier.version == Version::V2;
+        let shared = v2.then(|| self.engine.shared_pool());
+        match bus
+            .start_scope(unit, slice_unit, peer.pid, shared.as_ref(), &description)
+            .await
+        {
+            Ok(()) => Ok(v2),
+            Err(SystemdError::Connect { bus, source }) => {
+                info!(bus = %bus.display(), error = %source, "no systemd on the bus: the run's cgroup is the daemon's own");
+                Ok(false)
+            }
+            Err(e) => Err(Refusal::Failed {
+                why: format!("systemd: {}", chain(&e)),
+            }),
+        }
+    }
+
+    /// The run's cgroup `rel` made (unless systemd made it), marked, pinned
+    /// by the one pipeline, checked through the kernel, and the peer in it.
+    async fn set_up(
+        &mut self,
+        peer: &Peer,
+        ask: &Ask,
+        rel: &Rel,
+        by_systemd: bool,
+    ) -> Result<crate::cpuset::CpuSet, Refusal> {
+        let failed = |what: &str, e: crate::io::IoError| Refusal::Failed {
+            why: format!("{what}: {}", chain(&e)),
+        };
+        let dir = self.hier.dir(rel);
+        let slice = Rel::from(self.cfg.run.slice.as_str());
+        if by_systemd {
+            // systemd makes the scope's cgroup, then moves the process in.
+            if !self.joined(&dir, peer.pid).await {
+                return Err(Refusal::Failed {
+                    why: format!("systemd did not move the asking process into {rel}"),
+                });
+            }
+        } else {
+            let slice_dir = self.hier.dir(&slice);
+            if !matches!(self.pool.exists(&slice_dir).await, Ok(true)) {
+                self.pool
+                    .mkdir(&slice_dir)
+                    .await
+                    .map_err(|e| failed("cannot make the slice", e))?;
+            }
+        }
+        // The slice's sets before the run's: v1 refuses a child a CPU or
+        // memory node its parent lacks, and v2 enables the controller below
+        // a managed root as it appears.
+        if !self.engine.knows(&slice) {
+            self.handle(vec![Change::Created(slice)]).await;
+            self.drain().await;
+        }
+        if !by_systemd {
+            self.pool
+                .mkdir(&dir)
+                .await
+                .map_err(|e| failed("cannot make the run's cgroup", e))?;
+        }
+        // Whose it is first: a restarted daemon counts it against its user.
+        let uid = peer.uid.to_string();
+        let count = ask.cpus.to_string();
+        for (name, value) in [(XATTR_RUN_UID, uid), (XATTR_CPUS, count)] {
+            self.pool
+                .set_xattr(&dir, name, value.as_bytes())
+                .await
+                .map_err(|e| failed("cannot mark the run's cgroup", e))?;
+        }
+        self.handle(vec![Change::Created(rel.clone())]).await;
+        let Some(cpus) = self.engine.cpus_of(rel).map(|(_, c)| c.clone()) else {
+            return Err(self.not_enough(ask.cpus, 0, 0));
+        };
+        self.has_cpus(rel, &cpus).await?;
+        if by_systemd {
+            // systemd holds the pin too: a daemon-reload writes it, not "".
+            self.systemd.own(rel, &std::sync::Arc::new(cpus.clone()));
+            if !holds(&self.pool, &dir.join(cgroup::file::PROCS), peer.pid).await {
+                return Err(Refusal::Failed {
+                    why: format!("the asking process is not in {rel}"),
+                });
+            }
+        } else {
+            // The pid is the peer's still (not reused by another process).
+            if start_of(&self.pool, &self.cfg.proc_root, peer.pid).await != Some(peer.start) {
+                return Err(Refusal::Failed {
+                    why: "the asking process is gone".into(),
+                });
+            }
+            let procs = dir.join(cgroup::file::PROCS);
+            self.pool
+                .write(&procs, &peer.pid.to_string())
+                .await
+                .map_err(|e| failed("cannot move the process into the run's cgroup", e))?;
+        }
+        Ok(cpus)
+    }
+
+    /// Whether the cgroup `dir` (one systemd is making) holds process
+    /// `pid` within the I/O timeout.
+    async fn joined(&self, dir: &Path, pid: u32) -> bool {
+        let deadline = tokio::time::Instant::now() + self.cfg.read_timeout;
+        let procs = dir.join(cgroup::file::PROCS);
+        loop {
+            if holds(&self.pool, &procs, pid).await {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// The kernel's word, not the engine's: the run's cgroup really has its
+    /// CPUs (a write can fail; v2 falls back to the parent's set).
+    async fn has_cpus(&self, rel: &Rel, cpus: &crate::cpuset::CpuSet) -> Result<(), Refusal> {
+        let effective = self.hier.effective_file(rel);
+        let has = match self.pool.read(&effective).await {
+            // A v1 kernel before 4.17 enforces cpuset.cpus itself.
+            Err(e) if e.is_not_found() && self.hier.version == Version::V1 => {
+                self.pool.read(&self.hier.cpus_file(rel)).await
+            }
+            r => r,
+        };
+        let why = match has {
+            Ok(t) if t.trim().parse::<crate::cpuset::CpuSet>().ok().as_ref() == Some(cpus) => {
+                return Ok(());
+            }
+            Ok(t) => format!(
+                "its cgroup {rel} has CPUs {:?} ({}), not its {cpus}",
+                t.trim(),
+                effective.display()
+            ),
+            Err(e) => format!("cannot check its cgroup's CPUs: {}", chain(&e)),
+        };
+        Err(Refusal::Failed { why })
+    }
+
+    /// Undoes a run that was not granted. The daemon's own cgroup is
+    /// removed (empty: the peer was not moved); systemd's scope holds the
+    /// peer, which ends on the refusal, and systemd then removes it: its
+    /// ask is withdrawn now, so its CPUs go back at once.
+    async fn undo_run(&mut self, rel: &Rel, by_systemd: bool) {
+        if !by_systemd {
+            self.remove_run(rel).await;
+            return;
+        }
+        let dir = self.hier.dir(rel);
+        if let Err(e) = self.pool.set_xattr(&dir, XATTR_CPUS, b"0").await {
+            warn!(cgroup = %rel, error = %chain(&e), "cannot withdraw a refused run's ask");
+        }
+        self.handle(vec![Change::Changed(rel.clone())]).await;
+    }
+
+    /// Counts the run of cgroup `rel`, set up by a daemon before this one,
+    /// against its user ([`XATTR_RUN_UID`]).
+    async fn adopt_run(&mut self, rel: Rel) {
+        let Some(cpus) = self.engine.cpus_of(&rel).map(|(_, c)| c.len()) else {
+            return;
+        };
+        let uid = self
+            .pool
+            .get_xattr(&self.hier.dir(&rel), XATTR_RUN_UID)
+            .await;
+        let Some(uid) = uid
+            .ok()
+            .flatten()
+            .and_then(|v| String::from_utf8(v).ok()?.trim().parse().ok())
+        else {
+            return;
+        };
+        self.door.held.insert(rel, Held { uid, cpus });
     }
 
     /// Removes a run's cgroup (empty: its process never came, or ended),
     /// and gives its CPUs back.
     async fn remove_run(&mut self, rel: &str) {
         let dir = self.hier.dir(rel);
-        if let Err(e) = self.pool.rmdir(&dir).await {
+        if let Err(e) = self.pool.rmdir(&dir).await
+            && !e.is_not_found()
+        {
             warn!(cgroup = %rel, error = %chain(&e), "cannot remove a run's cgroup");
             return;
         }
@@ -423,7 +696,8 @@ impl Daemon {
         self.handle(vec![Change::Removed(Rel::from(rel))]).await;
     }
 
-    /// Removes the run cgroups that are empty: their runs ended.
+    /// Removes the run cgroups that are empty: their runs ended. Runs set
+    /// up by a daemon before this one are counted against their user.
     pub(super) async fn remove_empty_runs(&mut self) {
         if !self.cfg.run.enabled {
             return;
@@ -435,13 +709,20 @@ impl Daemon {
             .filter(|r| cgroup::parent(r) == Some(slice.as_str()))
             .cloned()
             .collect();
+        let engine = &self.engine;
+        self.door.held.retain(|r, _| engine.knows(r));
         for rel in runs {
+            let ours = rel.rsplit('/').next().and_then(run::name_of_unit);
+            if ours.is_none() {
+                continue;
+            }
             let procs = self.hier.dir(&rel).join(cgroup::file::PROCS);
             match self.pool.read(&procs).await {
                 Ok(text) if text.trim().is_empty() => {
                     info!(cgroup = %rel, "run ended: its cgroup is empty");
                     self.remove_run(&rel).await;
                 }
+                _ if !self.door.held.contains_key(&rel) => self.adopt_run(rel).await,
                 _ => {}
             }
         }

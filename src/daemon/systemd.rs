@@ -184,6 +184,21 @@ impl Teller {
         }
     }
 
+    /// `rel` is a run's scope the daemon had systemd make: systemd is told
+    /// its pin now, and each later target the daemon writes.
+    pub(super) fn own(&mut self, rel: &Rel, cpus: &Arc<CpuSet>) {
+        let (Some(asks), Some(unit)) = (&self.asks, scope_unit(rel)) else {
+            return;
+        };
+        let _ = asks.send(Ask {
+            rel: rel.clone(),
+            unit: unit.to_string(),
+            cpus: cpus.clone(),
+            check: false,
+        });
+        self.told.insert(rel.clone(), cpus.clone());
+    }
+
     /// An ask for `cpus` on `rel` did not leave systemd holding them (it
     /// failed, or the unit has no `AllowedCPUs=`): not told, unless a later
     /// ask is on its way.

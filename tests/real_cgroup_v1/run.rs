@@ -62,7 +62,7 @@ fn a_command_runs_on_the_exclusive_cpu_and_gives_it_back() {
         "{stdout}"
     );
     // Ended: the cgroup goes at the next round of checks (1 s here).
-    let dir = rig.cs("run.slice/first");
+    let dir = rig.cs("run.slice/run-first.scope");
     wait_for(
         "the run's cgroup is removed",
         Duration::from_secs(10),

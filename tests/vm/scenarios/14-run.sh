@@ -1,5 +1,5 @@
 # Scenario 14 (issue #33): `pinctl run` through the daemon's own cgroup
-# (no systemd here, so pinctld makes pinctl.slice/<name> itself). A command
+# (no systemd here, so pinctld makes pinctl.slice/run-<name>.scope itself). A command
 # runs on the exclusive CPUs the kernel shows it (PINCTL_CPUS says which);
 # two runs at once get disjoint ones; the shared pool loses them; a run
 # whose client exited but whose child still runs keeps its CPUs (as an MPI
@@ -10,13 +10,13 @@ RUN="pinctl run --socket /run/pinctl/run.sock"
 write_config 1h "$(printf 'watchdog_interval = "1s"\n[run]\nenabled = true\nsocket = "/run/pinctl/run.sock"')"
 daemon_start || return
 ALL=$(online)
-_in() { grep -qx "$2" "$CS/pinctl.slice/$1/cgroup.procs" 2>/dev/null; }
+_in() { grep -qx "$2" "$CS/pinctl.slice/run-$1.scope/cgroup.procs" 2>/dev/null; }
 
 $RUN -n 2 --name a -- sleep 300 2>/run/run-a.err &
 A_PID=$!
 wait_for 20 _in a "$A_PID"
-check run-a-joined "the client is in pinctl.slice/a ($(cat /run/run-a.err))" _in a "$A_PID"
-pin run-a-pinned pinctl.slice/a 2; A=$GOT
+check run-a-joined "the client is in pinctl.slice/run-a.scope ($(cat /run/run-a.err))" _in a "$A_PID"
+pin run-a-pinned pinctl.slice/run-a.scope 2; A=$GOT
 OTHERS=""
 check run-a-aligned "2 CPUs" aligned "$A" 2
 expect run-a-process "$A" allowed "$A_PID"
@@ -24,7 +24,7 @@ expect run-a-process "$A" allowed "$A_PID"
 $RUN -n 2 --name b -- sleep 300 2>/run/run-b.err &
 B_PID=$!
 wait_for 20 _in b "$B_PID"
-pin run-b-pinned pinctl.slice/b 2; B=$GOT
+pin run-b-pinned pinctl.slice/run-b.scope 2; B=$GOT
 expect run-b-process "$B" allowed "$B_PID"
 check run-disjoint "two runs, disjoint CPUs" disjoint "$A" "$B"
 
@@ -47,7 +47,7 @@ check run-over-ask "an over-ask is refused with the free count" _refused
 # The client exits; its child stays in the run's cgroup: the CPUs stay.
 $RUN -n 2 --name c -- sh -c 'sleep 300 >/dev/null 2>&1 & echo $! >/run/run-c.child' 2>/run/run-c.err
 C_CHILD=$(cat /run/run-c.child 2>/dev/null)
-pin run-c-pinned pinctl.slice/c 2; C=$GOT
+pin run-c-pinned pinctl.slice/run-c.scope 2; C=$GOT
 sleep 3
 check run-c-kept "the client exited, its child keeps the run" _in c "$C_CHILD"
 expect run-c-child "$C" allowed "$C_CHILD"
@@ -59,10 +59,10 @@ expect_stays run-a-after-restart "$A" allowed "$A_PID" 2
 
 # The last process of a run ends: its cgroup goes, its CPUs are shared.
 kill "$C_CHILD" "$A_PID" 2>/dev/null
-_gone() { [ ! -d "$CS/pinctl.slice/$1" ]; }
+_gone() { [ ! -d "$CS/pinctl.slice/run-$1.scope" ]; }
 wait_for 20 _gone a
-check run-a-gone "pinctl.slice/a is removed once its command ended" _gone a
+check run-a-gone "pinctl.slice/run-a.scope is removed once its command ended" _gone a
 wait_for 20 _gone c
-check run-c-gone "pinctl.slice/c is removed once its last process ended" _gone c
+check run-c-gone "pinctl.slice/run-c.scope is removed once its last process ended" _gone c
 shared_ok run-released "$B" system=$SYS_PID
 kill "$B_PID" 2>/dev/null
