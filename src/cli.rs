@@ -139,6 +139,15 @@ pub struct RunArgs {
     /// [default: UID-N].
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// Take the CPUs from these NUMA nodes alone (1, or 0-1); refused when
+    /// they have too few free.
+    #[arg(long = "numa-node", value_name = "NODES")]
+    pub numa_node: Option<CpuSet>,
+    /// Where the command's memory goes: bind (the NUMA nodes of its CPUs
+    /// alone), prefer (there first, elsewhere when they are full) or none
+    /// (the kernel's default) [default: [run] mem, prefer].
+    #[arg(long, value_name = "POLICY")]
+    pub mem: Option<crate::run::MemPolicy>,
     /// Also set OMP_NUM_THREADS to the CPUs' count, OMP_PLACES to one
     /// place per CPU and OMP_PROC_BIND=close: an OpenMP program's threads
     /// then stay one per CPU.
@@ -339,6 +348,52 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     }
 }
 
+/// This process's memory policy over NUMA nodes `nodes` (the command
+/// inherits it through exec, and its children through fork), as
+/// `numactl --membind` or `--preferred-many` sets it.
+fn set_mempolicy(policy: crate::run::MemPolicy, nodes: &CpuSet) -> Result<()> {
+    use crate::run::MemPolicy;
+    const MPOL_PREFERRED: libc::c_long = 1;
+    const MPOL_BIND: libc::c_long = 2;
+    const MPOL_PREFERRED_MANY: libc::c_long = 5;
+    if policy == MemPolicy::None || nodes.is_empty() {
+        return Ok(());
+    }
+    let call = |mode: libc::c_long, nodes: &CpuSet| -> std::io::Result<()> {
+        let bits = 64 * (nodes.iter().max().unwrap_or(0) as usize / 64 + 1);
+        let mut mask = vec![0 as libc::c_ulong; bits / 64];
+        for n in nodes.iter() {
+            mask[n as usize / 64] |= 1 << (n % 64);
+        }
+        // SAFETY: set_mempolicy(2) reads `bits` bits from `mask`, which
+        // holds that many, and keeps no pointer to it.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_set_mempolicy,
+                mode,
+                mask.as_ptr(),
+                (bits + 1) as libc::c_ulong,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    match policy {
+        MemPolicy::Bind => call(MPOL_BIND, nodes)?,
+        MemPolicy::Prefer if nodes.len() == 1 => call(MPOL_PREFERRED, nodes)?,
+        // Before Linux 5.15 there is no MPOL_PREFERRED_MANY: the first node.
+        MemPolicy::Prefer => call(MPOL_PREFERRED_MANY, nodes).or_else(|_| {
+            let first: CpuSet = nodes.iter().take(1).collect();
+            call(MPOL_PREFERRED, &first)
+        })?,
+        MemPolicy::None => {}
+    }
+    Ok(())
+}
+
 /// OpenMP's environment for a run on `cpus` (`--omp`): a thread per CPU,
 /// each bound to a place of its own.
 fn omp_env(cpus: &CpuSet) -> [(&'static str, String); 3] {
@@ -372,6 +427,8 @@ fn run_cmd(args: &RunArgs) -> Result<()> {
             .cloned()
             .collect(),
         wait: args.wait.map(|d| d.as_secs().max(1)),
+        numa: args.numa_node.iter().flat_map(CpuSet::iter).collect(),
+        mem: args.mem,
     };
     let wait = args.wait.unwrap_or_default();
     let grant = crate::run::ask(&socket, &ask, wait + Duration::from_secs(90), |q| {
@@ -392,6 +449,8 @@ fn run_cmd(args: &RunArgs) -> Result<()> {
             grant.cpus
         );
     }
+    set_mempolicy(grant.mem, &grant.nodes)
+        .with_context(|| format!("cannot set the memory policy {}", grant.mem.as_str()))?;
     let (program, rest) = args
         .command
         .split_first()

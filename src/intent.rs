@@ -486,13 +486,13 @@ fn requested(
     }
     let mut problem = None;
     if let Some(raw) = &obs.xattr {
-        match parse_count(raw) {
-            Some(cpus) => {
+        match parse_xattr(raw) {
+            Some((cpus, numa)) => {
                 return (
                     Some(Intent {
                         cpus,
                         source: Source::Xattr,
-                        numa: Vec::new(),
+                        numa,
                     }),
                     None,
                 );
@@ -631,6 +631,21 @@ fn cut(message: &str) -> String {
         None => message.to_string(),
         Some((at, _)) => format!("{}… ({} bytes in all)", &message[..at], message.len()),
     }
+}
+
+/// The xattr's value: a CPU count, and optionally `@` and the NUMA nodes to
+/// take them from (`4`, `4@1`, `8@0-1`).
+fn parse_xattr(raw: &str) -> Option<(usize, Vec<u32>)> {
+    let raw = raw.trim();
+    let Some((count, nodes)) = raw.split_once('@') else {
+        return parse_count(raw).map(|n| (n, Vec::new()));
+    };
+    if raw.contains(char::is_whitespace) {
+        return None;
+    }
+    let nodes: crate::cpuset::CpuSet = nodes.parse().ok()?;
+    (!nodes.is_empty()).then_some(())?;
+    Some((parse_count(count)?, nodes.iter().collect()))
 }
 
 /// A CPU count as written in an xattr or annotation: a plain decimal number.
@@ -1206,6 +1221,16 @@ mod tests {
                 .and_then(|b| b.cpus),
             Some(("pinctl.io/cpus".to_string(), "2".to_string()))
         );
+    }
+
+    #[test]
+    fn the_xattr_is_a_count_and_maybe_its_numa_nodes() {
+        assert_eq!(parse_xattr("4"), Some((4, vec![])));
+        assert_eq!(parse_xattr("4@1\n"), Some((4, vec![1])));
+        assert_eq!(parse_xattr("8@0-1,3"), Some((8, vec![0, 1, 3])));
+        for bad in ["@1", "4@", "4@x", "4@1@2", "four@1", "4 @ 1"] {
+            assert_eq!(parse_xattr(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -35,6 +35,55 @@ pub struct Ask {
     /// not free (`None`: not at all, refused at once).
     #[serde(default)]
     pub wait: Option<u64>,
+    /// The NUMA nodes to take the CPUs from, and from them alone (empty:
+    /// any).
+    #[serde(default)]
+    pub numa: Vec<u32>,
+    /// Where the command's memory goes (`None`: `[run] mem`).
+    #[serde(default)]
+    pub mem: Option<MemPolicy>,
+}
+
+/// Where a run's memory goes: the NUMA nodes of its CPUs, as
+/// `set_mempolicy(2)` says it (the client sets it before it execs; the
+/// command and its children inherit it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemPolicy {
+    /// Only those nodes (`MPOL_BIND`): an allocation fails rather than go
+    /// elsewhere.
+    Bind,
+    /// Those nodes first (`MPOL_PREFERRED_MANY`, or `MPOL_PREFERRED` on
+    /// kernels before 5.15), elsewhere when they are full.
+    #[default]
+    Prefer,
+    /// The kernel's default: the node the allocating CPU is on.
+    None,
+}
+
+impl MemPolicy {
+    /// The value as written in the file and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemPolicy::Bind => "bind",
+            MemPolicy::Prefer => "prefer",
+            MemPolicy::None => "none",
+        }
+    }
+}
+
+impl std::str::FromStr for MemPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "bind" => Ok(MemPolicy::Bind),
+            "prefer" => Ok(MemPolicy::Prefer),
+            "none" => Ok(MemPolicy::None),
+            other => Err(format!(
+                "invalid memory policy {other:?}: expected one of bind, prefer, none"
+            )),
+        }
+    }
 }
 
 /// The daemon's answer: one JSON line, after any number of [`Queued`]
@@ -78,6 +127,12 @@ pub struct Grant {
     pub cgroup: String,
     /// Its exclusive CPUs.
     pub cpus: crate::cpuset::CpuSet,
+    /// Their NUMA nodes.
+    #[serde(default)]
+    pub nodes: crate::cpuset::CpuSet,
+    /// Where its memory goes.
+    #[serde(default)]
+    pub mem: MemPolicy,
 }
 
 /// The cgroup (and, under systemd, the transient scope) of the run `name`:

@@ -185,6 +185,8 @@ pub struct Run {
     /// The cgroup runs are made in, relative to the cgroup root; its last
     /// name ends in `.slice`.
     pub slice: String,
+    /// Where a run's memory goes when it does not say (`--mem`).
+    pub mem: crate::run::MemPolicy,
 }
 
 impl Default for Run {
@@ -197,6 +199,7 @@ impl Default for Run {
             max_cpus: 0,
             max_cpus_per_user: 0,
             slice: "pinctl.slice".into(),
+            mem: crate::run::MemPolicy::Prefer,
         }
     }
 }

@@ -63,6 +63,7 @@ pub(super) struct RawRun {
     pub(super) max_cpus: Option<Spanned<RawInt>>,
     pub(super) max_cpus_per_user: Option<Spanned<RawInt>>,
     pub(super) slice: Option<Spanned<String>>,
+    pub(super) mem: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

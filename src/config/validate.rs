@@ -330,6 +330,13 @@ impl Validator<'_> {
                 s.into_inner()
             }
         };
+        let mem = match raw.mem {
+            None => d.mem,
+            Some(m) => m
+                .get_ref()
+                .parse()
+                .map_err(|why| self.error(&m.span(), "run.mem", why))?,
+        };
         Ok(Run {
             enabled: raw.enabled.unwrap_or(d.enabled),
             socket,
@@ -338,6 +345,7 @@ impl Validator<'_> {
             max_cpus,
             max_cpus_per_user,
             slice,
+            mem,
         })
     }
 

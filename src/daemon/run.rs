@@ -345,7 +345,7 @@ impl Daemon {
             self.door
                 .policy
                 .admit(&asked.peer, &asked.ask, held)
-                .and_then(|()| Err(self.not_enough(asked.ask.cpus, 0, ahead)))
+                .and_then(|()| Err(self.not_enough(&asked.ask, 0, ahead)))
         };
         match (result, asked.ask.wait) {
             (Err(Refusal::NotEnough { free, .. }), Some(secs)) if secs > 0 => {
@@ -382,12 +382,13 @@ impl Daemon {
         let (done, kept): (Vec<_>, Vec<_>) = line.into_iter().partition(|w| w.until <= now);
         for w in done {
             let waited = now.duration_since(w.since).as_secs().max(1);
-            let refusal = self.not_enough(w.asked.ask.cpus, waited, 0);
+            let refusal = self.not_enough(&w.asked.ask, waited, 0);
             self.answer(w.asked, Err(refusal));
         }
         self.door.waiting = kept.into();
         while let Some(first) = self.door.waiting.front() {
-            if self.engine.room_for(first.asked.ask.cpus).is_err() {
+            let ask = &first.asked.ask;
+            if self.engine.room_for(ask.cpus, &ask.numa).is_err() {
                 break;
             }
             let Some(w) = self.door.waiting.pop_front() else {
@@ -419,11 +420,16 @@ impl Daemon {
         let _ = reply.try_send(answer);
     }
 
-    /// Not enough CPUs for `asked`: how many are free and who holds the rest.
-    fn not_enough(&self, asked: usize, waited: u64, ahead: usize) -> Refusal {
-        let (free, holders) = self.engine.room_for(asked).err().unwrap_or_default();
+    /// Not enough CPUs for `ask`: how many are free (on its NUMA nodes) and
+    /// who holds the rest.
+    fn not_enough(&self, ask: &Ask, waited: u64, ahead: usize) -> Refusal {
+        let (free, holders) = self
+            .engine
+            .room_for(ask.cpus, &ask.numa)
+            .err()
+            .unwrap_or_default();
         Refusal::NotEnough {
-            asked,
+            asked: ask.cpus,
             free,
             holders,
             waited,
@@ -434,8 +440,15 @@ impl Daemon {
     async fn grant(&mut self, peer: &Peer, ask: &Ask) -> Result<Grant, Refusal> {
         let held = self.door.held_by(peer.uid);
         self.door.policy.admit(peer, ask, held)?;
-        if self.engine.room_for(ask.cpus).is_err() {
-            return Err(self.not_enough(ask.cpus, 0, 0));
+        let nodes = self.engine.topology().numa_nodes();
+        if let Some(n) = ask.numa.iter().find(|n| !nodes.contains_key(n)) {
+            let have: crate::cpuset::CpuSet = nodes.keys().copied().collect();
+            return Err(Refusal::Bad {
+                why: format!("NUMA node {n}: this machine has nodes {have}"),
+            });
+        }
+        if self.engine.room_for(ask.cpus, &ask.numa).is_err() {
+            return Err(self.not_enough(ask, 0, 0));
         }
         let name = match &ask.name {
             Some(n) => n.clone(),
@@ -470,10 +483,13 @@ impl Daemon {
                         cpus: ask.cpus,
                     },
                 );
+                let nodes = self.engine.topology().numa_of(&cpus).into_iter().collect();
                 Ok(Grant {
                     key: format!("run:{name}"),
                     cgroup: rel.to_string(),
                     cpus,
+                    nodes,
+                    mem: ask.mem.unwrap_or(self.cfg.run.mem),
                 })
             }
             Err(refusal) => {
@@ -569,7 +585,13 @@ impl Daemon {
         }
         // Whose it is first: a restarted daemon counts it against its user.
         let uid = peer.uid.to_string();
-        let count = ask.cpus.to_string();
+        let count = match ask.numa.as_slice() {
+            [] => ask.cpus.to_string(),
+            numa => {
+                let nodes: crate::cpuset::CpuSet = numa.iter().copied().collect();
+                format!("{}@{nodes}", ask.cpus)
+            }
+        };
         for (name, value) in [(XATTR_RUN_UID, uid), (XATTR_CPUS, count)] {
             self.pool
                 .set_xattr(&dir, name, value.as_bytes())
@@ -578,8 +600,13 @@ impl Daemon {
         }
         self.handle(vec![Change::Created(rel.clone())]).await;
         let Some(cpus) = self.engine.cpus_of(rel).map(|(_, c)| c.clone()) else {
-            return Err(self.not_enough(ask.cpus, 0, 0));
+            return Err(self.not_enough(ask, 0, 0));
         };
+        // The nodes asked for are a preference to the allocator: the run
+        // takes them alone, or nothing.
+        if !ask.numa.is_empty() && !cpus.is_subset(&self.engine.numa_cpus(&ask.numa)) {
+            return Err(self.not_enough(ask, 0, 0));
+        }
         self.has_cpus(rel, &cpus).await?;
         if by_systemd {
             // systemd holds the pin too: a daemon-reload writes it, not "".

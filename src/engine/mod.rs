@@ -598,16 +598,20 @@ impl Engine {
     }
 
     /// Whether `n` more CPUs could be given now, as the allocator would
-    /// give them: `Err` with the free CPUs' count and who holds the others
+    /// give them, from NUMA nodes `numa` alone when any are named: `Err`
+    /// with the free CPUs' count (on those nodes) and who holds the others
     /// (workload key, CPUs) when they could not.
-    pub fn room_for(&self, n: usize) -> Result<(), (usize, Vec<(String, usize)>)> {
-        let free = self.topo.online().difference(&self.reserved).difference(
+    pub fn room_for(&self, n: usize, numa: &[u32]) -> Result<(), (usize, Vec<(String, usize)>)> {
+        let mut free = self.topo.online().difference(&self.reserved).difference(
             &self
                 .workloads
                 .values()
                 .filter_map(|w| w.cpus.as_ref())
                 .fold(CpuSet::new(), |acc, c| acc.union(c)),
         );
+        if !numa.is_empty() {
+            free = free.intersection(&self.numa_cpus(numa));
+        }
         let opts = alloc::Options {
             reserved: self.reserved.clone(),
             ..self.settings.alloc.clone()
@@ -622,6 +626,13 @@ impl Engine {
                     .collect(),
             )),
         }
+    }
+
+    /// The online CPUs of NUMA nodes `numa`.
+    pub fn numa_cpus(&self, numa: &[u32]) -> CpuSet {
+        numa.iter()
+            .filter_map(|n| self.topo.numa_nodes().get(n))
+            .fold(CpuSet::new(), |acc, c| acc.union(c))
     }
 
     /// The CPUs of the workload cgroup `rel` belongs to, when it is pinned.

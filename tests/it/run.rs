@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use pinctl::run::{Ask, AskError, Refusal};
 
-use crate::support::fake_cgroup::{Driver, Version};
+use crate::support::fake_cgroup::{Driver, Version, set};
 use crate::support::fake_systemd::{FakeSystemd, Started};
 use crate::support::world::{Options, SYSTEM, World};
 
@@ -85,6 +85,7 @@ fn ask_waiting(
         name: name.map(str::to_string),
         command: vec!["true".into()],
         wait,
+        ..Ask::default()
     };
     pinctl::run::ask(
         &w.tmp.path().join("run.sock"),
@@ -333,4 +334,48 @@ fn a_restart_keeps_a_run_and_its_users_count() {
             other => Err(format!("{other:?}")),
         }
     });
+}
+
+/// `--numa-node`: the CPUs come from the nodes named alone, the grant says
+/// their nodes and the memory policy, and the run's xattr says both; a node
+/// the machine lacks, or too few free there, is refused.
+#[test]
+fn a_run_takes_its_cpus_from_the_numa_nodes_named_alone() {
+    let Some((_bus, _systemd, w)) = with_systemd_and("mem = \"bind\"") else {
+        return;
+    };
+    let on = |cpus, numa: Vec<u32>, name: &str| {
+        let a = Ask {
+            cpus,
+            name: Some(name.into()),
+            numa,
+            ..Ask::default()
+        };
+        pinctl::run::ask(
+            &w.tmp.path().join("run.sock"),
+            &a,
+            Duration::from_secs(20),
+            |_| {},
+        )
+    };
+    let node1 = set("8-15,24-31");
+    let grant = on(4, vec![1], "near").expect("granted on node 1");
+    assert!(grant.cpus.is_subset(&node1), "{}", grant.cpus);
+    assert_eq!(grant.nodes, set("1"));
+    assert_eq!(grant.mem, pinctl::run::MemPolicy::Bind);
+    let dir = w.tree.dir("pinctl.slice/run-near.scope");
+    assert_eq!(
+        xattr::get(&dir, "user.pinctl.cpus").unwrap().as_deref(),
+        Some(&b"4@1"[..])
+    );
+    let bad = refused(on(1, vec![7], "far")).to_string();
+    assert!(
+        bad.contains("NUMA node 7: this machine has nodes 0-1"),
+        "{bad}"
+    );
+    // Node 1 has 16 CPUs, 4 of them taken (and maybe some reserved).
+    match refused(on(16, vec![1], "big")) {
+        Refusal::NotEnough { free, .. } => assert!(free <= 12, "{free}"),
+        other => panic!("not a NotEnough: {other}"),
+    }
 }

@@ -4,8 +4,9 @@
 # two runs at once get disjoint ones; the shared pool loses them; a run
 # whose client exited but whose child still runs keeps its CPUs (as an MPI
 # launcher's ranks would), and gives them back once the last process ends;
-# an over-ask is refused with the free count; a daemon restart keeps a
-# running command where it is.
+# --numa-node takes the CPUs of that node alone and --mem sets the
+# command's memory policy there; an over-ask is refused with the free
+# count; a daemon restart keeps a running command where it is.
 RUN="pinctl run --socket /run/pinctl/run.sock"
 write_config 1h "$(printf 'watchdog_interval = "1s"\n[run]\nenabled = true\nsocket = "/run/pinctl/run.sock"')"
 daemon_start || return
@@ -38,6 +39,24 @@ _sees() {
 }
 check run-sees-its-cpus "the command runs on its 2 CPUs, as PINCTL_CPUS says" _sees
 shared_ok run-shared "$(cl union "$A" "$B")" system=$SYS_PID
+
+# --numa-node and --mem: the CPUs of the last NUMA node alone, and the
+# command's memory policy as numa_maps shows it (bind:N, prefer:N).
+NODE=$(ls -d /sys/devices/system/node/node[0-9]* | sed 's/.*node//' | sort -n | tail -n 1)
+NODE_CPUS=$(cat "/sys/devices/system/node/node$NODE/cpulist")
+_numa() {
+    $RUN -n 2 --numa-node "$NODE" --mem "$1" -- sh -c \
+        'grep Cpus_allowed_list /proc/self/status | cut -f2; grep -m1 -o "$0:[0-9,-]*" /proc/self/numa_maps' "$1" \
+        >/run/run-numa.out 2>&1 || { cat /run/run-numa.out; return 1; }
+    _got=$(sed -n 1p /run/run-numa.out)
+    [ "$(cl count "$_got")" = 2 ] && [ -z "$(cl minus "$_got" "$NODE_CPUS")" ] &&
+        [ "$(sed -n 2p /run/run-numa.out)" = "$1:$NODE" ] || { cat /run/run-numa.out; return 1; }
+    echo "CPUs $_got of node $NODE ($NODE_CPUS), memory $1:$NODE"
+}
+check run-numa-bind "--numa-node $NODE --mem bind: its CPUs, memory bound there" _numa bind
+check run-numa-prefer "--numa-node $NODE --mem prefer: memory there first" _numa prefer
+_no_node() { ! $RUN -n 1 --numa-node 63 -- true >/run/run-node.out 2>&1 && grep "NUMA node 63: this machine has nodes" /run/run-node.out; }
+check run-numa-unknown "a node the machine lacks is refused, the nodes it has named" _no_node
 
 _refused() {
     ! $RUN -n "$(cl count "$ALL")" -- true >/run/run-over.out 2>&1 && grep "CPUs asked, [0-9]* free" /run/run-over.out
