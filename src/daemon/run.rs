@@ -31,8 +31,8 @@ use crate::run::{self, Answer, Ask, Grant, Peer, Policy, Refusal};
 use crate::systemd::{Bus, SystemdError};
 use crate::watch::Change;
 
-/// Who asked for a run: its uid, on the run's cgroup.
-const XATTR_RUN_UID: &str = "user.pinctl.uid";
+/// Who asked for a run, and for what ([`Held`] as JSON), on its cgroup.
+const XATTR_RUN: &str = "user.pinctl.run";
 
 /// How long a client may take to send its ask.
 const ASK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -60,10 +60,33 @@ struct Waiting {
     until: Instant,
 }
 
-/// A run the daemon set up.
+/// A run the daemon set up: who asked, and for what. Kept on the run's
+/// cgroup too ([`XATTR_RUN`]), for a restarted daemon.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Held {
     uid: u32,
     cpus: usize,
+    #[serde(default)]
+    command: Vec<String>,
+}
+
+impl Held {
+    /// The xattr's value: the command cut to fit in a few KiB.
+    fn to_xattr(&self) -> String {
+        let mut kept = Held {
+            command: Vec::new(),
+            ..*self
+        };
+        let mut len = 0;
+        for word in &self.command {
+            len += word.len() + 1;
+            if len > 2048 {
+                break;
+            }
+            kept.command.push(word.clone());
+        }
+        serde_json::to_string(&kept).unwrap_or_default()
+    }
 }
 
 /// The run socket's side of the daemon.
@@ -317,6 +340,14 @@ async fn peer_and_ask(
     ))
 }
 
+/// The workload key of the run cgroup `rel`: `run:<name>`.
+fn run_key_of(rel: &str) -> String {
+    rel.rsplit('/')
+        .next()
+        .and_then(run::name_of_unit)
+        .map_or_else(|| rel.to_string(), |n| format!("run:{n}"))
+}
+
 /// Whether the `cgroup.procs` file `procs` lists process `pid`.
 async fn holds(pool: &IoPool, procs: &Path, pid: u32) -> bool {
     let pid = pid.to_string();
@@ -476,13 +507,13 @@ impl Daemon {
         let setup = self.set_up(peer, ask, &rel, by_systemd).await;
         match setup {
             Ok(cpus) => {
-                self.door.held.insert(
-                    rel.clone(),
-                    Held {
-                        uid: peer.uid,
-                        cpus: ask.cpus,
-                    },
-                );
+                let held = Held {
+                    uid: peer.uid,
+                    cpus: ask.cpus,
+                    command: ask.command.clone(),
+                };
+                self.run_event(&rel, &held, cpus.clone());
+                self.door.held.insert(rel.clone(), held);
                 let nodes = self.engine.topology().numa_of(&cpus).into_iter().collect();
                 Ok(Grant {
                     key: format!("run:{name}"),
@@ -584,7 +615,12 @@ impl Daemon {
                 .map_err(|e| failed("cannot make the run's cgroup", e))?;
         }
         // Whose it is first: a restarted daemon counts it against its user.
-        let uid = peer.uid.to_string();
+        let held = Held {
+            uid: peer.uid,
+            cpus: ask.cpus,
+            command: ask.command.clone(),
+        }
+        .to_xattr();
         let count = match ask.numa.as_slice() {
             [] => ask.cpus.to_string(),
             numa => {
@@ -592,7 +628,7 @@ impl Daemon {
                 format!("{}@{nodes}", ask.cpus)
             }
         };
-        for (name, value) in [(XATTR_RUN_UID, uid), (XATTR_CPUS, count)] {
+        for (name, value) in [(XATTR_RUN, held), (XATTR_CPUS, count)] {
             self.pool
                 .set_xattr(&dir, name, value.as_bytes())
                 .await
@@ -690,23 +726,55 @@ impl Daemon {
     }
 
     /// Counts the run of cgroup `rel`, set up by a daemon before this one,
-    /// against its user ([`XATTR_RUN_UID`]).
+    /// against its user ([`XATTR_RUN`]).
     async fn adopt_run(&mut self, rel: Rel) {
-        let Some(cpus) = self.engine.cpus_of(&rel).map(|(_, c)| c.len()) else {
+        if self.engine.cpus_of(&rel).is_none() {
             return;
-        };
-        let uid = self
-            .pool
-            .get_xattr(&self.hier.dir(&rel), XATTR_RUN_UID)
-            .await;
-        let Some(uid) = uid
+        }
+        let value = self.pool.get_xattr(&self.hier.dir(&rel), XATTR_RUN).await;
+        let Some(held) = value
             .ok()
             .flatten()
-            .and_then(|v| String::from_utf8(v).ok()?.trim().parse().ok())
+            .and_then(|v| serde_json::from_slice::<Held>(&v).ok())
         else {
             return;
         };
-        self.door.held.insert(rel, Held { uid, cpus });
+        self.door.held.insert(rel, held);
+    }
+
+    /// A run set up on `cpus`, or ended (empty), in `pinctl events`.
+    fn run_event(&mut self, rel: &Rel, held: &Held, cpus: crate::cpuset::CpuSet) {
+        self.socket.events.push(crate::api::EventKind::Run {
+            key: run_key_of(rel),
+            cgroup: rel.to_string(),
+            uid: held.uid,
+            cpus,
+            command: held.command.clone(),
+        });
+    }
+
+    /// Runs and asks in line, for the status.
+    pub(super) fn run_status(&self) -> crate::api::Runs {
+        let now = Instant::now();
+        crate::api::Runs {
+            running: (self.door.held.iter())
+                .map(|(rel, h)| crate::api::Run {
+                    key: run_key_of(rel),
+                    cgroup: rel.to_string(),
+                    uid: h.uid,
+                    cpus: h.cpus,
+                    command: h.command.clone(),
+                })
+                .collect(),
+            waiting: (self.door.waiting.iter())
+                .map(|w| crate::api::Waiter {
+                    uid: w.asked.peer.uid,
+                    cpus: w.asked.ask.cpus,
+                    waited: now.duration_since(w.since).as_secs(),
+                    command: w.asked.ask.command.clone(),
+                })
+                .collect(),
+        }
     }
 
     /// Removes a run's cgroup (empty: its process never came, or ended),
@@ -719,8 +787,11 @@ impl Daemon {
             warn!(cgroup = %rel, error = %chain(&e), "cannot remove a run's cgroup");
             return;
         }
-        self.door.held.remove(rel);
-        self.handle(vec![Change::Removed(Rel::from(rel))]).await;
+        let rel = Rel::from(rel);
+        if let Some(held) = self.door.held.remove(&rel) {
+            self.run_event(&rel, &held, crate::cpuset::CpuSet::new());
+        }
+        self.handle(vec![Change::Removed(rel)]).await;
     }
 
     /// Removes the run cgroups that are empty: their runs ended. Runs set
@@ -736,8 +807,15 @@ impl Daemon {
             .filter(|r| cgroup::parent(r) == Some(slice.as_str()))
             .cloned()
             .collect();
-        let engine = &self.engine;
-        self.door.held.retain(|r, _| engine.knows(r));
+        let gone: Vec<Rel> = (self.door.held.keys())
+            .filter(|r| !self.engine.knows(r))
+            .cloned()
+            .collect();
+        for rel in gone {
+            if let Some(held) = self.door.held.remove(&rel) {
+                self.run_event(&rel, &held, crate::cpuset::CpuSet::new());
+            }
+        }
         for rel in runs {
             let ours = rel.rsplit('/').next().and_then(run::name_of_unit);
             if ours.is_none() {

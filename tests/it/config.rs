@@ -1282,8 +1282,9 @@ fn globs_at_the_length_bound_of_every_metacharacter_build_or_are_refused() {
 #[test]
 fn the_run_table_is_read_and_each_wrong_value_named() {
     let c = ok(
-        "[run]\nenabled = true\nusers = [\"alice\"]\ngroups = [\"hpc\", \"chem.lab\"]\nmax_cpus = 16\nmax_cpus_per_user = 32\nslice = \"jobs.slice\"\nsocket = \"/run/pinctl/r.sock\"\n",
+        "[run]\nenabled = true\nusers = [\"alice\"]\ngroups = [\"hpc\", \"chem.lab\"]\nmax_cpus = 16\nmax_cpus_per_user = 32\nslice = \"jobs.slice\"\nsocket = \"/run/pinctl/r.sock\"\nmem = \"bind\"\n",
     );
+    assert_eq!(c.run.mem, pinctl::run::MemPolicy::Bind);
     assert!(c.run.enabled);
     assert_eq!(c.run.users, ["alice"]);
     assert_eq!(c.run.groups, ["hpc", "chem.lab"]);
@@ -1311,6 +1312,10 @@ fn the_run_table_is_read_and_each_wrong_value_named() {
         (
             "[run]\nslice = \"hpc.slice/jobs\"\n",
             "/etc/pinctl/pinctld.toml:2:9: run.slice: invalid slice \"hpc.slice/jobs\": its last name must end in \".slice\"",
+        ),
+        (
+            "[run]\nmem = \"local\"\n",
+            "/etc/pinctl/pinctld.toml:2:7: run.mem: invalid memory policy \"local\": expected one of bind, prefer, none",
         ),
         (
             "[run]\nsocket = \"run.sock\"\n",

@@ -201,6 +201,22 @@ fn a_run_under_systemd_is_a_transient_scope_systemd_holds_pinned() {
         status.workloads.iter().any(|x| x.key == "run:job"),
         "{status:?}"
     );
+    let run = &status.runs.running;
+    assert_eq!(run.len(), 1, "{run:?}");
+    assert_eq!(
+        (
+            run[0].key.as_str(),
+            run[0].uid,
+            run[0].cpus,
+            &run[0].command[..]
+        ),
+        (
+            "run:job",
+            nix::unistd::getuid().as_raw(),
+            2,
+            &["true".to_string()][..]
+        )
+    );
 
     // The command and its children ended: systemd removes the scope.
     w.tree.remove(rel);
@@ -208,6 +224,19 @@ fn a_run_under_systemd_is_a_transient_scope_systemd_holds_pinned() {
         match w.tree.effective(SYSTEM) {
             s if grant.cpus.iter().all(|c| s.contains(c)) => Ok(()),
             s => Err(format!("shared {s}")),
+        }
+    });
+    // Both ends of the run are events.
+    w.wait_for("the run's events", || {
+        let runs: Vec<String> = (w.served_events()?.into_iter())
+            .filter_map(|e| match e.what {
+                pinctl::api::EventKind::Run { key, cpus, .. } => Some(format!("{key} {cpus}")),
+                _ => None,
+            })
+            .collect();
+        match runs.len() {
+            2 => Ok(runs),
+            _ => Err(format!("{runs:?}")),
         }
     });
 }
@@ -378,4 +407,30 @@ fn a_run_takes_its_cpus_from_the_numa_nodes_named_alone() {
         Refusal::NotEnough { free, .. } => assert!(free <= 12, "{free}"),
         other => panic!("not a NotEnough: {other}"),
     }
+}
+
+/// A client that dies as systemd moves it into its scope gets nothing, and
+/// holds nothing: the CPUs stay free for the next ask.
+#[test]
+fn a_client_killed_as_its_scope_starts_holds_nothing() {
+    let Some((_bus, systemd, w)) = with_systemd() else {
+        return;
+    };
+    systemd.lose_pids();
+    let why = refused(ask(&w, 2, Some("dying"))).to_string();
+    assert!(
+        why.contains("systemd did not move the asking process into pinctl.slice/run-dying.scope"),
+        "{why}"
+    );
+    let status = w.served().unwrap();
+    assert!(
+        !status.workloads.iter().any(|x| x.key == "run:dying"),
+        "{status:?}"
+    );
+    let dir = w.tree.dir("pinctl.slice/run-dying.scope");
+    assert_ne!(
+        xattr::get(&dir, "user.pinctl.cpus").unwrap().as_deref(),
+        Some(&b"2"[..]),
+        "the dead run's cgroup still asks"
+    );
 }

@@ -49,6 +49,8 @@ struct State {
     /// Where transient scopes' cgroups are made (a v2 tree's root): `None`
     /// refuses `StartTransientUnit`.
     scope_root: Option<PathBuf>,
+    /// Scopes start empty: their process died as systemd moved it.
+    lose_pids: bool,
     started: Vec<Started>,
     /// `SetUnitProperties` calls, by unit.
     sets: Vec<String>,
@@ -216,7 +218,10 @@ impl Manager {
             make_cgroup(&stage, &slice_dir, &base(String::new())).map_err(|e| e.to_string())?;
         }
         let dir = slice_dir.join(unit);
-        let procs: String = pids.iter().map(|p| format!("{p}\n")).collect();
+        let procs: String = match s.lose_pids {
+            true => String::new(),
+            false => pids.iter().map(|p| format!("{p}\n")).collect(),
+        };
         make_cgroup(&stage, &dir, &base(procs)).map_err(|e| e.to_string())?;
         let mut u = Unit {
             allowed,
@@ -369,6 +374,12 @@ impl FakeSystemd {
     /// their slice's) under `root`, a v2 tree's root.
     pub fn make_scopes_under(&self, root: &Path) {
         self.state.lock().unwrap().scope_root = Some(root.to_path_buf());
+    }
+
+    /// From now on, the process of each scope started dies as systemd
+    /// moves it: the scope's cgroup is empty.
+    pub fn lose_pids(&self) {
+        self.state.lock().unwrap().lose_pids = true;
     }
 
     /// The transient units started, in order.
