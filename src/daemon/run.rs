@@ -492,7 +492,8 @@ impl Daemon {
         let unit = run::unit(&name);
         let rel = Rel::from(cgroup::child(&slice, &unit).as_str());
         let dir = self.hier.dir(&rel);
-        if self.engine.knows(&rel) || std::fs::symlink_metadata(&dir).is_ok() {
+        // Through the I/O threads: a cgroupfs lookup can hang.
+        if self.engine.knows(&rel) || !matches!(self.pool.exists(&dir).await, Ok(false)) {
             return Err(Refusal::Bad {
                 why: format!("a run named {name} is running"),
             });

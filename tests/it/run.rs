@@ -80,16 +80,22 @@ fn ask_waiting(
     name: Option<&str>,
     wait: Option<u64>,
 ) -> Result<pinctl::run::Grant, AskError> {
-    let a = Ask {
-        cpus,
-        name: name.map(str::to_string),
-        command: vec!["true".into()],
-        wait,
-        ..Ask::default()
-    };
+    ask_for(
+        w,
+        &Ask {
+            cpus,
+            name: name.map(str::to_string),
+            command: vec!["true".into()],
+            wait,
+            ..Ask::default()
+        },
+    )
+}
+
+fn ask_for(w: &World, a: &Ask) -> Result<pinctl::run::Grant, AskError> {
     pinctl::run::ask(
         &w.tmp.path().join("run.sock"),
-        &a,
+        a,
         Duration::from_secs(20),
         |_| {},
     )
@@ -380,12 +386,7 @@ fn a_run_takes_its_cpus_from_the_numa_nodes_named_alone() {
             numa,
             ..Ask::default()
         };
-        pinctl::run::ask(
-            &w.tmp.path().join("run.sock"),
-            &a,
-            Duration::from_secs(20),
-            |_| {},
-        )
+        ask_for(&w, &a)
     };
     let node1 = set("8-15,24-31");
     let grant = on(4, vec![1], "near").expect("granted on node 1");
