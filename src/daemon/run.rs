@@ -493,7 +493,15 @@ impl Daemon {
         let rel = Rel::from(cgroup::child(&slice, &unit).as_str());
         let dir = self.hier.dir(&rel);
         // Through the I/O threads: a cgroupfs lookup can hang.
-        if self.engine.knows(&rel) || !matches!(self.pool.exists(&dir).await, Ok(false)) {
+        let running = match self.pool.exists(&dir).await {
+            Ok(there) => there || self.engine.knows(&rel),
+            Err(e) => {
+                return Err(Refusal::Failed {
+                    why: format!("cannot look for the run's cgroup: {}", chain(&e)),
+                });
+            }
+        };
+        if running {
             return Err(Refusal::Bad {
                 why: format!("a run named {name} is running"),
             });
