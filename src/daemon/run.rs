@@ -644,13 +644,19 @@ impl Daemon {
                 .map_err(|e| failed("cannot mark the run's cgroup", e))?;
         }
         self.handle(vec![Change::Created(rel.clone())]).await;
+        // Past the room check, a refusal is a failure, never a wait in line:
+        // the run's cgroup exists already.
         let Some(cpus) = self.engine.cpus_of(rel).map(|(_, c)| c.clone()) else {
-            return Err(self.not_enough(ask, 0, 0));
+            return Err(Refusal::Failed {
+                why: format!("{} CPUs were free, but none were given to {rel}", ask.cpus),
+            });
         };
         // The nodes asked for are a preference to the allocator: the run
         // takes them alone, or nothing.
         if !ask.numa.is_empty() && !cpus.is_subset(&self.engine.numa_cpus(&ask.numa)) {
-            return Err(self.not_enough(ask, 0, 0));
+            return Err(Refusal::Failed {
+                why: format!("the CPUs free for it ({cpus}) are not all on the NUMA nodes asked"),
+            });
         }
         self.has_cpus(rel, &cpus).await?;
         if by_systemd {
