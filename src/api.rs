@@ -81,6 +81,46 @@ pub struct Status {
     /// Slurm's jobs on this node; absent when there are none.
     #[serde(default, skip_serializing_if = "Slurm::is_empty")]
     pub slurm: Slurm,
+    /// `pinctl run`'s runs and the asks in line; absent when there are none.
+    #[serde(default, skip_serializing_if = "Runs::is_empty")]
+    pub runs: Runs,
+}
+
+/// `pinctl run`'s runs ([`crate::run`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Runs {
+    /// The runs set up, in cgroup order.
+    pub running: Vec<Run>,
+    /// The asks waiting for CPUs (`--wait`), first in line first.
+    pub waiting: Vec<Waiter>,
+}
+
+impl Runs {
+    pub fn is_empty(&self) -> bool {
+        self.running.is_empty() && self.waiting.is_empty()
+    }
+}
+
+/// One run: its workload (`run:<name>`), who asked, and for what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    pub key: String,
+    pub cgroup: String,
+    pub uid: u32,
+    /// The CPUs it asked for.
+    pub cpus: usize,
+    /// The command, as the client said it.
+    pub command: Vec<String>,
+}
+
+/// An ask waiting in line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiter {
+    pub uid: u32,
+    pub cpus: usize,
+    /// How long it has waited, in seconds.
+    pub waited: u64,
+    pub command: Vec<String>,
 }
 
 /// Slurm's jobs and where its trees sit ([`crate::slurm`]).
@@ -162,6 +202,7 @@ impl Status {
             interrupts: None,
             partitions: None,
             slurm: Slurm::default(),
+            runs: Runs::default(),
         }
     }
 }
@@ -580,6 +621,15 @@ pub enum EventKind {
         /// `None` when it worked, else the error, or the kernel's reason
         /// for an invalid partition.
         error: Option<String>,
+    },
+    /// A run of `pinctl run` set up (`cpus` its CPUs) or ended (`cpus`
+    /// empty).
+    Run {
+        key: String,
+        cgroup: String,
+        uid: u32,
+        cpus: CpuSet,
+        command: Vec<String>,
     },
     /// systemd told a scope's exclusive CPUs as its `AllowedCPUs=`, so that
     /// a `daemon-reload` writes the pin rather than the scope's old value.

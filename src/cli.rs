@@ -113,6 +113,63 @@ pub enum Command {
     /// failed; for a repair the path and what was created. The daemon keeps a
     /// bounded number of recent events in memory.
     Events(EventsArgs),
+    /// Run a command on exclusive CPUs that pinctld gives it.
+    ///
+    /// Asks pinctld over its run socket ([run] in its configuration) for N
+    /// exclusive CPUs. The daemon checks who asks (root, or a user or a
+    /// member of a group [run] names, within its caps), picks the CPUs as for
+    /// any exclusive workload, makes the run's cgroup
+    /// (<slice>/run-<name>.scope: a transient systemd scope where systemd
+    /// runs, else a cgroup of its own), pins it and moves this process into
+    /// it. This process then checks its own
+    /// CPUs (Cpus_allowed_list) and becomes the command (exec), with
+    /// PINCTL_CPUS set to them: its signals and exit status are its own. The
+    /// CPUs are given back once the run's cgroup is empty (the command and
+    /// every process it started have ended), at the daemon's next round of
+    /// checks. A refusal says why on stderr and exits 1.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// How many exclusive CPUs.
+    #[arg(short = 'n', long = "cpus", value_name = "N")]
+    pub cpus: usize,
+    /// The run's name, its workload being run:NAME (letters, digits, _ . -)
+    /// [default: UID-N].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Take the CPUs from these NUMA nodes alone (1, or 0-1); refused when
+    /// they have too few free.
+    #[arg(long = "numa-node", value_name = "NODES")]
+    pub numa_node: Option<CpuSet>,
+    /// Where the command's memory goes: bind (the NUMA nodes of its CPUs
+    /// alone), prefer (there first, elsewhere when they are full) or none
+    /// (the kernel's default) [default: [run] mem, prefer].
+    #[arg(long, value_name = "POLICY")]
+    pub mem: Option<crate::run::MemPolicy>,
+    /// Also set OMP_NUM_THREADS to the CPUs' count, OMP_PLACES to one
+    /// place per CPU and OMP_PROC_BIND=close: an OpenMP program's threads
+    /// then stay one per CPU.
+    #[arg(long)]
+    pub omp: bool,
+    /// When too few CPUs are free, wait in line for them this long (10s, 5m,
+    /// 2h) instead of being refused at once. Asks are served in the order
+    /// they came; while any waits, an ask without --wait is refused.
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
+    pub wait: Option<Duration>,
+    /// The run socket [default: the [run] socket of the configuration,
+    /// /run/pinctl/run.sock].
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// The daemon's configuration file, read for the run socket's path
+    /// [default: /etc/pinctl/pinctld.toml, or the built-in defaults when it
+    /// does not exist].
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// The command and its arguments (after --).
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// How to reach the daemon.
@@ -287,7 +344,126 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
         Command::Describe(args) => describe_cmd(&args, style, out),
         Command::Verify(args) => verify_cmd(&args, style, out),
         Command::Events(args) => events_cmd(&args, style, out),
+        Command::Run(args) => run_cmd(&args),
     }
+}
+
+/// This process's memory policy over NUMA nodes `nodes` (the command
+/// inherits it through exec, and its children through fork), as
+/// `numactl --membind` or `--preferred-many` sets it.
+fn set_mempolicy(policy: crate::run::MemPolicy, nodes: &CpuSet) -> Result<()> {
+    use crate::run::MemPolicy;
+    const MPOL_PREFERRED: libc::c_long = 1;
+    const MPOL_BIND: libc::c_long = 2;
+    const MPOL_PREFERRED_MANY: libc::c_long = 5;
+    if policy == MemPolicy::None || nodes.is_empty() {
+        return Ok(());
+    }
+    let call = |mode: libc::c_long, nodes: &CpuSet| -> std::io::Result<()> {
+        let bits = 64 * (nodes.iter().max().unwrap_or(0) as usize / 64 + 1);
+        let mut mask = vec![0 as libc::c_ulong; bits / 64];
+        for n in nodes.iter() {
+            mask[n as usize / 64] |= 1 << (n % 64);
+        }
+        // SAFETY: set_mempolicy(2) reads `bits` bits from `mask`, which
+        // holds that many, and keeps no pointer to it.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_set_mempolicy,
+                mode,
+                mask.as_ptr(),
+                (bits + 1) as libc::c_ulong,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    match policy {
+        MemPolicy::Bind => call(MPOL_BIND, nodes)?,
+        MemPolicy::Prefer if nodes.len() == 1 => call(MPOL_PREFERRED, nodes)?,
+        // Before Linux 5.15 there is no MPOL_PREFERRED_MANY: the first node.
+        MemPolicy::Prefer => call(MPOL_PREFERRED_MANY, nodes).or_else(|_| {
+            let first: CpuSet = nodes.iter().take(1).collect();
+            call(MPOL_PREFERRED, &first)
+        })?,
+        MemPolicy::None => {}
+    }
+    Ok(())
+}
+
+/// OpenMP's environment for a run on `cpus` (`--omp`): a thread per CPU,
+/// each bound to a place of its own.
+fn omp_env(cpus: &CpuSet) -> [(&'static str, String); 3] {
+    let places: Vec<String> = cpus.iter().map(|c| format!("{{{c}}}")).collect();
+    [
+        ("OMP_NUM_THREADS", cpus.len().to_string()),
+        ("OMP_PLACES", places.join(",")),
+        ("OMP_PROC_BIND", "close".to_string()),
+    ]
+}
+
+/// `--wait`'s duration, as the configuration writes them.
+fn parse_wait(text: &str) -> Result<Duration, String> {
+    crate::config::parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// `pinctl run`: the CPUs asked for, then the command in this process.
+fn run_cmd(args: &RunArgs) -> Result<()> {
+    use std::os::unix::process::CommandExt as _;
+    let socket = match &args.socket {
+        Some(s) => s.clone(),
+        None => load_config(args.config.as_deref())?.run.socket,
+    };
+    let ask = crate::run::Ask {
+        cpus: args.cpus,
+        name: args.name.clone(),
+        command: args
+            .command
+            .iter()
+            .take(crate::run::MAX_COMMAND_WORDS)
+            .cloned()
+            .collect(),
+        wait: args.wait.map(|d| d.as_secs().max(1)),
+        numa: args.numa_node.iter().flat_map(CpuSet::iter).collect(),
+        mem: args.mem,
+    };
+    let wait = args.wait.unwrap_or_default();
+    let grant = crate::run::ask(&socket, &ask, wait + Duration::from_secs(90), |q| {
+        eprintln!("pinctl run: {q}");
+    })?;
+    // The kernel's word, not the daemon's: this process runs on them now.
+    let status = std::fs::read_to_string("/proc/self/status")
+        .context("cannot read /proc/self/status to check this process's CPUs")?;
+    let allowed: CpuSet = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .ok_or_else(|| anyhow!("no Cpus_allowed_list in /proc/self/status"))?
+        .parse()?;
+    if allowed != grant.cpus {
+        bail!(
+            "{} was given CPUs {}, but the kernel lets this process run on {allowed}",
+            grant.key,
+            grant.cpus
+        );
+    }
+    set_mempolicy(grant.mem, &grant.nodes)
+        .with_context(|| format!("cannot set the memory policy {}", grant.mem.as_str()))?;
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| anyhow!("no command to run"))?;
+    let mut command = std::process::Command::new(program);
+    command
+        .args(rest)
+        .env("PINCTL_CPUS", grant.cpus.to_string());
+    if args.omp {
+        command.envs(omp_env(&grant.cpus));
+    }
+    let e = command.exec();
+    Err(anyhow!(e).context(format!("cannot run {program:?}")))
 }
 
 /// The configuration: the file given, or the default one, or (when the
@@ -706,4 +882,22 @@ pub fn render_topology(topo: &Topology) -> String {
         let _ = writeln!(s, "{}", row.trim_end());
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn omp_places_are_one_cpu_each() {
+        let env = omp_env(&"2-3,8".parse().unwrap());
+        assert_eq!(
+            env.map(|(k, v)| format!("{k}={v}")),
+            [
+                "OMP_NUM_THREADS=3",
+                "OMP_PLACES={2},{3},{8}",
+                "OMP_PROC_BIND=close"
+            ]
+        );
+    }
 }

@@ -395,7 +395,7 @@ pub fn read(
         mems_read = true;
     }
     let key = if wants {
-        workload_key(&kind, rel, bundle.as_deref())
+        run_key(cfg, rel).unwrap_or_else(|| workload_key(&kind, rel, bundle.as_deref()))
     } else {
         String::new()
     };
@@ -486,13 +486,13 @@ fn requested(
     }
     let mut problem = None;
     if let Some(raw) = &obs.xattr {
-        match parse_count(raw) {
-            Some(cpus) => {
+        match parse_xattr(raw) {
+            Some((cpus, numa)) => {
                 return (
                     Some(Intent {
                         cpus,
                         source: Source::Xattr,
-                        numa: Vec::new(),
+                        numa,
                     }),
                     None,
                 );
@@ -633,6 +633,21 @@ fn cut(message: &str) -> String {
     }
 }
 
+/// The xattr's value: a CPU count, and optionally `@` and the NUMA nodes to
+/// take them from (`4`, `4@1`, `8@0-1`).
+fn parse_xattr(raw: &str) -> Option<(usize, Vec<u32>)> {
+    let raw = raw.trim();
+    let Some((count, nodes)) = raw.split_once('@') else {
+        return parse_count(raw).map(|n| (n, Vec::new()));
+    };
+    if raw.contains(char::is_whitespace) {
+        return None;
+    }
+    let nodes: crate::cpuset::CpuSet = nodes.parse().ok()?;
+    (!nodes.is_empty()).then_some(())?;
+    Some((parse_count(count)?, nodes.iter().collect()))
+}
+
 /// A CPU count as written in an xattr or annotation: a plain decimal number.
 fn parse_count(raw: &str) -> Option<usize> {
     let t = raw.trim();
@@ -642,6 +657,19 @@ fn parse_count(raw: &str) -> Option<usize> {
     t.parse()
         .ok()
         .filter(|&n| n <= crate::cpuset::MAX_CPU as usize + 1)
+}
+
+/// The identity of a run of `pinctl run`: `run:<name>` for the cgroup
+/// `<slice>/run-<name>.scope` made for it (`[run]`, when on).
+pub fn run_key(cfg: &Config, rel: &str) -> Option<String> {
+    if !cfg.run.enabled {
+        return None;
+    }
+    let unit = rel
+        .strip_prefix(cfg.run.slice.as_str())?
+        .strip_prefix('/')?;
+    let name = crate::run::name_of_unit(unit).filter(|_| !unit.contains('/'))?;
+    Some(format!("run:{name}"))
 }
 
 /// The identity of the workload a cgroup belongs to: `pod:<uid>/<container>`
@@ -1193,6 +1221,16 @@ mod tests {
                 .and_then(|b| b.cpus),
             Some(("pinctl.io/cpus".to_string(), "2".to_string()))
         );
+    }
+
+    #[test]
+    fn the_xattr_is_a_count_and_maybe_its_numa_nodes() {
+        assert_eq!(parse_xattr("4"), Some((4, vec![])));
+        assert_eq!(parse_xattr("4@1\n"), Some((4, vec![1])));
+        assert_eq!(parse_xattr("8@0-1,3"), Some((8, vec![0, 1, 3])));
+        for bad in ["@1", "4@", "4@x", "4@1@2", "four@1", "4 @ 1"] {
+            assert_eq!(parse_xattr(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod io;
 pub mod irq;
 pub mod partition;
 pub mod procfs;
+pub mod run;
 pub mod server;
 pub mod slurm;
 pub mod state;

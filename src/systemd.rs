@@ -195,6 +195,43 @@ impl Bus {
         }
     }
 
+    /// Starts the transient scope `unit` in `slice` around process `pid`,
+    /// as `systemd-run --scope` does: systemd makes the scope's cgroup and
+    /// moves the process in. With `cpus` (cgroup v2), the scope's
+    /// `AllowedCPUs=`: systemd then keeps the cpuset controller enabled down
+    /// to the scope (without one, realizing the slice disables it there: no
+    /// unit below needs it). The scope is collected once it ends, failed or
+    /// not. Returns once systemd queued the start (its job).
+    pub async fn start_scope(
+        &mut self,
+        unit: &str,
+        slice: &str,
+        pid: u32,
+        cpus: Option<&CpuSet>,
+        description: &str,
+    ) -> Result<(), SystemdError> {
+        let mut props = vec![
+            ("Slice", Value::from(slice)),
+            ("Description", Value::from(description)),
+            ("PIDs", Value::from(vec![pid])),
+            ("CollectMode", Value::from("inactive-or-failed")),
+        ];
+        if let Some(cpus) = cpus {
+            props.push((ALLOWED_CPUS, Value::from(cpu_mask(cpus))));
+        }
+        let aux: Vec<(&str, Vec<(&str, Value<'_>)>)> = Vec::new();
+        self.call::<_, OwnedObjectPath>(
+            unit,
+            "start the scope",
+            MANAGER_PATH,
+            MANAGER,
+            "StartTransientUnit",
+            &(unit, "fail", props, aux),
+        )
+        .await
+        .map(|_job| ())
+    }
+
     async fn call<B, R>(
         &mut self,
         unit: &str,

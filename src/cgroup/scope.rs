@@ -25,9 +25,14 @@ pub struct Scope {
 impl Scope {
     /// The scope of a configuration.
     pub fn of(cfg: &Config) -> Scope {
-        // The managed subtrees and the rules' roots.
-        let watched = cfg.watch_roots();
-        Scope::new(cfg.managed.clone(), cfg.shared_cgroups.clone(), watched)
+        // The managed subtrees and the rules' roots; with `[run]` on, the
+        // slice runs are made in is managed too.
+        let mut managed = cfg.managed.clone();
+        if cfg.run.enabled && !managed.contains(&cfg.run.slice) {
+            managed.push(cfg.run.slice.clone());
+        }
+        let watched = managed.iter().cloned().chain(cfg.watch_roots()).collect();
+        Scope::new(managed, cfg.shared_cgroups.clone(), watched)
     }
 
     /// A scope from its three kinds of subtree.

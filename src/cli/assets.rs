@@ -188,9 +188,18 @@ fn pinctl_extras(pinctl: &Command, this: &str) -> Vec<Section> {
             "The command failed (the reason is on standard error), or pinctl verify \
              found problems (each on standard output, their count on standard error)."
         }
+        "pinctl-run" => {
+            "The run was refused, or the command could not be started; the reason is on \
+             standard error. Once the command runs, pinctl run is the command (exec): \
+             the exit status is the command's."
+        }
         _ => "The command failed; the reason is on standard error.",
     };
-    let mut extras = vec![exit_status("Success.", failure)];
+    let success = match this {
+        "pinctl-run" => "The command ran and exited 0.",
+        _ => "Success.",
+    };
+    let mut extras = vec![exit_status(success, failure)];
     if matches!(
         this,
         "pinctl" | "pinctl-status" | "pinctl-describe" | "pinctl-verify" | "pinctl-events"

@@ -151,6 +151,25 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
                 );
             }
         }
+        EventKind::Run {
+            key,
+            cgroup,
+            uid,
+            cpus,
+            command,
+        } => {
+            let what = match cpus.is_empty() {
+                true => "ended".to_string(),
+                false => format!("on {cpus}"),
+            };
+            let _ = write!(
+                s,
+                "run {} {what}  uid {uid}: {}  ({})",
+                visible(key),
+                visible(&command.join(" ")),
+                visible(cgroup)
+            );
+        }
         EventKind::Told {
             cgroup,
             unit,
@@ -191,6 +210,7 @@ pub fn concerns(e: &Event, rel: &str) -> bool {
     match &e.what {
         EventKind::Write { cgroup, .. } => crate::cgroup::is_within(cgroup, rel),
         EventKind::Told { cgroup, .. }
+        | EventKind::Run { cgroup, .. }
         | EventKind::Quota { cgroup, .. }
         | EventKind::Partition { cgroup, .. } => crate::cgroup::is_within(cgroup, rel),
         EventKind::Repair { .. } | EventKind::Irqs { .. } => false,

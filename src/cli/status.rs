@@ -25,7 +25,7 @@ use crate::cpuset::CpuSet;
 use crate::topology::Topology;
 
 use super::style::{Style, visible};
-use sections::{render_interrupts, render_partitions, render_slurm};
+use sections::{render_interrupts, render_partitions, render_runs, render_slurm};
 
 mod sections;
 
@@ -350,6 +350,7 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
         render_partitions(&mut s, parts, style, &fieldw);
     }
     render_slurm(&mut s, status, style, &fieldw);
+    render_runs(&mut s, status, &fieldw);
     if let Mode::Online = mode {
         let c = &status.counters;
         let n = |v: u64, one: &str, many: &str| plural(v as usize, one, many);

@@ -162,6 +162,46 @@ pub struct Config {
     pub log_level: LogLevel,
     /// The `[[rule]]` tables, in file order.
     pub rules: Vec<Rule>,
+    /// The `[run]` table: who may ask for CPUs with `pinctl run`.
+    pub run: Run,
+}
+
+/// The `[run]` table (issue #33): the front door of `pinctl run`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// Serve the run socket at all (off by default).
+    pub enabled: bool,
+    /// The run socket (absolute, at most 107 bytes): 0666, since the
+    /// daemon decides who may ask by the peer's credentials.
+    pub socket: PathBuf,
+    /// Users who may ask, by name (root always may).
+    pub users: Vec<String>,
+    /// Groups whose members may ask, by name.
+    pub groups: Vec<String>,
+    /// The most CPUs of one run (0: no cap).
+    pub max_cpus: usize,
+    /// The most CPUs one user's runs hold at once (0: no cap).
+    pub max_cpus_per_user: usize,
+    /// The cgroup runs are made in, relative to the cgroup root; its last
+    /// name ends in `.slice`.
+    pub slice: String,
+    /// Where a run's memory goes when it does not say (`--mem`).
+    pub mem: crate::run::MemPolicy,
+}
+
+impl Default for Run {
+    fn default() -> Self {
+        Run {
+            enabled: false,
+            socket: "/run/pinctl/run.sock".into(),
+            users: Vec::new(),
+            groups: Vec::new(),
+            max_cpus: 0,
+            max_cpus_per_user: 0,
+            slice: "pinctl.slice".into(),
+            mem: crate::run::MemPolicy::Prefer,
+        }
+    }
 }
 
 /// The `reserved_cpus` key: CPUs kept out of every exclusive allocation.
@@ -507,6 +547,7 @@ impl Default for Config {
             systemd_bus: Some("/run/dbus/system_bus_socket".into()),
             log_level: LogLevel::Info,
             rules: Vec::new(),
+            run: Run::default(),
         }
     }
 }
@@ -529,8 +570,8 @@ impl Config {
     /// files, the state and the socket are and which hierarchy is driven (its
     /// I/O threads, watchers and socket were set up for them), the I/O
     /// timeout, where bundles are found (a bundle once read is
-    /// remembered) and the bus to systemd (connected once). In [`Config`]'s
-    /// order.
+    /// remembered), the bus to systemd (connected once) and `[run]` (its
+    /// socket is bound once). In [`Config`]'s order.
     pub const RESTART_KEYS: &[&str] = &[
         "cgroup_root",
         "sysfs_root",
@@ -541,6 +582,7 @@ impl Config {
         "hierarchy",
         "bundle_dirs",
         "systemd_bus",
+        "run",
     ];
 
     /// The running configuration `self` updated to `new`, a configuration
@@ -597,6 +639,7 @@ impl Config {
             systemd_bus,
             log_level,
             rules,
+            run,
         } = self;
         compare!(cgroup_root);
         compare!(sysfs_root);
@@ -628,6 +671,7 @@ impl Config {
         compare!(systemd_bus);
         compare!(log_level);
         compare!(rules);
+        compare!(run);
         Reload {
             config,
             applied,

@@ -50,6 +50,20 @@ pub(super) struct RawConfig {
     pub(super) log_level: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) rule: Vec<Spanned<RawRule>>,
+    pub(super) run: Option<RawRun>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRun {
+    pub(super) enabled: Option<bool>,
+    pub(super) socket: Option<Spanned<String>>,
+    pub(super) users: Option<Vec<Spanned<String>>>,
+    pub(super) groups: Option<Vec<Spanned<String>>>,
+    pub(super) max_cpus: Option<Spanned<RawInt>>,
+    pub(super) max_cpus_per_user: Option<Spanned<RawInt>>,
+    pub(super) slice: Option<Spanned<String>>,
+    pub(super) mem: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -217,6 +217,10 @@ impl Validator<'_> {
             .into_iter()
             .filter_map(|r| errors.keep(self.rule(r)))
             .collect();
+        let run = match raw.run {
+            Some(r) => errors.keep(self.run(r)).unwrap_or(d.run),
+            None => d.run,
+        };
         // Combinations are judged only on values that are valid one by one, so
         // a conflict is never reported against a default standing in for a
         // rejected value.
@@ -262,6 +266,86 @@ impl Validator<'_> {
             systemd_bus,
             log_level,
             rules: rules.into_iter().map(|r| r.value).collect(),
+            run,
+        })
+    }
+
+    /// The `[run]` table; its first wrong value is the error.
+    fn run(&self, raw: RawRun) -> Result<Run, ConfigError> {
+        let d = Run::default();
+        let socket = match raw.socket {
+            Some(s) => self.socket(&s, "run.socket")?,
+            None => d.socket,
+        };
+        let names = |list: Option<Vec<Spanned<String>>>, key: &str| {
+            list.unwrap_or_default()
+                .into_iter()
+                .map(|n| match account_name_problem(n.get_ref()) {
+                    None => Ok(n.into_inner()),
+                    Some(why) => Err(self.error(
+                        &n.span(),
+                        key,
+                        format!("invalid name {:?}: {why}", n.get_ref()),
+                    )),
+                })
+                .collect::<Result<Vec<String>, ConfigError>>()
+        };
+        let users = names(raw.users, "run.users")?;
+        let groups = names(raw.groups, "run.groups")?;
+        let count = |raw: Option<Spanned<RawInt>>, key: &str| match raw {
+            None => Ok(0),
+            Some(n) => match usize::try_from(n.get_ref().0) {
+                Ok(v) if v <= MAX_CPUS => Ok(v),
+                _ => Err(self.error(
+                    &n.span(),
+                    key,
+                    format!(
+                        "invalid CPU count {}: must be from 0 (no cap) to {MAX_CPUS}",
+                        n.get_ref().0
+                    ),
+                )),
+            },
+        };
+        let max_cpus = count(raw.max_cpus, "run.max_cpus")?;
+        let max_cpus_per_user = count(raw.max_cpus_per_user, "run.max_cpus_per_user")?;
+        let slice = match raw.slice {
+            None => d.slice,
+            Some(s) => {
+                let text = s.get_ref();
+                let last = text.rsplit('/').next().unwrap_or("");
+                let why = if let Some(why) = relative_path_problem(text) {
+                    Some(why)
+                } else if last.len() <= ".slice".len() || !last.ends_with(".slice") {
+                    Some("its last name must end in \".slice\"")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    return Err(self.error(
+                        &s.span(),
+                        "run.slice",
+                        format!("invalid slice {text:?}: {why}"),
+                    ));
+                }
+                s.into_inner()
+            }
+        };
+        let mem = match raw.mem {
+            None => d.mem,
+            Some(m) => m
+                .get_ref()
+                .parse()
+                .map_err(|why| self.error(&m.span(), "run.mem", why))?,
+        };
+        Ok(Run {
+            enabled: raw.enabled.unwrap_or(d.enabled),
+            socket,
+            users,
+            groups,
+            max_cpus,
+            max_cpus_per_user,
+            slice,
+            mem,
         })
     }
 
@@ -592,6 +676,24 @@ pub(super) const SHARED_NESTING: &str =
     "a cgroup confined to the shared pool cannot hold exclusive CPUs";
 
 /// Why `text` is not a clean path relative to the cgroup root, if it is not.
+/// What is wrong with a user's or group's name, if anything: what
+/// `useradd` takes (letters, digits, `_`, `.`, `-`, not first; at most 32).
+fn account_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > 32 {
+        return Some("1 to 32 characters");
+    }
+    if name.starts_with('-') {
+        return Some("starts with '-'");
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '$'))
+    {
+        return Some("letters, digits, '_', '.' and '-' only");
+    }
+    None
+}
+
 pub(super) fn relative_path_problem(text: &str) -> Option<&'static str> {
     let mut components = text.split('/');
     if text.is_empty() {

@@ -208,6 +208,7 @@ impl Daemon {
             Some(Err(e)) => warn!(error = %e, "cannot list Slurm's jobs"),
             None => {}
         }
+        self.remove_empty_runs().await;
         // A round over every workload allocates about as much as a reconcile.
         release_free_memory();
         self.notify_status(false);

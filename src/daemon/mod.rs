@@ -16,7 +16,8 @@
 //! (one projection of the configuration, at start-up and reload), `sync`
 //! (the engine in step with the tree), `apply` (plans made real), `checks`
 //! (the watchdog's rounds), `report` (status, health, `STATUS=`), `notify`
-//! (sd-notify), `stall` (a turn of the loop that does not end, named).
+//! (sd-notify), `stall` (a turn of the loop that does not end, named), `run`
+//! (the run socket of `pinctl run`).
 
 mod apply;
 mod checks;
@@ -26,6 +27,7 @@ mod notify;
 mod partition;
 mod quota;
 mod report;
+mod run;
 mod stall;
 mod startup;
 mod sweep;
@@ -137,6 +139,8 @@ pub struct Daemon {
     loaded: Loads,
     /// Applies a reloaded `log_level` ([`Self::on_log_level`]).
     log_level_hook: Option<Box<dyn Fn(LogLevel)>>,
+    /// The run socket of `pinctl run` ([`run::Door`]).
+    door: run::Door,
 }
 
 /// Everything the event loop acts on.
@@ -177,6 +181,10 @@ enum Event {
     Wedge,
     /// SIGTERM or SIGINT.
     Stop,
+    /// An ask from the run socket.
+    Run(run::Asked),
+    /// An ask's wait for CPUs ended (the line is served after every turn).
+    WaitEnds,
 }
 
 impl Event {
@@ -200,6 +208,8 @@ impl Event {
             Event::Reload => "reload (SIGHUP)",
             Event::Wedge => "wedge (test hook)",
             Event::Stop => "stop",
+            Event::Run(_) => "run asked",
+            Event::WaitEnds => "a run's wait ended",
         }
     }
 }
@@ -322,6 +332,26 @@ impl Daemon {
         }
         let listener = server::bind(&self.cfg.socket).context("cannot set up the status socket")?;
         info!(socket = %self.cfg.socket.display(), "serving the status socket");
+        if self.cfg.run.enabled {
+            let policy = run::policy(&self.cfg.run);
+            self.door = run::Door::open(
+                &self.cfg.run.socket,
+                policy,
+                self.pool.clone(),
+                self.cfg.proc_root.clone(),
+                self.cfg
+                    .systemd_bus
+                    .as_deref()
+                    .map(|b| crate::systemd::Bus::new(b, self.cfg.read_timeout)),
+            )
+            .with_context(|| {
+                format!(
+                    "cannot set up the run socket {}",
+                    self.cfg.run.socket.display()
+                )
+            })?;
+            info!(socket = %self.cfg.run.socket.display(), "serving the run socket");
+        }
         let server = server::serve(
             listener,
             self.socket.snapshot.subscribe(),
@@ -336,6 +366,9 @@ impl Daemon {
         self.reconcile(false).await;
         // READY=1 means the tree is as the first plan wants it.
         self.drain().await;
+        // Runs that ended while no daemon ran give their CPUs back; those
+        // still running count against their users again.
+        self.remove_empty_runs().await;
         for (rel, cpus) in self.engine.held_targets() {
             self.systemd.holds(rel, cpus);
         }
@@ -369,6 +402,10 @@ impl Daemon {
                 s.begin(event.name());
             }
             let go_on = self.handle_event(event, &mut timers).await;
+            // Any turn may have freed CPUs (or ended a wait).
+            if self.door.has_waiting() {
+                self.serve_waiting().await;
+            }
             if let Some(s) = &self.stall {
                 s.end();
             }
@@ -384,6 +421,7 @@ impl Daemon {
         // before the daemon goes.
         self.drain().await;
         server.abort();
+        self.door.close();
         let _ = std::fs::remove_file(&self.cfg.socket);
         self.finish_irqs().await;
         self.finish_saves().await;
@@ -422,6 +460,19 @@ impl Daemon {
                 None => std::future::pending().await,
             }
         };
+        let wait_ends = self.door.next_deadline();
+        let wait_ends = async move {
+            match wait_ends {
+                Some(_) => at(wait_ends).await,
+                None => std::future::pending().await,
+            }
+        };
+        let asked = async {
+            match self.door.rx.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         // In this order: what the kernel and the operator say comes before
         // the rest of a plan and a background reconcile, so a new pin never
         // waits behind the shared pool's writes or the reading of the whole
@@ -439,6 +490,8 @@ impl Daemon {
             Some(error) = self.saved_rx.recv() => Event::Saved(error),
             Some(told) = self.told_rx.recv() => Event::Told(told),
             Some(passed) = self.irqs.rx.recv() => Event::Steered(passed),
+            Some(asked) = asked => Event::Run(asked),
+            () = wait_ends => Event::WaitEnds,
             _ = timers.reconcile.tick() => Event::Reconcile,
             _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
             _ = unsure => Event::Unsure,
@@ -476,6 +529,8 @@ impl Daemon {
             Event::Steered(passed) => self.steered(passed),
             Event::Ping => self.beat(),
             Event::Publish => self.publish(),
+            Event::Run(asked) => self.run_asked(asked).await,
+            Event::WaitEnds => {}
             Event::ChecksDue => {
                 self.start_checks(false);
                 self.follow_irqs(true);

@@ -142,6 +142,7 @@ impl Daemon {
                 jobs: self.dog.slurm_jobs.clone(),
                 inside: self.engine.slurm_held().map(|r| r.to_string()).collect(),
             },
+            runs: self.run_status(),
             counters: api::Counters {
                 reconciles: self.socket.reconciles,
                 last_reconcile_ms: self.socket.last_reconcile_ms,

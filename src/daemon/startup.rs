@@ -191,6 +191,7 @@ impl Daemon {
                 ..Loads::default()
             },
             log_level_hook: None,
+            door: super::run::Door::closed(),
         };
         daemon.configure(cfg, reserved);
         Ok(daemon)

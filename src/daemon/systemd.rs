@@ -170,18 +170,35 @@ impl Teller {
     /// they were (at start-up: a daemon before this one wrote them, and may
     /// not have told them).
     pub(super) fn holds(&mut self, rel: &Rel, cpus: &Arc<CpuSet>) {
-        let (Some(asks), Some(unit)) = (&self.asks, slice_unit(rel)) else {
+        let Some(unit) = slice_unit(rel) else {
             return;
         };
         if self.told.get(rel) != Some(cpus) {
-            let _ = asks.send(Ask {
-                rel: rel.clone(),
-                unit: unit.to_string(),
-                cpus: cpus.clone(),
-                check: false,
-            });
-            self.told.insert(rel.clone(), cpus.clone());
+            self.tell(rel, unit, cpus);
         }
+    }
+
+    /// `rel` is a run's scope the daemon had systemd make: systemd is told
+    /// its pin now, and each later target the daemon writes.
+    pub(super) fn own(&mut self, rel: &Rel, cpus: &Arc<CpuSet>) {
+        if let Some(unit) = scope_unit(rel) {
+            self.tell(rel, unit, cpus);
+        }
+    }
+
+    /// Asks systemd to hold `cpus` as `unit`'s `AllowedCPUs=`, whatever it
+    /// holds now, and counts `rel` told.
+    fn tell(&mut self, rel: &Rel, unit: &str, cpus: &Arc<CpuSet>) {
+        let Some(asks) = &self.asks else {
+            return;
+        };
+        let _ = asks.send(Ask {
+            rel: rel.clone(),
+            unit: unit.to_string(),
+            cpus: cpus.clone(),
+            check: false,
+        });
+        self.told.insert(rel.clone(), cpus.clone());
     }
 
     /// An ask for `cpus` on `rel` did not leave systemd holding them (it

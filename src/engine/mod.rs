@@ -597,6 +597,51 @@ impl Engine {
         std::mem::take(&mut self.overwritten)
     }
 
+    /// Whether `n` more CPUs could be given now, as the allocator would
+    /// give them, from NUMA nodes `numa` alone when any are named: `Err`
+    /// with the free CPUs' count (on those nodes) and who holds the others
+    /// (workload key, CPUs) when they could not.
+    pub fn room_for(&self, n: usize, numa: &[u32]) -> Result<(), (usize, Vec<(String, usize)>)> {
+        let mut free = self.topo.online().difference(&self.reserved).difference(
+            &self
+                .workloads
+                .values()
+                .filter_map(|w| w.cpus.as_ref())
+                .fold(CpuSet::new(), |acc, c| acc.union(c)),
+        );
+        if !numa.is_empty() {
+            free = free.intersection(&self.numa_cpus(numa));
+        }
+        let opts = alloc::Options {
+            reserved: self.reserved.clone(),
+            ..self.settings.alloc.clone()
+        };
+        match alloc::allocate(&self.topo, &free, n, &opts) {
+            Ok(_) => Ok(()),
+            Err(_) => Err((
+                free.len(),
+                self.workloads
+                    .values()
+                    .filter_map(|w| Some((w.key.clone(), w.cpus.as_ref()?.len())))
+                    .collect(),
+            )),
+        }
+    }
+
+    /// The online CPUs of NUMA nodes `numa`.
+    pub fn numa_cpus(&self, numa: &[u32]) -> CpuSet {
+        numa.iter()
+            .filter_map(|n| self.topo.numa_nodes().get(n))
+            .fold(CpuSet::new(), |acc, c| acc.union(c))
+    }
+
+    /// The CPUs of the workload cgroup `rel` belongs to, when it is pinned.
+    pub fn cpus_of(&self, rel: &str) -> Option<(&str, &CpuSet)> {
+        let e = self.cgroups.get(rel)?;
+        let w = self.workloads.get(e.member_of.get()?)?;
+        Some((w.key.as_str(), w.cpus.as_ref()?))
+    }
+
     /// The roots of Slurm's trees the engine knows, in path order.
     pub fn slurm_roots(&self) -> impl Iterator<Item = &Rel> {
         self.slurm.iter()

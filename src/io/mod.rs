@@ -94,6 +94,11 @@ pub trait Fs: Send + Sync + 'static {
     fn set_xattr(&self, path: &Path, name: &str, value: &[u8]) -> io::Result<()>;
     /// Creates one directory (its parent must exist).
     fn mkdir(&self, path: &Path) -> io::Result<()>;
+    /// Removes one directory: on cgroupfs, an empty cgroup (its control
+    /// files go with it).
+    fn rmdir(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir(path)
+    }
     /// Whether the path exists (following symbolic links); errors other than
     /// "not found" are returned.
     fn exists(&self, path: &Path) -> io::Result<bool>;

@@ -514,6 +514,13 @@ impl IoPool {
             .await
     }
 
+    /// Removes one directory (an empty cgroup).
+    pub async fn rmdir(&self, path: &Path) -> Result<(), IoError> {
+        let owned = path.to_path_buf();
+        self.run_op("remove directory", path, move |fs| fs.rmdir(&owned))
+            .await
+    }
+
     /// Whether the path exists.
     pub async fn exists(&self, path: &Path) -> Result<bool, IoError> {
         let owned = path.to_path_buf();

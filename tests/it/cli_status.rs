@@ -209,6 +209,37 @@ fn status_lists_slurms_jobs_and_their_conflicts() {
     check_layout(&text, 400);
 }
 
+/// `pinctl run`'s runs: a line each with who asked, the CPUs and the
+/// command, and a line per ask waiting in line.
+#[test]
+fn status_lists_runs_and_asks_in_line() {
+    let mut doc = status_doc::status(SHAPE_16, "0,8", &[pod(1, "app", 4)]);
+    let key = doc.workloads[0].key.clone();
+    let cpus = doc.workloads[0].cpus.clone().unwrap();
+    doc.runs.running = vec![pinctl::api::Run {
+        key: key.clone(),
+        cgroup: "pinctl.slice/run-lmp.scope".into(),
+        uid: 0,
+        cpus: 4,
+        command: vec!["mpirun".into(), "-np".into(), "4".into(), "lmp".into()],
+    }];
+    doc.runs.waiting = vec![pinctl::api::Waiter {
+        uid: 4_000_000,
+        cpus: 16,
+        waited: 35,
+        command: vec!["./solver".into()],
+    }];
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    for want in [
+        "Runs:        1 run, 1 waiting\n".to_string(),
+        format!("             {key}  uid 0 (root)  CPUs {cpus}  mpirun -np 4 lmp\n"),
+        "             waiting 35 s: uid 4000000  16 CPUs  ./solver\n".to_string(),
+    ] {
+        assert!(text.contains(&want), "missing {want:?} in:\n{text}");
+    }
+    check_layout(&text, 400);
+}
+
 fn strip_ansi(s: &str) -> String {
     let mut out = String::new();
     let mut chars = s.chars();

@@ -69,8 +69,25 @@ fn shipped_file_sets_every_key_and_documents_the_rule_example() {
         "log_level",
     ];
     // Each key is set (not commented out), once, in the documented order, and
-    // has a comment right above it.
-    let lines: Vec<&str> = text.lines().collect();
+    // has a comment right above it; the [run] table comes last, each of its
+    // keys set once.
+    let (top, run) = text.split_once("\n[run]\n").expect("a [run] table");
+    for key in [
+        "enabled",
+        "socket",
+        "users",
+        "groups",
+        "max_cpus",
+        "max_cpus_per_user",
+        "slice",
+    ] {
+        let n = run
+            .lines()
+            .filter(|l| l.starts_with(&format!("{key} = ")))
+            .count();
+        assert_eq!(n, 1, "run.{key} should be set exactly once");
+    }
+    let lines: Vec<&str> = top.lines().collect();
     let mut last = 0;
     for key in keys {
         let at: Vec<usize> = (0..lines.len())
@@ -166,6 +183,10 @@ log_level = "debug"
 match = "hpc.slice/job-*.scope"
 cpus = 4
 numa = "0-1,3"
+
+[run]
+enabled = true
+groups = ["hpc"]
 "#);
     let want = Config {
         cgroup_root: "/tmp/cg".into(),
@@ -198,6 +219,11 @@ numa = "0-1,3"
         systemd_bus: Some("/run/bus".into()),
         log_level: LogLevel::Debug,
         rules: config.rules.clone(),
+        run: pinctl::config::Run {
+            enabled: true,
+            groups: vec!["hpc".into()],
+            ..pinctl::config::Run::default()
+        },
     };
     assert_eq!(config, want);
     let rule = &config.rules[0];
@@ -1021,6 +1047,7 @@ fn every_restart_key_is_a_key_and_none_is_applied() {
     file.read_timeout = Duration::from_secs(1);
     file.bundle_dirs = vec!["/x/bundles".into()];
     file.systemd_bus = None;
+    file.run.enabled = true;
     let r = defaults.reload(file);
     assert!(r.applied.is_empty(), "{r:?}");
     assert_eq!(r.deferred, Config::RESTART_KEYS);
@@ -1250,4 +1277,56 @@ fn globs_at_the_length_bound_of_every_metacharacter_build_or_are_refused() {
             Err(e) => panic!("{unit}: {e}"),
         }
     }
+}
+
+#[test]
+fn the_run_table_is_read_and_each_wrong_value_named() {
+    let c = ok(
+        "[run]\nenabled = true\nusers = [\"alice\"]\ngroups = [\"hpc\", \"chem.lab\"]\nmax_cpus = 16\nmax_cpus_per_user = 32\nslice = \"jobs.slice\"\nsocket = \"/run/pinctl/r.sock\"\nmem = \"bind\"\n",
+    );
+    assert_eq!(c.run.mem, pinctl::run::MemPolicy::Bind);
+    assert!(c.run.enabled);
+    assert_eq!(c.run.users, ["alice"]);
+    assert_eq!(c.run.groups, ["hpc", "chem.lab"]);
+    assert_eq!((c.run.max_cpus, c.run.max_cpus_per_user), (16, 32));
+    assert_eq!(c.run.slice, "jobs.slice");
+    assert_eq!(c.run.socket, Path::new("/run/pinctl/r.sock"));
+    assert_eq!(ok("[run]\n").run, pinctl::config::Run::default());
+    for (text, want) in [
+        (
+            "[run]\ngroups = [\"-x\"]\n",
+            "/etc/pinctl/pinctld.toml:2:11: run.groups: invalid name \"-x\": starts with '-'",
+        ),
+        (
+            "[run]\nusers = [\"a b\"]\n",
+            "/etc/pinctl/pinctld.toml:2:10: run.users: invalid name \"a b\": letters, digits, '_', '.' and '-' only",
+        ),
+        (
+            "[run]\nmax_cpus = -1\n",
+            "/etc/pinctl/pinctld.toml:2:12: run.max_cpus: invalid CPU count -1: must be from 0 (no cap) to 16384",
+        ),
+        (
+            "[run]\nslice = \"/b.slice\"\n",
+            "/etc/pinctl/pinctld.toml:2:9: run.slice: invalid slice \"/b.slice\": must be relative to cgroup_root, not absolute",
+        ),
+        (
+            "[run]\nslice = \"hpc.slice/jobs\"\n",
+            "/etc/pinctl/pinctld.toml:2:9: run.slice: invalid slice \"hpc.slice/jobs\": its last name must end in \".slice\"",
+        ),
+        (
+            "[run]\nmem = \"local\"\n",
+            "/etc/pinctl/pinctld.toml:2:7: run.mem: invalid memory policy \"local\": expected one of bind, prefer, none",
+        ),
+        (
+            "[run]\nsocket = \"run.sock\"\n",
+            "/etc/pinctl/pinctld.toml:2:10: run.socket: invalid path \"run.sock\": must be absolute",
+        ),
+    ] {
+        assert_eq!(err(text), want, "{text}");
+    }
+    assert!(
+        err("[run]\nenable = true\n").contains("unknown key `enable`"),
+        "{}",
+        err("[run]\nenable = true\n")
+    );
 }

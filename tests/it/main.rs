@@ -34,6 +34,7 @@ mod layout;
 mod packaging;
 mod partition;
 mod quota;
+mod run;
 mod slurm;
 mod socket;
 mod state_file;

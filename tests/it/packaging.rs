@@ -256,9 +256,10 @@ fn every_path_the_shipped_config_writes_is_writable_under_the_unit() {
             );
         }
     }
-    // The directories are for root and the socket's group.
+    // The directories are for root and the socket's group; the run
+    // socket's directory lets anyone reach a file by name.
     assert_eq!(setting(&unit, "Group"), "pinctl");
-    assert_eq!(setting(&unit, "RuntimeDirectoryMode"), "0750");
+    assert_eq!(setting(&unit, "RuntimeDirectoryMode"), "0751");
 }
 
 #[test]
@@ -285,7 +286,7 @@ fn the_unit_is_hardened_with_a_minimal_capability_set() {
     let caps = setting(&unit, "CapabilityBoundingSet");
     assert_eq!(
         caps.split_whitespace().collect::<Vec<_>>(),
-        ["CAP_DAC_OVERRIDE"]
+        ["CAP_DAC_OVERRIDE", "CAP_SYS_NICE"]
     );
 }
 

@@ -33,6 +33,7 @@
 //! CPU 0.
 
 mod rig;
+mod run;
 mod runc;
 
 use std::fs;

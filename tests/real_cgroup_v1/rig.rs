@@ -359,6 +359,22 @@ bundle_dirs = ["{bundles}"]
         Some(rig)
     }
 
+    /// Turns `pinctl run` on: its socket in the test's directory, its runs
+    /// in `<top>/run.slice`, root alone allowed.
+    pub(crate) fn add_run_table(&self) {
+        let table = format!(
+            "\n[run]\nenabled = true\nsocket = \"{}\"\nslice = \"{}/run.slice\"\n",
+            self.tmp.path().join("run.sock").display(),
+            self.top
+        );
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(&self.config)
+            .expect("open the config");
+        f.write_all(table.as_bytes())
+            .expect("write the [run] table");
+    }
+
     /// The daemon's one bundle directory, laid out as containerd's:
     /// `<dir>/<id>/config.json`.
     pub(crate) fn bundles(&self) -> PathBuf {

@@ -1,6 +1,6 @@
 //! The optional lines of `pinctl status`, each with what lies below it:
-//! `Interrupts:` (`irq_affinity`), `Partitions:` (`isolation`) and
-//! `Slurm:` (Slurm's jobs and their conflicts).
+//! `Interrupts:` (`irq_affinity`), `Partitions:` (`isolation`),
+//! `Slurm:` (Slurm's jobs and their conflicts) and `Runs:` (`pinctl run`).
 
 use std::fmt::Write as _;
 
@@ -160,5 +160,51 @@ pub(super) fn render_slurm(
     }
     for c in &conflicts {
         let _ = writeln!(s, "{:13}{}", "", style.red(&visible(&c.to_string())));
+    }
+}
+
+/// The `Runs:` line, a line per run (who asked, its CPUs, its command) and
+/// one per ask waiting in line.
+pub(super) fn render_runs(s: &mut String, status: &api::Status, fieldw: &dyn Fn(&str) -> String) {
+    let runs = &status.runs;
+    if runs.is_empty() {
+        return;
+    }
+    let mut line = plural(runs.running.len(), "run", "runs");
+    if !runs.waiting.is_empty() {
+        let _ = write!(line, ", {} waiting", runs.waiting.len());
+    }
+    let _ = writeln!(s, "{}{line}", fieldw("Runs"));
+    let user = |uid: u32| match nix::unistd::User::from_uid(uid.into()) {
+        Ok(Some(u)) => format!("uid {uid} ({})", visible(&u.name)),
+        _ => format!("uid {uid}"),
+    };
+    for run in &runs.running {
+        let cpus = status
+            .workloads
+            .iter()
+            .find(|w| w.key == run.key)
+            .and_then(|w| w.cpus.clone())
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "{:13}{}  {}  CPUs {}  {}",
+            "",
+            visible(&run.key),
+            user(run.uid),
+            list_or_none(&cpus),
+            visible(&run.command.join(" "))
+        );
+    }
+    for w in &runs.waiting {
+        let _ = writeln!(
+            s,
+            "{:13}waiting {} s: {}  {}  {}",
+            "",
+            w.waited,
+            user(w.uid),
+            plural(w.cpus, "CPU", "CPUs"),
+            visible(&w.command.join(" "))
+        );
     }
 }

@@ -2,7 +2,10 @@
 //! own (Debian's `dbus-daemon` package; a test without it says so and
 //! skips), and, on it, `org.freedesktop.systemd1` with what the daemon uses
 //! of it: `Manager.GetUnit`, `Manager.SetUnitProperties` (`AllowedCPUs`
-//! only) and each scope's `AllowedCPUs` property. Like systemd 252 on cgroup
+//! only), `Manager.StartTransientUnit` (a scope's `Slice=`, `PIDs=` and
+//! `AllowedCPUs=`;
+//! [`FakeSystemd::make_scopes_under`]) and each scope's `AllowedCPUs`
+//! property. Like systemd 252 on cgroup
 //! v2, a unit's `AllowedCPUs=` is written to its cgroup's `cpuset.cpus` when
 //! it is set and at every [`FakeSystemd::daemon_reload`], followed by its
 //! xattrs; a unit without one has only its xattrs set.
@@ -31,9 +34,24 @@ struct Unit {
     wrote: Option<String>,
 }
 
+/// A `StartTransientUnit` systemd served: the unit, its `Slice=` and its
+/// `PIDs=` (its `AllowedCPUs=` is the unit's, [`FakeSystemd::allowed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    pub unit: String,
+    pub slice: String,
+    pub pids: Vec<u32>,
+}
+
 #[derive(Default)]
 struct State {
     units: HashMap<String, Unit>,
+    /// Where transient scopes' cgroups are made (a v2 tree's root): `None`
+    /// refuses `StartTransientUnit`.
+    scope_root: Option<PathBuf>,
+    /// Scopes start empty: their process died as systemd moved it.
+    lose_pids: bool,
+    started: Vec<Started>,
     /// `SetUnitProperties` calls, by unit.
     sets: Vec<String>,
     /// `GetUnit` calls, by unit.
@@ -122,6 +140,103 @@ impl Manager {
         }
         realize(unit);
         Ok(())
+    }
+
+    async fn start_transient_unit(
+        &self,
+        name: &str,
+        _mode: &str,
+        properties: Vec<(String, OwnedValue)>,
+        _aux: Vec<(String, Vec<(String, OwnedValue)>)>,
+        #[zbus(object_server)] server: &zbus::ObjectServer,
+    ) -> Result<OwnedObjectPath, SystemdError> {
+        let invalid = |m: String| SystemdError::ZBus(zbus::fdo::Error::InvalidArgs(m).into());
+        let (mut slice, mut pids, mut allowed) = (String::new(), Vec::new(), Vec::new());
+        for (key, value) in properties {
+            match key.as_str() {
+                "Slice" => slice = String::try_from(value).map_err(|e| invalid(e.to_string()))?,
+                "PIDs" => pids = Vec::<u32>::try_from(value).map_err(|e| invalid(e.to_string()))?,
+                "AllowedCPUs" => {
+                    allowed = Vec::<u8>::try_from(value).map_err(|e| invalid(e.to_string()))?
+                }
+                "Description" | "CollectMode" => {}
+                other => return Err(invalid(format!("unexpected {other}"))),
+            }
+        }
+        self.start_scope(name, &slice, &pids, allowed)
+            .map_err(invalid)?;
+        let scope = Scope {
+            state: self.0.clone(),
+            name: name.to_string(),
+        };
+        server
+            .at(object_path(name), scope)
+            .await
+            .map_err(SystemdError::ZBus)?;
+        Ok(OwnedObjectPath::try_from("/org/freedesktop/systemd1/job/1").unwrap())
+    }
+}
+
+/// Makes directory `to` with `files` (name, content) in one step, as
+/// cgroupfs makes a cgroup: built in `stage`, then renamed into place.
+/// `cpuset.cpus.effective` reads what `cpuset.cpus` holds (a link): what
+/// the kernel gives a scope whose parent has every CPU.
+fn make_cgroup(stage: &Path, to: &Path, files: &[(&str, String)]) -> std::io::Result<()> {
+    let _ = fs::remove_dir_all(stage);
+    fs::create_dir_all(stage)?;
+    for (name, text) in files {
+        fs::write(stage.join(name), text)?;
+    }
+    std::os::unix::fs::symlink("cpuset.cpus", stage.join("cpuset.cpus.effective"))?;
+    fs::rename(stage, to)
+}
+
+impl Manager {
+    /// systemd's transient scope: its slice's cgroup (made if missing) and
+    /// its own, holding `pids`.
+    fn start_scope(
+        &self,
+        unit: &str,
+        slice: &str,
+        pids: &[u32],
+        allowed: Vec<u8>,
+    ) -> Result<PathBuf, String> {
+        let mut s = self.0.lock().unwrap();
+        let root = s.scope_root.clone().ok_or("transient units are off")?;
+        let stage = root.with_extension("stage");
+        let slice_dir = root.join(slice);
+        let base = |procs: String| {
+            vec![
+                ("cpuset.cpus", "\n".to_string()),
+                ("cpuset.mems", "\n".to_string()),
+                ("cgroup.subtree_control", "\n".to_string()),
+                ("cgroup.procs", procs),
+                ("cpu.max", "max 100000\n".to_string()),
+            ]
+        };
+        if !slice_dir.exists() {
+            make_cgroup(&stage, &slice_dir, &base(String::new())).map_err(|e| e.to_string())?;
+        }
+        let dir = slice_dir.join(unit);
+        let procs: String = match s.lose_pids {
+            true => String::new(),
+            false => pids.iter().map(|p| format!("{p}\n")).collect(),
+        };
+        make_cgroup(&stage, &dir, &base(procs)).map_err(|e| e.to_string())?;
+        let mut u = Unit {
+            allowed,
+            cpus_file: dir.join("cpuset.cpus"),
+            empty: false,
+            wrote: None,
+        };
+        realize(&mut u);
+        s.units.insert(unit.to_string(), u);
+        s.started.push(Started {
+            unit: unit.to_string(),
+            slice: slice.to_string(),
+            pids: pids.to_vec(),
+        });
+        Ok(dir)
     }
 }
 
@@ -253,6 +368,23 @@ impl FakeSystemd {
         self.rt
             .block_on(self.conn.object_server().at(object_path(unit), scope))
             .unwrap();
+    }
+
+    /// Serves `StartTransientUnit` for scopes, making their cgroups (and
+    /// their slice's) under `root`, a v2 tree's root.
+    pub fn make_scopes_under(&self, root: &Path) {
+        self.state.lock().unwrap().scope_root = Some(root.to_path_buf());
+    }
+
+    /// From now on, the process of each scope started dies as systemd
+    /// moves it: the scope's cgroup is empty.
+    pub fn lose_pids(&self) {
+        self.state.lock().unwrap().lose_pids = true;
+    }
+
+    /// The transient units started, in order.
+    pub fn started(&self) -> Vec<Started> {
+        self.state.lock().unwrap().started.clone()
     }
 
     /// `systemctl daemon-reload`: every unit's `AllowedCPUs=` written again.

@@ -142,6 +142,7 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
         interrupts: None,
         partitions: None,
         slurm: api::Slurm::default(),
+        runs: api::Runs::default(),
         counters: api::Counters {
             reconciles: 12,
             last_reconcile_ms: 3,
