@@ -42,6 +42,9 @@ pub struct Ask {
     /// Where the command's memory goes (`None`: `[run] mem`).
     #[serde(default)]
     pub mem: Option<MemPolicy>,
+    /// Whole physical cores only: no other workload on a sibling thread.
+    #[serde(default)]
+    pub full_cores: bool,
 }
 
 /// Where a run's memory goes: the NUMA nodes of its CPUs, as
