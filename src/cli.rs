@@ -119,7 +119,7 @@ pub enum Command {
     /// exclusive CPUs. The daemon checks who asks (root, or a user or a
     /// member of a group [run] names, within its caps), picks the CPUs as for
     /// any exclusive workload, makes the run's cgroup
-    /// (<slice>/run-<name>.scope: a transient systemd scope where systemd
+    /// (SLICE/run-NAME.scope: a transient systemd scope where systemd
     /// runs, else a cgroup of its own), pins it and moves this process into
     /// it. This process then checks its own
     /// CPUs (Cpus_allowed_list) and becomes the command (exec), with

@@ -144,7 +144,7 @@ pub fn unit(name: &str) -> String {
     format!("run-{name}.scope")
 }
 
-/// The run's name in a cgroup's own name ([`unit`]'s inverse).
+/// The run's name in a cgroup's own name ([`unit()`]'s inverse).
 pub fn name_of_unit(unit: &str) -> Option<&str> {
     unit.strip_prefix("run-")?
         .strip_suffix(".scope")
