@@ -491,10 +491,11 @@ impl Daemon {
                 why: format!("NUMA node {n}: this machine has nodes {have}"),
             });
         }
-        if self
-            .engine
-            .room_for(ask.cpus, &ask.numa, ask.full_cores)
-            .is_err()
+        // A run that ended since the last round of checks still holds its
+        // CPUs (rounds remove the empty run cgroups): look first.
+        let room = |e: &crate::engine::Engine| e.room_for(ask.cpus, &ask.numa, ask.full_cores);
+        if room(&self.engine).is_err()
+            && (!self.remove_empty_runs().await || room(&self.engine).is_err())
         {
             return Err(self.not_enough(ask, 0, 0));
         }
@@ -829,10 +830,12 @@ impl Daemon {
 
     /// Removes the run cgroups that are empty: their runs ended. Runs set
     /// up by a daemon before this one are counted against their user.
-    pub(super) async fn remove_empty_runs(&mut self) {
+    /// Whether any was removed.
+    pub(super) async fn remove_empty_runs(&mut self) -> bool {
         if !self.cfg.run.enabled {
-            return;
+            return false;
         }
+        let mut removed = false;
         let slice = self.cfg.run.slice.clone();
         let runs: Vec<Rel> = self
             .engine
@@ -859,10 +862,12 @@ impl Daemon {
                 Ok(text) if text.trim().is_empty() => {
                     info!(cgroup = %rel, "run ended: its cgroup is empty");
                     self.remove_run(&rel).await;
+                    removed = true;
                 }
                 _ if !self.door.held.contains_key(&rel) => self.adopt_run(rel).await,
                 _ => {}
             }
         }
+        removed
     }
 }
