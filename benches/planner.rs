@@ -113,6 +113,7 @@ fn round(e: &mut Engine) {
             cpus: 1,
             source: Source::Xattr,
             numa: Vec::new(),
+            whole_cores: false,
         }),
     );
     let plan = e.plan();

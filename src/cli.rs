@@ -119,7 +119,7 @@ pub enum Command {
     /// exclusive CPUs. The daemon checks who asks (root, or a user or a
     /// member of a group [run] names, within its caps), picks the CPUs as for
     /// any exclusive workload, makes the run's cgroup
-    /// (<slice>/run-<name>.scope: a transient systemd scope where systemd
+    /// (SLICE/run-NAME.scope: a transient systemd scope where systemd
     /// runs, else a cgroup of its own), pins it and moves this process into
     /// it. This process then checks its own
     /// CPUs (Cpus_allowed_list) and becomes the command (exec), with
@@ -148,6 +148,10 @@ pub struct RunArgs {
     /// (the kernel's default) [default: [run] mem, prefer].
     #[arg(long, value_name = "POLICY")]
     pub mem: Option<crate::run::MemPolicy>,
+    /// Whole physical cores only: every thread of each core is the run's,
+    /// so nothing runs on a sibling (N a multiple of the threads per core).
+    #[arg(long)]
+    pub full_cores: bool,
     /// Also set OMP_NUM_THREADS to the CPUs' count, OMP_PLACES to one
     /// place per CPU and OMP_PROC_BIND=close: an OpenMP program's threads
     /// then stay one per CPU.
@@ -429,6 +433,7 @@ fn run_cmd(args: &RunArgs) -> Result<()> {
         wait: args.wait.map(|d| d.as_secs().max(1)),
         numa: args.numa_node.iter().flat_map(CpuSet::iter).collect(),
         mem: args.mem,
+        full_cores: args.full_cores,
     };
     let wait = args.wait.unwrap_or_default();
     let grant = crate::run::ask(&socket, &ask, wait + Duration::from_secs(90), |q| {

@@ -84,8 +84,11 @@ impl std::fmt::Display for Source {
 pub struct Intent {
     pub cpus: usize,
     pub source: Source,
-    /// NUMA nodes to prefer (from a rule).
+    /// NUMA nodes to prefer (from a rule, or the xattr's `@NODES`).
     pub numa: Vec<u32>,
+    /// Whole physical cores only (the xattr's `+full-cores`), whatever
+    /// `full_pcpus_only` says.
+    pub whole_cores: bool,
 }
 
 impl Intent {
@@ -487,12 +490,13 @@ fn requested(
     let mut problem = None;
     if let Some(raw) = &obs.xattr {
         match parse_xattr(raw) {
-            Some((cpus, numa)) => {
+            Some((cpus, numa, whole_cores)) => {
                 return (
                     Some(Intent {
                         cpus,
                         source: Source::Xattr,
                         numa,
+                        whole_cores,
                     }),
                     None,
                 );
@@ -532,6 +536,7 @@ fn requested(
                             key: key.clone(),
                         },
                         numa: Vec::new(),
+                        whole_cores: false,
                     }),
                     problem,
                 );
@@ -554,6 +559,7 @@ fn requested(
                     line: rule.line,
                 },
                 numa: rule.numa.clone(),
+                whole_cores: false,
             }),
             problem,
         );
@@ -574,6 +580,7 @@ fn requested(
                 cpus,
                 source: Source::Kubelet,
                 numa: Vec::new(),
+                whole_cores: false,
             }),
             problem,
         );
@@ -633,20 +640,28 @@ fn cut(message: &str) -> String {
     }
 }
 
-/// The xattr's value: a CPU count, and optionally `@` and the NUMA nodes to
-/// take them from (`4`, `4@1`, `8@0-1`).
-fn parse_xattr(raw: &str) -> Option<(usize, Vec<u32>)> {
+/// The xattr's value: a CPU count; optionally `@` and the NUMA nodes to
+/// take them from; optionally `+full-cores`, whole physical cores only
+/// (`4`, `4@1`, `8@0-1`, `8+full-cores`, `8@1+full-cores`).
+pub fn parse_xattr(raw: &str) -> Option<(usize, Vec<u32>, bool)> {
     let raw = raw.trim();
-    let Some((count, nodes)) = raw.split_once('@') else {
-        return parse_count(raw).map(|n| (n, Vec::new()));
-    };
     if raw.contains(char::is_whitespace) {
         return None;
     }
+    let (raw, whole) = match raw.strip_suffix(FULL_CORES) {
+        Some(rest) => (rest, true),
+        None => (raw, false),
+    };
+    let Some((count, nodes)) = raw.split_once('@') else {
+        return parse_count(raw).map(|n| (n, Vec::new(), whole));
+    };
     let nodes: crate::cpuset::CpuSet = nodes.parse().ok()?;
     (!nodes.is_empty()).then_some(())?;
-    Some((parse_count(count)?, nodes.iter().collect()))
+    Some((parse_count(count)?, nodes.iter().collect(), whole))
 }
+
+/// The xattr's mark of a request for whole physical cores.
+pub const FULL_CORES: &str = "+full-cores";
 
 /// A CPU count as written in an xattr or annotation: a plain decimal number.
 fn parse_count(raw: &str) -> Option<usize> {
@@ -1026,6 +1041,7 @@ mod tests {
             cpus,
             source,
             numa: Vec::new(),
+            whole_cores: false,
         };
         let kubelet = asks(2, Source::Kubelet);
         let pod = crate::cgroup::parent(&rel).unwrap();
@@ -1225,10 +1241,22 @@ mod tests {
 
     #[test]
     fn the_xattr_is_a_count_and_maybe_its_numa_nodes() {
-        assert_eq!(parse_xattr("4"), Some((4, vec![])));
-        assert_eq!(parse_xattr("4@1\n"), Some((4, vec![1])));
-        assert_eq!(parse_xattr("8@0-1,3"), Some((8, vec![0, 1, 3])));
-        for bad in ["@1", "4@", "4@x", "4@1@2", "four@1", "4 @ 1"] {
+        assert_eq!(parse_xattr("4"), Some((4, vec![], false)));
+        assert_eq!(parse_xattr("4@1\n"), Some((4, vec![1], false)));
+        assert_eq!(parse_xattr("8@0-1,3"), Some((8, vec![0, 1, 3], false)));
+        assert_eq!(parse_xattr("8+full-cores"), Some((8, vec![], true)));
+        assert_eq!(parse_xattr("8@1+full-cores"), Some((8, vec![1], true)));
+        for bad in [
+            "@1",
+            "4@",
+            "4@x",
+            "4@1@2",
+            "four@1",
+            "4 @ 1",
+            "+full-cores",
+            "4+full",
+            "4+full-cores@1",
+        ] {
             assert_eq!(parse_xattr(bad), None, "{bad:?}");
         }
     }

@@ -42,6 +42,9 @@ pub struct Ask {
     /// Where the command's memory goes (`None`: `[run] mem`).
     #[serde(default)]
     pub mem: Option<MemPolicy>,
+    /// Whole physical cores only: no other workload on a sibling thread.
+    #[serde(default)]
+    pub full_cores: bool,
 }
 
 /// Where a run's memory goes: the NUMA nodes of its CPUs, as
@@ -141,7 +144,7 @@ pub fn unit(name: &str) -> String {
     format!("run-{name}.scope")
 }
 
-/// The run's name in a cgroup's own name ([`unit`]'s inverse).
+/// The run's name in a cgroup's own name ([`unit()`]'s inverse).
 pub fn name_of_unit(unit: &str) -> Option<&str> {
     unit.strip_prefix("run-")?
         .strip_suffix(".scope")

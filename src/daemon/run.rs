@@ -419,7 +419,11 @@ impl Daemon {
         self.door.waiting = kept.into();
         while let Some(first) = self.door.waiting.front() {
             let ask = &first.asked.ask;
-            if self.engine.room_for(ask.cpus, &ask.numa).is_err() {
+            if self
+                .engine
+                .room_for(ask.cpus, &ask.numa, ask.full_cores)
+                .is_err()
+            {
                 break;
             }
             let Some(w) = self.door.waiting.pop_front() else {
@@ -456,7 +460,7 @@ impl Daemon {
     fn not_enough(&self, ask: &Ask, waited: u64, ahead: usize) -> Refusal {
         let (free, holders) = self
             .engine
-            .room_for(ask.cpus, &ask.numa)
+            .room_for(ask.cpus, &ask.numa, ask.full_cores)
             .err()
             .unwrap_or_default();
         Refusal::NotEnough {
@@ -471,6 +475,15 @@ impl Daemon {
     async fn grant(&mut self, peer: &Peer, ask: &Ask) -> Result<Grant, Refusal> {
         let held = self.door.held_by(peer.uid);
         self.door.policy.admit(peer, ask, held)?;
+        let tpc = self.engine.topology().threads_per_core();
+        if ask.full_cores && !ask.cpus.is_multiple_of(tpc) {
+            return Err(Refusal::Bad {
+                why: format!(
+                    "--full-cores: {} CPUs is not whole cores of {tpc} threads",
+                    ask.cpus
+                ),
+            });
+        }
         let nodes = self.engine.topology().numa_nodes();
         if let Some(n) = ask.numa.iter().find(|n| !nodes.contains_key(n)) {
             let have: crate::cpuset::CpuSet = nodes.keys().copied().collect();
@@ -478,7 +491,12 @@ impl Daemon {
                 why: format!("NUMA node {n}: this machine has nodes {have}"),
             });
         }
-        if self.engine.room_for(ask.cpus, &ask.numa).is_err() {
+        // A run that ended since the last round of checks still holds its
+        // CPUs (rounds remove the empty run cgroups): look first.
+        let room = |e: &crate::engine::Engine| e.room_for(ask.cpus, &ask.numa, ask.full_cores);
+        if room(&self.engine).is_err()
+            && (!self.remove_empty_runs().await || room(&self.engine).is_err())
+        {
             return Err(self.not_enough(ask, 0, 0));
         }
         let name = match &ask.name {
@@ -630,13 +648,14 @@ impl Daemon {
             command: ask.command.clone(),
         }
         .to_xattr();
-        let count = match ask.numa.as_slice() {
-            [] => ask.cpus.to_string(),
-            numa => {
-                let nodes: crate::cpuset::CpuSet = numa.iter().copied().collect();
-                format!("{}@{nodes}", ask.cpus)
-            }
-        };
+        let mut count = ask.cpus.to_string();
+        if !ask.numa.is_empty() {
+            let nodes: crate::cpuset::CpuSet = ask.numa.iter().copied().collect();
+            count = format!("{count}@{nodes}");
+        }
+        if ask.full_cores {
+            count.push_str(crate::intent::FULL_CORES);
+        }
         for (name, value) in [(XATTR_RUN, held), (XATTR_CPUS, count)] {
             self.pool
                 .set_xattr(&dir, name, value.as_bytes())
@@ -811,10 +830,12 @@ impl Daemon {
 
     /// Removes the run cgroups that are empty: their runs ended. Runs set
     /// up by a daemon before this one are counted against their user.
-    pub(super) async fn remove_empty_runs(&mut self) {
+    /// Whether any was removed.
+    pub(super) async fn remove_empty_runs(&mut self) -> bool {
         if !self.cfg.run.enabled {
-            return;
+            return false;
         }
+        let mut removed = false;
         let slice = self.cfg.run.slice.clone();
         let runs: Vec<Rel> = self
             .engine
@@ -841,10 +862,12 @@ impl Daemon {
                 Ok(text) if text.trim().is_empty() => {
                     info!(cgroup = %rel, "run ended: its cgroup is empty");
                     self.remove_run(&rel).await;
+                    removed = true;
                 }
                 _ if !self.door.held.contains_key(&rel) => self.adopt_run(rel).await,
                 _ => {}
             }
         }
+        removed
     }
 }

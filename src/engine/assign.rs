@@ -25,12 +25,14 @@ struct Allocator<'a> {
 
 impl Allocator<'_> {
     /// Plans `n` CPUs from `free` with the configured options.
-    fn allocate(&self, free: &CpuSet, n: usize, numa: &[u32]) -> Result<CpuSet, AllocError> {
+    fn allocate(&self, free: &CpuSet, w: &Workload) -> Result<CpuSet, AllocError> {
         let opts = alloc::Options {
             reserved: self.reserved.clone(),
-            numa_preference: numa.to_vec(),
+            numa_preference: w.numa.clone(),
+            full_pcpus_only: self.settings.alloc.full_pcpus_only || w.whole_cores,
             ..self.settings.alloc.clone()
         };
+        let n = w.requested;
         alloc::allocate(self.topo, free, n, &opts)
     }
 
@@ -48,7 +50,7 @@ impl Allocator<'_> {
         if w.tried.as_ref() == Some(&free) {
             return Some(false);
         }
-        match self.allocate(&free, w.requested, &w.numa) {
+        match self.allocate(&free, w) {
             Ok(c) => {
                 taken.union_with(&c);
                 w.cpus = Some(c);

@@ -162,6 +162,8 @@ pub struct Workload {
     pub requested: usize,
     pub source: Source,
     pub numa: Vec<u32>,
+    /// Whole physical cores only ([`Intent::whole_cores`]).
+    pub whole_cores: bool,
     pub cgroups: BTreeSet<Rel>,
     /// Its exclusive CPUs, once assigned.
     pub cpus: Option<CpuSet>,
@@ -598,10 +600,16 @@ impl Engine {
     }
 
     /// Whether `n` more CPUs could be given now, as the allocator would
-    /// give them, from NUMA nodes `numa` alone when any are named: `Err`
-    /// with the free CPUs' count (on those nodes) and who holds the others
-    /// (workload key, CPUs) when they could not.
-    pub fn room_for(&self, n: usize, numa: &[u32]) -> Result<(), (usize, Vec<(String, usize)>)> {
+    /// give them (in whole cores with `whole_cores`), from NUMA nodes `numa`
+    /// alone when any are named: `Err` with the free CPUs' count (on those
+    /// nodes) and who holds the others (workload key, CPUs) when they could
+    /// not.
+    pub fn room_for(
+        &self,
+        n: usize,
+        numa: &[u32],
+        whole_cores: bool,
+    ) -> Result<(), (usize, Vec<(String, usize)>)> {
         let mut free = self.topo.online().difference(&self.reserved).difference(
             &self
                 .workloads
@@ -614,6 +622,7 @@ impl Engine {
         }
         let opts = alloc::Options {
             reserved: self.reserved.clone(),
+            full_pcpus_only: self.settings.alloc.full_pcpus_only || whole_cores,
             ..self.settings.alloc.clone()
         };
         match alloc::allocate(&self.topo, &free, n, &opts) {

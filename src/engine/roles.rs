@@ -106,6 +106,7 @@ impl Engine {
                     requested: 0,
                     source: crate::intent::Source::Xattr,
                     numa: Vec::new(),
+                    whole_cores: false,
                     cgroups: BTreeSet::new(),
                     cpus: None,
                     pending: None,
@@ -136,12 +137,15 @@ impl Engine {
             else {
                 continue;
             };
-            if (w.requested, &w.numa) != (intent.cpus, &intent.numa) {
+            if (w.requested, &w.numa, w.whole_cores)
+                != (intent.cpus, &intent.numa, intent.whole_cores)
+            {
                 w.tried = None;
             }
             w.requested = intent.cpus;
             w.source = intent.source.clone();
             w.numa = intent.numa.clone();
+            w.whole_cores = intent.whole_cores;
         }
         // Workloads without cgroups are released.
         self.workloads.retain(|_, w| {

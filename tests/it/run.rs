@@ -435,3 +435,40 @@ fn a_client_killed_as_its_scope_starts_holds_nothing() {
         "the dead run's cgroup still asks"
     );
 }
+
+/// `--full-cores`: whole cores (core c = {c, c+16} here), marked on the
+/// run's xattr; a count that is not whole cores is refused.
+#[test]
+fn a_run_of_full_cores_gets_every_thread_of_its_cores() {
+    let Some((_bus, _systemd, w)) = with_systemd() else {
+        return;
+    };
+    let whole = |cpus, name: &str| {
+        let a = Ask {
+            cpus,
+            name: Some(name.into()),
+            full_cores: true,
+            ..Ask::default()
+        };
+        ask_for(&w, &a)
+    };
+    let bad = refused(whole(3, "odd")).to_string();
+    assert!(
+        bad.contains("--full-cores: 3 CPUs is not whole cores of 2 threads"),
+        "{bad}"
+    );
+    let grant = whole(4, "cores").expect("granted");
+    for c in grant.cpus.iter() {
+        let sibling = if c < 16 { c + 16 } else { c - 16 };
+        assert!(
+            grant.cpus.contains(sibling),
+            "{}: {c} without its sibling",
+            grant.cpus
+        );
+    }
+    let dir = w.tree.dir("pinctl.slice/run-cores.scope");
+    assert_eq!(
+        xattr::get(&dir, "user.pinctl.cpus").unwrap().as_deref(),
+        Some(&b"4+full-cores"[..])
+    );
+}

@@ -19,6 +19,7 @@ fn a_pod_annotation_serves_one_container_at_a_time() {
                 key: key.into(),
             },
             numa: Vec::new(),
+            whole_cores: false,
         })
     };
     let mut e = engine();

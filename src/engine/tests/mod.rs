@@ -104,6 +104,7 @@ fn want(cpus: usize) -> Option<Intent> {
         cpus,
         source: Source::Xattr,
         numa: Vec::new(),
+        whole_cores: false,
     })
 }
 
@@ -384,6 +385,47 @@ fn pending_until_cpus_free_up() {
     let b = &e.workloads()["cgroup:kubepods/b"];
     assert_eq!(b.cpus.as_ref().map(|c| c.len()), Some(10));
     assert!(b.pending.is_none());
+}
+
+/// A request for whole cores is served in whole cores alone, whatever
+/// `full_pcpus_only` says: 3 CPUs on 2-thread cores wait, 4 are two cores.
+#[test]
+fn a_request_for_whole_cores_gets_whole_cores_or_waits() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    let whole = |cpus| {
+        want(cpus).map(|i| Intent {
+            whole_cores: true,
+            ..i
+        })
+    };
+    add(&mut e, "kubepods/odd", "0-15", whole(3));
+    add(&mut e, "kubepods/plain", "0-15", want(3));
+    add(&mut e, "kubepods/even", "0-15", whole(4));
+    apply(&mut e);
+    let odd = &e.workloads()["cgroup:kubepods/odd"];
+    assert_eq!(odd.cpus, None);
+    assert!(
+        odd.pending
+            .as_ref()
+            .unwrap()
+            .reason
+            .contains("threads per core"),
+        "{:?}",
+        odd.pending
+    );
+    assert_eq!(
+        e.workloads()["cgroup:kubepods/plain"]
+            .cpus
+            .as_ref()
+            .map(CpuSet::len),
+        Some(3)
+    );
+    let even = e.workloads()["cgroup:kubepods/even"].cpus.clone().unwrap();
+    for c in even.iter() {
+        let sibling = if c < 8 { c + 8 } else { c - 8 };
+        assert!(even.contains(sibling), "{even}: {c} without its sibling");
+    }
 }
 
 #[test]

@@ -53,6 +53,7 @@ proptest! {
                             key: crate::intent::ANNOTATION_CPUS.into(),
                         },
                         numa: Vec::new(),
+                        whole_cores: false,
                     };
                     reading(&mut e, obs, Some(intent), &format!("pod:{}/w{i}", i % 3));
                 }

@@ -55,6 +55,18 @@ _numa() {
 }
 check run-numa-bind "--numa-node $NODE --mem bind: its CPUs, memory bound there" _numa bind
 check run-numa-prefer "--numa-node $NODE --mem prefer: memory there first" _numa prefer
+# --full-cores: every thread of its cores, as sysfs names the siblings.
+_whole() {
+    $RUN -n 2 --full-cores -- grep Cpus_allowed_list /proc/self/status >/run/run-whole.out 2>&1 ||
+        { cat /run/run-whole.out; return 1; }
+    _got=$(cut -f2 /run/run-whole.out)
+    _first=$(cl minus "$_got" "" | sed 's/[,-].*//')
+    _sib=$(cat "/sys/devices/system/cpu/cpu$_first/topology/thread_siblings_list")
+    [ "$(cl count "$_got")" = 2 ] && [ -z "$(cl minus "$_sib" "$_got")" ] || { cat /run/run-whole.out; echo "siblings $_sib"; return 1; }
+    echo "CPUs $_got: the core of CPU $_first whole ($_sib)"
+}
+check run-full-cores "--full-cores: a whole core, both its threads" _whole
+
 _no_node() { ! $RUN -n 1 --numa-node 63 -- true >/run/run-node.out 2>&1 && grep "NUMA node 63: this machine has nodes" /run/run-node.out; }
 check run-numa-unknown "a node the machine lacks is refused, the nodes it has named" _no_node
 
