@@ -224,6 +224,10 @@ fn a_run_under_systemd_is_a_transient_scope_systemd_holds_pinned() {
         )
     );
 
+    let page = w.described(rel);
+    let by = format!("pinctl run by uid {}", nix::unistd::getuid());
+    assert!(page.contains(&by) && page.contains(": true\n"), "{page}");
+
     // The command and its children ended: systemd removes the scope.
     w.tree.remove(rel);
     w.wait_for("the CPUs are back in the shared pool", || {
