@@ -2,8 +2,8 @@
 //! own (Debian's `dbus-daemon` package; a test without it says so and
 //! skips), and, on it, `org.freedesktop.systemd1` with what the daemon uses
 //! of it: `Manager.GetUnit`, `Manager.SetUnitProperties` (`AllowedCPUs`
-//! only), `Manager.StartTransientUnit` (a scope's `Slice=`, `PIDs=` and
-//! `AllowedCPUs=`;
+//! only), `Manager.StartTransientUnit` (a scope's `Slice=`, `PIDs=` or
+//! `PIDFDs=`, and `AllowedCPUs=`;
 //! [`FakeSystemd::make_scopes_under`]) and each scope's `AllowedCPUs`
 //! property. Like systemd 252 on cgroup
 //! v2, a unit's `AllowedCPUs=` is written to its cgroup's `cpuset.cpus` when
@@ -41,6 +41,8 @@ pub struct Started {
     pub unit: String,
     pub slice: String,
     pub pids: Vec<u32>,
+    /// Given as pidfds (`PIDFDs=`, systemd 253 and later), not numbers.
+    pub by_pidfd: bool,
 }
 
 #[derive(Default)]
@@ -51,6 +53,8 @@ struct State {
     scope_root: Option<PathBuf>,
     /// Scopes start empty: their process died as systemd moved it.
     lose_pids: bool,
+    /// `PIDFDs=` is refused, as systemd 252 refuses it.
+    no_pidfds: bool,
     started: Vec<Started>,
     /// `SetUnitProperties` calls, by unit.
     sets: Vec<String>,
@@ -149,13 +153,41 @@ impl Manager {
         properties: Vec<(String, OwnedValue)>,
         _aux: Vec<(String, Vec<(String, OwnedValue)>)>,
         #[zbus(object_server)] server: &zbus::ObjectServer,
-    ) -> Result<OwnedObjectPath, SystemdError> {
-        let invalid = |m: String| SystemdError::ZBus(zbus::fdo::Error::InvalidArgs(m).into());
+    ) -> zbus::fdo::Result<OwnedObjectPath> {
+        // org.freedesktop.DBus.Error.InvalidArgs, as systemd names it.
+        let invalid = zbus::fdo::Error::InvalidArgs;
         let (mut slice, mut pids, mut allowed) = (String::new(), Vec::new(), Vec::new());
+        let mut by_pidfd = false;
         for (key, value) in properties {
             match key.as_str() {
                 "Slice" => slice = String::try_from(value).map_err(|e| invalid(e.to_string()))?,
                 "PIDs" => pids = Vec::<u32>::try_from(value).map_err(|e| invalid(e.to_string()))?,
+                "PIDFDs" if self.0.lock().unwrap().no_pidfds => {
+                    return Err(invalid(
+                        "Cannot set property PIDFDs, or unknown property.".into(),
+                    ));
+                }
+                "PIDFDs" => {
+                    let zbus::zvariant::Value::Array(fds) = &*value else {
+                        return Err(invalid("PIDFDs is not an array".into()));
+                    };
+                    for fd in fds.iter() {
+                        use std::os::fd::AsRawFd as _;
+                        let zbus::zvariant::Value::Fd(fd) = fd else {
+                            return Err(invalid("PIDFDs holds a non-fd".into()));
+                        };
+                        let info =
+                            fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))
+                                .map_err(|e| invalid(e.to_string()))?;
+                        let pid = info
+                            .lines()
+                            .find_map(|l| l.strip_prefix("Pid:"))
+                            .and_then(|p| p.trim().parse().ok())
+                            .ok_or_else(|| invalid(format!("not a pidfd: {info}")))?;
+                        pids.push(pid);
+                    }
+                    by_pidfd = true;
+                }
                 "AllowedCPUs" => {
                     allowed = Vec::<u8>::try_from(value).map_err(|e| invalid(e.to_string()))?
                 }
@@ -163,16 +195,13 @@ impl Manager {
                 other => return Err(invalid(format!("unexpected {other}"))),
             }
         }
-        self.start_scope(name, &slice, &pids, allowed)
+        self.start_scope(name, &slice, &pids, allowed, by_pidfd)
             .map_err(invalid)?;
         let scope = Scope {
             state: self.0.clone(),
             name: name.to_string(),
         };
-        server
-            .at(object_path(name), scope)
-            .await
-            .map_err(SystemdError::ZBus)?;
+        server.at(object_path(name), scope).await?;
         Ok(OwnedObjectPath::try_from("/org/freedesktop/systemd1/job/1").unwrap())
     }
 }
@@ -200,6 +229,7 @@ impl Manager {
         slice: &str,
         pids: &[u32],
         allowed: Vec<u8>,
+        by_pidfd: bool,
     ) -> Result<PathBuf, String> {
         let mut s = self.0.lock().unwrap();
         let root = s.scope_root.clone().ok_or("transient units are off")?;
@@ -235,6 +265,7 @@ impl Manager {
             unit: unit.to_string(),
             slice: slice.to_string(),
             pids: pids.to_vec(),
+            by_pidfd,
         });
         Ok(dir)
     }
@@ -380,6 +411,11 @@ impl FakeSystemd {
     /// moves it: the scope's cgroup is empty.
     pub fn lose_pids(&self) {
         self.state.lock().unwrap().lose_pids = true;
+    }
+
+    /// From now on, `PIDFDs=` is refused, as systemd before 253 does.
+    pub fn refuse_pidfds(&self) {
+        self.state.lock().unwrap().no_pidfds = true;
     }
 
     /// The transient units started, in order.
