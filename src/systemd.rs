@@ -182,7 +182,22 @@ impl Bus {
         unit: &str,
         cpus: &CpuSet,
     ) -> Result<bool, SystemdError> {
-        let props = vec![(ALLOWED_CPUS, Value::from(cpu_mask(cpus)))];
+        self.set_allowed(unit, cpus, None).await
+    }
+
+    /// [`Self::set_allowed_cpus`], and with `mems` the unit's
+    /// `AllowedMemoryNodes=` in the same exchange (systemd then applies
+    /// the unit's settings once, with both).
+    pub async fn set_allowed(
+        &mut self,
+        unit: &str,
+        cpus: &CpuSet,
+        mems: Option<&CpuSet>,
+    ) -> Result<bool, SystemdError> {
+        let mut props = vec![(ALLOWED_CPUS, Value::from(cpu_mask(cpus)))];
+        if let Some(mems) = mems {
+            props.push(("AllowedMemoryNodes", Value::from(cpu_mask(mems))));
+        }
         let set = self
             .call::<_, ()>(
                 unit,

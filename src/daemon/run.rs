@@ -697,7 +697,9 @@ impl Daemon {
         self.has_cpus(rel, &cpus).await?;
         if by_systemd {
             // systemd holds the pin too: a daemon-reload writes it, not "".
-            self.systemd.own(rel, &std::sync::Arc::new(cpus.clone()));
+            let told = self.tell_scope(rel, &cpus).await;
+            self.systemd
+                .own(rel, &std::sync::Arc::new(cpus.clone()), told);
             if !holds(&self.pool, &dir.join(cgroup::file::PROCS), peer.pid).await {
                 return Err(Refusal::Failed {
                     why: format!("the asking process is not in {rel}"),
@@ -717,6 +719,27 @@ impl Daemon {
                 .map_err(|e| failed("cannot move the process into the run's cgroup", e))?;
         }
         Ok(cpus)
+    }
+
+    /// Tells systemd the run scope `rel`'s pin and memory nodes (what the
+    /// kernel gives it) as its `AllowedCPUs=` and `AllowedMemoryNodes=`, so
+    /// a daemon-reload writes those. Whether systemd took them.
+    async fn tell_scope(&mut self, rel: &Rel, cpus: &crate::cpuset::CpuSet) -> bool {
+        let mems_file = self.hier.dir(rel).join("cpuset.mems.effective");
+        let mems = self.pool.read(&mems_file).await.ok();
+        let mems = (mems.and_then(|t| t.trim().parse::<crate::cpuset::CpuSet>().ok()))
+            .filter(|m| !m.is_empty());
+        let (Some(bus), Some(unit)) = (self.door.bus.as_mut(), crate::systemd::scope_unit(rel))
+        else {
+            return false;
+        };
+        match bus.set_allowed(unit, cpus, mems.as_ref()).await {
+            Ok(told) => told,
+            Err(e) => {
+                warn!(cgroup = %rel, error = %chain(&e), "cannot tell systemd a run's CPUs and memory nodes");
+                false
+            }
+        }
     }
 
     /// Whether the cgroup `dir` (one systemd is making) holds process

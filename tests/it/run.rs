@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use pinctl::run::{Ask, AskError, Refusal};
 
-use crate::support::fake_cgroup::{Driver, Version, set};
+use crate::support::fake_cgroup::{Driver, MEMS, Version, set};
 use crate::support::fake_systemd::{FakeSystemd, Started};
 use crate::support::world::{Options, SYSTEM, World};
 
@@ -192,6 +192,8 @@ fn a_run_under_systemd_is_a_transient_scope_systemd_holds_pinned() {
             a => Err(format!("AllowedCPUs={a}")),
         }
     });
+    // Its memory nodes too, as the kernel gives them (every node here).
+    assert_eq!(systemd.allowed_mems("run-job.scope"), set(MEMS));
     systemd.daemon_reload();
     w.hold(
         "the pin stays over a daemon-reload",

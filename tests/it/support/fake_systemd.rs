@@ -26,6 +26,8 @@ use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 /// One unit: its `AllowedCPUs=` and its cgroup's `cpuset.cpus`.
 struct Unit {
     allowed: Vec<u8>,
+    /// Its `AllowedMemoryNodes=` (kept, not written: the tests do not look).
+    mems: Vec<u8>,
     cpus_file: PathBuf,
     /// An empty slice: with no `AllowedCPUs=`, systemd's `""` is taken (a
     /// scope's tasks make the kernel refuse it).
@@ -134,13 +136,17 @@ impl Manager {
             return Err(SystemdError::NoSuchUnit(format!("Unit {name} not found.")));
         };
         for (key, value) in properties {
-            if key != "AllowedCPUs" {
-                let e = zbus::fdo::Error::InvalidArgs(format!("unexpected {key}"));
-                return Err(SystemdError::ZBus(e.into()));
-            }
-            unit.allowed = Vec::<u8>::try_from(value).map_err(|e| {
+            let mask = Vec::<u8>::try_from(value).map_err(|e| {
                 SystemdError::ZBus(zbus::fdo::Error::InvalidArgs(e.to_string()).into())
             })?;
+            match key.as_str() {
+                "AllowedCPUs" => unit.allowed = mask,
+                "AllowedMemoryNodes" => unit.mems = mask,
+                _ => {
+                    let e = zbus::fdo::Error::InvalidArgs(format!("unexpected {key}"));
+                    return Err(SystemdError::ZBus(e.into()));
+                }
+            }
         }
         realize(unit);
         Ok(())
@@ -217,6 +223,7 @@ fn make_cgroup(stage: &Path, to: &Path, files: &[(&str, String)]) -> std::io::Re
         fs::write(stage.join(name), text)?;
     }
     std::os::unix::fs::symlink("cpuset.cpus", stage.join("cpuset.cpus.effective"))?;
+
     fs::rename(stage, to)
 }
 
@@ -235,8 +242,12 @@ impl Manager {
         let root = s.scope_root.clone().ok_or("transient units are off")?;
         let stage = root.with_extension("stage");
         let slice_dir = root.join(slice);
+        // Every node, as the root has them: what the kernel gives a cgroup
+        // whose cpuset.mems is empty.
+        let mems = fs::read_to_string(root.join("cpuset.mems.effective")).unwrap_or_default();
         let base = |procs: String| {
             vec![
+                ("cpuset.mems.effective", mems.clone()),
                 ("cpuset.cpus", "\n".to_string()),
                 ("cpuset.mems", "\n".to_string()),
                 ("cgroup.subtree_control", "\n".to_string()),
@@ -255,6 +266,7 @@ impl Manager {
         make_cgroup(&stage, &dir, &base(procs)).map_err(|e| e.to_string())?;
         let mut u = Unit {
             allowed,
+            mems: Vec::new(),
             cpus_file: dir.join("cpuset.cpus"),
             empty: false,
             wrote: None,
@@ -386,6 +398,7 @@ impl FakeSystemd {
         let allowed: CpuSet = allowed.parse().unwrap();
         let mut u = Unit {
             allowed: cpu_mask(&allowed),
+            mems: Vec::new(),
             cpus_file: dir.join("cpuset.cpus"),
             empty,
             wrote: None,
@@ -442,6 +455,15 @@ impl FakeSystemd {
     pub fn wrote(&self, unit: &str) -> Option<String> {
         let s = self.state.lock().unwrap();
         s.units.get(unit).and_then(|u| u.wrote.clone())
+    }
+
+    /// The unit's `AllowedMemoryNodes=`; empty for a unit without one.
+    pub fn allowed_mems(&self, unit: &str) -> CpuSet {
+        let s = self.state.lock().unwrap();
+        s.units
+            .get(unit)
+            .map(|u| mask_cpus(&u.mems))
+            .unwrap_or_default()
     }
 
     /// The unit's `AllowedCPUs=`; empty for a unit systemd does not know.
