@@ -24,7 +24,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
+use zbus::zvariant::{Fd, OwnedObjectPath, OwnedValue, Value};
 
 use crate::cpuset::CpuSet;
 
@@ -36,6 +36,10 @@ const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
 const ALLOWED_CPUS: &str = "AllowedCPUs";
 /// The error systemd answers `GetUnit` with for a unit it does not know.
 const NO_SUCH_UNIT: &str = "org.freedesktop.systemd1.NoSuchUnit";
+/// What systemd before 253 answers a `PIDFDs=` property with (an unknown
+/// property of a transient unit).
+const INVALID_ARGS: &str = "org.freedesktop.DBus.Error.InvalidArgs";
+const PROPERTY_READ_ONLY: &str = "org.freedesktop.DBus.Error.PropertyReadOnly";
 
 /// A failed exchange with systemd, naming the bus and the unit.
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +122,8 @@ pub struct Bus {
     path: PathBuf,
     timeout: Duration,
     conn: Option<zbus::Connection>,
+    /// systemd refused `PIDFDs=` once (before 253): only `PIDs=` since.
+    no_pidfds: bool,
 }
 
 impl Bus {
@@ -128,6 +134,7 @@ impl Bus {
             path: path.to_owned(),
             timeout,
             conn: None,
+            no_pidfds: false,
         }
     }
 
@@ -175,7 +182,22 @@ impl Bus {
         unit: &str,
         cpus: &CpuSet,
     ) -> Result<bool, SystemdError> {
-        let props = vec![(ALLOWED_CPUS, Value::from(cpu_mask(cpus)))];
+        self.set_allowed(unit, cpus, None).await
+    }
+
+    /// [`Self::set_allowed_cpus`], and with `mems` the unit's
+    /// `AllowedMemoryNodes=` in the same exchange (systemd then applies
+    /// the unit's settings once, with both).
+    pub async fn set_allowed(
+        &mut self,
+        unit: &str,
+        cpus: &CpuSet,
+        mems: Option<&CpuSet>,
+    ) -> Result<bool, SystemdError> {
+        let mut props = vec![(ALLOWED_CPUS, Value::from(cpu_mask(cpus)))];
+        if let Some(mems) = mems {
+            props.push(("AllowedMemoryNodes", Value::from(cpu_mask(mems))));
+        }
         let set = self
             .call::<_, ()>(
                 unit,
@@ -197,23 +219,52 @@ impl Bus {
 
     /// Starts the transient scope `unit` in `slice` around process `pid`,
     /// as `systemd-run --scope` does: systemd makes the scope's cgroup and
-    /// moves the process in. With `cpus` (cgroup v2), the scope's
-    /// `AllowedCPUs=`: systemd then keeps the cpuset controller enabled down
-    /// to the scope (without one, realizing the slice disables it there: no
-    /// unit below needs it). The scope is collected once it ends, failed or
-    /// not. Returns once systemd queued the start (its job).
+    /// moves the process in. With `pidfd` (the same process), systemd 253
+    /// and later are given it (`PIDFDs=`) rather than the number, which a
+    /// process started since could hold; a systemd that refuses the property
+    /// gets the number (`PIDs=`), and from then on only that. With `cpus`
+    /// (cgroup v2), the scope's `AllowedCPUs=`: systemd then keeps the cpuset
+    /// controller enabled down to the scope (without one, realizing the
+    /// slice disables it there: no unit below needs it). The scope is
+    /// collected once it ends, failed or not. Returns once systemd queued the
+    /// start (its job).
     pub async fn start_scope(
         &mut self,
         unit: &str,
         slice: &str,
         pid: u32,
+        pidfd: Option<std::os::fd::BorrowedFd<'_>>,
+        cpus: Option<&CpuSet>,
+        description: &str,
+    ) -> Result<(), SystemdError> {
+        if let Some(fd) = pidfd.filter(|_| !self.no_pidfds) {
+            let by = ("PIDFDs", Value::from(vec![Fd::from(fd)]));
+            match self.start(unit, slice, by, cpus, description).await {
+                Err(SystemdError::Call {
+                    source: zbus::Error::MethodError(name, ..),
+                    ..
+                }) if name.as_str() == INVALID_ARGS || name.as_str() == PROPERTY_READ_ONLY => {
+                    self.no_pidfds = true;
+                }
+                r => return r,
+            }
+        }
+        let by = ("PIDs", Value::from(vec![pid]));
+        self.start(unit, slice, by, cpus, description).await
+    }
+
+    async fn start(
+        &mut self,
+        unit: &str,
+        slice: &str,
+        by: (&str, Value<'_>),
         cpus: Option<&CpuSet>,
         description: &str,
     ) -> Result<(), SystemdError> {
         let mut props = vec![
             ("Slice", Value::from(slice)),
             ("Description", Value::from(description)),
-            ("PIDs", Value::from(vec![pid])),
+            by,
             ("CollectMode", Value::from("inactive-or-failed")),
         ];
         if let Some(cpus) = cpus {

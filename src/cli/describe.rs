@@ -176,6 +176,15 @@ pub fn render(
     };
     let _ = writeln!(s, "{}{}", field("Workload"), visible(&w.key));
     let _ = writeln!(s, "{}{}", field("Source"), source_long(&w.source));
+    if let Some(run) = status.runs.running.iter().find(|r| r.key == w.key) {
+        let _ = writeln!(
+            s,
+            "{}pinctl run by {}: {}",
+            field("Run"),
+            super::status::user(run.uid),
+            visible(&run.command.join(" "))
+        );
+    }
     let _ = writeln!(
         s,
         "{}{} exclusive CPU{}",
@@ -187,7 +196,7 @@ pub fn render(
         let nodes: Vec<String> = w.numa.iter().map(u32::to_string).collect();
         let _ = writeln!(
             s,
-            "{}NUMA nodes {} first (from its rule)",
+            "{}NUMA nodes {} first (from its rule or xattr)",
             field("Preference"),
             nodes.join(",")
         );

@@ -127,6 +127,14 @@ pub fn duration(secs: u64) -> String {
     }
 }
 
+/// A user as `uid N (name)`, the name as this machine knows it.
+pub(super) fn user(uid: u32) -> String {
+    match nix::unistd::User::from_uid(uid.into()) {
+        Ok(Some(u)) => format!("uid {uid} ({})", visible(&u.name)),
+        _ => format!("uid {uid}"),
+    }
+}
+
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }

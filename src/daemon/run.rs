@@ -277,7 +277,10 @@ async fn serve(stream: UnixStream, tx: mpsc::Sender<Asked>, pool: IoPool, proc_r
         let answer = tokio::select! {
             a = answers.recv() => a,
             // The client sends nothing more: a read ends only when it is gone.
-            _ = reader.read(&mut byte) => return,
+            _ = reader.read(&mut byte) => {
+                info!(pid = cred.pid(), "run socket: a client went away before its answer");
+                return;
+            }
             () = tokio::time::sleep_until(deadline) => None,
         };
         let answer = answer.unwrap_or_else(|| {
@@ -524,13 +527,19 @@ impl Daemon {
                 why: format!("a run named {name} is running"),
             });
         }
-        // The process is still the one that asked (its pid not reused).
+        // The peer's pidfd, opened before its start time is checked again:
+        // it then names the peer, never a process that took its number.
+        let pidfd = rustix::process::Pid::from_raw(peer.pid as i32).and_then(|p| {
+            rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+        });
         if start_of(&self.pool, &self.cfg.proc_root, peer.pid).await != Some(peer.start) {
             return Err(Refusal::Failed {
                 why: "the asking process is gone".into(),
             });
         }
-        let by_systemd = self.start_scope(peer, ask, &slice, &unit).await?;
+        let by_systemd = self
+            .start_scope(peer, ask, &slice, &unit, pidfd.as_ref())
+            .await?;
         let setup = self.set_up(peer, ask, &rel, by_systemd).await;
         match setup {
             Ok(cpus) => {
@@ -567,6 +576,7 @@ impl Daemon {
         ask: &Ask,
         slice: &str,
         unit: &str,
+        pidfd: Option<&std::os::fd::OwnedFd>,
     ) -> Result<bool, Refusal> {
         let Some(bus) = self.door.bus.as_mut() else {
             return Ok(false);
@@ -584,7 +594,14 @@ impl Daemon {
         let v2 = self.hier.version == Version::V2;
         let shared = v2.then(|| self.engine.shared_pool());
         match bus
-            .start_scope(unit, slice_unit, peer.pid, shared.as_ref(), &description)
+            .start_scope(
+                unit,
+                slice_unit,
+                peer.pid,
+                pidfd.map(std::os::fd::AsFd::as_fd),
+                shared.as_ref(),
+                &description,
+            )
             .await
         {
             Ok(()) => Ok(v2),
@@ -680,7 +697,9 @@ impl Daemon {
         self.has_cpus(rel, &cpus).await?;
         if by_systemd {
             // systemd holds the pin too: a daemon-reload writes it, not "".
-            self.systemd.own(rel, &std::sync::Arc::new(cpus.clone()));
+            let told = self.tell_scope(rel, &cpus).await;
+            self.systemd
+                .own(rel, &std::sync::Arc::new(cpus.clone()), told);
             if !holds(&self.pool, &dir.join(cgroup::file::PROCS), peer.pid).await {
                 return Err(Refusal::Failed {
                     why: format!("the asking process is not in {rel}"),
@@ -700,6 +719,27 @@ impl Daemon {
                 .map_err(|e| failed("cannot move the process into the run's cgroup", e))?;
         }
         Ok(cpus)
+    }
+
+    /// Tells systemd the run scope `rel`'s pin and memory nodes (what the
+    /// kernel gives it) as its `AllowedCPUs=` and `AllowedMemoryNodes=`, so
+    /// a daemon-reload writes those. Whether systemd took them.
+    async fn tell_scope(&mut self, rel: &Rel, cpus: &crate::cpuset::CpuSet) -> bool {
+        let mems_file = self.hier.dir(rel).join("cpuset.mems.effective");
+        let mems = self.pool.read(&mems_file).await.ok();
+        let mems = (mems.and_then(|t| t.trim().parse::<crate::cpuset::CpuSet>().ok()))
+            .filter(|m| !m.is_empty());
+        let (Some(bus), Some(unit)) = (self.door.bus.as_mut(), crate::systemd::scope_unit(rel))
+        else {
+            return false;
+        };
+        match bus.set_allowed(unit, cpus, mems.as_ref()).await {
+            Ok(told) => told,
+            Err(e) => {
+                warn!(cgroup = %rel, error = %chain(&e), "cannot tell systemd a run's CPUs and memory nodes");
+                false
+            }
+        }
     }
 
     /// Whether the cgroup `dir` (one systemd is making) holds process

@@ -179,10 +179,15 @@ impl Teller {
     }
 
     /// `rel` is a run's scope the daemon had systemd make: systemd is told
-    /// its pin now, and each later target the daemon writes.
-    pub(super) fn own(&mut self, rel: &Rel, cpus: &Arc<CpuSet>) {
-        if let Some(unit) = scope_unit(rel) {
-            self.tell(rel, unit, cpus);
+    /// its pin now (unless `told`: the daemon told it itself), and each
+    /// later target the daemon writes.
+    pub(super) fn own(&mut self, rel: &Rel, cpus: &Arc<CpuSet>, told: bool) {
+        match scope_unit(rel) {
+            Some(_) if told && self.asks.is_some() => {
+                self.told.insert(rel.clone(), cpus.clone());
+            }
+            Some(unit) => self.tell(rel, unit, cpus),
+            None => {}
         }
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use pinctl::run::{Ask, AskError, Refusal};
 
-use crate::support::fake_cgroup::{Driver, Version, set};
+use crate::support::fake_cgroup::{Driver, MEMS, Version, set};
 use crate::support::fake_systemd::{FakeSystemd, Started};
 use crate::support::world::{Options, SYSTEM, World};
 
@@ -182,6 +182,7 @@ fn a_run_under_systemd_is_a_transient_scope_systemd_holds_pinned() {
             unit: "run-job.scope".into(),
             slice: "pinctl.slice".into(),
             pids: vec![std::process::id()],
+            by_pidfd: true,
         }]
     );
     assert_eq!(w.tree.cpus(rel), grant.cpus);
@@ -191,6 +192,8 @@ fn a_run_under_systemd_is_a_transient_scope_systemd_holds_pinned() {
             a => Err(format!("AllowedCPUs={a}")),
         }
     });
+    // Its memory nodes too, as the kernel gives them (every node here).
+    assert_eq!(systemd.allowed_mems("run-job.scope"), set(MEMS));
     systemd.daemon_reload();
     w.hold(
         "the pin stays over a daemon-reload",
@@ -223,6 +226,10 @@ fn a_run_under_systemd_is_a_transient_scope_systemd_holds_pinned() {
             &["true".to_string()][..]
         )
     );
+
+    let page = w.described(rel);
+    let by = format!("pinctl run by uid {}", nix::unistd::getuid());
+    assert!(page.contains(&by) && page.contains(": true\n"), "{page}");
 
     // The command and its children ended: systemd removes the scope.
     w.tree.remove(rel);
@@ -333,6 +340,7 @@ fn a_wait_ends_and_a_client_gone_from_the_line_gets_nothing() {
     std::io::BufReader::new(&s).read_line(&mut line).unwrap();
     assert!(line.contains("queued"), "{line}");
     drop(s);
+    w.wait_log("a client went away before its answer", 1);
     w.tree.remove(&big);
     w.hold(
         "no run for the client gone",
@@ -470,5 +478,27 @@ fn a_run_of_full_cores_gets_every_thread_of_its_cores() {
     assert_eq!(
         xattr::get(&dir, "user.pinctl.cpus").unwrap().as_deref(),
         Some(&b"4+full-cores"[..])
+    );
+}
+
+/// A systemd before 253 refuses `PIDFDs=`: the daemon gives it the pid's
+/// number, then and from then on.
+#[test]
+fn a_systemd_without_pidfds_is_given_the_number() {
+    let Some((_bus, systemd, w)) = with_systemd() else {
+        return;
+    };
+    systemd.refuse_pidfds();
+    ask(&w, 1, Some("one")).expect("granted");
+    ask(&w, 1, Some("two")).expect("granted");
+    let started: Vec<(String, bool)> = (systemd.started().into_iter())
+        .map(|s| (s.unit, s.by_pidfd))
+        .collect();
+    assert_eq!(
+        started,
+        [
+            ("run-one.scope".into(), false),
+            ("run-two.scope".into(), false)
+        ]
     );
 }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{list_or_none, plural};
+use super::{list_or_none, plural, user};
 use crate::api;
 use crate::cli::style::{Style, visible};
 
@@ -175,10 +175,6 @@ pub(super) fn render_runs(s: &mut String, status: &api::Status, fieldw: &dyn Fn(
         let _ = write!(line, ", {} waiting", runs.waiting.len());
     }
     let _ = writeln!(s, "{}{line}", fieldw("Runs"));
-    let user = |uid: u32| match nix::unistd::User::from_uid(uid.into()) {
-        Ok(Some(u)) => format!("uid {uid} ({})", visible(&u.name)),
-        _ => format!("uid {uid}"),
-    };
     for run in &runs.running {
         let cpus = status
             .workloads

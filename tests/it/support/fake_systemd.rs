@@ -2,8 +2,8 @@
 //! own (Debian's `dbus-daemon` package; a test without it says so and
 //! skips), and, on it, `org.freedesktop.systemd1` with what the daemon uses
 //! of it: `Manager.GetUnit`, `Manager.SetUnitProperties` (`AllowedCPUs`
-//! only), `Manager.StartTransientUnit` (a scope's `Slice=`, `PIDs=` and
-//! `AllowedCPUs=`;
+//! only), `Manager.StartTransientUnit` (a scope's `Slice=`, `PIDs=` or
+//! `PIDFDs=`, and `AllowedCPUs=`;
 //! [`FakeSystemd::make_scopes_under`]) and each scope's `AllowedCPUs`
 //! property. Like systemd 252 on cgroup
 //! v2, a unit's `AllowedCPUs=` is written to its cgroup's `cpuset.cpus` when
@@ -26,6 +26,8 @@ use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 /// One unit: its `AllowedCPUs=` and its cgroup's `cpuset.cpus`.
 struct Unit {
     allowed: Vec<u8>,
+    /// Its `AllowedMemoryNodes=` (kept, not written: the tests do not look).
+    mems: Vec<u8>,
     cpus_file: PathBuf,
     /// An empty slice: with no `AllowedCPUs=`, systemd's `""` is taken (a
     /// scope's tasks make the kernel refuse it).
@@ -41,6 +43,8 @@ pub struct Started {
     pub unit: String,
     pub slice: String,
     pub pids: Vec<u32>,
+    /// Given as pidfds (`PIDFDs=`, systemd 253 and later), not numbers.
+    pub by_pidfd: bool,
 }
 
 #[derive(Default)]
@@ -51,6 +55,8 @@ struct State {
     scope_root: Option<PathBuf>,
     /// Scopes start empty: their process died as systemd moved it.
     lose_pids: bool,
+    /// `PIDFDs=` is refused, as systemd 252 refuses it.
+    no_pidfds: bool,
     started: Vec<Started>,
     /// `SetUnitProperties` calls, by unit.
     sets: Vec<String>,
@@ -130,13 +136,17 @@ impl Manager {
             return Err(SystemdError::NoSuchUnit(format!("Unit {name} not found.")));
         };
         for (key, value) in properties {
-            if key != "AllowedCPUs" {
-                let e = zbus::fdo::Error::InvalidArgs(format!("unexpected {key}"));
-                return Err(SystemdError::ZBus(e.into()));
-            }
-            unit.allowed = Vec::<u8>::try_from(value).map_err(|e| {
+            let mask = Vec::<u8>::try_from(value).map_err(|e| {
                 SystemdError::ZBus(zbus::fdo::Error::InvalidArgs(e.to_string()).into())
             })?;
+            match key.as_str() {
+                "AllowedCPUs" => unit.allowed = mask,
+                "AllowedMemoryNodes" => unit.mems = mask,
+                _ => {
+                    let e = zbus::fdo::Error::InvalidArgs(format!("unexpected {key}"));
+                    return Err(SystemdError::ZBus(e.into()));
+                }
+            }
         }
         realize(unit);
         Ok(())
@@ -149,13 +159,41 @@ impl Manager {
         properties: Vec<(String, OwnedValue)>,
         _aux: Vec<(String, Vec<(String, OwnedValue)>)>,
         #[zbus(object_server)] server: &zbus::ObjectServer,
-    ) -> Result<OwnedObjectPath, SystemdError> {
-        let invalid = |m: String| SystemdError::ZBus(zbus::fdo::Error::InvalidArgs(m).into());
+    ) -> zbus::fdo::Result<OwnedObjectPath> {
+        // org.freedesktop.DBus.Error.InvalidArgs, as systemd names it.
+        let invalid = zbus::fdo::Error::InvalidArgs;
         let (mut slice, mut pids, mut allowed) = (String::new(), Vec::new(), Vec::new());
+        let mut by_pidfd = false;
         for (key, value) in properties {
             match key.as_str() {
                 "Slice" => slice = String::try_from(value).map_err(|e| invalid(e.to_string()))?,
                 "PIDs" => pids = Vec::<u32>::try_from(value).map_err(|e| invalid(e.to_string()))?,
+                "PIDFDs" if self.0.lock().unwrap().no_pidfds => {
+                    return Err(invalid(
+                        "Cannot set property PIDFDs, or unknown property.".into(),
+                    ));
+                }
+                "PIDFDs" => {
+                    let zbus::zvariant::Value::Array(fds) = &*value else {
+                        return Err(invalid("PIDFDs is not an array".into()));
+                    };
+                    for fd in fds.iter() {
+                        use std::os::fd::AsRawFd as _;
+                        let zbus::zvariant::Value::Fd(fd) = fd else {
+                            return Err(invalid("PIDFDs holds a non-fd".into()));
+                        };
+                        let info =
+                            fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))
+                                .map_err(|e| invalid(e.to_string()))?;
+                        let pid = info
+                            .lines()
+                            .find_map(|l| l.strip_prefix("Pid:"))
+                            .and_then(|p| p.trim().parse().ok())
+                            .ok_or_else(|| invalid(format!("not a pidfd: {info}")))?;
+                        pids.push(pid);
+                    }
+                    by_pidfd = true;
+                }
                 "AllowedCPUs" => {
                     allowed = Vec::<u8>::try_from(value).map_err(|e| invalid(e.to_string()))?
                 }
@@ -163,16 +201,13 @@ impl Manager {
                 other => return Err(invalid(format!("unexpected {other}"))),
             }
         }
-        self.start_scope(name, &slice, &pids, allowed)
+        self.start_scope(name, &slice, &pids, allowed, by_pidfd)
             .map_err(invalid)?;
         let scope = Scope {
             state: self.0.clone(),
             name: name.to_string(),
         };
-        server
-            .at(object_path(name), scope)
-            .await
-            .map_err(SystemdError::ZBus)?;
+        server.at(object_path(name), scope).await?;
         Ok(OwnedObjectPath::try_from("/org/freedesktop/systemd1/job/1").unwrap())
     }
 }
@@ -188,6 +223,7 @@ fn make_cgroup(stage: &Path, to: &Path, files: &[(&str, String)]) -> std::io::Re
         fs::write(stage.join(name), text)?;
     }
     std::os::unix::fs::symlink("cpuset.cpus", stage.join("cpuset.cpus.effective"))?;
+
     fs::rename(stage, to)
 }
 
@@ -200,13 +236,18 @@ impl Manager {
         slice: &str,
         pids: &[u32],
         allowed: Vec<u8>,
+        by_pidfd: bool,
     ) -> Result<PathBuf, String> {
         let mut s = self.0.lock().unwrap();
         let root = s.scope_root.clone().ok_or("transient units are off")?;
         let stage = root.with_extension("stage");
         let slice_dir = root.join(slice);
+        // Every node, as the root has them: what the kernel gives a cgroup
+        // whose cpuset.mems is empty.
+        let mems = fs::read_to_string(root.join("cpuset.mems.effective")).unwrap_or_default();
         let base = |procs: String| {
             vec![
+                ("cpuset.mems.effective", mems.clone()),
                 ("cpuset.cpus", "\n".to_string()),
                 ("cpuset.mems", "\n".to_string()),
                 ("cgroup.subtree_control", "\n".to_string()),
@@ -225,6 +266,7 @@ impl Manager {
         make_cgroup(&stage, &dir, &base(procs)).map_err(|e| e.to_string())?;
         let mut u = Unit {
             allowed,
+            mems: Vec::new(),
             cpus_file: dir.join("cpuset.cpus"),
             empty: false,
             wrote: None,
@@ -235,6 +277,7 @@ impl Manager {
             unit: unit.to_string(),
             slice: slice.to_string(),
             pids: pids.to_vec(),
+            by_pidfd,
         });
         Ok(dir)
     }
@@ -355,6 +398,7 @@ impl FakeSystemd {
         let allowed: CpuSet = allowed.parse().unwrap();
         let mut u = Unit {
             allowed: cpu_mask(&allowed),
+            mems: Vec::new(),
             cpus_file: dir.join("cpuset.cpus"),
             empty,
             wrote: None,
@@ -382,6 +426,11 @@ impl FakeSystemd {
         self.state.lock().unwrap().lose_pids = true;
     }
 
+    /// From now on, `PIDFDs=` is refused, as systemd before 253 does.
+    pub fn refuse_pidfds(&self) {
+        self.state.lock().unwrap().no_pidfds = true;
+    }
+
     /// The transient units started, in order.
     pub fn started(&self) -> Vec<Started> {
         self.state.lock().unwrap().started.clone()
@@ -406,6 +455,15 @@ impl FakeSystemd {
     pub fn wrote(&self, unit: &str) -> Option<String> {
         let s = self.state.lock().unwrap();
         s.units.get(unit).and_then(|u| u.wrote.clone())
+    }
+
+    /// The unit's `AllowedMemoryNodes=`; empty for a unit without one.
+    pub fn allowed_mems(&self, unit: &str) -> CpuSet {
+        let s = self.state.lock().unwrap();
+        s.units
+            .get(unit)
+            .map(|u| mask_cpus(&u.mems))
+            .unwrap_or_default()
     }
 
     /// The unit's `AllowedCPUs=`; empty for a unit systemd does not know.
