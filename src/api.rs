@@ -309,6 +309,9 @@ pub struct Workload {
     pub pending: Option<Pending>,
     /// Where its CPUs sit, when pinned.
     pub alignment: Option<Alignment>,
+    /// A resize that could not be made: it keeps `cpus` (absent when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resize: Option<Pending>,
 }
 
 /// Where a request came from, highest precedence first.
@@ -353,12 +356,22 @@ fn pod_annotation() -> String {
     intent::ANNOTATION_CPUS.to_string()
 }
 
-/// A request that waits in the shared pool.
+/// A request that waits in the shared pool, or a resize that waits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pending {
     pub requested: usize,
     pub available: usize,
     pub reason: String,
+}
+
+impl From<&crate::engine::Pending> for Pending {
+    fn from(p: &crate::engine::Pending) -> Self {
+        Pending {
+            requested: p.requested,
+            available: p.available,
+            reason: p.reason.clone(),
+        }
+    }
 }
 
 /// How well a workload's CPUs sit on the topology.

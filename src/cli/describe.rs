@@ -223,6 +223,19 @@ pub fn render(
             let _ = writeln!(s, "{}{}", field("CPUs"), style.yellow("none yet (pending)"));
         }
     }
+    if let Some(r) = &w.resize {
+        let _ = writeln!(
+            s,
+            "{}{}",
+            field("Resize"),
+            style.yellow(&format!(
+                "pending: wants {}, {} free: {}",
+                r.requested,
+                r.available,
+                visible(&r.reason)
+            ))
+        );
+    }
     if let (Some(cpus), Some(a)) = (&w.cpus, &w.alignment) {
         let list = |what: &str, v: &[u32]| {
             let items: Vec<String> = v.iter().map(u32::to_string).collect();

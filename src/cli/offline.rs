@@ -140,6 +140,7 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
             numa: first.intent.numa.clone(),
             cgroups: cgroups.iter().map(|a| a.rel.clone()).collect(),
             alignment: cpus.as_ref().map(|c| api::Alignment::of(&topo, c)),
+            resize: None,
             cpus,
             pending,
         });

@@ -459,6 +459,24 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
             let _ = writeln!(s, "    {}", style.yellow(&why));
         }
     }
+    let resizing: Vec<(&api::Workload, &api::Pending)> = (status.workloads.iter())
+        .filter_map(|w| Some((w, w.resize.as_ref()?)))
+        .collect();
+    if !resizing.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n{}",
+            style.bold("Resizes pending (each keeps its CPUs):")
+        );
+        for (w, r) in resizing {
+            let _ = writeln!(s, "  {}  ({})", visible(&w.key), source_short(&w.source));
+            let _ = writeln!(
+                s,
+                "    {}",
+                style.yellow(&format!("wants {}: {}", r.requested, visible(&r.reason)))
+            );
+        }
+    }
 
     // --- trouble ---------------------------------------------------------------
     if !status.failing.is_empty() {

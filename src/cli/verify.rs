@@ -715,6 +715,7 @@ mod tests {
                 cpus: Some("2-3".parse().unwrap()),
                 pending: None,
                 alignment: None,
+                resize: None,
             }],
             ..api::Status::starting()
         }

@@ -371,7 +371,10 @@ impl Daemon {
             for w in self.engine.workloads().values() {
                 match (&w.cpus, &w.pending) {
                     (Some(cpus), _) => {
-                        info!(workload = %w.key, cpus = %cpus, source = %w.source, "exclusive CPUs")
+                        info!(workload = %w.key, cpus = %cpus, source = %w.source, "exclusive CPUs");
+                        if let Some(r) = &w.resize {
+                            info!(workload = %w.key, requested = r.requested, available = r.available, "resize pending: {}", r.reason);
+                        }
                     }
                     (None, Some(p)) => {
                         info!(workload = %w.key, requested = p.requested, available = p.available, "pending: {}", p.reason)

@@ -36,6 +36,102 @@ impl Allocator<'_> {
         alloc::allocate(self.topo, free, n, &opts)
     }
 
+    /// Resizes workload `w` to the count it asks for, around the CPUs it
+    /// has (issue #34): a grow takes the difference from `usable` minus
+    /// `taken`, nearest first; a shrink keeps its baseline and drops the
+    /// rest from its newest cores. One that cannot be met (no room, or below
+    /// the baseline) keeps the CPUs it has and says why in `resize`.
+    fn resize(&self, w: &mut Workload, usable: &CpuSet, taken: &mut CpuSet) {
+        let Some(c) = w.cpus.clone() else {
+            return;
+        };
+        let (n, has) = (w.requested, c.len());
+        if n == has {
+            w.resize = None;
+            return;
+        }
+        let baseline = w.baseline.get_or_insert_with(|| c.clone()).clone();
+        if n > has {
+            let free = usable.difference(taken);
+            match self.grow(&c, &free, n - has, w) {
+                Ok(extra) => {
+                    taken.union_with(&extra);
+                    w.cpus = Some(c.union(&extra));
+                    w.resize = None;
+                }
+                Err(e) => {
+                    w.resize = Some(Pending {
+                        requested: n,
+                        available: free.len(),
+                        reason: format!("cannot grow from {has} to {n} CPUs ({e}); it keeps {c}"),
+                    });
+                }
+            }
+        } else if n < baseline.len() {
+            w.resize = Some(Pending {
+                requested: n,
+                available: 0,
+                reason: format!(
+                    "{n} CPUs is fewer than the {} it was first given ({baseline}), which a \
+                     resize keeps; it keeps {c}",
+                    baseline.len()
+                ),
+            });
+        } else {
+            let kept = shrink(self.topo, &c, &baseline, n);
+            taken.difference_with(&c.difference(&kept));
+            w.cpus = Some(kept);
+            w.resize = None;
+        }
+    }
+
+    /// `need` more CPUs for a workload on `has`, from `free`: first the free
+    /// threads of its own cores (unless it takes whole cores), then the
+    /// allocator's pick, its NUMA nodes first (the affinity only grows).
+    fn grow(
+        &self,
+        has: &CpuSet,
+        free: &CpuSet,
+        need: usize,
+        w: &Workload,
+    ) -> Result<CpuSet, AllocError> {
+        let whole = self.settings.alloc.full_pcpus_only || w.whole_cores;
+        let mut extra = CpuSet::new();
+        if !whole {
+            let siblings = has
+                .iter()
+                .filter_map(|cpu| self.topo.core_index_of(cpu))
+                .flat_map(|i| self.topo.cores()[i].cpus.iter().copied());
+            for cpu in siblings {
+                if extra.len() < need && free.contains(cpu) {
+                    extra.insert(cpu);
+                }
+            }
+        }
+        let rest = need - extra.len();
+        if rest > 0 {
+            let mut numa = self.topo.numa_of(has);
+            for n in &w.numa {
+                if !numa.contains(n) {
+                    numa.push(*n);
+                }
+            }
+            let opts = alloc::Options {
+                reserved: self.reserved.clone(),
+                numa_preference: numa,
+                full_pcpus_only: whole,
+                ..self.settings.alloc.clone()
+            };
+            extra.union_with(&alloc::allocate(
+                self.topo,
+                &free.difference(&extra),
+                rest,
+                &opts,
+            )?);
+        }
+        Ok(extra)
+    }
+
     /// Gives workload `w` CPUs from `usable` minus `taken` if it has none:
     /// `Some(true)` when it got them, `Some(false)` when it must wait (not
     /// tried again when nothing changed since it last tried), `None` when it
@@ -53,6 +149,7 @@ impl Allocator<'_> {
         match self.allocate(&free, w) {
             Ok(c) => {
                 taken.union_with(&c);
+                w.baseline = Some(c.clone());
                 w.cpus = Some(c);
                 w.pending = None;
                 w.tried = None;
@@ -89,15 +186,25 @@ impl Engine {
         order.sort_by_key(|w| w.seq);
         let waiting = pod_annotation_waiters(&mut order);
         let mut taken = CpuSet::new();
-        // Pass 1: keep every assignment that is still valid.
+        // Pass 1: keep every assignment that is still valid, whatever its
+        // size: a workload asking for another count is resized around it.
         for w in order.iter_mut() {
-            let keep = w.cpus.as_ref().is_some_and(|c| {
-                c.len() == w.requested && c.is_subset(&usable) && c.is_disjoint(&taken)
-            });
+            let keep = w
+                .cpus
+                .as_ref()
+                .is_some_and(|c| !c.is_empty() && c.is_subset(&usable) && c.is_disjoint(&taken));
             match &w.cpus {
                 Some(c) if keep => taken.union_with(c),
-                _ => w.cpus = None,
+                _ => {
+                    w.cpus = None;
+                    w.baseline = None;
+                    w.resize = None;
+                }
             }
+        }
+        // Pass 1b: resizes, earliest first, each around the CPUs it keeps.
+        for w in order.iter_mut() {
+            alloc.resize(w, &usable, &mut taken);
         }
         // Pass 2, at start-up only: every workload whose live cpuset (or else the
         // state file's hint) is a valid assignment keeps it, before anything is
@@ -109,22 +216,31 @@ impl Engine {
                 .enumerate()
                 .filter(|(i, w)| !waiting[*i] && w.cpus.is_none());
             for (_, w) in unpinned {
+                // A set of another size is the workload's only when the
+                // state file says so: it was resized (or its resize was
+                // pending) before the restart.
+                let hint = self.hints.get(&w.key);
                 let valid = |c: &CpuSet| {
-                    c.len() == w.requested && c.is_subset(&usable) && c.is_disjoint(&taken)
+                    (c.len() == w.requested || hint.is_some_and(|(h, _)| h == c))
+                        && c.is_subset(&usable)
+                        && c.is_disjoint(&taken)
                 };
                 let live = w
                     .cgroups
                     .iter()
                     .filter_map(|r| self.cgroups.get(r)?.cpus.as_deref());
-                let adopted = live
-                    .chain(self.hints.get(&w.key))
-                    .find(|c| valid(c))
-                    .cloned();
+                let adopted = live.chain(hint.map(|(h, _)| h)).find(|c| valid(c)).cloned();
                 if let Some(c) = adopted {
                     taken.union_with(&c);
+                    let baseline = hint
+                        .filter(|(h, _)| h == &c)
+                        .and_then(|(_, b)| b.clone())
+                        .filter(|b| b.is_subset(&c));
+                    w.baseline = Some(baseline.unwrap_or_else(|| c.clone()));
                     w.cpus = Some(c);
                     w.pending = None;
                     w.tried = None;
+                    alloc.resize(w, &usable, &mut taken);
                 }
             }
         }
@@ -157,6 +273,23 @@ impl Engine {
         }
         self.refresh_pool();
     }
+}
+
+/// The `n` CPUs of `has` a shrink keeps: all of `baseline` (which `n` is
+/// not below), then the others whole core by whole core, lowest first;
+/// what goes is the highest cores' threads.
+fn shrink(topo: &Topology, has: &CpuSet, baseline: &CpuSet, n: usize) -> CpuSet {
+    let mut kept = baseline.intersection(has);
+    let mut others: Vec<u32> = has.difference(&kept).iter().collect();
+    // Whole cores stay together: by core, then by thread.
+    others.sort_by_key(|&cpu| (topo.core_index_of(cpu).unwrap_or(usize::MAX), cpu));
+    for cpu in others {
+        if kept.len() >= n {
+            break;
+        }
+        kept.insert(cpu);
+    }
+    kept
 }
 
 /// The workloads (by their index in `order`, earliest first) that ask by

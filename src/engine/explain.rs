@@ -108,12 +108,9 @@ impl Engine {
                 numa: w.numa.clone(),
                 cgroups: w.cgroups.iter().map(|c| c.to_string()).collect(),
                 cpus: w.cpus.clone(),
-                pending: w.pending.as_ref().map(|p| api::Pending {
-                    requested: p.requested,
-                    available: p.available,
-                    reason: p.reason.clone(),
-                }),
+                pending: w.pending.as_ref().map(api::Pending::from),
                 alignment: w.cpus.as_ref().map(|c| api::Alignment::of(&self.topo, c)),
+                resize: w.resize.as_ref().map(api::Pending::from),
             })
             .collect()
     }

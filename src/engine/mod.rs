@@ -168,6 +168,12 @@ pub struct Workload {
     /// Its exclusive CPUs, once assigned.
     pub cpus: Option<CpuSet>,
     pub pending: Option<Pending>,
+    /// The CPUs it was first given: a resize keeps them, and a shrink below
+    /// them is refused (issue #34).
+    pub baseline: Option<CpuSet>,
+    /// A resize that could not be made: it keeps the CPUs it has, and says
+    /// why; tried again with each plan.
+    pub resize: Option<Pending>,
     /// Arrival order: earlier workloads are served first.
     #[serde(skip)]
     seq: u64,
@@ -249,6 +255,10 @@ pub struct SavedAssignment {
     pub cpus: CpuSet,
     pub requested: usize,
     pub cgroups: Vec<String>,
+    /// The CPUs it was first given, when a resize made it hold others
+    /// (absent from older files: its CPUs then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<CpuSet>,
 }
 
 /// The body of the state file.
@@ -281,8 +291,9 @@ pub struct Engine {
     /// The shared pool: online CPUs minus every assignment.
     pool: Arc<CpuSet>,
     sets: Sets,
-    /// Assignments from the state file: hints, checked before use.
-    hints: BTreeMap<String, CpuSet>,
+    /// Assignments from the state file: hints, checked before use; with
+    /// each its baseline (a resize's).
+    hints: BTreeMap<String, (CpuSet, Option<CpuSet>)>,
     /// At start-up, a workload's live cpuset is taken as its assignment when it
     /// is a valid one (the live cgroups are the truth).
     adopt_live: bool,
@@ -325,7 +336,7 @@ impl Engine {
             .map(|s| {
                 s.assignments
                     .into_iter()
-                    .map(|(k, a)| (k, a.cpus))
+                    .map(|(k, a)| (k, (a.cpus, a.baseline)))
                     .collect()
             })
             .unwrap_or_default();
@@ -867,6 +878,7 @@ impl Engine {
                             cpus: w.cpus.clone()?,
                             requested: w.requested,
                             cgroups: w.cgroups.iter().map(|r| r.to_string()).collect(),
+                            baseline: w.baseline.clone().filter(|b| Some(b) != w.cpus.as_ref()),
                         },
                     ))
                 })

@@ -110,6 +110,8 @@ impl Engine {
                     cgroups: BTreeSet::new(),
                     cpus: None,
                     pending: None,
+                    baseline: None,
+                    resize: None,
                     seq: self.next_seq,
                     tried: None,
                 });

@@ -530,6 +530,7 @@ fn verify_over_the_socket_exits_1_on_problems_and_0_when_clean() {
         cpus: Some(set("1-2,9-10")),
         pending: None,
         alignment: None,
+        resize: None,
     }];
     w("hpc.slice", "cpuset.effective_cpus", "0-15\n");
     w(

@@ -240,6 +240,28 @@ fn status_lists_runs_and_asks_in_line() {
     check_layout(&text, 400);
 }
 
+/// A resize that cannot be met: its own section, the workload keeping its
+/// CPUs in the map.
+#[test]
+fn status_lists_resizes_pending() {
+    let mut doc = status_doc::status(SHAPE_16, "0,8", &[pod(1, "app", 2)]);
+    doc.workloads[0].resize = Some(pinctl::api::Pending {
+        requested: 1,
+        available: 0,
+        reason: "1 CPUs is fewer than the 2 it was first given".into(),
+    });
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    let key = &doc.workloads[0].key;
+    for want in [
+        "Resizes pending (each keeps its CPUs):\n".to_string(),
+        format!("  {key}  ("),
+        "    wants 1: 1 CPUs is fewer than the 2 it was first given\n".to_string(),
+    ] {
+        assert!(text.contains(&want), "missing {want:?} in:\n{text}");
+    }
+    check_layout(&text, 400);
+}
+
 fn strip_ansi(s: &str) -> String {
     let mut out = String::new();
     let mut chars = s.chars();
@@ -980,6 +1002,7 @@ mod verify {
             cpus: Some(set(cpus)),
             pending: None,
             alignment: None,
+            resize: None,
         }
     }
 

@@ -1326,13 +1326,56 @@ fn limit_written_later(version: Version, driver: Driver) {
     let cpus = env.wait_pinned(&app, 4);
     well_placed(&env, "the container whose limit came late", &cpus, 4);
     env.invariants(&[&[&app]], &[SYSTEM]);
-    // A new limit asks for another count; no limit gives the CPUs back.
-    let limit = |v2: &str, v1: &str| match version {
-        Version::V2 => fs::write(env.tree.cpu_dir(&app).join("cpu.max"), v2),
-        Version::V1 => fs::write(env.tree.cpu_dir(&app).join("cpu.cfs_quota_us"), v1),
+    // A new limit asks for another count: the workload is resized around
+    // the CPUs it has (issue #34), never below the 4 it was first given.
+    // Each value has the length of the last, written over it in one write:
+    // the kernel's file is never seen empty, and a truncated regular file
+    // would be (asking for nothing for a moment: a release, then a plan
+    // from scratch).
+    let limit = |v2: &str, v1: &str| {
+        let (file, text) = match version {
+            Version::V2 => ("cpu.max", v2),
+            Version::V1 => ("cpu.cfs_quota_us", v1),
+        };
+        let path = env.tree.cpu_dir(&app).join(file);
+        assert_eq!(
+            fs::read_to_string(&path).unwrap().len(),
+            text.len(),
+            "{text:?}"
+        );
+        use std::io::Write as _;
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&path)?
+            .write_all(text.as_bytes())
     };
+    limit("600000 100000\n", "600000\n").unwrap();
+    let six = env.wait_pinned(&app, 6);
+    assert!(cpus.is_subset(&six), "grown from {cpus} to {six}");
+    limit("500000 100000\n", "500000\n").unwrap();
+    let five = env.wait_pinned(&app, 5);
+    assert!(
+        five.is_subset(&six) && cpus.is_subset(&five),
+        "{six} to {five}"
+    );
+    env.invariants(&[&[&app]], &[SYSTEM]);
     limit("200000 100000\n", "200000\n").unwrap();
-    env.wait_pinned(&app, 2);
+    let r = env.wait_for("a resize below the baseline pending", || {
+        match env
+            .served()?
+            .workloads
+            .iter()
+            .find_map(|w| w.resize.clone())
+        {
+            Some(r) if r.requested == 2 => Ok(r),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    assert!(
+        r.reason.contains("fewer than the 4 it was first given"),
+        "{r:?}"
+    );
+    assert_eq!(env.tree.cpus(&app), five, "kept its CPUs");
     // 1.5 CPUs asks for nothing; then the period alone is written (on v1
     // its own file, a write the daemon reads only where a quota is set),
     // and 1 CPU is asked for.
@@ -1344,7 +1387,11 @@ fn limit_written_later(version: Version, driver: Driver) {
     }
     .unwrap();
     env.wait_pinned(&app, 1);
-    limit("max 100000\n", "-1\n").unwrap();
+    match version {
+        Version::V2 => fs::write(env.tree.cpu_dir(&app).join("cpu.max"), "max 100000\n"),
+        Version::V1 => fs::write(env.tree.cpu_dir(&app).join("cpu.cfs_quota_us"), "-1\n"),
+    }
+    .unwrap();
     env.wait_cpus(&[&app], &pool);
 }
 

@@ -492,6 +492,7 @@ fn state_hints_are_used_when_live_sets_are_not_valid() {
                 cpus: set("12-13"),
                 requested: 2,
                 cgroups: vec!["kubepods/a".into()],
+                baseline: None,
             },
         )]
         .into(),
@@ -512,7 +513,8 @@ fn state_hints_are_used_when_live_sets_are_not_valid() {
     assert_eq!(target(&e, "kubepods/a"), set("12-13"));
     // A hint that overlaps the reserved CPUs is not valid.
     let mut e2 = engine();
-    e2.hints.insert("cgroup:kubepods/b".into(), set("0,8"));
+    e2.hints
+        .insert("cgroup:kubepods/b".into(), (set("0,8"), None));
     add(&mut e2, "kubepods/b", "0-15", want(2));
     apply(&mut e2);
     assert!(target(&e2, "kubepods/b").is_disjoint(&set("0,8")));
@@ -623,6 +625,7 @@ fn without_reserved_cpus_the_lowest_is_held_back() {
 
 mod cri;
 mod memory;
+mod resize;
 mod sequences;
 mod slurm;
 

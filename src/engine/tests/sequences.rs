@@ -36,6 +36,13 @@ proptest! {
         kube_tree(&mut e);
         e.end_startup();
         for op in ops {
+            // What each workload held: a resize keeps it (issue #34).
+            let before: BTreeMap<String, CpuSet> = e
+                .workloads()
+                .values()
+                .filter_map(|w| Some((w.key.clone(), w.cpus.clone()?)))
+                .collect();
+            let topology_changes = matches!(op, Op::Offline(_) | Op::Online);
             match op {
                 Op::Add(i, n) => add(&mut e, &format!("kubepods/w{i}"), "0-15", want(n)),
                 Op::Annotated(i, n) => {
@@ -75,9 +82,28 @@ proptest! {
                     prop_assert!(c.is_disjoint(&seen), "overlap at {}", w.key);
                     prop_assert!(c.is_disjoint(e.reserved()), "reserved assigned");
                     prop_assert!(c.is_subset(&online));
-                    prop_assert_eq!(c.len(), w.requested);
+                    prop_assert!(
+                        c.len() == w.requested || w.resize.is_some(),
+                        "{} holds {} CPUs for {} and no resize is pending", w.key, c.len(), w.requested
+                    );
                     seen.union_with(c);
                 }
+            }
+            // Resizes: a grow is a superset, a shrink a subset that holds the
+            // baseline, one that cannot be met changes nothing.
+            for w in e.workloads().values().filter(|_| !topology_changes) {
+                let (Some(c), Some(old)) = (&w.cpus, before.get(&w.key)) else {
+                    continue;
+                };
+                if w.resize.is_some() {
+                    prop_assert_eq!(c, old, "{}: a pending resize changed the set", &w.key);
+                } else if c.len() > old.len() {
+                    prop_assert!(old.is_subset(c), "{}: grew {} to {}", w.key, old, c);
+                } else {
+                    prop_assert!(c.is_subset(old), "{}: shrank {} to {}", w.key, old, c);
+                }
+                let base = w.baseline.as_ref().expect("a pinned workload has a baseline");
+                prop_assert!(base.is_subset(c), "{}: lost baseline {} ({})", w.key, base, c);
             }
             prop_assert!(!e.shared_pool().is_empty(), "shared pool empty");
             // A pod's annotation serves one container of the pod at a time.

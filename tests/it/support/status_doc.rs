@@ -114,6 +114,7 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
             cpus,
             pending,
             alignment,
+            resize: None,
         });
     }
     api::Status {

@@ -1,0 +1,151 @@
+//! Resizes (issue #34): a workload asking for another count keeps the CPUs
+//! it has and gains or drops only CPUs around them; one that cannot be met
+//! keeps its set and says why.
+
+use super::*;
+
+const W: &str = "kubepods/w";
+
+fn cpus(e: &Engine) -> CpuSet {
+    e.workloads()[&format!("cgroup:{W}")].cpus.clone().unwrap()
+}
+
+fn resize_of(e: &Engine) -> Option<Pending> {
+    e.workloads()[&format!("cgroup:{W}")].resize.clone()
+}
+
+/// The kubepods tree and W pinned on `n` CPUs.
+fn pinned(n: usize) -> (Engine, CpuSet) {
+    let mut e = engine();
+    kube_tree(&mut e);
+    add(&mut e, W, "0-15", want(n));
+    apply(&mut e);
+    let c = cpus(&e);
+    assert_eq!(c.len(), n);
+    (e, c)
+}
+
+#[test]
+fn a_grow_keeps_the_cpus_and_takes_their_siblings_first() {
+    // One thread of a core: the grow takes its sibling first.
+    let (mut e, one) = pinned(1);
+    add(&mut e, W, "0-15", want(2));
+    apply(&mut e);
+    let two = cpus(&e);
+    let cpu = one.iter().next().unwrap();
+    let sibling = if cpu < 8 { cpu + 8 } else { cpu - 8 };
+    assert_eq!(two, one.union(&[sibling].into_iter().collect()));
+    add(&mut e, W, "0-15", want(4));
+    apply(&mut e);
+    let four = cpus(&e);
+    assert!(two.is_subset(&four) && four.len() == 4, "{two} -> {four}");
+    assert_eq!(resize_of(&e), None);
+    // The shared pool lost what it gained.
+    assert!(e.shared_pool().is_disjoint(&four));
+}
+
+#[test]
+fn a_shrink_keeps_the_baseline_and_one_below_it_is_refused() {
+    let (mut e, base) = pinned(2);
+    add(&mut e, W, "0-15", want(6));
+    apply(&mut e);
+    let six = cpus(&e);
+    add(&mut e, W, "0-15", want(3));
+    apply(&mut e);
+    let three = cpus(&e);
+    assert!(
+        three.is_subset(&six) && base.is_subset(&three),
+        "{six} -> {three} (baseline {base})"
+    );
+    assert!(e.shared_pool().is_disjoint(&three));
+    assert!(
+        six.difference(&three).is_subset(&e.shared_pool()),
+        "the dropped CPUs are shared"
+    );
+    // Below the baseline: the set stays, and the workload says why.
+    add(&mut e, W, "0-15", want(1));
+    apply(&mut e);
+    assert_eq!(cpus(&e), three);
+    let why = resize_of(&e).expect("a resize pending").reason;
+    assert!(
+        why.contains(&format!("fewer than the 2 it was first given ({base})")),
+        "{why}"
+    );
+    // Back to what it holds: nothing is pending.
+    add(&mut e, W, "0-15", want(3));
+    apply(&mut e);
+    assert_eq!((cpus(&e), resize_of(&e)), (three, None));
+}
+
+#[test]
+fn a_grow_that_does_not_fit_keeps_the_set_until_cpus_free_up() {
+    let (mut e, two) = pinned(2);
+    // Another workload takes all but 2 of the 14 usable CPUs.
+    add(&mut e, "kubepods/big", "0-15", want(10));
+    apply(&mut e);
+    add(&mut e, W, "0-15", want(6));
+    apply(&mut e);
+    assert_eq!(cpus(&e), two, "never unpinned, never moved");
+    let p = resize_of(&e).expect("a resize pending");
+    assert_eq!((p.requested, p.available), (6, 2));
+    assert!(
+        p.reason.contains("cannot grow from 2 to 6 CPUs"),
+        "{}",
+        p.reason
+    );
+    e.forget("kubepods/big");
+    apply(&mut e);
+    let six = cpus(&e);
+    assert!(two.is_subset(&six) && six.len() == 6, "{two} -> {six}");
+    assert_eq!(resize_of(&e), None);
+}
+
+/// A restart keeps a resized workload's set and baseline (the state file):
+/// a set of another size than asked is adopted when the file says it was
+/// the workload's, and the resize goes on around it.
+#[test]
+fn a_restart_keeps_a_resized_set_and_its_baseline() {
+    let saved = |requested| SavedState {
+        online: set("0-15"),
+        assignments: [(
+            format!("cgroup:{W}"),
+            SavedAssignment {
+                cpus: set("4-7"),
+                requested,
+                cgroups: vec![W.into()],
+                baseline: Some(set("4-5")),
+            },
+        )]
+        .into(),
+        ..SavedState::default()
+    };
+    let restarted = |asked: usize| {
+        let mut e = Engine::new(topo(), engine().settings().clone(), Some(saved(asked)));
+        kube_tree(&mut e);
+        add(&mut e, W, "4-7", want(asked));
+        apply(&mut e);
+        e
+    };
+    // Asked for 6 while holding 4-7: adopted, then grown around them.
+    let e = restarted(6);
+    let six = cpus(&e);
+    assert!(set("4-7").is_subset(&six) && six.len() == 6, "{six}");
+    // Asked for 1, below the baseline 4-5: adopted as it is, the resize
+    // still refused.
+    let e = restarted(1);
+    assert_eq!(cpus(&e), set("4-7"));
+    assert!(resize_of(&e).unwrap().reason.contains("first given (4-5)"));
+    // The state file says the baseline when it is not the set.
+    let mut e = restarted(6);
+    assert_eq!(
+        e.saved_state().assignments[&format!("cgroup:{W}")].baseline,
+        Some(set("4-5"))
+    );
+    add(&mut e, W, "4-7", want(2));
+    apply(&mut e);
+    assert_eq!(cpus(&e), set("4-5"));
+    assert_eq!(
+        e.saved_state().assignments[&format!("cgroup:{W}")].baseline,
+        None
+    );
+}
