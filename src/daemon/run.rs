@@ -343,6 +343,12 @@ async fn peer_and_ask(
     ))
 }
 
+/// Whether `engine` has room for `ask` now: its count, on its NUMA nodes,
+/// in whole cores if it says so ([`crate::engine::Engine::room_for`]).
+fn room(engine: &crate::engine::Engine, ask: &Ask) -> Result<(), (usize, Vec<(String, usize)>)> {
+    engine.room_for(ask.cpus, &ask.numa, ask.full_cores)
+}
+
 /// The workload key of the run cgroup `rel`: `run:<name>`.
 fn run_key_of(rel: &str) -> String {
     rel.rsplit('/')
@@ -421,12 +427,7 @@ impl Daemon {
         }
         self.door.waiting = kept.into();
         while let Some(first) = self.door.waiting.front() {
-            let ask = &first.asked.ask;
-            if self
-                .engine
-                .room_for(ask.cpus, &ask.numa, ask.full_cores)
-                .is_err()
-            {
+            if room(&self.engine, &first.asked.ask).is_err() {
                 break;
             }
             let Some(w) = self.door.waiting.pop_front() else {
@@ -461,11 +462,7 @@ impl Daemon {
     /// Not enough CPUs for `ask`: how many are free (on its NUMA nodes) and
     /// who holds the rest.
     fn not_enough(&self, ask: &Ask, waited: u64, ahead: usize) -> Refusal {
-        let (free, holders) = self
-            .engine
-            .room_for(ask.cpus, &ask.numa, ask.full_cores)
-            .err()
-            .unwrap_or_default();
+        let (free, holders) = room(&self.engine, ask).err().unwrap_or_default();
         Refusal::NotEnough {
             asked: ask.cpus,
             free,
@@ -496,9 +493,8 @@ impl Daemon {
         }
         // A run that ended since the last round of checks still holds its
         // CPUs (rounds remove the empty run cgroups): look first.
-        let room = |e: &crate::engine::Engine| e.room_for(ask.cpus, &ask.numa, ask.full_cores);
-        if room(&self.engine).is_err()
-            && (!self.remove_empty_runs().await || room(&self.engine).is_err())
+        if room(&self.engine, ask).is_err()
+            && (!self.remove_empty_runs().await || room(&self.engine, ask).is_err())
         {
             return Err(self.not_enough(ask, 0, 0));
         }
