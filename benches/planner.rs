@@ -64,6 +64,7 @@ fn add(e: &mut Engine, rel: &str, cpus: &CpuSet, intent: Option<Intent>) {
         problem: None,
         bundle: None,
         lifted: None,
+        baseline: None,
         mems_read: true,
     });
 }

@@ -383,18 +383,53 @@ pub struct Alignment {
     pub l3_groups: Vec<u32>,
     /// Whether every core touched is used whole (all its threads).
     pub whole_cores: bool,
+    /// Cores whose every online thread it holds.
+    #[serde(default)]
+    pub whole_core_count: usize,
+    /// Cores of which it holds some threads but not all.
+    #[serde(default)]
+    pub shared_cores: usize,
+    /// It spans the fewest NUMA nodes its size allows.
+    #[serde(default)]
+    pub numa_aligned: bool,
+    /// It spans the fewest L3 groups its size allows (so it does on a
+    /// machine that reports no L3).
+    #[serde(default)]
+    pub l3_aligned: bool,
 }
 
 impl Alignment {
     /// Where `cpus` sit on `topo`.
     pub fn of(topo: &Topology, cpus: &CpuSet) -> Self {
+        let (whole, shared) = topo.core_split(cpus);
+        let numa_nodes = topo.numa_of(cpus);
+        let l3_groups = topo.l3_of(cpus);
         Alignment {
             sockets: topo.sockets_of(cpus),
-            numa_nodes: topo.numa_of(cpus),
-            l3_groups: topo.l3_of(cpus),
-            whole_cores: topo.core_split(cpus).1 == 0,
+            numa_aligned: numa_nodes.len() <= fewest(topo.numa_nodes(), cpus.len()),
+            l3_aligned: l3_groups.len() <= fewest(topo.l3_groups(), cpus.len()),
+            numa_nodes,
+            l3_groups,
+            whole_cores: shared == 0,
+            whole_core_count: whole,
+            shared_cores: shared,
         }
     }
+}
+
+/// The fewest of `groups` that hold `n` CPUs: the largest first. As many as
+/// there are when all of them do not (and 0 with no groups known).
+fn fewest(groups: &std::collections::BTreeMap<u32, CpuSet>, n: usize) -> usize {
+    let mut sizes: Vec<usize> = groups.values().map(CpuSet::len).collect();
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    let mut held = 0;
+    for (i, size) in sizes.iter().enumerate() {
+        if held >= n {
+            return i;
+        }
+        held += size;
+    }
+    sizes.len()
 }
 
 /// A cgroup whose last write or verification failed.
@@ -644,6 +679,17 @@ pub enum EventKind {
         cpus: CpuSet,
         command: Vec<String>,
     },
+    /// A workload asked for another count of CPUs while it held some: the
+    /// resize was made around them (`new` its CPUs now), or waits
+    /// (`pending` says why; `new` is `old`).
+    Resize {
+        workload: String,
+        requested: usize,
+        old: CpuSet,
+        new: CpuSet,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pending: Option<String>,
+    },
     /// systemd told a scope's exclusive CPUs as its `AllowedCPUs=`, so that
     /// a `daemon-reload` writes the pin rather than the scope's old value.
     Told {
@@ -661,6 +707,33 @@ mod tests {
     use super::*;
     use crate::cgroup::Version;
     use crate::topology::synthetic::Shape;
+
+    /// Aligned is the fewest groups a set's size allows: one NUMA node for
+    /// what fits in one, two for what needs two.
+    #[test]
+    fn alignment_is_the_fewest_groups_the_size_allows() {
+        let topo = Shape {
+            sockets: 1,
+            numa_per_socket: 2,
+            l3_per_numa: 1,
+            cores_per_l3: 2,
+            threads_per_core: 2,
+        }
+        .build();
+        let nodes: Vec<&CpuSet> = topo.numa_nodes().values().collect();
+        let one_node = Alignment::of(&topo, nodes[0]);
+        assert!(one_node.numa_aligned && one_node.l3_aligned && one_node.whole_cores);
+        assert_eq!((one_node.whole_core_count, one_node.shared_cores), (2, 0));
+        // Five CPUs need two nodes of four: spanning two is aligned.
+        let five = nodes[0].union(&nodes[1].iter().take(1).collect());
+        let a = Alignment::of(&topo, &five);
+        assert!(a.numa_aligned && a.l3_aligned && !a.whole_cores, "{a:?}");
+        // Two CPUs over two nodes are not.
+        let two: CpuSet = nodes.iter().filter_map(|n| n.iter().next()).collect();
+        let a = Alignment::of(&topo, &two);
+        assert!(!a.numa_aligned && !a.l3_aligned, "{a:?}");
+        assert_eq!(a.shared_cores, 2);
+    }
 
     #[test]
     fn a_new_status_says_the_machine_and_leaves_the_rest_to_its_builder() {

@@ -299,6 +299,10 @@ pub struct Reading {
     /// ([`crate::cgroup::XATTR_QUOTA`]), read where the limit decides and its quota
     /// reads unlimited: the daemon, restarted, learns what it lifted.
     pub lifted: Option<CpuLimit>,
+    /// The baseline kept on it ([`crate::cgroup::XATTR_BASELINE`]), read
+    /// where it wants CPUs: a restarted daemon, its state file lost, still
+    /// knows which CPUs a resize must keep.
+    pub baseline: Option<crate::cpuset::CpuSet>,
     /// Whether `obs.mems` was read. A reconcile does not read the
     /// `cpuset.mems` of a cgroup whose sets the engine knows and nothing
     /// depends on ([`reads`]): the engine keeps what it has.
@@ -402,6 +406,9 @@ pub fn read(
     } else {
         String::new()
     };
+    let baseline = wants
+        .then(|| crate::cgroup::kept_baseline(fs, hier, rel))
+        .flatten();
     // Keep the whole bundle only while it matters (a summary is no sandbox).
     let bundle = bundle.map(|b| {
         if wants || b.cpus.is_some() || b.unusable.is_some() || b.sandbox {
@@ -418,6 +425,7 @@ pub fn read(
         problem,
         bundle,
         lifted,
+        baseline,
         mems_read,
     })
 }

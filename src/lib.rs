@@ -23,6 +23,7 @@ pub mod engine;
 pub mod intent;
 pub mod io;
 pub mod irq;
+pub mod metrics;
 pub mod partition;
 pub mod procfs;
 pub mod run;

@@ -72,6 +72,13 @@ pub const XATTR_CPUS: &str = "user.pinctl.cpus";
 /// file or a restart cannot make a lifted quota unpin its workload.
 pub const XATTR_QUOTA: &str = "user.pinctl.quota";
 
+/// The extended attribute in which the daemon keeps a resized workload's
+/// baseline: the CPUs it was first given, which a resize keeps (`"4-5"`).
+/// Written on each of the workload's cgroups once its CPUs differ from the
+/// baseline, and kept exact from then on. On the cgroup, like
+/// [`XATTR_QUOTA`], so a lost state file cannot lose it.
+pub const XATTR_BASELINE: &str = "user.pinctl.baseline";
+
 /// Which cgroup version manages cpusets here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -482,6 +489,14 @@ pub fn lifted_limit(
     let raw = fs.get_xattr(&h.dir(rel), XATTR_QUOTA).ok()??;
     let text = std::str::from_utf8(&raw).ok()?;
     CpuLimit::parse_v2(text).filter(|l| l.quota.is_some())
+}
+
+/// The baseline kept on `rel` ([`XATTR_BASELINE`]): `None` when there is
+/// none, or it cannot be read or parsed (the state file may still know it).
+pub fn kept_baseline(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<CpuSet> {
+    let raw = fs.get_xattr(&h.dir(rel), XATTR_BASELINE).ok()??;
+    let set: CpuSet = std::str::from_utf8(&raw).ok()?.trim().parse().ok()?;
+    (!set.is_empty()).then_some(set)
 }
 
 /// Parses a CPU or memory node list read from `path`; one that does not

@@ -395,6 +395,7 @@ pub fn render(
         .filter(|e| {
             w.cgroups.iter().any(|c| concerns(e, c))
                 || matches!(&e.what, EventKind::Write { workload: Some(k), .. } if *k == w.key)
+                || matches!(&e.what, EventKind::Resize { workload: k, .. } if *k == w.key)
         })
         .collect();
     let _ = writeln!(

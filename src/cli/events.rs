@@ -170,6 +170,27 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
                 visible(cgroup)
             );
         }
+        EventKind::Resize {
+            workload,
+            requested,
+            old,
+            new,
+            pending,
+        } => {
+            let _ = write!(s, "resize {} to {requested}: ", visible(workload));
+            match pending {
+                None => {
+                    let _ = write!(s, "{old} -> {new}");
+                }
+                Some(why) => {
+                    let _ = write!(
+                        s,
+                        "{}",
+                        style.yellow(&format!("pending, keeps {old}: {}", visible(why)))
+                    );
+                }
+            }
+        }
         EventKind::Told {
             cgroup,
             unit,
@@ -213,7 +234,7 @@ pub fn concerns(e: &Event, rel: &str) -> bool {
         | EventKind::Run { cgroup, .. }
         | EventKind::Quota { cgroup, .. }
         | EventKind::Partition { cgroup, .. } => crate::cgroup::is_within(cgroup, rel),
-        EventKind::Repair { .. } | EventKind::Irqs { .. } => false,
+        EventKind::Repair { .. } | EventKind::Irqs { .. } | EventKind::Resize { .. } => false,
     }
 }
 

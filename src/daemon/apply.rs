@@ -172,13 +172,14 @@ impl Daemon {
             "planned"
         );
         self.save_due |= plan.assignments_changed;
+        self.report_resizes();
         let mut writes = plan.writes.into_iter();
         let urgent: Vec<Write> = writes.by_ref().take(plan.urgent).collect();
         self.rest.set(plan.more, writes.collect());
         let any = !urgent.is_empty();
         self.release_partitions().await;
         self.write(urgent).await;
-        if self.quotas_due() {
+        if self.quotas_due() || self.baselines_due() {
             self.rest.owe_quotas();
         }
         self.grant_partitions().await;
@@ -220,10 +221,11 @@ impl Daemon {
         self.rest.waited();
     }
 
-    /// The owed pass over the quotas.
+    /// The owed pass over the quotas, and the baselines kept with them.
     async fn quotas_now(&mut self) {
         self.rest.quotas = false;
         self.follow_quotas().await;
+        self.keep_baselines().await;
         self.rest.waited();
     }
 

@@ -16,7 +16,8 @@
 //! (one projection of the configuration, at start-up and reload), `sync`
 //! (the engine in step with the tree), `apply` (plans made real), `checks`
 //! (the watchdog's rounds), `report` (status, health, `STATUS=`), `notify`
-//! (sd-notify), `stall` (a turn of the loop that does not end, named), `run`
+//! (sd-notify), `stall` (a turn of the loop that does not end, named),
+//! `resize` (what a resize tells, and the baselines kept), `run`
 //! (the run socket of `pinctl run`).
 
 mod apply;
@@ -27,6 +28,7 @@ mod notify;
 mod partition;
 mod quota;
 mod report;
+mod resize;
 mod run;
 mod stall;
 mod startup;

@@ -9,8 +9,8 @@ use tracing::{info, warn};
 use super::Daemon;
 use super::notify::Note;
 use crate::api;
-use crate::server;
 use crate::watchdog::{self, Health};
+use crate::{metrics, server};
 
 /// How the configuration was last read (for the status).
 #[derive(Debug, Default)]
@@ -27,7 +27,7 @@ pub(super) struct Loads {
 pub(super) struct Socket {
     pub(super) snapshot: tokio::sync::watch::Sender<Arc<server::Snapshot>>,
     pub(super) events: Arc<server::Events>,
-    pub(super) metrics: Arc<server::Metrics>,
+    pub(super) metrics: Arc<metrics::Metrics>,
     /// Something changed since the last snapshot.
     pub(super) dirty: bool,
     pub(super) started: u64,
@@ -46,7 +46,7 @@ impl Socket {
                 facts: watchdog::Facts::default(),
             })),
             events: Arc::new(server::Events::default()),
-            metrics: Arc::new(server::Metrics::new()),
+            metrics: Arc::new(metrics::Metrics::new()),
             dirty: true,
             started: api::unix_secs(),
             reconciles: 0,
@@ -203,7 +203,7 @@ impl Daemon {
         self.socket
             .metrics
             .config_reloads
-            .get_or_create(&server::ResultLabel {
+            .get_or_create(&metrics::ResultLabel {
                 result: result.into(),
             })
             .inc();

@@ -287,7 +287,7 @@ impl Daemon {
         self.socket
             .metrics
             .systemd_told
-            .get_or_create(&crate::server::ResultLabel {
+            .get_or_create(&crate::metrics::ResultLabel {
                 result: result.into(),
             })
             .inc();

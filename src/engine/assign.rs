@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Engine, Pending, Settings, Workload};
+use super::{Engine, Pending, Resized, Settings, Workload};
 use crate::alloc::{self, AllocError};
 use crate::cpuset::CpuSet;
 use crate::intent::ANNOTATION_CPUS;
@@ -40,35 +40,26 @@ impl Allocator<'_> {
     /// has (issue #34): a grow takes the difference from `usable` minus
     /// `taken`, nearest first; a shrink keeps its baseline and drops the
     /// rest from its newest cores. One that cannot be met (no room, or below
-    /// the baseline) keeps the CPUs it has and says why in `resize`.
-    fn resize(&self, w: &mut Workload, usable: &CpuSet, taken: &mut CpuSet) {
-        let Some(c) = w.cpus.clone() else {
-            return;
-        };
+    /// the baseline) keeps the CPUs it has and says why in `resize`. Returns
+    /// what changed: a resize made, or one found waiting (once per count).
+    fn resize(&self, w: &mut Workload, usable: &CpuSet, taken: &mut CpuSet) -> Option<Resized> {
+        let c = w.cpus.clone()?;
         let (n, has) = (w.requested, c.len());
         if n == has {
             w.resize = None;
-            return;
+            return None;
         }
         let baseline = w.baseline.get_or_insert_with(|| c.clone()).clone();
-        if n > has {
+        let outcome = if n > has {
             let free = usable.difference(taken);
-            match self.grow(&c, &free, n - has, w) {
-                Ok(extra) => {
-                    taken.union_with(&extra);
-                    w.cpus = Some(c.union(&extra));
-                    w.resize = None;
-                }
-                Err(e) => {
-                    w.resize = Some(Pending {
-                        requested: n,
-                        available: free.len(),
-                        reason: format!("cannot grow from {has} to {n} CPUs ({e}); it keeps {c}"),
-                    });
-                }
-            }
+            let grown = self.grow(&c, &free, n - has, w);
+            grown.map(|extra| c.union(&extra)).map_err(|e| Pending {
+                requested: n,
+                available: free.len(),
+                reason: format!("cannot grow from {has} to {n} CPUs ({e}); it keeps {c}"),
+            })
         } else if n < baseline.len() {
-            w.resize = Some(Pending {
+            Err(Pending {
                 requested: n,
                 available: 0,
                 reason: format!(
@@ -76,13 +67,35 @@ impl Allocator<'_> {
                      resize keeps; it keeps {c}",
                     baseline.len()
                 ),
-            });
+            })
         } else {
-            let kept = shrink(self.topo, &c, &baseline, n);
-            taken.difference_with(&c.difference(&kept));
-            w.cpus = Some(kept);
-            w.resize = None;
+            Ok(shrink(self.topo, &c, &baseline, n))
+        };
+        let told = w.resize.as_ref().is_some_and(|r| r.requested == n);
+        let mut note = Resized {
+            key: w.key.clone(),
+            requested: n,
+            old: c.clone(),
+            new: c.clone(),
+            pending: None,
+        };
+        match outcome {
+            Ok(new) => {
+                taken.difference_with(&c.difference(&new));
+                taken.union_with(&new);
+                note.new = new.clone();
+                w.cpus = Some(new);
+                w.resize = None;
+            }
+            Err(p) => {
+                note.pending = Some(p.reason.clone());
+                w.resize = Some(p);
+                if told {
+                    return None;
+                }
+            }
         }
+        Some(note)
     }
 
     /// `need` more CPUs for a workload on `has`, from `free`: first the free
@@ -203,8 +216,9 @@ impl Engine {
             }
         }
         // Pass 1b: resizes, earliest first, each around the CPUs it keeps.
+        let mut resizes = Vec::new();
         for w in order.iter_mut() {
-            alloc.resize(w, &usable, &mut taken);
+            resizes.extend(alloc.resize(w, &usable, &mut taken));
         }
         // Pass 2, at start-up only: every workload whose live cpuset (or else the
         // state file's hint) is a valid assignment keeps it, before anything is
@@ -216,31 +230,36 @@ impl Engine {
                 .enumerate()
                 .filter(|(i, w)| !waiting[*i] && w.cpus.is_none());
             for (_, w) in unpinned {
-                // A set of another size is the workload's only when the
-                // state file says so: it was resized (or its resize was
-                // pending) before the restart.
+                // A set of another size is the workload's only when it was
+                // resized (or its resize waited) before the restart: the
+                // state file says so, or the baseline kept on the cgroup
+                // (the state file lost) is within it.
                 let hint = self.hints.get(&w.key);
-                let valid = |c: &CpuSet| {
-                    (c.len() == w.requested || hint.is_some_and(|(h, _)| h == c))
+                let hinted = |c: &CpuSet| hint.is_some_and(|(h, _)| h == c);
+                let valid = |c: &CpuSet, kept: Option<&CpuSet>| {
+                    (c.len() == w.requested || hinted(c) || kept.is_some_and(|b| b.is_subset(c)))
                         && c.is_subset(&usable)
                         && c.is_disjoint(&taken)
                 };
-                let live = w
-                    .cgroups
-                    .iter()
-                    .filter_map(|r| self.cgroups.get(r)?.cpus.as_deref());
-                let adopted = live.chain(hint.map(|(h, _)| h)).find(|c| valid(c)).cloned();
-                if let Some(c) = adopted {
+                let live = w.cgroups.iter().filter_map(|r| {
+                    let e = self.cgroups.get(r)?;
+                    Some((e.cpus.as_deref()?, e.baseline.as_deref()))
+                });
+                let adopted = live
+                    .chain(hint.map(|(h, b)| (h, b.as_ref())))
+                    .find(|(c, kept)| valid(c, *kept))
+                    .map(|(c, kept)| (c.clone(), kept.cloned()));
+                if let Some((c, kept)) = adopted {
                     taken.union_with(&c);
-                    let baseline = hint
-                        .filter(|(h, _)| h == &c)
-                        .and_then(|(_, b)| b.clone())
-                        .filter(|b| b.is_subset(&c));
+                    let hinted_base = hint.filter(|(h, _)| h == &c).and_then(|(_, b)| b.clone());
+                    let baseline = hinted_base
+                        .or(kept)
+                        .filter(|b| !b.is_empty() && b.is_subset(&c));
                     w.baseline = Some(baseline.unwrap_or_else(|| c.clone()));
                     w.cpus = Some(c);
                     w.pending = None;
                     w.tried = None;
-                    alloc.resize(w, &usable, &mut taken);
+                    resizes.extend(alloc.resize(w, &usable, &mut taken));
                 }
             }
         }
@@ -271,6 +290,7 @@ impl Engine {
                 p.available = free;
             }
         }
+        self.resizes.extend(resizes);
         self.refresh_pool();
     }
 }

@@ -23,6 +23,9 @@ pub(super) struct CgroupEntry {
     /// Last known `cpuset.cpus`.
     pub cpus: Option<Arc<CpuSet>>,
     pub mems: Option<Arc<CpuSet>>,
+    /// What its [`crate::cgroup::XATTR_BASELINE`] holds, as last read or
+    /// written.
+    pub baseline: Option<Arc<CpuSet>>,
     /// A problem with its request (a malformed xattr or annotation); empty
     /// when there is none.
     pub problem: Thin,
@@ -63,6 +66,7 @@ impl Default for CgroupEntry {
             key: Thin::default(),
             cpus: None,
             mems: None,
+            baseline: None,
             problem: Thin::default(),
             failure: None,
             role: Role::Unmanaged,

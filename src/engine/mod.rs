@@ -249,6 +249,19 @@ pub struct Plan {
     pub more: bool,
 }
 
+/// A resize a plan made, or found it could not make ([`Engine::take_resizes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resized {
+    pub key: String,
+    pub requested: usize,
+    /// The CPUs it held before.
+    pub old: CpuSet,
+    /// The CPUs it holds now: `old` when the resize waits.
+    pub new: CpuSet,
+    /// Why it waits, when it does: told once per count asked.
+    pub pending: Option<String>,
+}
+
 /// One assignment as saved in the state file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedAssignment {
@@ -325,6 +338,9 @@ pub struct Engine {
     /// read (its inotify echo, a whole reading after an xattr event, a
     /// reconcile), the daemon takes them ([`Engine::take_overwritten`]).
     overwritten: Vec<Rel>,
+    /// The resizes made or found waiting since the last call of
+    /// [`Engine::take_resizes`].
+    resizes: Vec<Resized>,
     /// The known roots of Slurm's trees ([`crate::slurm::is_root`]): what
     /// lies in them is foreign, what holds them a holder.
     slurm: BTreeSet<Rel>,
@@ -359,6 +375,7 @@ impl Engine {
             plans: 0,
             unreported: 0,
             overwritten: Vec::new(),
+            resizes: Vec::new(),
             slurm: BTreeSet::new(),
         };
         engine.reserved = engine.effective_reserved();
@@ -428,10 +445,12 @@ impl Engine {
             problem,
             bundle,
             lifted: _,
+            baseline,
             mems_read,
         } = r;
         let cpus = obs.cpus.map(|s| self.sets.get(s));
         let mems = obs.mems.map(|s| self.sets.get(s));
+        let baseline = baseline.map(|s| self.sets.get(s));
         let rel = obs.rel.clone();
         self.dirty.insert(rel.clone());
         let known = self.cgroups.contains_key(&obs.rel);
@@ -456,6 +475,7 @@ impl Engine {
         } else {
             entry.update(&kind, intent, key, problem, bundle);
             entry.cpus = cpus;
+            entry.baseline = baseline;
             if mems_read {
                 entry.mems = mems;
             }
@@ -608,6 +628,43 @@ impl Engine {
     /// (see `overwritten`).
     pub fn take_overwritten(&mut self) -> Vec<Rel> {
         std::mem::take(&mut self.overwritten)
+    }
+
+    /// The resizes made, or found waiting, by the plans since the last
+    /// call.
+    pub fn take_resizes(&mut self) -> Vec<Resized> {
+        std::mem::take(&mut self.resizes)
+    }
+
+    /// The cgroups whose [`crate::cgroup::XATTR_BASELINE`] must be written,
+    /// with the baseline: those of pinned workloads whose CPUs are not their
+    /// baseline, or whose xattr holds another. A workload never resized
+    /// costs no write: a set without one is its own baseline.
+    pub fn baselines_owed(&self) -> Vec<(Rel, CpuSet)> {
+        let mut owed = Vec::new();
+        for w in self.workloads.values() {
+            let (Some(cpus), Some(base)) = (&w.cpus, &w.baseline) else {
+                continue;
+            };
+            for rel in &w.cgroups {
+                let Some(kept) = self.cgroups.get(rel).map(|e| e.baseline.as_deref()) else {
+                    continue;
+                };
+                if kept != Some(base) && (base != cpus || kept.is_some()) {
+                    owed.push((rel.clone(), base.clone()));
+                }
+            }
+        }
+        owed
+    }
+
+    /// `rel`'s [`crate::cgroup::XATTR_BASELINE`] now holds `set` (or its
+    /// write failed, and is not tried again until the baseline changes).
+    pub fn baseline_kept(&mut self, rel: &str, set: CpuSet) {
+        let set = self.sets.get(set);
+        if let Some(e) = self.cgroups.get_mut(rel) {
+            e.baseline = Some(set);
+        }
     }
 
     /// Whether `n` more CPUs could be given now, as the allocator would

@@ -20,6 +20,24 @@ struct Env {
 env_of_world!(Env);
 
 impl Env {
+    /// A started daemon, and a Guaranteed pod of `pod_cpus` with one
+    /// container of `app_cpus`: (the world, the pod, the container).
+    fn guaranteed(
+        name: &str,
+        version: Version,
+        pod_cpus: u32,
+        app_cpus: u32,
+    ) -> (Env, String, String) {
+        let w = World::new(name, version, Driver::Systemd, &Options::default());
+        let mut env = Env { w };
+        env.start();
+        let pod = env.k.pod(Qos::Guaranteed, &uid(1));
+        env.tree.create(&pod, &Spec::limit(pod_cpus));
+        let app = env.k.container(&pod, &container_id(1));
+        env.tree.create(&app, &Spec::limit(app_cpus));
+        (env, pod, app)
+    }
+
     /// The quota file's text of `rel`, trimmed.
     fn quota(&self, rel: &str) -> String {
         let path = match self.tree.version() {
@@ -39,18 +57,27 @@ impl Env {
             .map(|v| String::from_utf8(v).unwrap())
     }
 
+    /// Writes a quota of `cpus` over the file in one write, never
+    /// truncating it: a fake tree's truncated file would be read empty
+    /// for a moment (no limit: the workload released), which the kernel's
+    /// never is. Padded with blanks to the old text's length.
     fn set_quota(&self, rel: &str, cpus: u32) {
+        use std::io::Write as _;
         let q = u64::from(cpus) * 100_000;
-        match self.tree.version() {
-            Version::V2 => self
-                .tree
-                .write_file(rel, "cpu.max", &format!("{q} 100000\n")),
-            Version::V1 => std::fs::write(
+        let (path, text) = match self.tree.version() {
+            Version::V2 => (self.tree.dir(rel).join("cpu.max"), format!("{q} 100000")),
+            Version::V1 => (
                 self.tree.cpu_dir(rel).join("cpu.cfs_quota_us"),
-                format!("{q}\n"),
-            )
-            .unwrap(),
-        }
+                q.to_string(),
+            ),
+        };
+        let old = std::fs::read_to_string(&path).map_or(0, |t| t.len());
+        let text = format!("{text:<0$}\n", old.saturating_sub(1));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
     }
 
     fn wait_quota(&self, rel: &str, want: &str) {
@@ -81,18 +108,7 @@ fn limit(version: Version, cpus: u32) -> String {
 on_both_versions!(lifted_while_exclusive => lifted_while_exclusive());
 
 fn lifted_while_exclusive(version: Version) {
-    let w = World::new(
-        "pinctld-quota",
-        version,
-        Driver::Systemd,
-        &Options::default(),
-    );
-    let mut env = Env { w };
-    env.start();
-    let pod = env.k.pod(Qos::Guaranteed, &uid(1));
-    env.tree.create(&pod, &Spec::limit(3));
-    let app = env.k.container(&pod, &container_id(1));
-    env.tree.create(&app, &Spec::limit(2));
+    let (mut env, pod, app) = Env::guaranteed("pinctld-quota", version, 3, 2);
     let cpus = env.wait_pinned(&app, 2);
     env.wait_quota(&app, unlimited(version));
     env.wait_quota(&pod, unlimited(version));
@@ -172,4 +188,80 @@ fn lifted_while_exclusive(version: Version) {
     env.wait_quota(&pod, &limit(version, 3));
     assert_eq!(env.tree.effective(&app2), cpus2);
     let _ = cpus;
+}
+
+on_both_versions!(a_resize_keeps_its_baseline_with_the_state_file_lost => resized_and_restarted());
+
+/// A Guaranteed container resized in place (issue #34), the limits written
+/// in the kubelet's order: the lifted quota follows each new limit, and the
+/// CPUs first given (the baseline) are kept on the cgroup
+/// (`user.pinctl.baseline`), so a restart with the state file lost still
+/// shrinks around them.
+fn resized_and_restarted(version: Version) {
+    let (mut env, pod, app) = Env::guaranteed("pinctld-resize", version, 2, 2);
+    let base = env.wait_pinned(&app, 2);
+    env.wait_quota(&app, unlimited(version));
+    let baseline = |env: &Env| {
+        xattr::get(env.tree.dir(&app), "user.pinctl.baseline")
+            .unwrap()
+            .map(|v| String::from_utf8(v).unwrap())
+    };
+    assert_eq!(baseline(&env), None, "never resized: nothing kept");
+
+    // An upsize: the pod's limit first, then the container's.
+    env.set_quota(&pod, 4);
+    env.set_quota(&app, 4);
+    let four = env.wait_pinned(&app, 4);
+    assert!(base.is_subset(&four), "{base} -> {four}");
+    env.wait_quota(&app, unlimited(version));
+    assert_eq!(env.kept(&app).as_deref(), Some("400000 100000"));
+    env.wait_for("the baseline kept on the cgroup", || match baseline(&env) {
+        Some(b) if b == base.to_string() => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    env.wait_for("the resize in the audit trail", || {
+        let told = env.served_events()?.into_iter().any(|e| {
+            matches!(e.what, pinctl::api::EventKind::Resize { requested: 4, ref old, ref new, pending: None, .. }
+                if *old == base && *new == four)
+        });
+        told.then_some(()).ok_or_else(|| "not yet".to_string())
+    });
+
+    // The state file lost: the live set and the kept baseline decide.
+    env.stop();
+    std::fs::remove_file(&env.state).unwrap();
+    env.start();
+    env.hold(
+        "pinned across a restart",
+        Duration::from_millis(300),
+        || match env.tree.effective(&app) {
+            got if got == four => Ok(()),
+            got => Err(format!("cpus {got}")),
+        },
+    );
+
+    // A downsize: the container's limit first, then the pod's. Below the
+    // baseline it is refused and the CPUs stay; to 3, it keeps the baseline.
+    env.set_quota(&app, 1);
+    env.wait_for("a resize below the baseline pending", || {
+        match env
+            .served()?
+            .workloads
+            .iter()
+            .find_map(|w| w.resize.clone())
+        {
+            Some(r) if r.requested == 1 => Ok(r),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    assert_eq!(env.tree.effective(&app), four, "kept its CPUs");
+    env.set_quota(&app, 3);
+    env.set_quota(&pod, 3);
+    let three = env.wait_pinned(&app, 3);
+    assert!(
+        base.is_subset(&three) && three.is_subset(&four),
+        "{four} -> {three}, baseline {base}"
+    );
+    env.wait_quota(&app, unlimited(version));
+    assert_eq!(env.kept(&app).as_deref(), Some("300000 100000"));
 }

@@ -699,14 +699,15 @@ fn idle_connections_beyond_the_cap_leave_the_daemon_descriptors_to_pin_new_workl
 struct Served {
     rt: tokio::runtime::Runtime,
     socket: PathBuf,
-    metrics: Arc<pinctl::server::Metrics>,
+    metrics: Arc<pinctl::metrics::Metrics>,
     _dir: tempfile::TempDir,
 }
 
 impl Served {
     fn new(limits: pinctl::server::Limits) -> Served {
         use pinctl::io::{IoConfig, IoPool, RealFs};
-        use pinctl::server::{Events, Metrics, Snapshot};
+        use pinctl::metrics::Metrics;
+        use pinctl::server::{Events, Snapshot};
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("pinctl.sock");
         let rt = tokio::runtime::Builder::new_multi_thread()

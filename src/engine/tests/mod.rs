@@ -130,6 +130,7 @@ fn reading(e: &mut Engine, obs: Observed, intent: Option<Intent>, key: &str) {
         problem: None,
         bundle: None,
         lifted: None,
+        baseline: None,
         mems_read: true,
     });
 }

@@ -149,3 +149,114 @@ fn a_restart_keeps_a_resized_set_and_its_baseline() {
         None
     );
 }
+
+/// Each resize is told once: one made, and one that waits once per count
+/// asked (not at every plan while it waits).
+#[test]
+fn each_resize_is_told_once() {
+    let (mut e, two) = pinned(2);
+    e.take_resizes();
+    add(&mut e, W, "0-15", want(4));
+    apply(&mut e);
+    let four = cpus(&e);
+    let told = e.take_resizes();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(
+        (
+            told[0].requested,
+            &told[0].old,
+            &told[0].new,
+            &told[0].pending
+        ),
+        (4, &two, &four, &None)
+    );
+    add(&mut e, W, "0-15", want(1));
+    apply(&mut e);
+    add(&mut e, "kubepods/other", "0-15", want(1));
+    apply(&mut e);
+    let told = e.take_resizes();
+    assert_eq!(told.len(), 1, "told once while it waits: {told:?}");
+    assert_eq!(
+        (told[0].old.clone(), told[0].new.clone()),
+        (four.clone(), four)
+    );
+    assert!(
+        told[0]
+            .pending
+            .as_deref()
+            .unwrap()
+            .contains("fewer than the 2")
+    );
+    add(&mut e, W, "0-15", want(4));
+    apply(&mut e);
+    assert_eq!(e.take_resizes(), Vec::new(), "back to what it holds");
+}
+
+/// A resized workload owes its baseline on each of its cgroups; one never
+/// resized owes nothing; a kept one is not owed again.
+#[test]
+fn a_resized_workload_owes_its_baseline_on_its_cgroups() {
+    let (mut e, two) = pinned(2);
+    assert_eq!(e.baselines_owed(), Vec::new(), "never resized");
+    add(&mut e, W, "0-15", want(4));
+    apply(&mut e);
+    assert_eq!(e.baselines_owed(), vec![(Rel::from(W), two.clone())]);
+    e.baseline_kept(W, two.clone());
+    assert_eq!(e.baselines_owed(), Vec::new());
+    // Back to its baseline: the xattr stays right, nothing is owed.
+    add(&mut e, W, "0-15", want(2));
+    apply(&mut e);
+    e.baseline_kept(W, two.clone());
+    assert_eq!(e.baselines_owed(), Vec::new());
+}
+
+/// With the state file lost, the baseline kept on the cgroup
+/// ([`crate::cgroup::XATTR_BASELINE`]) makes a live set of another size the
+/// workload's, and the resize keeps that baseline.
+#[test]
+fn a_lost_state_file_keeps_the_baseline_kept_on_the_cgroup() {
+    let restarted = |asked: usize, kept: Option<&str>| {
+        let mut e = Engine::new(topo(), engine().settings().clone(), None);
+        kube_tree(&mut e);
+        let obs = Observed {
+            rel: W.into(),
+            cpus: Some(set("4-7")),
+            mems: Some(set("0-1")),
+            ..Observed::default()
+        };
+        let kind = classify(&obs.rel);
+        e.upsert(Reading {
+            obs,
+            kind,
+            intent: want(asked),
+            key: format!("cgroup:{W}"),
+            problem: None,
+            bundle: None,
+            lifted: None,
+            baseline: kept.map(set),
+            mems_read: true,
+        });
+        apply(&mut e);
+        e
+    };
+    // Holding 4-7, first given 4-5, now asking for 3: it keeps 4-5 and one
+    // more of what it holds.
+    let e = restarted(3, Some("4-5"));
+    let three = cpus(&e);
+    assert!(
+        set("4-5").is_subset(&three) && three.is_subset(&set("4-7")),
+        "{three}"
+    );
+    // Asking for 1: below the baseline, refused; it keeps all it holds.
+    let e = restarted(1, Some("4-5"));
+    assert_eq!(cpus(&e), set("4-7"));
+    assert!(resize_of(&e).unwrap().reason.contains("first given (4-5)"));
+    // Without the xattr, or with one outside the set, a set of another
+    // size is not the workload's: it is planned anew, its own baseline.
+    for (asked, kept) in [(1, None), (3, Some("8-9"))] {
+        let e = restarted(asked, kept);
+        let w = &e.workloads()[&format!("cgroup:{W}")];
+        assert_eq!(w.cpus.as_ref().map(CpuSet::len), Some(asked), "{kept:?}");
+        assert_eq!((&w.baseline, &w.resize), (&w.cpus, &None), "{kept:?}");
+    }
+}

@@ -87,12 +87,7 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
         let (cpus, pending, alignment) = match planned {
             Ok(cpus) => {
                 free = free.difference(&cpus);
-                let alignment = api::Alignment {
-                    sockets: topo.sockets_of(&cpus),
-                    numa_nodes: topo.numa_of(&cpus),
-                    l3_groups: topo.l3_of(&cpus),
-                    whole_cores: topo.core_split(&cpus).1 == 0,
-                };
+                let alignment = api::Alignment::of(topo, &cpus);
                 (Some(cpus), None, Some(alignment))
             }
             Err(e) => (
