@@ -10,8 +10,10 @@
 
 use std::collections::BTreeMap;
 
+use super::entry::CgroupEntry;
 use super::{Engine, Pending, Resized, Settings, Workload};
 use crate::alloc::{self, AllocError};
+use crate::cgroup::Rel;
 use crate::cpuset::CpuSet;
 use crate::intent::ANNOTATION_CPUS;
 use crate::topology::Topology;
@@ -96,6 +98,30 @@ impl Allocator<'_> {
             }
         }
         Some(note)
+    }
+
+    /// Resizes every pinned workload ([`Self::resize`]): the shrinks first,
+    /// then the grows, earliest first. A grow then sees every CPU the
+    /// shrinks give back, so the outcome is the same whatever plan makes it
+    /// (a plan over a reach makes no second pass).
+    fn resize_all(
+        &self,
+        order: &mut [&mut Workload],
+        usable: &CpuSet,
+        taken: &mut CpuSet,
+    ) -> Vec<Resized> {
+        let mut told = Vec::new();
+        for grows in [false, true] {
+            for w in order.iter_mut() {
+                if w.cpus
+                    .as_ref()
+                    .is_some_and(|c| (w.requested > c.len()) == grows)
+                {
+                    told.extend(self.resize(w, usable, taken));
+                }
+            }
+        }
+        told
     }
 
     /// `need` more CPUs for a workload on `has`, from `free`: first the free
@@ -197,7 +223,17 @@ impl Engine {
         };
         let mut order: Vec<&mut Workload> = self.workloads.values_mut().collect();
         order.sort_by_key(|w| w.seq);
-        let waiting = pod_annotation_waiters(&mut order);
+        // At start-up, a set to adopt counts as held: a pod's annotation
+        // stays with the container that held it before the restart.
+        let held: Vec<bool> = order
+            .iter()
+            .map(|w| {
+                w.cpus.is_some()
+                    || (self.adopt_live
+                        && !adoptable(&self.cgroups, &self.hints, w, &usable).is_empty())
+            })
+            .collect();
+        let waiting = pod_annotation_waiters(&mut order, &held);
         let mut taken = CpuSet::new();
         // Pass 1: keep every assignment that is still valid, whatever its
         // size: a workload asking for another count is resized around it.
@@ -215,11 +251,8 @@ impl Engine {
                 }
             }
         }
-        // Pass 1b: resizes, earliest first, each around the CPUs it keeps.
-        let mut resizes = Vec::new();
-        for w in order.iter_mut() {
-            resizes.extend(alloc.resize(w, &usable, &mut taken));
-        }
+        // Pass 1b: resizes, each around the CPUs it keeps.
+        let mut resizes = alloc.resize_all(&mut order, &usable, &mut taken);
         // Pass 2, at start-up only: every workload whose live cpuset (or else the
         // state file's hint) is a valid assignment keeps it, before anything is
         // planned, so a workload that waited before the restart cannot take
@@ -230,38 +263,20 @@ impl Engine {
                 .enumerate()
                 .filter(|(i, w)| !waiting[*i] && w.cpus.is_none());
             for (_, w) in unpinned {
-                // A set of another size is the workload's only when it was
-                // resized (or its resize waited) before the restart: the
-                // state file says so, or the baseline kept on the cgroup
-                // (the state file lost) is within it.
-                let hint = self.hints.get(&w.key);
-                let hinted = |c: &CpuSet| hint.is_some_and(|(h, _)| h == c);
-                let valid = |c: &CpuSet, kept: Option<&CpuSet>| {
-                    (c.len() == w.requested || hinted(c) || kept.is_some_and(|b| b.is_subset(c)))
-                        && c.is_subset(&usable)
-                        && c.is_disjoint(&taken)
-                };
-                let live = w.cgroups.iter().filter_map(|r| {
-                    let e = self.cgroups.get(r)?;
-                    Some((e.cpus.as_deref()?, e.baseline.as_deref()))
-                });
-                let adopted = live
-                    .chain(hint.map(|(h, b)| (h, b.as_ref())))
-                    .find(|(c, kept)| valid(c, *kept))
-                    .map(|(c, kept)| (c.clone(), kept.cloned()));
+                let adopted = adoptable(&self.cgroups, &self.hints, w, &usable)
+                    .into_iter()
+                    .find(|(c, _)| c.is_disjoint(&taken));
                 if let Some((c, kept)) = adopted {
                     taken.union_with(&c);
-                    let hinted_base = hint.filter(|(h, _)| h == &c).and_then(|(_, b)| b.clone());
-                    let baseline = hinted_base
-                        .or(kept)
-                        .filter(|b| !b.is_empty() && b.is_subset(&c));
-                    w.baseline = Some(baseline.unwrap_or_else(|| c.clone()));
+                    w.baseline = Some(kept.unwrap_or_else(|| c.clone()));
                     w.cpus = Some(c);
                     w.pending = None;
                     w.tried = None;
-                    resizes.extend(alloc.resize(w, &usable, &mut taken));
                 }
             }
+            // Then their resizes: a grow made before every set is adopted
+            // could take another workload's CPUs.
+            resizes.extend(alloc.resize_all(&mut order, &usable, &mut taken));
         }
         // Pass 3: the allocator for the rest, earliest first. A workload
         // that fails before a later one is pinned tries again once, on what
@@ -295,6 +310,37 @@ impl Engine {
     }
 }
 
+/// The sets workload `w` may be given at start-up, each with its baseline,
+/// first found first: its cgroups' live cpusets, then the state file's hint,
+/// each within `usable`. One of another size than asked is the workload's
+/// only when it was resized (or its resize waited) before the restart: the
+/// state file says so, or the baseline kept on the cgroup
+/// ([`crate::cgroup::XATTR_BASELINE`], the state file lost) lies within it.
+fn adoptable(
+    cgroups: &BTreeMap<Rel, CgroupEntry>,
+    hints: &BTreeMap<String, (CpuSet, Option<CpuSet>)>,
+    w: &Workload,
+    usable: &CpuSet,
+) -> Vec<(CpuSet, Option<CpuSet>)> {
+    let hint = hints.get(&w.key);
+    let live = w.cgroups.iter().filter_map(|r| {
+        let e = cgroups.get(r)?;
+        Some((e.cpus.as_deref()?, e.baseline.as_deref()))
+    });
+    live.chain(hint.map(|(h, b)| (h, b.as_ref())))
+        .filter_map(|(c, kept)| {
+            let hinted = hint.filter(|(h, _)| h == c);
+            // The state file's baseline for its own set, else the kept one.
+            let base = hinted
+                .and_then(|(_, b)| b.as_ref())
+                .or(kept)
+                .filter(|b| !b.is_empty() && b.is_subset(c));
+            let ours = c.len() == w.requested || hinted.is_some() || base.is_some();
+            (ours && !c.is_empty() && c.is_subset(usable)).then(|| (c.clone(), base.cloned()))
+        })
+        .collect()
+}
+
 /// The `n` CPUs of `has` a shrink keeps: all of `baseline` (which `n` is
 /// not below), then the others whole core by whole core, lowest first;
 /// what goes is the highest cores' threads.
@@ -317,12 +363,12 @@ fn shrink(topo: &Topology, has: &CpuSet, baseline: &CpuSet, n: usize) -> CpuSet 
 /// one with CPUs, else the earliest. Each waits, with no CPUs, saying why,
 /// with nothing kept of a failed try (what is free is filled in once the
 /// others are served).
-fn pod_annotation_waiters(order: &mut [&mut Workload]) -> Vec<bool> {
+fn pod_annotation_waiters(order: &mut [&mut Workload], held: &[bool]) -> Vec<bool> {
     let mut holders: BTreeMap<String, usize> = BTreeMap::new();
     for (i, w) in order.iter().enumerate() {
         if let Some(pod) = pod_asking_by_annotation(w) {
             let holder = holders.entry(pod.to_string()).or_insert(i);
-            if order[*holder].cpus.is_none() && w.cpus.is_some() {
+            if !held[*holder] && held[i] {
                 *holder = i;
             }
         }

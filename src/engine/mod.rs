@@ -638,8 +638,9 @@ impl Engine {
 
     /// The cgroups whose [`crate::cgroup::XATTR_BASELINE`] must be written,
     /// with the baseline: those of pinned workloads whose CPUs are not their
-    /// baseline, or whose xattr holds another. A workload never resized
-    /// costs no write: a set without one is its own baseline.
+    /// baseline or not the count they ask (a resize waits), or whose xattr
+    /// holds another. A workload never resized costs no write: a set of the
+    /// count asked, without one, is its own baseline.
     pub fn baselines_owed(&self) -> Vec<(Rel, CpuSet)> {
         let mut owed = Vec::new();
         for w in self.workloads.values() {
@@ -650,7 +651,8 @@ impl Engine {
                 let Some(kept) = self.cgroups.get(rel).map(|e| e.baseline.as_deref()) else {
                     continue;
                 };
-                if kept != Some(base) && (base != cpus || kept.is_some()) {
+                let resized = base != cpus || cpus.len() != w.requested;
+                if kept != Some(base) && (resized || kept.is_some()) {
                     owed.push((rel.clone(), base.clone()));
                 }
             }

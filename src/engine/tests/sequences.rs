@@ -13,6 +13,8 @@ enum Op {
     Foreign(u8),
     Offline(u8),
     Online,
+    /// The daemon restarted, its state file kept or lost (`true`).
+    Restart(bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -23,6 +25,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..12).prop_map(Op::Foreign),
         1 => (0u8..16).prop_map(Op::Offline),
         1 => Just(Op::Online),
+        1 => any::<bool>().prop_map(Op::Restart),
     ]
 }
 
@@ -43,7 +46,7 @@ proptest! {
                 .filter_map(|w| Some((w.key.clone(), w.cpus.clone()?)))
                 .collect();
             let topology_changes = matches!(op, Op::Offline(_) | Op::Online);
-            match op {
+            match op.clone() {
                 Op::Add(i, n) => add(&mut e, &format!("kubepods/w{i}"), "0-15", want(n)),
                 Op::Annotated(i, n) => {
                     let rel = format!("kubepods/w{i}");
@@ -73,6 +76,7 @@ proptest! {
                     e.set_topology(Topology::new(cpus, CpuSet::new(), CpuSet::new()).unwrap());
                 }
                 Op::Online => e.set_topology(topo()),
+                Op::Restart(lost) => e = restarted(e, lost),
             }
             let writes = apply(&mut e);
             let online = e.topology().online().clone();
@@ -105,6 +109,15 @@ proptest! {
                 let base = w.baseline.as_ref().expect("a pinned workload has a baseline");
                 prop_assert!(base.is_subset(c), "{}: lost baseline {} ({})", w.key, base, c);
             }
+            // A restart, the state file lost or not, keeps every set held
+            // (one that waited may be served: the order of arrival is
+            // the order of reading now).
+            if matches!(op, Op::Restart(_)) {
+                for (key, old) in &before {
+                    let now = e.workloads().get(key).and_then(|w| w.cpus.as_ref());
+                    prop_assert_eq!(now, Some(old), "a restart moved {}", key);
+                }
+            }
             prop_assert!(!e.shared_pool().is_empty(), "shared pool empty");
             // A pod's annotation serves one container of the pod at a time.
             let mut holders = BTreeSet::new();
@@ -130,6 +143,40 @@ proptest! {
             }
         }
     }
+}
+
+/// The engine of a daemon started again on `e`'s tree: the baselines owed
+/// kept on the cgroups first (the daemon writes them in the turn after a
+/// plan), every cgroup read again as it is, the state file `lost` or not;
+/// its start-up plan made.
+fn restarted(mut e: Engine, lost: bool) -> Engine {
+    for (rel, base) in e.baselines_owed() {
+        e.baseline_kept(&rel, base);
+    }
+    let saved = (!lost).then(|| e.saved_state());
+    let mut n = Engine::new(e.topology().clone(), e.settings().clone(), saved);
+    for (rel, c) in &e.cgroups {
+        let obs = Observed {
+            rel: rel.clone(),
+            cpus: c.cpus.as_deref().cloned(),
+            mems: c.mems.as_deref().cloned(),
+            ..Observed::default()
+        };
+        n.upsert(Reading {
+            kind: classify(rel),
+            obs,
+            intent: c.intent.as_deref().cloned(),
+            key: c.key.to_string(),
+            problem: None,
+            bundle: None,
+            lifted: None,
+            baseline: c.baseline.as_deref().cloned(),
+            mems_read: true,
+        });
+    }
+    apply(&mut n);
+    n.end_startup();
+    n
 }
 
 /// One event of the equivalence test, on a tree of pods with containers
