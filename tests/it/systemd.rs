@@ -93,6 +93,33 @@ fn a_scope_systemd_writes_back_is_told_its_pin() {
         }
     });
 
+    // Resized in place (issue #34): the new limit, written over the old in
+    // one write as the kernel's file takes it. A scope told once is told
+    // its grown set, so a daemon-reload keeps it.
+    {
+        use std::io::Write as _;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(w.tree.dir(&app).join("cpu.max"))
+            .and_then(|mut f| f.write_all(b"300000 100000\n"))
+            .unwrap();
+    }
+    let grown = w.wait_pinned(&app, 3);
+    assert!(cpus.is_subset(&grown), "{cpus} -> {grown}");
+    w.wait_for("systemd told the grown pin", || {
+        match systemd.allowed(&unit) {
+            allowed if allowed == grown => Ok(()),
+            allowed => Err(format!("AllowedCPUs={allowed}")),
+        }
+    });
+    systemd.daemon_reload();
+    w.hold("the grown pin kept across a reload", SETTLE, || {
+        match w.tree.cpus(&app) {
+            got if got == grown => Ok(()),
+            got => Err(format!("cpus {got}")),
+        }
+    });
+
     // A scope systemd holds no AllowedCPUs= for: a write over its pin (the
     // kubelet's, say) is reverted and systemd, asked, is left alone.
     let plain = w.k.container(&pod, &container_id(2));

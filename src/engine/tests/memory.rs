@@ -200,3 +200,31 @@ fn all_memory_nodes_are_not_marked_as_the_daemons() {
     );
     assert_eq!(e.cgroups["hpc/job"].target, None);
 }
+
+/// A grow onto another node widens the memory nodes, before the CPUs; a
+/// shrink back onto one node narrows them (issue #34).
+#[test]
+fn a_resize_across_nodes_takes_the_memory_nodes_with_it() {
+    let mut e = aligning_pod();
+    let c = "kubepods/pod1/c";
+    add(&mut e, c, "0-15", want(4));
+    apply(&mut e);
+    let four = target(&e, c);
+    assert_eq!(mems(&e, c).len(), 1);
+    // 10 CPUs do not fit on one node of 7 usable.
+    reread(&mut e, c, want(10));
+    let writes = apply(&mut e);
+    let ten = target(&e, c);
+    assert!(four.is_subset(&ten) && ten.len() == 10, "{four} -> {ten}");
+    assert_eq!(mems(&e, c), set("0-1"));
+    let pos = |file| writes.iter().position(|w| &*w.rel == c && w.file == file);
+    assert!(
+        pos(File::Mems) < pos(File::Cpus),
+        "mems widen first: {writes:?}"
+    );
+    // Back to 4: the baseline, on its one node again.
+    reread(&mut e, c, want(4));
+    apply(&mut e);
+    assert_eq!(target(&e, c), four);
+    assert_eq!(mems(&e, c).len(), 1);
+}
