@@ -199,6 +199,9 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
         ..api::Partitions::default()
     });
     let status = api::Status {
+        strict_reservation: config
+            .strict_reservation
+            .then(|| api::Strict::of(&online.difference(&assigned), &reserved)),
         reserved,
         shared_pool: online.difference(&assigned),
         workloads,

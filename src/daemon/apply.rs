@@ -172,6 +172,17 @@ impl Daemon {
             "planned"
         );
         self.save_due |= plan.assignments_changed;
+        match plan.strict_fallback {
+            Some(true) => warn!(
+                reserved = %self.engine.reserved(),
+                "strict_reservation: every other CPU is exclusive; pods on the shared pool keep the reserved CPUs until one frees up"
+            ),
+            Some(false) => info!(
+                reserved = %self.engine.reserved(),
+                "strict_reservation: pods on the shared pool are off the reserved CPUs again"
+            ),
+            None => {}
+        }
         let mut writes = plan.writes.into_iter();
         let urgent: Vec<Write> = writes.by_ref().take(plan.urgent).collect();
         self.rest.set(plan.more, writes.collect());

@@ -21,7 +21,8 @@
 //!   which refuses no such write, they get the shared pool, so that what lies
 //!   below follows them (see *one write per subtree* below);
 //! - *shared*: every other cgroup in a managed subtree or in `shared_cgroups`:
-//!   the shared pool;
+//!   the shared pool (with `strict_reservation`, the managed subtrees' get it
+//!   without the reserved CPUs: [`Engine::strict`]);
 //! - *unmanaged*: watched only because a rule might match below it; not written,
 //!   except to widen it over an exclusive descendant;
 //! - *foreign*: Slurm's tree (`slurmstepd.scope` and below, [`crate::slurm`]):
@@ -65,6 +66,10 @@
 //! - The shared pool (online CPUs minus all assignments) is never empty: when no
 //!   online CPU is reserved, the lowest online CPU is held back.
 //! - No write carries an empty set.
+//! - With `strict_reservation`, no cgroup of a managed subtree that runs on
+//!   the shared pool gets a reserved CPU, unless nothing else is left
+//!   (then the reserved CPUs: never an empty set); `shared_cgroups` keep
+//!   them.
 
 mod assign;
 mod entry;
@@ -80,6 +85,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::alloc;
+use crate::api;
 use crate::cgroup::{self, Rel, Scope};
 use crate::cpuset::CpuSet;
 pub use crate::intent::Reading;
@@ -113,6 +119,10 @@ pub struct Settings {
     /// (kernel 6.18). Off when the root's flag is 0: an operator is
     /// building isolated domains by hand, and the flags then matter.
     pub quiet_balance: bool,
+    /// `strict_reservation`: the cgroups of the managed subtrees that run on
+    /// the shared pool get it without the reserved CPUs
+    /// ([`Engine::strict`]); `shared_cgroups` keep them.
+    pub strict_reservation: bool,
 }
 
 /// A cgroup's role; see the module documentation.
@@ -247,6 +257,11 @@ pub struct Plan {
     /// caller chooses (the daemon: when the tree is quiet). Plans over a
     /// reach made before then make only their urgent writes.
     pub more: bool,
+    /// With `strict_reservation`, the managed subtrees' shared cgroups
+    /// started (`Some(true)`) or stopped (`Some(false)`) keeping the
+    /// reserved CPUs for want of any other ([`Engine::strict`]): the daemon
+    /// logs it.
+    pub strict_fallback: Option<bool>,
 }
 
 /// One assignment as saved in the state file.
@@ -328,6 +343,10 @@ pub struct Engine {
     /// The known roots of Slurm's trees ([`crate::slurm::is_root`]): what
     /// lies in them is foreign, what holds them a holder.
     slurm: BTreeSet<Rel>,
+    /// The last plan's targets kept the reserved CPUs for the managed
+    /// subtrees' shared cgroups despite `strict_reservation`
+    /// ([`Plan::strict_fallback`]).
+    strict_fallback: bool,
 }
 
 impl Engine {
@@ -360,6 +379,7 @@ impl Engine {
             unreported: 0,
             overwritten: Vec::new(),
             slurm: BTreeSet::new(),
+            strict_fallback: false,
         };
         engine.reserved = engine.effective_reserved();
         engine.refresh_pool();
@@ -404,6 +424,17 @@ impl Engine {
     /// Online CPUs minus every assignment. Never empty.
     pub fn shared_pool(&self) -> CpuSet {
         (*self.pool).clone()
+    }
+
+    /// With `strict_reservation`, what the cgroups of the managed subtrees
+    /// that run on the shared pool get: the shared pool without the
+    /// reserved CPUs, or, when that leaves none (every other CPU is
+    /// exclusive), the shared pool itself, reserved CPUs and all
+    /// ([`api::Strict::of`]). `None` when the switch is off.
+    pub fn strict(&self) -> Option<api::Strict> {
+        self.settings
+            .strict_reservation
+            .then(|| api::Strict::of(&self.pool, &self.reserved))
     }
 
     /// Works out the shared pool again, after assignments or the online
