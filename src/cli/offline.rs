@@ -360,6 +360,27 @@ mod tests {
         );
     }
 
+    /// `strict_reservation`: the pods' pool, as the daemon works it out
+    /// (the shared pool without the reserved CPUs).
+    #[test]
+    fn strict_reservation_shows_the_pods_pool_as_the_daemon_does() {
+        let tmp = tempfile::tempdir().unwrap();
+        let off = build(&machine(tmp.path())).unwrap().status;
+        assert_eq!(off.strict_reservation, None);
+        let config = Config {
+            strict_reservation: true,
+            ..machine(tmp.path())
+        };
+        let status = build(&config).unwrap().status;
+        assert_eq!(
+            status.strict_reservation,
+            Some(api::Strict {
+                pool: "1-3".parse().unwrap(),
+                fallback: false
+            })
+        );
+    }
+
     /// What the state file says was steered and made is shown after a stop
     /// (the daemon leaves both in place).
     #[test]
