@@ -177,11 +177,11 @@ impl Daemon {
                 reserved = %self.engine.reserved(),
                 "strict_reservation: every other CPU is exclusive; pods on the shared pool keep the reserved CPUs until one frees up"
             ),
-            Some(false) => info!(
+            Some(false) if self.engine.strict().is_some() => info!(
                 reserved = %self.engine.reserved(),
                 "strict_reservation: pods on the shared pool are off the reserved CPUs again"
             ),
-            None => {}
+            _ => {}
         }
         let mut writes = plan.writes.into_iter();
         let urgent: Vec<Write> = writes.by_ref().take(plan.urgent).collect();

@@ -512,6 +512,17 @@ mod describe {
             text.contains("Source:     the [[rule]] matching \"hpc.slice/job-*.scope\" (line 42"),
             "{text}"
         );
+        // strict_reservation: one waiting in a managed subtree waits in the
+        // pods' pool; one elsewhere (this rule's job) in the shared pool.
+        doc2.strict_reservation = Some(api::Strict::of(&doc2.shared_pool, &doc2.reserved));
+        let pods = doc2.strict_reservation.as_ref().unwrap().pool.clone();
+        let job = render(&doc2, &doc2.workloads[3], &[], 0, Style::OFF);
+        let shared = format!("pending in the shared pool ({})", doc2.shared_pool);
+        assert!(job.contains(&shared), "{job}");
+        doc2.config.managed = doc2.workloads[3].cgroups.clone();
+        let managed = render(&doc2, &doc2.workloads[3], &[], 0, Style::OFF);
+        let want = format!("pending in the shared pool ({pods})");
+        assert!(managed.contains(&want), "{managed}");
     }
 }
 
