@@ -56,6 +56,10 @@ pub struct Status {
     pub reserved: CpuSet,
     /// What every non-exclusive cgroup gets: online minus all assignments.
     pub shared_pool: CpuSet,
+    /// With `strict_reservation`: what the non-exclusive cgroups of the
+    /// managed subtrees get instead (absent when it is off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict_reservation: Option<Strict>,
     /// Every workload that asks for exclusive CPUs, pinned or pending.
     pub workloads: Vec<Workload>,
     /// Cgroups whose last write or verification failed.
@@ -84,6 +88,40 @@ pub struct Status {
     /// `pinctl run`'s runs and the asks in line; absent when there are none.
     #[serde(default, skip_serializing_if = "Runs::is_empty")]
     pub runs: Runs,
+}
+
+/// `strict_reservation` in force: the pool of the non-exclusive cgroups of
+/// the managed subtrees (Burstable and BestEffort pods, containers without
+/// exclusive CPUs). `shared_cgroups` keep the whole shared pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Strict {
+    /// The shared pool without the reserved CPUs; the shared pool itself
+    /// when `fallback`.
+    pub pool: CpuSet,
+    /// Every CPU but the reserved ones is exclusive: rather than an empty
+    /// set (which the kernel refuses to a cgroup with tasks), they keep the
+    /// reserved CPUs until one frees up.
+    pub fallback: bool,
+}
+
+impl Strict {
+    /// The strict pool of `shared_pool` (online minus every assignment)
+    /// with `reserved` the reserved CPUs in force: the daemon's and
+    /// `--offline`'s one rule.
+    pub fn of(shared_pool: &CpuSet, reserved: &CpuSet) -> Strict {
+        let pool = shared_pool.difference(reserved);
+        if pool.is_empty() {
+            Strict {
+                pool: shared_pool.clone(),
+                fallback: true,
+            }
+        } else {
+            Strict {
+                pool,
+                fallback: false,
+            }
+        }
+    }
 }
 
 /// `pinctl run`'s runs ([`crate::run`]).
@@ -193,6 +231,7 @@ impl Status {
             online: CpuSet::new(),
             reserved: CpuSet::new(),
             shared_pool: CpuSet::new(),
+            strict_reservation: None,
             workloads: Vec::new(),
             failing: Vec::new(),
             watchdog: Watchdog::default(),

@@ -72,11 +72,11 @@ pub const XATTR_CPUS: &str = "user.pinctl.cpus";
 /// file or a restart cannot make a lifted quota unpin its workload.
 pub const XATTR_QUOTA: &str = "user.pinctl.quota";
 
-/// The extended attribute in which the daemon keeps a resized workload's
+/// The extended attribute in which the daemon keeps a pinned workload's
 /// baseline: the CPUs it was first given, which a resize keeps (`"4-5"`).
-/// Written on each of the workload's cgroups once its CPUs differ from the
-/// baseline, and kept exact from then on. On the cgroup, like
-/// [`XATTR_QUOTA`], so a lost state file cannot lose it.
+/// On each of its cgroups, emptied once it holds none. On the cgroup, like
+/// [`XATTR_QUOTA`], so a lost state file cannot lose it: a restart adopts
+/// a live set that holds it, whatever its size.
 pub const XATTR_BASELINE: &str = "user.pinctl.baseline";
 
 /// Which cgroup version manages cpusets here.

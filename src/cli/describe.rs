@@ -206,13 +206,26 @@ pub fn render(
             let _ = writeln!(s, "{}{}", field("CPUs"), style.green(&cpus.to_string()));
         }
         (None, Some(p)) => {
+            // strict_reservation: a managed subtree's waits off the reserved
+            // CPUs.
+            let managed = w.cgroups.iter().any(|c| {
+                status
+                    .config
+                    .managed
+                    .iter()
+                    .any(|m| crate::cgroup::is_within(c, m))
+            });
+            let pool = match &status.strict_reservation {
+                Some(strict) if managed => &strict.pool,
+                _ => &status.shared_pool,
+            };
             let _ = writeln!(
                 s,
                 "{}{}",
                 field("CPUs"),
                 style.yellow(&format!(
                     "none yet, pending in the shared pool ({}): wants {}, {} available: {}",
-                    status.shared_pool,
+                    pool,
                     p.requested,
                     p.available,
                     visible(&p.reason)

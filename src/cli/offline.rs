@@ -199,6 +199,9 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
         ..api::Partitions::default()
     });
     let status = api::Status {
+        strict_reservation: config
+            .strict_reservation
+            .then(|| api::Strict::of(&online.difference(&assigned), &reserved)),
         reserved,
         shared_pool: online.difference(&assigned),
         workloads,
@@ -354,6 +357,27 @@ mod tests {
         assert!(
             notes.iter().any(|n| n.starts_with("no state file at ")),
             "{notes:?}"
+        );
+    }
+
+    /// `strict_reservation`: the pods' pool, as the daemon works it out
+    /// (the shared pool without the reserved CPUs).
+    #[test]
+    fn strict_reservation_shows_the_pods_pool_as_the_daemon_does() {
+        let tmp = tempfile::tempdir().unwrap();
+        let off = build(&machine(tmp.path())).unwrap().status;
+        assert_eq!(off.strict_reservation, None);
+        let config = Config {
+            strict_reservation: true,
+            ..machine(tmp.path())
+        };
+        let status = build(&config).unwrap().status;
+        assert_eq!(
+            status.strict_reservation,
+            Some(api::Strict {
+                pool: "1-3".parse().unwrap(),
+                fallback: false
+            })
         );
     }
 

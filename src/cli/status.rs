@@ -326,6 +326,22 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
             n => format!(", {n} of them reserved"),
         }
     );
+    // strict_reservation: what the managed subtrees' cgroups on the shared
+    // pool get, without the reserved CPUs.
+    if let Some(strict) = &status.strict_reservation {
+        let why = if strict.fallback {
+            ", all reserved: strict_reservation has no other CPU left"
+        } else {
+            ", none reserved: strict_reservation"
+        };
+        let _ = writeln!(
+            s,
+            "{}{} ({}{why})",
+            fieldw("Pods' pool"),
+            list_or_none(&strict.pool),
+            plural(strict.pool.len(), "CPU", "CPUs"),
+        );
+    }
     let exclusive: usize = tagged
         .iter()
         .map(|(_, w)| w.cpus.as_ref().map_or(0, CpuSet::len))

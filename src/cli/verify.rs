@@ -17,6 +17,9 @@
 //!   (not one, below one or above one, nor the kubepods structure, which
 //!   keeps every CPU, nor Slurm's tree or a cgroup holding it) and whose
 //!   effective set holds an exclusive CPU;
+//! - with `strict_reservation` (unless it falls back: no other CPU is
+//!   left), such a cgroup of a managed subtree whose effective set holds a
+//!   reserved CPU (a Burstable container on the system's CPUs);
 //! - one of Slurm's jobs ([`slurm::find`]) whose CPUs an exclusive workload
 //!   holds too, or whose effective set lacks CPUs Slurm gave it.
 //!
@@ -100,6 +103,14 @@ pub enum Problem {
         exclusive: CpuSet,
         workloads: Vec<String>,
     },
+    /// With `strict_reservation`, a cgroup of a managed subtree outside
+    /// every workload (a Burstable or BestEffort container) may run on
+    /// reserved CPUs.
+    SharedOnReserved {
+        cgroup: String,
+        effective: CpuSet,
+        reserved: CpuSet,
+    },
     /// One of Slurm's jobs meets an exclusive workload, or lost CPUs.
     Slurm(slurm::Conflict),
 }
@@ -152,6 +163,14 @@ impl fmt::Display for Problem {
                 f,
                 "{cgroup} is not a workload but gets CPUs {effective}, including exclusive CPUs {exclusive} of {}",
                 workloads.join(", ")
+            ),
+            Problem::SharedOnReserved {
+                cgroup,
+                effective,
+                reserved,
+            } => write!(
+                f,
+                "{cgroup} gets CPUs {effective}, including reserved CPUs {reserved}, which strict_reservation keeps for shared_cgroups"
             ),
             Problem::Slurm(c) => c.fmt(f),
         }
@@ -431,6 +450,13 @@ pub fn verify_with(
             .map(Problem::Slurm),
     );
 
+    // strict_reservation (not falling back): the managed subtrees' other
+    // cgroups keep off the reserved CPUs.
+    let strict_reserved = status
+        .strict_reservation
+        .as_ref()
+        .filter(|s| !s.fallback)
+        .map(|_| &status.reserved);
     let mut seen: HashSet<Rel> = HashSet::new();
     for cgroups in walked {
         for obs in cgroups {
@@ -457,6 +483,16 @@ pub fn verify_with(
                 // An inheriting cgroup is as its ancestor, checked itself.
                 Ok(Effective::Gone | Effective::Inherited) => {}
                 Ok(Effective::Set(_, set)) => {
+                    if let Some(reserved) = &strict_reserved
+                        && scope.managed(rel)
+                        && !set.is_disjoint(reserved)
+                    {
+                        report.problems.push(Problem::SharedOnReserved {
+                            cgroup: rel.to_string(),
+                            reserved: set.intersection(reserved),
+                            effective: set.clone(),
+                        });
+                    }
                     let hit = set.intersection(&exclusive);
                     if !hit.is_empty() {
                         let workloads = pinned
@@ -835,6 +871,54 @@ mod tests {
             ],
             "{text}"
         );
+    }
+
+    /// `strict_reservation`: a Burstable container on the reserved CPU 0
+    /// is a problem; one off it, `system.slice` on it and the kubepods
+    /// structure are not. Falling back (no other CPU left), none is.
+    #[test]
+    fn with_strict_reservation_a_burstable_container_on_a_reserved_cpu_fails() {
+        let mut fs = MemFs::default();
+        let mut put = |rel: &str, effective: &str| {
+            fs.put(&format!("/nowhere/cgroup/{rel}cpuset.cpus"), "");
+            fs.put(
+                &format!("/nowhere/cgroup/{rel}cpuset.cpus.effective"),
+                effective,
+            );
+        };
+        let pod = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod00000001_1111_4222_8333_0123456789ab.slice/";
+        put("", "0-3");
+        put("hpc.slice/job.scope/", "2-3");
+        put("system.slice/", "0-1");
+        put("kubepods.slice/", "0-1");
+        put("kubepods.slice/kubepods-burstable.slice/", "0-1");
+        put(pod, "0-1");
+        put(&format!("{pod}cri-containerd-a.scope/"), "0-1");
+        put(&format!("{pod}cri-containerd-b.scope/"), "1");
+        fs.put("/nowhere/cgroup/cgroup.controllers", "cpuset cpu\n");
+        let scope = Scope::new(
+            vec!["kubepods.slice".into()],
+            vec!["system.slice".into()],
+            Vec::new(),
+        );
+        let mut status = intent("v2");
+        let r = verify_with(&fs, &status, &roots(), &scope).unwrap();
+        assert!(r.ok(), "strict_reservation is off: {:?}", r.problems);
+        status.strict_reservation = Some(api::Strict::of(&status.shared_pool, &status.reserved));
+        let r = verify_with(&fs, &status, &roots(), &scope).unwrap();
+        let problems: Vec<String> = r.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            problems,
+            [format!(
+                "{pod}cri-containerd-a.scope gets CPUs 0-1, including reserved CPUs 0, which strict_reservation keeps for shared_cgroups"
+            )]
+        );
+        status.strict_reservation = Some(api::Strict {
+            pool: "0-1".parse().unwrap(),
+            fallback: true,
+        });
+        let r = verify_with(&fs, &status, &roots(), &scope).unwrap();
+        assert!(r.ok(), "falling back: {:?}", r.problems);
     }
 
     /// A Slurm tree where `slurm::find` does not look (inside a container's

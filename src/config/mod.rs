@@ -97,6 +97,11 @@ pub struct Config {
     pub socket: PathBuf,
     /// CPUs never handed out exclusively; they keep the shared pool non-empty.
     pub reserved_cpus: Reserved,
+    /// The cgroups of the managed subtrees that run on the shared pool
+    /// (Burstable and BestEffort pods, any container without exclusive
+    /// CPUs) never get the reserved CPUs, which stay for the
+    /// `shared_cgroups` (the kubelet's `strict-cpu-reservation`).
+    pub strict_reservation: bool,
     /// How often the whole tree is reconciled even without events (0 < d <= 24h).
     pub reconcile_interval: Duration,
     /// How long one read or write of a kernel file may take before it is
@@ -523,6 +528,7 @@ impl Default for Config {
             state_file: "/var/lib/pinctl/state.json".into(),
             socket: "/run/pinctl/pinctl.sock".into(),
             reserved_cpus: Reserved::List(CpuSet::from_range(0, 0)),
+            strict_reservation: false,
             reconcile_interval: Duration::from_secs(10),
             read_timeout: Duration::from_secs(5),
             dstate_threshold: Duration::from_secs(60),
@@ -615,6 +621,7 @@ impl Config {
             state_file,
             socket,
             reserved_cpus,
+            strict_reservation,
             reconcile_interval,
             read_timeout,
             dstate_threshold,
@@ -647,6 +654,7 @@ impl Config {
         compare!(state_file);
         compare!(socket);
         compare!(reserved_cpus);
+        compare!(strict_reservation);
         compare!(reconcile_interval);
         compare!(read_timeout);
         compare!(dstate_threshold);

@@ -25,6 +25,7 @@ pub(super) struct RawConfig {
     pub(super) state_file: Option<Spanned<String>>,
     pub(super) socket: Option<Spanned<String>>,
     pub(super) reserved_cpus: Option<Spanned<RawReserved>>,
+    pub(super) strict_reservation: Option<bool>,
     pub(super) reconcile_interval: Option<Spanned<String>>,
     pub(super) read_timeout: Option<Spanned<String>>,
     pub(super) dstate_threshold: Option<Spanned<String>>,

@@ -74,3 +74,39 @@ fn literal_components_stop_at_the_first_glob() {
     assert_eq!(literal_components("a/b\\*"), ["a"]);
     assert!(literal_components("**/x").is_empty());
 }
+
+#[test]
+fn strict_reservation_is_off_by_default_and_parsed() {
+    let path = Path::new("/etc/pinctl/pinctld.toml");
+    assert!(!Config::default().strict_reservation);
+    assert!(!parse("", path).unwrap().strict_reservation);
+    let on = parse("reserved_cpus = \"0\"\nstrict_reservation = true\n", path).unwrap();
+    assert!(on.strict_reservation);
+}
+
+#[test]
+fn strict_reservation_of_the_wrong_type_names_file_line_and_key() {
+    let path = Path::new("/etc/pinctl/pinctld.toml");
+    let err = parse(
+        "reserved_cpus = \"0\"\nstrict_reservation = \"yes\"\n",
+        path,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "/etc/pinctl/pinctld.toml:2:22: strict_reservation: expected a boolean, found string \"yes\""
+    );
+}
+
+#[test]
+fn strict_reservation_is_turned_on_and_off_by_a_reload() {
+    let path = Path::new("/etc/pinctl/pinctld.toml");
+    let off = parse("", path).unwrap();
+    let on = parse("strict_reservation = true\n", path).unwrap();
+    let r = off.reload(on);
+    assert_eq!(r.applied, ["strict_reservation"]);
+    assert!(r.deferred.is_empty() && r.config.strict_reservation);
+    let r = r.config.reload(off);
+    assert_eq!(r.applied, ["strict_reservation"]);
+    assert!(!r.config.strict_reservation);
+}

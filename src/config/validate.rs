@@ -238,6 +238,7 @@ impl Validator<'_> {
             state_file,
             socket,
             reserved_cpus,
+            strict_reservation: raw.strict_reservation.unwrap_or(d.strict_reservation),
             reconcile_interval,
             read_timeout,
             dstate_threshold,

@@ -173,6 +173,17 @@ impl Daemon {
         );
         self.save_due |= plan.assignments_changed;
         self.report_resizes();
+        match plan.strict_fallback {
+            Some(true) => warn!(
+                reserved = %self.engine.reserved(),
+                "strict_reservation: every other CPU is exclusive; pods on the shared pool keep the reserved CPUs until one frees up"
+            ),
+            Some(false) if self.engine.strict().is_some() => info!(
+                reserved = %self.engine.reserved(),
+                "strict_reservation: pods on the shared pool are off the reserved CPUs again"
+            ),
+            _ => {}
+        }
         let mut writes = plan.writes.into_iter();
         let urgent: Vec<Write> = writes.by_ref().take(plan.urgent).collect();
         self.rest.set(plan.more, writes.collect());

@@ -37,6 +37,7 @@ impl Daemon {
             mems_all: current.mems_all.clone(),
             empty_inherits: current.empty_inherits,
             quiet_balance: current.quiet_balance,
+            strict_reservation: cfg.strict_reservation,
         };
         // What leaves the subtrees is no longer the daemon's (its cpusets
         // stay as they are); what joins is found by the reconcile.

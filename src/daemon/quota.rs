@@ -191,13 +191,21 @@ impl Daemon {
                             fs.write(path, text)?;
                             Ok(Some((limit, true)))
                         }
-                        // The quota first, then the memory emptied.
+                        // The quota first, then the memory emptied. A
+                        // quota someone wrote since the lift (the kubelet
+                        // resizing the container to no whole CPU, which
+                        // released it) is theirs: it stays.
                         Step::Restore(orig) => {
+                            let mut wrote = false;
                             if orig.quota.is_some() {
-                                fs.write(path, text)?;
+                                let now = cgroup::read_limit(fs, &hier, rel);
+                                if now.is_none_or(|l| l.quota.is_none()) {
+                                    fs.write(path, text)?;
+                                    wrote = true;
+                                }
                                 fs.set_xattr(dir, cgroup::XATTR_QUOTA, b"")?;
                             }
-                            Ok(None)
+                            Ok(Some((*orig, wrote)))
                         }
                     }
                 },
@@ -219,8 +227,8 @@ impl Daemon {
                 // removed as soon as it was pinned): the removal is the news.
                 (Step::Lift, Ok(None)) => {}
                 (Step::Lift, Err(e)) if e.is_not_found() => {}
-                (Step::Restore(orig), Ok(_)) => {
-                    if orig.quota.is_some() {
+                (Step::Restore(_), Ok(result)) => {
+                    if result.is_some_and(|(_, wrote)| wrote) {
                         info!(cgroup = %rel, path = %path.display(), data = %text, "CPU quota put back");
                         trail = Some((lift.clone(), None));
                     }

@@ -124,6 +124,7 @@ impl Daemon {
         api::Status {
             reserved: self.engine.reserved().clone(),
             shared_pool: self.engine.shared_pool(),
+            strict_reservation: self.engine.strict(),
             workloads: self.engine.status_workloads(),
             failing: self.engine.failing(),
             watchdog: api::Watchdog {

@@ -1,8 +1,8 @@
 //! The daemon's part of a resize (issue #34; the engine plans it): each
 //! resize made or found waiting is logged, recorded in the audit trail and
-//! counted, and a resized workload's baseline is kept on its cgroups
+//! counted; and each pinned workload's baseline is kept on its cgroups
 //! ([`cgroup::XATTR_BASELINE`]), so a restart with its state file lost
-//! still keeps the CPUs it was first given.
+//! still knows the CPUs it was given first, and that they were its.
 //!
 //! The baselines go with the pass over the quotas, once the tree is quiet:
 //! nothing waits on them, and a crash before they are written leaves the
@@ -56,22 +56,23 @@ impl Daemon {
     }
 
     /// Writes the baselines owed ([`crate::engine::Engine::baselines_owed`])
-    /// in one trip to an I/O thread. A failed write is logged, and tried
-    /// again only once the cgroup is read again or the baseline changes: the
-    /// state file keeps the baseline meanwhile.
+    /// in one trip to an I/O thread; one no longer held is emptied. A failed
+    /// write is logged, and tried again only once the cgroup is read again
+    /// or the baseline changes: the state file keeps the baseline meanwhile.
     pub(super) async fn keep_baselines(&mut self) {
         let owed = self.engine.baselines_owed();
         if owed.is_empty() {
             return;
         }
-        let items: Vec<(PathBuf, (Rel, CpuSet))> = owed
+        let items: Vec<(PathBuf, (Rel, Option<CpuSet>))> = owed
             .into_iter()
             .map(|(rel, set)| (self.hier.dir(&rel), (rel, set)))
             .collect();
         let results = self
             .pool
             .run_batch("baseline", items.clone(), |fs, dir, (_, set)| {
-                fs.set_xattr(dir, cgroup::XATTR_BASELINE, set.to_string().as_bytes())
+                let text = set.as_ref().map(CpuSet::to_string).unwrap_or_default();
+                fs.set_xattr(dir, cgroup::XATTR_BASELINE, text.as_bytes())
             })
             .await;
         for ((dir, (rel, set)), result) in items.into_iter().zip(results) {
@@ -80,7 +81,8 @@ impl Daemon {
                 // Removed: the delete event follows.
                 Err(e) if e.is_not_found() => {}
                 Err(e) => {
-                    warn!(cgroup = %rel, path = %dir.display(), data = %set, errno = e.raw_os_error(), error = %chain(&e), "cannot keep the resize baseline on the cgroup; the state file keeps it");
+                    let data = set.as_ref().map(CpuSet::to_string).unwrap_or_default();
+                    warn!(cgroup = %rel, path = %dir.display(), data = %data, errno = e.raw_os_error(), error = %chain(&e), "cannot keep the baseline on the cgroup; the state file keeps it");
                 }
             }
             self.engine.baseline_kept(&rel, set);

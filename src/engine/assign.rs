@@ -224,13 +224,24 @@ impl Engine {
         let mut order: Vec<&mut Workload> = self.workloads.values_mut().collect();
         order.sort_by_key(|w| w.seq);
         // At start-up, a set to adopt counts as held: a pod's annotation
-        // stays with the container that held it before the restart.
-        let held: Vec<bool> = order
+        // stays with the container that held it before the restart. A set
+        // the state file or a kept baseline proves comes first: a waiting
+        // container's shared set may have the size it asks for.
+        let held: Vec<u8> = order
             .iter()
             .map(|w| {
-                w.cpus.is_some()
-                    || (self.adopt_live
-                        && !adoptable(&self.cgroups, &self.hints, w, &usable).is_empty())
+                if w.cpus.is_some() {
+                    return 3;
+                }
+                let found = match self.adopt_live {
+                    true => adoptable(&self.cgroups, &self.hints, w, &usable),
+                    false => Vec::new(),
+                };
+                found
+                    .iter()
+                    .map(|c| 1 + u8::from(c.proven))
+                    .max()
+                    .unwrap_or(0)
             })
             .collect();
         let waiting = pod_annotation_waiters(&mut order, &held);
@@ -265,10 +276,13 @@ impl Engine {
             for (_, w) in unpinned {
                 let adopted = adoptable(&self.cgroups, &self.hints, w, &usable)
                     .into_iter()
-                    .find(|(c, _)| c.is_disjoint(&taken));
-                if let Some((c, kept)) = adopted {
+                    .find(|c| c.cpus.is_disjoint(&taken));
+                if let Some(Candidate {
+                    cpus: c, baseline, ..
+                }) = adopted
+                {
                     taken.union_with(&c);
-                    w.baseline = Some(kept.unwrap_or_else(|| c.clone()));
+                    w.baseline = Some(baseline.unwrap_or_else(|| c.clone()));
                     w.cpus = Some(c);
                     w.pending = None;
                     w.tried = None;
@@ -321,7 +335,7 @@ fn adoptable(
     hints: &BTreeMap<String, (CpuSet, Option<CpuSet>)>,
     w: &Workload,
     usable: &CpuSet,
-) -> Vec<(CpuSet, Option<CpuSet>)> {
+) -> Vec<Candidate> {
     let hint = hints.get(&w.key);
     let live = w.cgroups.iter().filter_map(|r| {
         let e = cgroups.get(r)?;
@@ -335,10 +349,24 @@ fn adoptable(
                 .and_then(|(_, b)| b.as_ref())
                 .or(kept)
                 .filter(|b| !b.is_empty() && b.is_subset(c));
-            let ours = c.len() == w.requested || hinted.is_some() || base.is_some();
-            (ours && !c.is_empty() && c.is_subset(usable)).then(|| (c.clone(), base.cloned()))
+            let proven = hinted.is_some() || base.is_some();
+            let ours = proven || c.len() == w.requested;
+            (ours && !c.is_empty() && c.is_subset(usable)).then(|| Candidate {
+                cpus: c.clone(),
+                baseline: base.cloned(),
+                proven,
+            })
         })
         .collect()
+}
+
+/// A set a workload may be given at start-up ([`adoptable`]).
+struct Candidate {
+    cpus: CpuSet,
+    baseline: Option<CpuSet>,
+    /// The state file or a kept baseline says it was the workload's; else
+    /// only its size says so.
+    proven: bool,
 }
 
 /// The `n` CPUs of `has` a shrink keeps: all of `baseline` (which `n` is
@@ -360,15 +388,17 @@ fn shrink(topo: &Topology, has: &CpuSet, baseline: &CpuSet, n: usize) -> CpuSet 
 
 /// The workloads (by their index in `order`, earliest first) that ask by
 /// their pod's annotation while another container of the pod holds it: the
-/// one with CPUs, else the earliest. Each waits, with no CPUs, saying why,
+/// one that holds CPUs most surely (`held`: 3 holds them, 2 has a set to
+/// adopt the state file or a kept baseline proves, 1 one its size alone
+/// says is its, 0 none), the earliest of equals. Each waits, with no CPUs, saying why,
 /// with nothing kept of a failed try (what is free is filled in once the
 /// others are served).
-fn pod_annotation_waiters(order: &mut [&mut Workload], held: &[bool]) -> Vec<bool> {
+fn pod_annotation_waiters(order: &mut [&mut Workload], held: &[u8]) -> Vec<bool> {
     let mut holders: BTreeMap<String, usize> = BTreeMap::new();
     for (i, w) in order.iter().enumerate() {
         if let Some(pod) = pod_asking_by_annotation(w) {
             let holder = holders.entry(pod.to_string()).or_insert(i);
-            if !held[*holder] && held[i] {
+            if held[i] > held[*holder] {
                 *holder = i;
             }
         }

@@ -58,11 +58,12 @@ impl Engine {
                 Some(w) => format!("shared pool while {} waits, from the {}", w.key, w.source),
                 None => "exclusive workload".to_string(),
             },
-            Role::Structural if self.settings.empty_inherits => {
-                "kubepods structure: the shared pool, for what lies below to follow".to_string()
-            }
+            Role::Structural if self.settings.empty_inherits => format!(
+                "kubepods structure: the shared pool{}, for what lies below to follow",
+                self.strict_words(&w.rel)
+            ),
             Role::Structural => "kubepods structure: every online CPU".to_string(),
-            Role::Shared => "shared pool".to_string(),
+            Role::Shared => format!("shared pool{}", self.strict_words(&w.rel)),
             Role::Unmanaged => "unmanaged: widened over an exclusive cgroup below".to_string(),
             Role::Holder => "holds Slurm's tree: never narrowed".to_string(),
             Role::Foreign => "Slurm's tree: never written".to_string(),
@@ -71,6 +72,21 @@ impl Engine {
             old,
             workload,
             reason,
+        }
+    }
+
+    /// What `strict_reservation` does to the shared pool of cgroup `rel`,
+    /// in a few words after "shared pool" (nothing when it does nothing).
+    fn strict_words(&self, rel: &str) -> &'static str {
+        match self.strict() {
+            Some(s) if self.settings.scope.managed(rel) => {
+                if s.fallback {
+                    " (strict_reservation, but no CPU is left beside the reserved ones)"
+                } else {
+                    " without the reserved CPUs (strict_reservation)"
+                }
+            }
+            _ => "",
         }
     }
 

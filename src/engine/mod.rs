@@ -21,7 +21,8 @@
 //!   which refuses no such write, they get the shared pool, so that what lies
 //!   below follows them (see *one write per subtree* below);
 //! - *shared*: every other cgroup in a managed subtree or in `shared_cgroups`:
-//!   the shared pool;
+//!   the shared pool (with `strict_reservation`, the managed subtrees' get it
+//!   without the reserved CPUs: [`Engine::strict`]);
 //! - *unmanaged*: watched only because a rule might match below it; not written,
 //!   except to widen it over an exclusive descendant;
 //! - *foreign*: Slurm's tree (`slurmstepd.scope` and below, [`crate::slurm`]):
@@ -65,6 +66,10 @@
 //! - The shared pool (online CPUs minus all assignments) is never empty: when no
 //!   online CPU is reserved, the lowest online CPU is held back.
 //! - No write carries an empty set.
+//! - With `strict_reservation`, no cgroup of a managed subtree that runs on
+//!   the shared pool gets a reserved CPU, unless nothing else is left
+//!   (then the reserved CPUs: never an empty set); `shared_cgroups` keep
+//!   them.
 
 mod assign;
 mod entry;
@@ -80,6 +85,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::alloc;
+use crate::api;
 use crate::cgroup::{self, Rel, Scope};
 use crate::cpuset::CpuSet;
 pub use crate::intent::Reading;
@@ -113,6 +119,10 @@ pub struct Settings {
     /// (kernel 6.18). Off when the root's flag is 0: an operator is
     /// building isolated domains by hand, and the flags then matter.
     pub quiet_balance: bool,
+    /// `strict_reservation`: the cgroups of the managed subtrees that run on
+    /// the shared pool get it without the reserved CPUs
+    /// ([`Engine::strict`]); `shared_cgroups` keep them.
+    pub strict_reservation: bool,
 }
 
 /// A cgroup's role; see the module documentation.
@@ -247,6 +257,11 @@ pub struct Plan {
     /// caller chooses (the daemon: when the tree is quiet). Plans over a
     /// reach made before then make only their urgent writes.
     pub more: bool,
+    /// With `strict_reservation`, the managed subtrees' shared cgroups
+    /// started (`Some(true)`) or stopped (`Some(false)`) keeping the
+    /// reserved CPUs for want of any other ([`Engine::strict`]): the daemon
+    /// logs it.
+    pub strict_fallback: Option<bool>,
 }
 
 /// A resize a plan made, or found it could not make ([`Engine::take_resizes`]).
@@ -341,9 +356,16 @@ pub struct Engine {
     /// The resizes made or found waiting since the last call of
     /// [`Engine::take_resizes`].
     resizes: Vec<Resized>,
+    /// Cgroups whose [`crate::cgroup::XATTR_BASELINE`] holds a set (read or
+    /// written): emptied once they are no pinned workload's.
+    kept: BTreeSet<Rel>,
     /// The known roots of Slurm's trees ([`crate::slurm::is_root`]): what
     /// lies in them is foreign, what holds them a holder.
     slurm: BTreeSet<Rel>,
+    /// The last plan's targets kept the reserved CPUs for the managed
+    /// subtrees' shared cgroups despite `strict_reservation`
+    /// ([`Plan::strict_fallback`]).
+    strict_fallback: bool,
 }
 
 impl Engine {
@@ -376,7 +398,9 @@ impl Engine {
             unreported: 0,
             overwritten: Vec::new(),
             resizes: Vec::new(),
+            kept: BTreeSet::new(),
             slurm: BTreeSet::new(),
+            strict_fallback: false,
         };
         engine.reserved = engine.effective_reserved();
         engine.refresh_pool();
@@ -421,6 +445,17 @@ impl Engine {
     /// Online CPUs minus every assignment. Never empty.
     pub fn shared_pool(&self) -> CpuSet {
         (*self.pool).clone()
+    }
+
+    /// With `strict_reservation`, what the cgroups of the managed subtrees
+    /// that run on the shared pool get: the shared pool without the
+    /// reserved CPUs, or, when that leaves none (every other CPU is
+    /// exclusive), the shared pool itself, reserved CPUs and all
+    /// ([`api::Strict::of`]). `None` when the switch is off.
+    pub fn strict(&self) -> Option<api::Strict> {
+        self.settings
+            .strict_reservation
+            .then(|| api::Strict::of(&self.pool, &self.reserved))
     }
 
     /// Works out the shared pool again, after assignments or the online
@@ -475,7 +510,15 @@ impl Engine {
         } else {
             entry.update(&kind, intent, key, problem, bundle);
             entry.cpus = cpus;
-            entry.baseline = baseline;
+            // Only a cgroup that wants CPUs has its baseline read: one that
+            // no longer does keeps what it had, to be emptied.
+            if entry.wants() {
+                entry.baseline = baseline;
+            }
+            match entry.baseline {
+                Some(_) => self.kept.insert(rel.clone()),
+                None => self.kept.remove(&rel),
+            };
             if mems_read {
                 entry.mems = mems;
             }
@@ -637,36 +680,43 @@ impl Engine {
     }
 
     /// The cgroups whose [`crate::cgroup::XATTR_BASELINE`] must be written,
-    /// with the baseline: those of pinned workloads whose CPUs are not their
-    /// baseline or not the count they ask (a resize waits), or whose xattr
-    /// holds another. A workload never resized costs no write: a set of the
-    /// count asked, without one, is its own baseline.
-    pub fn baselines_owed(&self) -> Vec<(Rel, CpuSet)> {
+    /// with what: each cgroup of a pinned workload whose xattr does not hold
+    /// the workload's baseline, and `None` (emptied) for each cgroup whose
+    /// xattr holds one but is no pinned workload's any more.
+    pub fn baselines_owed(&self) -> Vec<(Rel, Option<CpuSet>)> {
         let mut owed = Vec::new();
+        let mut pinned = BTreeSet::new();
         for w in self.workloads.values() {
-            let (Some(cpus), Some(base)) = (&w.cpus, &w.baseline) else {
+            let (Some(_), Some(base)) = (&w.cpus, &w.baseline) else {
                 continue;
             };
             for rel in &w.cgroups {
-                let Some(kept) = self.cgroups.get(rel).map(|e| e.baseline.as_deref()) else {
-                    continue;
-                };
-                let resized = base != cpus || cpus.len() != w.requested;
-                if kept != Some(base) && (resized || kept.is_some()) {
-                    owed.push((rel.clone(), base.clone()));
+                pinned.insert(rel);
+                let kept = self.cgroups.get(rel).and_then(|e| e.baseline.as_deref());
+                if self.cgroups.contains_key(rel) && kept != Some(base) {
+                    owed.push((rel.clone(), Some(base.clone())));
                 }
             }
+        }
+        for rel in self.kept.iter().filter(|r| !pinned.contains(r)) {
+            owed.push((rel.clone(), None));
         }
         owed
     }
 
-    /// `rel`'s [`crate::cgroup::XATTR_BASELINE`] now holds `set` (or its
-    /// write failed, and is not tried again until the baseline changes).
-    pub fn baseline_kept(&mut self, rel: &str, set: CpuSet) {
-        let set = self.sets.get(set);
-        if let Some(e) = self.cgroups.get_mut(rel) {
-            e.baseline = Some(set);
-        }
+    /// `rel`'s [`crate::cgroup::XATTR_BASELINE`] now holds `set` (`None`:
+    /// emptied), or its write failed and is not tried again until the
+    /// cgroup is read again or the baseline changes.
+    pub fn baseline_kept(&mut self, rel: &str, set: Option<CpuSet>) {
+        let set = set.map(|s| self.sets.get(s));
+        let Some(e) = self.cgroups.get_mut(rel) else {
+            return;
+        };
+        e.baseline = set;
+        match e.baseline.is_some() {
+            true => self.kept.insert(Rel::from(rel)),
+            false => self.kept.remove(rel),
+        };
     }
 
     /// Whether `n` more CPUs could be given now, as the allocator would
@@ -747,6 +797,7 @@ impl Engine {
         for k in self.subtree(rel) {
             self.cgroups.remove(&k);
             self.dirty.remove(&k);
+            self.kept.remove(&k);
         }
         self.forget_slurm(rel);
         // Its parent may have been widened over it: look at it again.
@@ -758,6 +809,7 @@ impl Engine {
 
     /// Forgets cgroup `rel` alone, not what is below it.
     pub fn forget_one(&mut self, rel: &str) {
+        self.kept.remove(rel);
         if self.cgroups.remove(rel).is_some() {
             // What is below it loses the parent its role came from.
             self.full = true;

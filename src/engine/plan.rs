@@ -78,11 +78,15 @@ impl Engine {
         // A plan over every cgroup pays what was owed.
         self.owed = more;
         self.sets.purge();
+        let fallback = self.strict().is_some_and(|s| s.fallback);
+        let strict_fallback = (fallback != std::mem::replace(&mut self.strict_fallback, fallback))
+            .then_some(fallback);
         Plan {
             writes,
             urgent,
             assignments_changed,
             more,
+            strict_fallback,
         }
     }
 

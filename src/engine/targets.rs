@@ -74,6 +74,10 @@ impl Targets {
 /// What every target is made of, computed once per plan.
 struct Pools {
     shared: Arc<CpuSet>,
+    /// What the cgroups of the managed subtrees that run on the shared pool
+    /// get: the shared pool, or with `strict_reservation` the shared pool
+    /// without the reserved CPUs ([`Engine::strict`]).
+    workload: Arc<CpuSet>,
     online: Arc<CpuSet>,
     /// Each workload's CPUs, made shareable as its cgroups ask for them.
     assigned: BTreeMap<Box<str>, Arc<CpuSet>>,
@@ -92,10 +96,26 @@ fn past(a: &str, b: &str) -> bool {
 
 impl Engine {
     fn pools(&self) -> Pools {
+        let workload = match self.strict() {
+            Some(strict) if !strict.fallback => Arc::new(strict.pool),
+            _ => self.pool.clone(),
+        };
         Pools {
             shared: self.pool.clone(),
+            workload,
             online: Arc::new(self.topo.online().clone()),
             assigned: BTreeMap::new(),
+        }
+    }
+
+    /// The pool cgroup `rel` gets when it runs on the shared pool: with
+    /// `strict_reservation`, a cgroup of a managed subtree gets no reserved
+    /// CPU (they are for `shared_cgroups`).
+    fn pool_of(&self, rel: &str, pools: &Pools) -> Arc<CpuSet> {
+        if self.settings.strict_reservation && self.settings.scope.managed(rel) {
+            pools.workload.clone()
+        } else {
+            pools.shared.clone()
         }
     }
 
@@ -111,7 +131,7 @@ impl Engine {
         match e.role {
             Role::Exclusive => {
                 let Some(cpus) = self.workloads.get(&*e.key).and_then(|w| w.cpus.as_ref()) else {
-                    return Some(pools.shared.clone());
+                    return Some(self.pool_of(rel, pools));
                 };
                 let shared = pools
                     .assigned
@@ -123,10 +143,11 @@ impl Engine {
             Role::Inside => parent,
             // v1: never shrunk (runtimes write explicit sets wider than the
             // parent and v1 refuses them). v2 refuses nothing: the shared
-            // pool, so that what lies below follows it without a write.
-            Role::Structural if self.settings.empty_inherits => Some(pools.shared.clone()),
+            // pool (strict: without the reserved CPUs), so that what lies
+            // below follows it without a write.
+            Role::Structural if self.settings.empty_inherits => Some(pools.workload.clone()),
             Role::Structural => Some(pools.online.clone()),
-            Role::Shared => Some(pools.shared.clone()),
+            Role::Shared => Some(self.pool_of(rel, pools)),
             // Never narrowed, so that no job of Slurm's loses a CPU.
             Role::Holder => Some(self.parents_set(rel, parent, pools)),
             // Given back what it had before it was pinned.

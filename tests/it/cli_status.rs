@@ -61,6 +61,27 @@ fn status_at_16_cpus_maps_every_cpu_to_its_owner() {
     assert_eq!(rows[0].2[0], "rr");
 }
 
+/// `strict_reservation`: a line under the shared pool says what the pods
+/// get, without the reserved CPUs, or that nothing else is left.
+#[test]
+fn status_shows_the_pods_pool_without_the_reserved_cpus() {
+    let mut doc = status_doc::status(SHAPE_16, "0,8", &[pod(1, "app", 4), job(2, 2)]);
+    let plain = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    assert!(!plain.contains("Pods' pool"), "{plain}");
+    doc.strict_reservation = Some(api::Strict::of(&doc.shared_pool, &doc.reserved));
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    let want = "Shared pool: 0,4-8,12-15 (10 CPUs, 2 of them reserved)\n\
+                Pods' pool:  4-7,12-15 (8 CPUs, none reserved: strict_reservation)\n";
+    assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    check_layout(&text, 100);
+    // Every other CPU exclusive: the pods keep the reserved CPUs.
+    let mut full = status_doc::status(SHAPE_16, "0,8", &[pod(1, "app", 14)]);
+    full.strict_reservation = Some(api::Strict::of(&full.shared_pool, &full.reserved));
+    let text = status::render(&full, Mode::Online, Style::OFF, NOW);
+    let want = "Pods' pool:  0,8 (2 CPUs, all reserved: strict_reservation has no other CPU left)";
+    assert!(text.contains(want), "missing {want:?} in:\n{text}");
+}
+
 #[test]
 fn status_at_256_cpus_has_a_row_per_l3_group_under_each_socket() {
     let mut asks = Vec::new();
@@ -491,6 +512,17 @@ mod describe {
             text.contains("Source:     the [[rule]] matching \"hpc.slice/job-*.scope\" (line 42"),
             "{text}"
         );
+        // strict_reservation: one waiting in a managed subtree waits in the
+        // pods' pool; one elsewhere (this rule's job) in the shared pool.
+        doc2.strict_reservation = Some(api::Strict::of(&doc2.shared_pool, &doc2.reserved));
+        let pods = doc2.strict_reservation.as_ref().unwrap().pool.clone();
+        let job = render(&doc2, &doc2.workloads[3], &[], 0, Style::OFF);
+        let shared = format!("pending in the shared pool ({})", doc2.shared_pool);
+        assert!(job.contains(&shared), "{job}");
+        doc2.config.managed = doc2.workloads[3].cgroups.clone();
+        let managed = render(&doc2, &doc2.workloads[3], &[], 0, Style::OFF);
+        let want = format!("pending in the shared pool ({pods})");
+        assert!(managed.contains(&want), "{managed}");
     }
 }
 

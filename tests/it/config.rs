@@ -48,6 +48,7 @@ fn shipped_file_sets_every_key_and_documents_the_rule_example() {
         "state_file",
         "socket",
         "reserved_cpus",
+        "strict_reservation",
         "reconcile_interval",
         "read_timeout",
         "watchdog_interval",
@@ -155,6 +156,7 @@ proc_root = "/tmp/proc"
 state_file = "/tmp/state.json"
 socket = "/tmp/pinctl.sock"
 reserved_cpus = "0-1,64"
+strict_reservation = true
 reconcile_interval = "500ms"
 read_timeout = "2m"
 dstate_threshold = "1h"
@@ -195,6 +197,7 @@ groups = ["hpc"]
         state_file: "/tmp/state.json".into(),
         socket: "/tmp/pinctl.sock".into(),
         reserved_cpus: Reserved::List(set("0-1,64")),
+        strict_reservation: true,
         reconcile_interval: Duration::from_millis(500),
         read_timeout: Duration::from_secs(120),
         dstate_threshold: Duration::from_secs(3600),
@@ -230,7 +233,7 @@ groups = ["hpc"]
     assert_eq!(rule.pattern, "hpc.slice/job-*.scope");
     assert_eq!(rule.cpus, 4);
     assert_eq!(rule.numa, [0, 1, 3]);
-    assert_eq!(rule.line, 32);
+    assert_eq!(rule.line, 33);
 
     let v2 = ok("hierarchy = \"v2\"\nspread_cores = true\nlog_level = \"trace\"\n");
     assert_eq!(v2.hierarchy, HierarchyMode::V2);

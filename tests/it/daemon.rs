@@ -1043,6 +1043,52 @@ fn reload_rule(version: Version, driver: Driver) {
     env.wait_cpus(&[SYSTEM], &online);
 }
 
+on_both_versions!(strict_reservation_on_off_on_by_reload => strict_reservation(Driver::Systemd));
+
+/// `strict_reservation`, turned on, off and on again by reloads (no
+/// restart): while it is on a Burstable container never gets a reserved
+/// CPU, and gets them back when it is off; `system.slice` keeps them all
+/// along, the Guaranteed pin never moves, and the status says which pool
+/// the pods get.
+fn strict_reservation(version: Version, driver: Driver) {
+    let mut env = Env::new(version, driver, Options::default());
+    let (_, b) = env.start_with_a_burstable_container();
+    let gpod = env.pod(Qos::Guaranteed, &uid(9));
+    let app = env.container(&gpod, 2, &Spec::limit(4));
+    let pin = env.wait_pinned(&app, 4);
+    let shared = set(ONLINE).difference(&pin);
+    env.wait_cpus(&[&b, SYSTEM], &shared);
+    let strict = Options {
+        keys: vec!["strict_reservation = true".into()],
+        ..Options::default()
+    };
+    let plain = Options::default();
+    for on in [true, false, true] {
+        env.write_config(if on { &strict } else { &plain });
+        env.reload();
+        let pods = if on {
+            shared.difference(&set(RESERVED))
+        } else {
+            shared.clone()
+        };
+        env.wait_cpus(&[&b], &pods);
+        env.wait_cpus(&[SYSTEM], &shared);
+        env.invariants(&[&[&app]], &[]);
+        assert_eq!(env.tree.effective(&app), pin, "the pin never moves");
+        let status = env.served().unwrap();
+        let want = on.then(|| pinctl::api::Strict {
+            pool: pods.clone(),
+            fallback: false,
+        });
+        assert_eq!(status.strict_reservation, want, "strict {on}");
+    }
+    assert!(
+        env.logs().contains("strict_reservation"),
+        "the reloads name the key:\n{}",
+        env.logs()
+    );
+}
+
 /// A rule at the top of the tree makes the whole tree a subtree; taking it
 /// out again by a reload leaves the daemon knowing what it knew before (not
 /// the whole tree, rescanned at every reconcile).

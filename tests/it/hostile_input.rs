@@ -114,6 +114,7 @@ const KEYS: &[&str] = &[
     "distribute_across_numa",
     "spread_cores",
     "align_memory",
+    "strict_reservation",
     "bundle_dirs",
     "log_level",
     "bogus",

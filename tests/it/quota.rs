@@ -62,13 +62,20 @@ impl Env {
     /// for a moment (no limit: the workload released), which the kernel's
     /// never is. Padded with blanks to the old text's length.
     fn set_quota(&self, rel: &str, cpus: u32) {
+        self.set_quota_text(rel, &(u64::from(cpus) * 100_000).to_string());
+    }
+
+    /// [`Self::set_quota`] of a quota in µs per 100 ms period.
+    fn set_quota_text(&self, rel: &str, quota: &str) {
         use std::io::Write as _;
-        let q = u64::from(cpus) * 100_000;
         let (path, text) = match self.tree.version() {
-            Version::V2 => (self.tree.dir(rel).join("cpu.max"), format!("{q} 100000")),
+            Version::V2 => (
+                self.tree.dir(rel).join("cpu.max"),
+                format!("{quota} 100000"),
+            ),
             Version::V1 => (
                 self.tree.cpu_dir(rel).join("cpu.cfs_quota_us"),
-                q.to_string(),
+                quota.to_string(),
             ),
         };
         let old = std::fs::read_to_string(&path).map_or(0, |t| t.len());
@@ -206,7 +213,10 @@ fn resized_and_restarted(version: Version) {
             .unwrap()
             .map(|v| String::from_utf8(v).unwrap())
     };
-    assert_eq!(baseline(&env), None, "never resized: nothing kept");
+    env.wait_for("the baseline kept on the cgroup", || match baseline(&env) {
+        Some(b) if b == base.to_string() => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
 
     // An upsize: the pod's limit first, then the container's.
     env.set_quota(&pod, 4);
@@ -255,6 +265,9 @@ fn resized_and_restarted(version: Version) {
         }
     });
     assert_eq!(env.tree.effective(&app), four, "kept its CPUs");
+    // (The lift of that limit done first: a write between the daemon's read
+    // and its lift would be lost, as it would on a real kernel.)
+    env.wait_quota(&app, unlimited(version));
     env.set_quota(&app, 3);
     env.set_quota(&pod, 3);
     let three = env.wait_pinned(&app, 3);
@@ -264,4 +277,13 @@ fn resized_and_restarted(version: Version) {
     );
     env.wait_quota(&app, unlimited(version));
     assert_eq!(env.kept(&app).as_deref(), Some("300000 100000"));
+    env.wait_quota(&pod, unlimited(version));
+    // Asking for no whole CPU (1.5): released, the baseline emptied.
+    env.set_quota_text(&app, "150000");
+    env.wait_for("the baseline emptied on release", || {
+        match baseline(&env).as_deref() {
+            Some("") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
 }

@@ -629,6 +629,7 @@ mod memory;
 mod resize;
 mod sequences;
 mod slurm;
+mod strict;
 
 /// While the shared pool is still growing back after a release, a new pin
 /// must not wait behind it: its writes are the plan's urgent prefix, and

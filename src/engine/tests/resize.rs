@@ -192,21 +192,26 @@ fn each_resize_is_told_once() {
     assert_eq!(e.take_resizes(), Vec::new(), "back to what it holds");
 }
 
-/// A resized workload owes its baseline on each of its cgroups; one never
-/// resized owes nothing; a kept one is not owed again.
+/// A pinned workload owes its baseline on each of its cgroups, once; a
+/// resize keeps it; a release empties it.
 #[test]
-fn a_resized_workload_owes_its_baseline_on_its_cgroups() {
+fn a_pinned_workload_keeps_its_baseline_on_its_cgroups() {
     let (mut e, two) = pinned(2);
-    assert_eq!(e.baselines_owed(), Vec::new(), "never resized");
-    add(&mut e, W, "0-15", want(4));
-    apply(&mut e);
-    assert_eq!(e.baselines_owed(), vec![(Rel::from(W), two.clone())]);
-    e.baseline_kept(W, two.clone());
+    assert_eq!(e.baselines_owed(), vec![(Rel::from(W), Some(two.clone()))]);
+    e.baseline_kept(W, Some(two.clone()));
     assert_eq!(e.baselines_owed(), Vec::new());
-    // Back to its baseline: the xattr stays right, nothing is owed.
-    add(&mut e, W, "0-15", want(2));
+    // Grown and back: the baseline stays what it was.
+    for n in [4, 2] {
+        add(&mut e, W, "0-15", want(n));
+        apply(&mut e);
+        e.baseline_kept(W, Some(two.clone()));
+        assert_eq!(e.baselines_owed(), Vec::new(), "{n}");
+    }
+    // Released: its xattr is emptied, once.
+    add(&mut e, W, "0-15", None);
     apply(&mut e);
-    e.baseline_kept(W, two.clone());
+    assert_eq!(e.baselines_owed(), vec![(Rel::from(W), None)]);
+    e.baseline_kept(W, None);
     assert_eq!(e.baselines_owed(), Vec::new());
 }
 

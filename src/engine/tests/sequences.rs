@@ -34,8 +34,12 @@ proptest! {
     fn invariants_hold_under_any_sequence(
         ops in proptest::collection::vec(op(), 1..40),
         v2 in any::<bool>(),
+        strict in any::<bool>(),
     ) {
         let mut e = if v2 { engine_v2() } else { engine() };
+        let mut s = e.settings().clone();
+        s.strict_reservation = strict;
+        e.set_settings(s);
         kube_tree(&mut e);
         e.end_startup();
         for op in ops {
@@ -119,6 +123,26 @@ proptest! {
                 }
             }
             prop_assert!(!e.shared_pool().is_empty(), "shared pool empty");
+            // strict_reservation: the managed subtree's cgroups on the
+            // shared pool keep off the reserved CPUs unless nothing else is
+            // left; system.slice keeps them.
+            let pods = e.strict().map(|s| s.pool);
+            prop_assert_eq!(pods.is_some(), strict);
+            let pool = e.shared_pool();
+            let pods = pods.unwrap_or_else(|| pool.clone());
+            prop_assert!(!pods.is_empty());
+            prop_assert!(!strict || pods.is_disjoint(e.reserved()) || pods == pool);
+            prop_assert_eq!(target(&e, "system.slice"), pool.clone());
+            for (rel, c) in &e.cgroups {
+                let waits = c.role == Role::Exclusive
+                    && c.member_of
+                        .get()
+                        .and_then(|k| e.workloads.get(k))
+                        .is_none_or(|w| w.cpus.is_none());
+                if rel.starts_with("kubepods/") && (c.role == Role::Shared || waits) {
+                    prop_assert_eq!(c.target.as_deref(), Some(&pods), "{}", rel);
+                }
+            }
             // A pod's annotation serves one container of the pod at a time.
             let mut holders = BTreeSet::new();
             for w in e.workloads().values() {
@@ -201,6 +225,8 @@ enum Event {
     Slurm(bool),
     /// The writes to this container fail until the next event.
     Fail(u8, u8),
+    /// A reload turns `strict_reservation` on or off.
+    Strict(bool),
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -218,6 +244,7 @@ fn event() -> impl Strategy<Value = Event> {
         1 => Just(Event::Online),
         1 => any::<bool>().prop_map(Event::Slurm),
         1 => (0u8..3, 0u8..3).prop_map(|(p, c)| Event::Fail(p, c)),
+        1 => any::<bool>().prop_map(Event::Strict),
     ]
 }
 
@@ -298,6 +325,11 @@ fn feed(e: &mut Engine, event: &Event) -> Option<String> {
         }
         Event::Slurm(false) => e.forget("system.slice/slurmstepd.scope"),
         Event::Fail(p, c) => return Some(container(p, c)),
+        Event::Strict(on) => {
+            let mut s = e.settings().clone();
+            s.strict_reservation = on;
+            e.set_settings(s);
+        }
     }
     None
 }
@@ -523,7 +555,7 @@ fn a_cgroup_joining_or_leaving_a_workload_is_saved() {
 /// The kernel's v1 rules for one write, on what the engine knows of the
 /// tree at the moment it is made: a child never gets a CPU its parent lacks
 /// (EACCES), a parent never drops a CPU a child still has (EBUSY).
-fn kernel_accepts(e: &Engine, w: &Write) -> Result<(), String> {
+pub(super) fn kernel_accepts(e: &Engine, w: &Write) -> Result<(), String> {
     if w.file != File::Cpus {
         return Ok(());
     }

@@ -131,6 +131,7 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
         online: topo.online().clone(),
         reserved,
         shared_pool: free,
+        strict_reservation: None,
         workloads,
         failing: Vec::new(),
         watchdog: api::Watchdog::default(),
