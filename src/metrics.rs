@@ -684,4 +684,82 @@ mod tests {
         ];
         assert_eq!(samples, want, "{text}");
     }
+
+    /// The alert rules and the dashboard (`packaging/fleet/`) name only
+    /// metrics the daemon serves, with their suffixes (`_total`, `_bucket`).
+    #[test]
+    fn the_fleet_files_name_only_metrics_the_daemon_serves() {
+        // A family shows in the text once it has a sample.
+        let m = Metrics::new();
+        let workload = WorkloadLabel {
+            workload: "w".into(),
+        };
+        let per_workload = [
+            &m.exclusive_cpus,
+            &m.numa_nodes,
+            &m.l3_groups,
+            &m.whole_cores,
+            &m.shared_cores,
+        ];
+        for family in per_workload {
+            family.get_or_create(&workload).set(1);
+        }
+        let boundary = BoundaryLabel {
+            boundary: "numa_node".into(),
+        };
+        m.aligned.get_or_create(&boundary).set(1);
+        m.split.get_or_create(&boundary).set(1);
+        let state = StateLabel {
+            state: "healthy".into(),
+        };
+        m.health.get_or_create(&state).set(1);
+        let cpu = CpuLabel {
+            cpu: "0".into(),
+            pool: "shared".into(),
+        };
+        m.cpu_pool.get_or_create(&cpu).set(1);
+        let result = ResultLabel {
+            result: "ok".into(),
+        };
+        for family in [&m.config_reloads, &m.systemd_told, &m.resizes] {
+            family.get_or_create(&result).inc();
+        }
+        let text = m.encode();
+        let mut served = std::collections::BTreeSet::new();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("# TYPE ") else {
+                continue;
+            };
+            let (name, kind) = rest.split_once(' ').unwrap();
+            served.insert(name.to_string());
+            match kind {
+                "counter" => {
+                    served.insert(format!("{name}_total"));
+                }
+                "histogram" => {
+                    for suffix in ["_bucket", "_sum", "_count"] {
+                        served.insert(format!("{name}{suffix}"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        for file in [
+            "packaging/fleet/alerts.yml",
+            "packaging/fleet/dashboard.json",
+        ] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+            let body = std::fs::read_to_string(&path).unwrap();
+            let mut named = 0;
+            for (at, _) in body.match_indices("pinctl_") {
+                let name: String = body[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(served.contains(&name), "{file} names {name}, not served");
+                named += 1;
+            }
+            assert!(named > 5, "{file} names {named} metrics");
+        }
+    }
 }

@@ -292,6 +292,54 @@ pub fn serve(
     )
 }
 
+/// Serves `/metrics` alone on a TCP listener (`metrics_listen`), for
+/// Prometheus, under the same limits as the socket. The status documents
+/// stay on the Unix socket, where its mode decides who may read them.
+pub fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    snapshot: watch::Receiver<Arc<Snapshot>>,
+    events: Arc<Events>,
+    metrics: Arc<Metrics>,
+    pool: IoPool,
+) -> tokio::task::JoinHandle<()> {
+    let app = App {
+        snapshot,
+        events,
+        metrics: metrics.clone(),
+        pool,
+    };
+    let router = Router::new()
+        .route("/metrics", get(metrics_text))
+        .with_state(app);
+    tokio::spawn(accept(
+        listener,
+        router,
+        metrics,
+        Limits::for_this_process(),
+    ))
+}
+
+/// A listener the accept loop serves: the status socket, or the metrics
+/// port.
+trait Listen: Send + 'static {
+    type Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static;
+    fn accept_one(&self) -> impl std::future::Future<Output = io::Result<Self::Stream>> + Send;
+}
+
+impl Listen for UnixListener {
+    type Stream = tokio::net::UnixStream;
+    async fn accept_one(&self) -> io::Result<Self::Stream> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
+impl Listen for tokio::net::TcpListener {
+    type Stream = tokio::net::TcpStream;
+    async fn accept_one(&self) -> io::Result<Self::Stream> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
 /// [`serve`] with the given limits (tests use short ones). Aborting the
 /// returned task closes every connection too.
 pub fn serve_with(
@@ -334,7 +382,7 @@ impl Drop for Open {
 
 /// The accept loop: each connection is served by a task of its own, in a
 /// `JoinSet` so that they end with this one.
-async fn accept(listener: UnixListener, router: Router, metrics: Arc<Metrics>, limits: Limits) {
+async fn accept(listener: impl Listen, router: Router, metrics: Arc<Metrics>, limits: Limits) {
     let places = Arc::new(Semaphore::new(limits.max_connections));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -342,8 +390,8 @@ async fn accept(listener: UnixListener, router: Router, metrics: Arc<Metrics>, l
     let mut connections = JoinSet::new();
     loop {
         let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+            accepted = listener.accept_one() => match accepted {
+                Ok(stream) => stream,
                 Err(e) => {
                     accept_failed(&e).await;
                     continue;

@@ -95,6 +95,9 @@ pub struct Config {
     /// The control socket the `pinctl` CLI talks to (absolute, at most 107
     /// bytes).
     pub socket: PathBuf,
+    /// A TCP address that serves `/metrics` alone, for Prometheus (which
+    /// cannot scrape a Unix socket); `None`: none (the default).
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// CPUs never handed out exclusively; they keep the shared pool non-empty.
     pub reserved_cpus: Reserved,
     /// The cgroups of the managed subtrees that run on the shared pool
@@ -527,6 +530,7 @@ impl Default for Config {
             proc_root: "/proc".into(),
             state_file: "/var/lib/pinctl/state.json".into(),
             socket: "/run/pinctl/pinctl.sock".into(),
+            metrics_listen: None,
             reserved_cpus: Reserved::List(CpuSet::from_range(0, 0)),
             strict_reservation: false,
             reconcile_interval: Duration::from_secs(10),
@@ -573,8 +577,8 @@ pub struct Reload {
 
 impl Config {
     /// The keys a running daemon keeps until it restarts: where the kernel's
-    /// files, the state and the socket are and which hierarchy is driven (its
-    /// I/O threads, watchers and socket were set up for them), the I/O
+    /// files, the state and the sockets are and which hierarchy is driven (its
+    /// I/O threads, watchers and sockets were set up for them), the I/O
     /// timeout, where bundles are found (a bundle once read is
     /// remembered), the bus to systemd (connected once) and `[run]` (its
     /// socket is bound once). In [`Config`]'s order.
@@ -584,6 +588,7 @@ impl Config {
         "proc_root",
         "state_file",
         "socket",
+        "metrics_listen",
         "read_timeout",
         "hierarchy",
         "bundle_dirs",
@@ -620,6 +625,7 @@ impl Config {
             proc_root,
             state_file,
             socket,
+            metrics_listen,
             reserved_cpus,
             strict_reservation,
             reconcile_interval,
@@ -653,6 +659,7 @@ impl Config {
         compare!(proc_root);
         compare!(state_file);
         compare!(socket);
+        compare!(metrics_listen);
         compare!(reserved_cpus);
         compare!(strict_reservation);
         compare!(reconcile_interval);

@@ -24,6 +24,7 @@ pub(super) struct RawConfig {
     pub(super) proc_root: Option<Spanned<String>>,
     pub(super) state_file: Option<Spanned<String>>,
     pub(super) socket: Option<Spanned<String>>,
+    pub(super) metrics_listen: Option<Spanned<String>>,
     pub(super) reserved_cpus: Option<Spanned<RawReserved>>,
     pub(super) strict_reservation: Option<bool>,
     pub(super) reconcile_interval: Option<Spanned<String>>,

@@ -152,6 +152,9 @@ impl Validator<'_> {
             Some(s) => errors.keep(self.socket(&s, "socket")).unwrap_or(d.socket),
             None => d.socket,
         };
+        let metrics_listen = raw
+            .metrics_listen
+            .and_then(|a| errors.keep(self.listen_address(&a, "metrics_listen")));
         let reserved_cpus = match raw.reserved_cpus {
             Some(r) => errors.keep(self.reserved(&r)).unwrap_or(d.reserved_cpus),
             None => d.reserved_cpus,
@@ -237,6 +240,7 @@ impl Validator<'_> {
             proc_root,
             state_file,
             socket,
+            metrics_listen,
             reserved_cpus,
             strict_reservation: raw.strict_reservation.unwrap_or(d.strict_reservation),
             reconcile_interval,
@@ -378,6 +382,23 @@ impl Validator<'_> {
             ));
         }
         Ok(path)
+    }
+
+    fn listen_address(
+        &self,
+        raw: &Spanned<String>,
+        key: &str,
+    ) -> Result<std::net::SocketAddr, ConfigError> {
+        raw.get_ref().parse().map_err(|_| {
+            self.error(
+                &raw.span(),
+                key,
+                format!(
+                    "invalid address {:?}: expected IP:PORT, such as 127.0.0.1:9561 or [::1]:9561",
+                    raw.get_ref()
+                ),
+            )
+        })
     }
 
     fn reserved(&self, raw: &Spanned<RawReserved>) -> Result<Reserved, ConfigError> {

@@ -361,6 +361,22 @@ impl Daemon {
             self.socket.metrics.clone(),
             self.pool.clone(),
         );
+        let metrics_port = match self.cfg.metrics_listen {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot serve metrics on {addr} (metrics_listen)"))?;
+                info!(address = %addr, "serving /metrics");
+                Some(server::serve_metrics(
+                    listener,
+                    self.socket.snapshot.subscribe(),
+                    self.socket.events.clone(),
+                    self.socket.metrics.clone(),
+                    self.pool.clone(),
+                ))
+            }
+            None => None,
+        };
         self.ping_every = notify::watchdog_period();
         // Required paths first: a repaired kubepods tree is then scanned too.
         let found = checks::gather(self.check_input(true)).await;
@@ -423,6 +439,9 @@ impl Daemon {
         // before the daemon goes.
         self.drain().await;
         server.abort();
+        if let Some(port) = metrics_port {
+            port.abort();
+        }
         self.door.close();
         let _ = std::fs::remove_file(&self.cfg.socket);
         self.finish_irqs().await;

@@ -155,6 +155,7 @@ sysfs_root = "/tmp/sys"
 proc_root = "/tmp/proc"
 state_file = "/tmp/state.json"
 socket = "/tmp/pinctl.sock"
+metrics_listen = "127.0.0.1:9561"
 reserved_cpus = "0-1,64"
 strict_reservation = true
 reconcile_interval = "500ms"
@@ -196,6 +197,7 @@ groups = ["hpc"]
         proc_root: "/tmp/proc".into(),
         state_file: "/tmp/state.json".into(),
         socket: "/tmp/pinctl.sock".into(),
+        metrics_listen: Some("127.0.0.1:9561".parse().unwrap()),
         reserved_cpus: Reserved::List(set("0-1,64")),
         strict_reservation: true,
         reconcile_interval: Duration::from_millis(500),
@@ -233,7 +235,7 @@ groups = ["hpc"]
     assert_eq!(rule.pattern, "hpc.slice/job-*.scope");
     assert_eq!(rule.cpus, 4);
     assert_eq!(rule.numa, [0, 1, 3]);
-    assert_eq!(rule.line, 33);
+    assert_eq!(rule.line, 34);
 
     let v2 = ok("hierarchy = \"v2\"\nspread_cores = true\nlog_level = \"trace\"\n");
     assert_eq!(v2.hierarchy, HierarchyMode::V2);
@@ -292,6 +294,15 @@ fn invalid_cpu_list_names_file_line_column_and_key() {
     assert_eq!(
         err(text),
         "/etc/pinctl/pinctld.toml:7:17: reserved_cpus: invalid CPU list \"0-\": \"\" is not a CPU number"
+    );
+}
+
+#[test]
+fn a_bad_metrics_address_names_file_line_column_and_key() {
+    assert_eq!(
+        err("\nmetrics_listen = \"localhost:9561\"\n"),
+        "/etc/pinctl/pinctld.toml:2:18: metrics_listen: invalid address \"localhost:9561\": \
+         expected IP:PORT, such as 127.0.0.1:9561 or [::1]:9561"
     );
 }
 
@@ -1046,6 +1057,7 @@ fn every_restart_key_is_a_key_and_none_is_applied() {
     file.proc_root = "/x/proc".into();
     file.state_file = "/x/state.json".into();
     file.socket = "/x/s.sock".into();
+    file.metrics_listen = Some("[::1]:9561".parse().unwrap());
     file.hierarchy = HierarchyMode::V1;
     file.read_timeout = Duration::from_secs(1);
     file.bundle_dirs = vec!["/x/bundles".into()];

@@ -542,6 +542,46 @@ fn every_command_over_the_socket_v1_cgroupfs_then_a_clean_stop() {
 
 /// `events --follow` waits for a daemon that went away and follows the new
 /// one from its first event (its numbers start again at 1).
+/// `metrics_listen`: the metrics on a TCP port for Prometheus, and nothing
+/// else there (the status documents stay behind the socket's mode).
+#[test]
+fn metrics_listen_serves_the_metrics_alone_over_tcp() {
+    // A free port, released for the daemon (another process taking it in
+    // between fails the daemon's start, loudly).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let opts = Options {
+        keys: vec![format!("metrics_listen = \"127.0.0.1:{port}\"")],
+        ..Options::default()
+    };
+    let mut w = World::new("pinctl-metrics", Version::V2, Driver::Systemd, &opts);
+    w.start();
+    let get = |path: &str| {
+        use std::io::{Read as _, Write as _};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: pinctl\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    };
+    let metrics = get("/metrics");
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(
+        metrics.contains("pinctl_health{state=\"healthy\"} 1"),
+        "{metrics}"
+    );
+    let status = get("/v1/status");
+    assert!(status.starts_with("HTTP/1.1 404"), "{status}");
+    w.stop();
+}
+
 #[test]
 fn events_follow_survives_a_daemon_restart() {
     let mut w = Env::new(Version::V2, Driver::Systemd);
