@@ -196,8 +196,8 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub connect: Connect,
     /// Print the status document as JSON, as pinctld serves it on
-    /// /v1/status (its fields are described in the README,
-    /// /usr/share/doc/pinctl/README.md; their version is the field schema).
+    /// /v1/status (its fields are described in
+    /// /usr/share/doc/pinctl/cli.md; their version is the field schema).
     #[arg(long)]
     pub json: bool,
     /// Do not ask the daemon: build the status from its state file, the live

@@ -685,10 +685,9 @@ mod tests {
         assert_eq!(samples, want, "{text}");
     }
 
-    /// The alert rules and the dashboard (`packaging/fleet/`) name only
-    /// metrics the daemon serves, with their suffixes (`_total`, `_bucket`).
-    #[test]
-    fn the_fleet_files_name_only_metrics_the_daemon_serves() {
+    /// Every series name the daemon serves, with the suffixes Prometheus
+    /// sees (`_total`, `_bucket`, `_sum`, `_count`).
+    fn served_names() -> std::collections::BTreeSet<String> {
         // A family shows in the text once it has a sample.
         let m = Metrics::new();
         let workload = WorkloadLabel {
@@ -724,42 +723,87 @@ mod tests {
         for family in [&m.config_reloads, &m.systemd_told, &m.resizes] {
             family.get_or_create(&result).inc();
         }
-        let text = m.encode();
         let mut served = std::collections::BTreeSet::new();
-        for line in text.lines() {
+        for line in m.encode().lines() {
             let Some(rest) = line.strip_prefix("# TYPE ") else {
                 continue;
             };
             let (name, kind) = rest.split_once(' ').unwrap();
-            served.insert(name.to_string());
             match kind {
                 "counter" => {
                     served.insert(format!("{name}_total"));
                 }
                 "histogram" => {
+                    served.insert(name.to_string());
                     for suffix in ["_bucket", "_sum", "_count"] {
                         served.insert(format!("{name}{suffix}"));
                     }
                 }
-                _ => {}
+                _ => {
+                    served.insert(name.to_string());
+                }
             }
         }
+        served
+    }
+
+    /// The `pinctl_*` names in a file of the repository.
+    fn named_in(file: &str) -> Vec<String> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        let body = std::fs::read_to_string(&path).unwrap();
+        body.match_indices("pinctl_")
+            .map(|(at, _)| {
+                body[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The docs' metrics page lists every metric, each as it is served.
+    #[test]
+    fn the_metrics_page_lists_every_metric() {
+        let served = served_names();
+        let listed: std::collections::BTreeSet<String> =
+            named_in("docs/src/metrics.md").into_iter().collect();
+        let suffixes = ["_bucket", "_sum", "_count"];
+        for name in &served {
+            let series_of_a_histogram = suffixes
+                .iter()
+                .any(|s| name.strip_suffix(s).is_some_and(|b| served.contains(b)));
+            assert!(
+                series_of_a_histogram || listed.contains(name),
+                "docs/src/metrics.md lacks {name}"
+            );
+        }
+        for name in &listed {
+            assert!(
+                served.contains(name),
+                "docs/src/metrics.md names {name}, not served"
+            );
+        }
+    }
+
+    /// The alert rules and the dashboard (`packaging/fleet/`) name only
+    /// metrics the daemon serves; the dashboard is JSON.
+    #[test]
+    fn the_fleet_files_name_only_metrics_the_daemon_serves() {
+        let served = served_names();
         for file in [
             "packaging/fleet/alerts.yml",
             "packaging/fleet/dashboard.json",
         ] {
-            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
-            let body = std::fs::read_to_string(&path).unwrap();
-            let mut named = 0;
-            for (at, _) in body.match_indices("pinctl_") {
-                let name: String = body[at..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                assert!(served.contains(&name), "{file} names {name}, not served");
-                named += 1;
+            let named = named_in(file);
+            for name in &named {
+                assert!(served.contains(name), "{file} names {name}, not served");
             }
-            assert!(named > 5, "{file} names {named} metrics");
+            assert!(named.len() > 5, "{file} names {} metrics", named.len());
         }
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/fleet/dashboard.json");
+        let dashboard: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert!(dashboard["panels"].as_array().is_some_and(|p| p.len() > 5));
     }
 }

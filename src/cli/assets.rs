@@ -155,7 +155,7 @@ fn render_man(cmd: &Command, section: &str, date: &str, extras: &[Section]) -> R
     Ok(page)
 }
 
-/// The exit codes, the same for every command (README "Exit codes").
+/// The exit codes, the same for every command (docs/src/cli.md "Exit codes").
 fn exit_status(success: &str, failure: &str) -> Section {
     Section {
         heading: "EXIT STATUS",

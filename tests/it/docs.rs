@@ -1,0 +1,199 @@
+//! The words kept true: every link in the README, ARCHITECTURE.md and the
+//! book (`docs/`) resolves, to a file and to a heading; the book's summary
+//! lists every page; the configuration page lists every key the shipped
+//! file has, and no other. The metrics page is kept by `metrics.rs`'s tests.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// The book's pages.
+fn pages() -> Vec<PathBuf> {
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(repo("docs/src"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    pages.sort();
+    pages
+}
+
+/// A markdown text without its fenced code blocks and inline code.
+fn prose(text: &str) -> String {
+    let mut out = String::new();
+    let mut fence = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+            continue;
+        }
+        if !fence {
+            let mut code = false;
+            for c in line.chars() {
+                if c == '`' {
+                    code = !code;
+                } else if !code {
+                    out.push(c);
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The anchors of a markdown file's headings, as mdBook and GitHub make
+/// them: lower case, punctuation dropped, spaces as dashes.
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut fence = false;
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+        }
+        if fence || !line.starts_with('#') {
+            continue;
+        }
+        let title = line.trim_start_matches('#').trim();
+        let slug: String = title
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect();
+        out.insert(slug);
+    }
+    out
+}
+
+/// The targets of a markdown text's inline links, `[text](target)`.
+fn links(text: &str) -> Vec<String> {
+    let text = prose(text);
+    let mut out = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("](") {
+        rest = &rest[at + 2..];
+        if let Some(end) = rest.find(')') {
+            out.push(rest[..end].to_string());
+            rest = &rest[end..];
+        }
+    }
+    out
+}
+
+#[test]
+fn every_link_resolves_to_a_file_and_a_heading() {
+    let mut files = vec![repo("README.md"), repo("ARCHITECTURE.md")];
+    files.extend(pages());
+    let mut checked = 0;
+    for file in &files {
+        let text = read(file);
+        for target in links(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let dest = if path.is_empty() {
+                file.clone()
+            } else {
+                file.parent().unwrap().join(path)
+            };
+            assert!(
+                dest.exists(),
+                "{}: link to {target}: no {}",
+                file.display(),
+                dest.display()
+            );
+            if !anchor.is_empty() {
+                assert!(
+                    anchors(&read(&dest)).contains(anchor),
+                    "{}: link to {target}: no heading #{anchor} in {}",
+                    file.display(),
+                    dest.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "only {checked} links found");
+}
+
+#[test]
+fn the_summary_lists_every_page_once() {
+    let summary = read(&repo("docs/src/SUMMARY.md"));
+    let listed: Vec<String> = links(&summary);
+    let unique: BTreeSet<&String> = listed.iter().collect();
+    assert_eq!(
+        unique.len(),
+        listed.len(),
+        "a page listed twice: {listed:?}"
+    );
+    for page in pages() {
+        let name = page.file_name().unwrap().to_string_lossy().into_owned();
+        if name != "SUMMARY.md" {
+            assert!(listed.contains(&name), "SUMMARY.md does not list {name}");
+        }
+    }
+}
+
+/// The keys of the shipped configuration file: `key = ...` lines, a
+/// commented `# key = ...` one right under a comment (an optional key shown
+/// off), and a table's keys as `table.key`.
+fn shipped_keys() -> BTreeSet<String> {
+    let text = read(&repo("etc/pinctl/pinctld.toml"));
+    let mut keys = BTreeSet::new();
+    let mut table = String::new();
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            table = format!("{name}.");
+            continue;
+        }
+        let line = line.strip_prefix("# ").unwrap_or(line);
+        let Some((key, _)) = line.split_once(" = ") else {
+            continue;
+        };
+        if !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+            keys.insert(format!("{table}{key}"));
+        }
+    }
+    keys
+}
+
+#[test]
+fn the_configuration_page_lists_every_shipped_key() {
+    let page = read(&repo("docs/src/configuration.md"));
+    let documented: BTreeSet<String> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split_once('`'))
+        .map(|(key, _)| key.to_string())
+        .collect();
+    // The rule's keys are shown commented in the shipped file, under
+    // `[[rule]]`, and in a table of their own on the page.
+    let rule = ["match", "cpus", "numa"];
+    let shipped: BTreeSet<String> = shipped_keys()
+        .into_iter()
+        .filter(|k| !rule.contains(&k.as_str()))
+        .collect();
+    for key in &shipped {
+        assert!(
+            documented.contains(key),
+            "docs/src/configuration.md lacks `{key}`"
+        );
+    }
+    for key in documented.iter().filter(|k| !rule.contains(&k.as_str())) {
+        assert!(
+            shipped.contains(key),
+            "docs/src/configuration.md has `{key}`, the shipped file does not"
+        );
+    }
+}
