@@ -5,7 +5,8 @@
 //! its groups from `/proc/<pid>/status` (through the I/O threads), one
 //! JSON line of [`run::Ask`]. The ask goes to the event loop
 //! ([`super::Event::Run`]), which decides ([`run::Policy`], the engine's
-//! room), makes the run's cgroup `<slice>/<name>` with the xattr
+//! room), makes the run's cgroup `<slice>/run-<name>.scope` ([`run::unit`]:
+//! under systemd a transient scope, else the daemon's mkdir) with the xattr
 //! `user.pinctl.cpus`, reads it as it reads any new cgroup (so it is
 //! pinned by the one pipeline: plan, write, verify, state), then moves the
 //! peer's own pid in and answers. The daemon moves no pid but the peer's.
