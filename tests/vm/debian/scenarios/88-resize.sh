@@ -8,12 +8,13 @@
 # UpdateContainerResources (containerd runs `runc update`): on a grow the
 # pod's limit first, then the container's; on a shrink the other way round.
 #
-# Per driver: 2 → 4 gives a superset of the 2 it had, and the shared pool (a
-# Burstable container; on v2 system.slice too) loses the 2 new CPUs; 4 → 3
-# keeps a subset that holds the 2 first given, and the pool widens; → 1,
-# below those 2, is refused: the set stays, `pinctl status` lists it under
-# "Resizes pending" and `pinctl describe` has a Resize: line; → 2 is the
-# first 2 again; with the node filled by another pin, 2 → 4 does not fit:
+# Per driver, beside a neighbour pinned on 1 CPU: 2 → 4 gives a superset
+# of the 2 it had, and the shared pool (a Burstable container; on v2
+# system.slice too) loses the 2 new CPUs; 4 → 3 keeps a subset that holds
+# the 2 first given, and the pool widens; → 1, below those 2, is refused:
+# the set stays, `pinctl status` lists it under "Resizes pending" and
+# `pinctl describe` has a Resize: line, before and after a restart of the
+# daemon; → 2 is the first 2 again; with the node filled by another pin, 2 → 4 does not fit:
 # the set stays, shown pending, and it grows once the other pin is gone;
 # then `runc update --cpu-quota` on the running container (runc's root as
 # containerd uses it) grows it to 5; on the systemd driver runc sets
@@ -23,7 +24,8 @@
 # new one, on the container and on its pod. During every resize the
 # container's process affinity is read every 10 ms: it never loses one of
 # its first 2 CPUs, is never on another workload's exclusive CPUs, and
-# never holds a CPU outside its sets before and after.
+# never holds a CPU outside its sets before and after. The teardown gives
+# the CPUs back and leaves the neighbour where it was.
 . /vm/debian/cri/cri.sh
 RUNC_ROOT=/run/containerd/runc/k8s.io
 # The exclusive CPUs of the earlier scenarios (none when only install ran).
@@ -143,6 +145,13 @@ resize_round() {
     check "$T-limit-2" "the kubelet's pod limit" pod_limit 2
     quota_ok "$T-quota-2" "$GCG" 2
     quota_ok "$T-pod-quota-2" "$GPOD" 2
+    # A neighbour pinned beside it (a Guaranteed container of 1 CPU, made
+    # by hand as in scenario pin), whose CPU no resize may take.
+    [ -d "$CS/kubepods" ] || mkcg kubepods
+    container cgroupfs guaranteed $((BASE + 4)) 1; NB=$APP; NBPOD=$POD
+    pin "$T-neighbour" "$NB" 1
+    _outer=$OTHERS
+    [ "$(cl count "$GOT")" = 1 ] && OTHERS=$(cl union "$OTHERS" "$GOT")
     pool_ok "$T-pool-2" "$B"
 
     # 2 → 4: a superset; the pool loses the 2 new CPUs.
@@ -177,6 +186,11 @@ resize_round() {
     pending_ok "$T-below-pending" 1
     check "$T-below-describe" "pinctl describe $GID" described 1
     expect_stays "$T-below-stays" "$S3" eff "$GCG" 2
+    # A restart while it waits: the set stays and the resize is still
+    # pending (the first 2 come from the state file).
+    check "$T-restart" "systemctl restart pinctld" systemctl restart pinctld.service
+    pending_ok "$T-restart-pending" 1
+    expect_stays "$T-restart-stays" "$S3" eff "$GCG" 1
     watch_stop "$T-below-affinity" below "$S3"
     quota_ok "$T-quota-1" "$GCG" 1
     # → 2: the first 2 again, nothing pending.
@@ -188,50 +202,55 @@ resize_round() {
     # 2 → 4 on a full node: another pin takes every free CPU but one.
     _free=$(cl count "$(cl minus "$(cl minus "$(online)" "$(cl union "$OTHERS" "$B")")" 0)")
     FILL=$((_free - 1))
-    [ "$FILL" -ge 1 ] || { note "$_free CPU(s) free: no room for another pin, the rest is not tried"; return 0; }
-    [ -d "$CS/kubepods" ] || mkcg kubepods
-    container cgroupfs guaranteed $((BASE + 5)) "$FILL"; FI=$APP; FIPOD=$POD
-    pin "$T-filler" "$FI" "$FILL"; F=$GOT
-    watch_start full "$B" "$(cl union "$OTHERS" "$F")"
-    check "$T-resize-4-full" "UpdateContainerResources, $FILL of $_free free CPUs taken" resize 2 4 cri
-    pending_ok "$T-full-pending" 4
-    check "$T-full-describe" "pinctl describe $GID" described 4
-    expect_stays "$T-full-stays" "$B" eff "$GCG" 2
-    watch_stop "$T-full-affinity" full "$B"
-    quota_ok "$T-full-quota" "$GCG" 4
-    # The other pin goes: it grows.
-    watch_start freed "$B" "$OTHERS"
-    rmcg "$FIPOD"
-    pin "$T-freed-grown-4" "$GCG" 4; S4=$GOT
-    watch_stop "$T-freed-affinity" freed "$(cl union "$B" "$S4")"
-    check "$T-freed-superset" "the 4 hold the first 2" superset "$S4" "$B"
-    check "$T-freed-not-pending" "no resize pending" not_pending
-    pool_ok "$T-pool-freed" "$S4"
+    if [ "$FILL" -lt 1 ]; then
+        note "$_free CPU(s) free: no room for another pin; the full node and runc update are not tried"
+    else
+        container cgroupfs guaranteed $((BASE + 5)) "$FILL"; FI=$APP; FIPOD=$POD
+        pin "$T-filler" "$FI" "$FILL"; F=$GOT
+        watch_start full "$B" "$(cl union "$OTHERS" "$F")"
+        check "$T-resize-4-full" "UpdateContainerResources, $FILL of $_free free CPUs taken" resize 2 4 cri
+        pending_ok "$T-full-pending" 4
+        check "$T-full-describe" "pinctl describe $GID" described 4
+        expect_stays "$T-full-stays" "$B" eff "$GCG" 2
+        watch_stop "$T-full-affinity" full "$B"
+        quota_ok "$T-full-quota" "$GCG" 4
+        # The other pin goes: it grows.
+        watch_start freed "$B" "$OTHERS"
+        rmcg "$FIPOD"
+        pin "$T-freed-grown-4" "$GCG" 4; S4=$GOT
+        watch_stop "$T-freed-affinity" freed "$(cl union "$B" "$S4")"
+        check "$T-freed-superset" "the 4 hold the first 2" superset "$S4" "$B"
+        check "$T-freed-not-pending" "no resize pending" not_pending
+        pool_ok "$T-pool-freed" "$S4"
 
-    # runc update on the running container, as containerd's shim runs it.
-    watch_start runc "$B" "$OTHERS"
-    check "$T-runc-5" "runc --root $RUNC_ROOT update --cpu-quota 500000 (pod's limit first)" resize 4 5 runc
-    pin "$T-runc-grown-5" "$GCG" 5; S5=$GOT
-    watch_stop "$T-runc-affinity" runc "$(cl union "$S4" "$S5")"
-    check "$T-runc-superset" "the 5 hold the 4" superset "$S5" "$S4"
-    quota_ok "$T-runc-quota-5" "$GCG" 5
-    pool_ok "$T-pool-5" "$S5"
-    if [ "$DRV" = systemd ]; then
-        check "$T-scope-cpuquota-5" "runc update set CPUQuota= on the scope through systemd" _scope_quota 5s
-        # systemd writes the scope's and the slice's quotas back.
-        watch_start reload "$S5" "$OTHERS"
-        systemctl daemon-reload
-        quota_ok "$T-reload-quota" "$GCG" 5
-        quota_ok "$T-reload-pod-quota" "$GPOD" 5
-        expect_stays "$T-reload-stays" "$S5" eff "$GCG" 2
-        watch_stop "$T-reload-affinity" reload "$S5"
+        # runc update on the running container, as containerd's shim runs it.
+        watch_start runc "$B" "$OTHERS"
+        check "$T-runc-5" "runc --root $RUNC_ROOT update --cpu-quota 500000 (pod's limit first)" resize 4 5 runc
+        pin "$T-runc-grown-5" "$GCG" 5; S5=$GOT
+        watch_stop "$T-runc-affinity" runc "$(cl union "$S4" "$S5")"
+        check "$T-runc-superset" "the 5 hold the 4" superset "$S5" "$S4"
+        quota_ok "$T-runc-quota-5" "$GCG" 5
+        pool_ok "$T-pool-5" "$S5"
+        if [ "$DRV" = systemd ]; then
+            check "$T-scope-cpuquota-5" "runc update set CPUQuota= on the scope through systemd" _scope_quota 5s
+            # systemd writes the scope's and the slice's quotas back.
+            watch_start reload "$S5" "$OTHERS"
+            systemctl daemon-reload
+            quota_ok "$T-reload-quota" "$GCG" 5
+            quota_ok "$T-reload-pod-quota" "$GPOD" 5
+            expect_stays "$T-reload-stays" "$S5" eff "$GCG" 2
+            watch_stop "$T-reload-affinity" reload "$S5"
+        fi
     fi
 
     # Teardown: the Guaranteed pod's CPUs come back to the pool.
     _rm() { $CRI rm-pod --timeout 0 "$@" >/run/cri-rm.out 2>&1 || { tail -n 2 /run/cri-rm.out | tr '\n' ' '; return 1; }; tr '\n' ';' </run/cri-rm.out; }
     check "$T-teardown" "the Guaranteed pod removed" _rm "$(pod_id rgu sandbox)"
     pool_ok "$T-released" ""
+    expect "$T-neighbour-kept" "$(cl minus "$OTHERS" "$_outer")" eff "$NB"
     check "$T-teardown-burstable" "the Burstable pod removed" _rm "$(pod_id rbu sandbox)"
+    rmcg "$NBPOD"
+    OTHERS=$_outer
 }
 
 BASE=70
