@@ -10,7 +10,7 @@ filesystem's protoc), so that no stub generator is needed.
                    [--driver systemd|cgroupfs] [--cpus N] [--annotation K=V]...
                    --container NAME[:CPUS]...
     cri.py rm-pod SANDBOX_ID
-    cri.py update CONTAINER_ID --cpus N [--qos guaranteed|burstable|besteffort]
+    cri.py update CONTAINER_ID --cpus N(.N) [--qos guaranteed|burstable|besteffort]
     cri.py pid SANDBOX_OR_CONTAINER_ID
     cri.py sample --every S --for S --ready FILE PATH=ALLOWED...
 
@@ -125,14 +125,14 @@ def resources(pb, qos, cpus):
     shares from the request, quota from the limit, period 100 ms)."""
     r = pb.LinuxContainerResources(cpu_period=100000, oom_score_adj=1000 if qos == "besteffort" else 0)
     if qos == "guaranteed":
-        r.cpu_shares = cpus * 1024
-        r.cpu_quota = cpus * 100000
+        r.cpu_shares = int(cpus * 1024)
+        r.cpu_quota = int(cpus * 100000)
         r.memory_limit_in_bytes = MEMORY
         r.oom_score_adj = -997
     elif qos == "burstable":
         r.cpu_shares = 102  # 100m
         if cpus:
-            r.cpu_quota = cpus * 100000
+            r.cpu_quota = int(cpus * 100000)
         r.oom_score_adj = 999
     else:
         r.cpu_shares = 2
@@ -230,7 +230,7 @@ def update(a):
     pb = c.pb
     request = pb.UpdateContainerResourcesRequest(container_id=a.id, linux=resources(pb, a.qos, a.cpus))
     c.call("UpdateContainerResources", request, "UpdateContainerResourcesResponse")
-    print("updated %s to %d CPU(s)" % (a.id, a.cpus), flush=True)
+    print("updated %s to %g CPU(s)" % (a.id, a.cpus), flush=True)
 
 
 def affinity(a):
@@ -424,7 +424,7 @@ def main():
     s.set_defaults(func=rm_pod)
     s = sub.add_parser("update")
     s.add_argument("id")
-    s.add_argument("--cpus", type=int, required=True)
+    s.add_argument("--cpus", type=float, required=True)
     s.add_argument("--qos", choices=["guaranteed", "burstable", "besteffort"], default="guaranteed")
     s.set_defaults(func=update)
     s = sub.add_parser("affinity")

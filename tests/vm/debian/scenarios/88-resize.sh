@@ -19,7 +19,9 @@
 # then `runc update --cpu-quota` on the running container (runc's root as
 # containerd uses it) grows it to 5; on the systemd driver runc sets
 # CPUQuota= on the container's scope through systemd, and a daemon-reload
-# (systemd writes that quota back) changes nothing. After each resize the
+# (systemd writes that quota back) changes nothing; 5 → 2.5, no whole
+# number, lets it go to the shared pool with the kubelet's quota kept as
+# written (not the one kept when it was lifted). After each resize the
 # quota reads unlimited again and the limit kept (user.pinctl.quota) is the
 # new one, on the container and on its pod. During every resize the
 # container's process affinity is read every 10 ms: it never loses one of
@@ -105,6 +107,21 @@ quota_ok() {
     fi
 }
 
+# quota_stays NAME REL Q: REL's quota reads Q, the limit kept is emptied,
+# and the quota still reads Q 2 s later.
+_limited_is() {
+    if [ "$HIER" = v1 ]; then _q=$(cat "$CPU/$1/cpu.cfs_quota_us" 2>&1); else _q=$(cut -d' ' -f1 "$CPU/$1/cpu.max" 2>&1); fi
+    _k=$(vm-helper getxattr "$CS/$1" user.pinctl.quota 2>&1)
+    [ "$_q" = "$2" ] && [ -z "$_k" ]
+}
+quota_stays() {
+    if wait_for "$WAIT" _limited_is "$2" "$3" && sleep 2 && _limited_is "$2" "$3"; then
+        pass "$1" "quota of $2 stays $_q, nothing kept"
+    else
+        fail "$1" "quota of $2: expected $3 to stay, nothing kept; got '$_q', kept '$_k'"
+    fi
+}
+
 # pending N: `pinctl status` lists the container under "Resizes pending",
 # wanting N; not_pending: it lists no resize.
 _section() { pinctl status 2>&1 | awk '/^Resizes pending/ { on = 1 } on && /^$/ { exit } on'; }
@@ -126,7 +143,7 @@ superset() { [ -z "$(cl minus "$2" "$1")" ] || { echo "$1 lacks $(cl minus "$2" 
 subset() { superset "$2" "$1"; }
 
 resize_round() {
-    DRV=$1; T=$1
+    DRV=$1; T=$1; S5=""
     ctd_config "$DRV"
     check "$T-containerd" "containerd with runc's $DRV driver" _ctd_restart
     command ctr -n k8s.io images ls -q 2>/dev/null | grep -qx "$IMAGE" ||
@@ -241,6 +258,26 @@ resize_round() {
             expect_stays "$T-reload-stays" "$S5" eff "$GCG" 2
             watch_stop "$T-reload-affinity" reload "$S5"
         fi
+    fi
+
+    # 5 → 2.5: no whole number of CPUs, so the kubelet rule lets it go;
+    # the quotas the kubelet wrote (container first, then pod) stay.
+    if [ -n "${S5:-}" ]; then
+        _fraction() {
+            $CRI update "$GID" --cpus 2.5 2>&1 || return 1
+            if [ "$DRV" = systemd ]; then
+                systemctl set-property --runtime "$(basename "$GPOD")" CPUQuota=250% 2>&1
+            elif [ "$HIER" = v1 ]; then
+                echo 250000 >"$CPU/$GPOD/cpu.cfs_quota_us"
+            else
+                echo "250000 100000" >"$CPU/$GPOD/cpu.max"
+            fi
+        }
+        check "$T-resize-2.5" "UpdateContainerResources to 2.5 CPUs, then the pod's limit" _fraction
+        pool_ok "$T-fraction-released" ""
+        expect "$T-fraction-process" "$(cl minus "$(online)" "$OTHERS")" allowed "$GP"
+        quota_stays "$T-fraction-quota" "$GCG" 250000
+        quota_stays "$T-fraction-pod-quota" "$GPOD" 250000
     fi
 
     # Teardown: the Guaranteed pod's CPUs come back to the pool.
