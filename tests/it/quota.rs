@@ -40,17 +40,7 @@ impl Env {
     }
 
     fn set_quota(&self, rel: &str, cpus: u32) {
-        let q = u64::from(cpus) * 100_000;
-        match self.tree.version() {
-            Version::V2 => self
-                .tree
-                .write_file(rel, "cpu.max", &format!("{q} 100000\n")),
-            Version::V1 => std::fs::write(
-                self.tree.cpu_dir(rel).join("cpu.cfs_quota_us"),
-                format!("{q}\n"),
-            )
-            .unwrap(),
-        }
+        self.set_raw_quota(rel, u64::from(cpus) * 100_000);
     }
 
     /// A quota of `quota` µs per 100 ms period (any value, not only whole

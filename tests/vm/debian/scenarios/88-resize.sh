@@ -92,11 +92,16 @@ watch_stop() {
     check "$1" "affinity never lost a first CPU, never on another's, within $3" _within "$2" "$3"
 }
 
+# _read_quota REL: REL's quota (_q: max or -1 when unlimited) and the limit
+# the daemon kept (_k: user.pinctl.quota).
+_read_quota() {
+    if [ "$HIER" = v1 ]; then _q=$(cat "$CPU/$1/cpu.cfs_quota_us" 2>&1); else _q=$(cut -d' ' -f1 "$CPU/$1/cpu.max" 2>&1); fi
+    _k=$(vm-helper getxattr "$CS/$1" user.pinctl.quota 2>&1)
+}
 # quota_ok NAME REL N: REL's quota reads unlimited again and the limit kept
 # is N CPUs.
 _quota_is() {
-    if [ "$HIER" = v1 ]; then _q=$(cat "$CPU/$1/cpu.cfs_quota_us" 2>&1); else _q=$(cut -d' ' -f1 "$CPU/$1/cpu.max" 2>&1); fi
-    _k=$(vm-helper getxattr "$CS/$1" user.pinctl.quota 2>&1)
+    _read_quota "$1"
     case "$_q" in max | -1) [ "$_k" = "$2 100000" ] ;; *) false ;; esac
 }
 quota_ok() {
@@ -110,8 +115,7 @@ quota_ok() {
 # quota_stays NAME REL Q: REL's quota reads Q, the limit kept is emptied,
 # and the quota still reads Q 2 s later.
 _limited_is() {
-    if [ "$HIER" = v1 ]; then _q=$(cat "$CPU/$1/cpu.cfs_quota_us" 2>&1); else _q=$(cut -d' ' -f1 "$CPU/$1/cpu.max" 2>&1); fi
-    _k=$(vm-helper getxattr "$CS/$1" user.pinctl.quota 2>&1)
+    _read_quota "$1"
     [ "$_q" = "$2" ] && [ -z "$_k" ]
 }
 quota_stays() {
@@ -138,6 +142,16 @@ pending_ok() {
 pool_ok() {
     expect "$1" "$(cl minus "$(online)" "$(cl union "$OTHERS" "$2")")" allowed "$BP"
     [ "$HIER" = v1 ] || expect "$1-system" "$(cl minus "$(online)" "$(cl union "$OTHERS" "$2")")" eff system.slice
+}
+# grown NAME TAG N OLD: after a grow to N CPUs, the container holds N (set
+# in GOT), the sampling TAG stops (within OLD and the N), and the N hold
+# OLD.
+grown() {
+    pin "$1" "$GCG" "$3"
+    _new=$GOT
+    watch_stop "$1-affinity" "$2" "$(cl union "$4" "$_new")"
+    check "$1-superset" "the $3 hold $4" superset "$_new" "$4"
+    GOT=$_new
 }
 superset() { [ -z "$(cl minus "$2" "$1")" ] || { echo "$1 lacks $(cl minus "$2" "$1") of $2"; return 1; }; echo "$1 ⊇ $2"; }
 subset() { superset "$2" "$1"; }
@@ -174,9 +188,7 @@ resize_round() {
     # 2 → 4: a superset; the pool loses the 2 new CPUs.
     watch_start grow "$B" "$OTHERS"
     check "$T-resize-4" "UpdateContainerResources" resize 2 4 cri
-    pin "$T-grown-4" "$GCG" 4; S4=$GOT
-    watch_stop "$T-grow-affinity" grow "$(cl union "$B" "$S4")"
-    check "$T-grown-superset" "the 4 hold the first 2" superset "$S4" "$B"
+    grown "$T-grown-4" grow 4 "$B"; S4=$GOT
     expect "$T-grown-process" "$S4" allowed "$GP"
     pool_ok "$T-pool-4" "$S4"
     quota_ok "$T-quota-4" "$GCG" 4
@@ -234,18 +246,14 @@ resize_round() {
         # The other pin goes: it grows.
         watch_start freed "$B" "$OTHERS"
         rmcg "$FIPOD"
-        pin "$T-freed-grown-4" "$GCG" 4; S4=$GOT
-        watch_stop "$T-freed-affinity" freed "$(cl union "$B" "$S4")"
-        check "$T-freed-superset" "the 4 hold the first 2" superset "$S4" "$B"
+        grown "$T-freed-grown-4" freed 4 "$B"; S4=$GOT
         check "$T-freed-not-pending" "no resize pending" not_pending
         pool_ok "$T-pool-freed" "$S4"
 
         # runc update on the running container, as containerd's shim runs it.
         watch_start runc "$B" "$OTHERS"
         check "$T-runc-5" "runc --root $RUNC_ROOT update --cpu-quota 500000 (pod's limit first)" resize 4 5 runc
-        pin "$T-runc-grown-5" "$GCG" 5; S5=$GOT
-        watch_stop "$T-runc-affinity" runc "$(cl union "$S4" "$S5")"
-        check "$T-runc-superset" "the 5 hold the 4" superset "$S5" "$S4"
+        grown "$T-runc-grown-5" runc 5 "$S4"; S5=$GOT
         quota_ok "$T-runc-quota-5" "$GCG" 5
         pool_ok "$T-pool-5" "$S5"
         if [ "$DRV" = systemd ]; then
