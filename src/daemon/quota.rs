@@ -7,7 +7,9 @@
 //! the kubelet lifts the pod's quota when any of its containers has
 //! exclusive CPUs) against those the daemon lifted. A new one's limit is
 //! read, remembered, and its quota written unlimited (`max`, `-1`); one no
-//! longer wanted gets its remembered quota back. On v1 an unlimited child
+//! longer wanted gets its remembered quota back, unless a quota was written
+//! there since (the kubelet resizing it to a limit that lets it go: that
+//! newer quota stays). On v1 an unlimited child
 //! under a limited parent, and a parent's quota over an unlimited child, are
 //! both accepted (the VM bed's kernel probe checks it), so no order is
 //! needed; restores go children first anyway.
@@ -191,21 +193,22 @@ impl Daemon {
                             fs.write(path, text)?;
                             Ok(Some((limit, true)))
                         }
-                        // The quota first, then the memory emptied. A
-                        // quota someone wrote since the lift (the kubelet
-                        // resizing the container to no whole CPU, which
-                        // released it) is theirs: it stays.
+                        // The quota first, then the memory emptied. A quota
+                        // written since the lift (the kubelet's in-place
+                        // resize to a limit that lets the workload go) is
+                        // newer than the one kept: it stays. Gives that
+                        // quota when it stayed.
                         Step::Restore(orig) => {
-                            let mut wrote = false;
-                            if orig.quota.is_some() {
-                                let now = cgroup::read_limit(fs, &hier, rel);
-                                if now.is_none_or(|l| l.quota.is_none()) {
-                                    fs.write(path, text)?;
-                                    wrote = true;
-                                }
-                                fs.set_xattr(dir, cgroup::XATTR_QUOTA, b"")?;
+                            if orig.quota.is_none() {
+                                return Ok(None);
                             }
-                            Ok(Some((*orig, wrote)))
+                            let now = cgroup::read_limit(fs, &hier, rel);
+                            let newer = now.filter(|l| l.quota.is_some());
+                            if newer.is_none() {
+                                fs.write(path, text)?;
+                            }
+                            fs.set_xattr(dir, cgroup::XATTR_QUOTA, b"")?;
+                            Ok(newer.map(|l| (l, false)))
                         }
                     }
                 },
@@ -227,8 +230,10 @@ impl Daemon {
                 // removed as soon as it was pinned): the removal is the news.
                 (Step::Lift, Ok(None)) => {}
                 (Step::Lift, Err(e)) if e.is_not_found() => {}
-                (Step::Restore(_), Ok(result)) => {
-                    if result.is_some_and(|(_, wrote)| wrote) {
+                (Step::Restore(orig), Ok(newer)) => {
+                    if let Some((now, _)) = newer {
+                        info!(cgroup = %rel, path = %path.display(), kept = %orig.to_text(), data = %now.to_text(), "CPU quota written since it was lifted; left as written");
+                    } else if orig.quota.is_some() {
                         info!(cgroup = %rel, path = %path.display(), data = %text, "CPU quota put back");
                         trail = Some((lift.clone(), None));
                     }

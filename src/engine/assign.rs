@@ -65,8 +65,9 @@ impl Allocator<'_> {
                 requested: n,
                 available: 0,
                 reason: format!(
-                    "{n} CPUs is fewer than the {} it was first given ({baseline}), which a \
+                    "{n} {} fewer than the {} it was first given ({baseline}), which a \
                      resize keeps; it keeps {c}",
+                    if n == 1 { "CPU is" } else { "CPUs are" },
                     baseline.len()
                 ),
             })

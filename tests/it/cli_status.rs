@@ -269,14 +269,14 @@ fn status_lists_resizes_pending() {
     doc.workloads[0].resize = Some(pinctl::api::Pending {
         requested: 1,
         available: 0,
-        reason: "1 CPUs is fewer than the 2 it was first given".into(),
+        reason: "1 CPU is fewer than the 2 it was first given".into(),
     });
     let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
     let key = &doc.workloads[0].key;
     for want in [
         "Resizes pending (each keeps its CPUs):\n".to_string(),
         format!("  {key}  ("),
-        "    wants 1: 1 CPUs is fewer than the 2 it was first given\n".to_string(),
+        "    wants 1: 1 CPU is fewer than the 2 it was first given\n".to_string(),
     ] {
         assert!(text.contains(&want), "missing {want:?} in:\n{text}");
     }

@@ -87,6 +87,12 @@ impl Env {
             .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
     }
 
+    /// A quota of `quota` µs per 100 ms period (any value, not only whole
+    /// CPUs), written as [`Self::set_quota_text`] writes it.
+    fn set_raw_quota(&self, rel: &str, quota: u64) {
+        self.set_quota_text(rel, &quota.to_string());
+    }
+
     fn wait_quota(&self, rel: &str, want: &str) {
         self.wait_for(&format!("quota {want} on {rel}"), || {
             match self.quota(rel) {
@@ -286,4 +292,59 @@ fn resized_and_restarted(version: Version) {
             other => Err(format!("{other:?}")),
         }
     });
+}
+
+on_both_versions!(resized_to_a_fraction_keeps_the_new_quota => resized_to_a_fraction_keeps_the_new_quota());
+
+/// The kubelet resizes a pinned Guaranteed container in place to a limit
+/// that is no whole number of CPUs (2 → 2.5): the kubelet rule lets it go,
+/// and the quota the kubelet just wrote, on the pod and on the container,
+/// must stay. Putting back the limit kept when the quota was lifted (2
+/// CPUs) would undo the resize (found writing the VM bed's resize
+/// scenario, issue #34).
+fn resized_to_a_fraction_keeps_the_new_quota(version: Version) {
+    let w = World::new(
+        "pinctld-quota-fraction",
+        version,
+        Driver::Cgroupfs,
+        &Options::default(),
+    );
+    let mut env = Env { w };
+    env.start();
+    let pod = env.k.pod(Qos::Guaranteed, &uid(1));
+    env.tree.create(&pod, &Spec::limit(2));
+    let app = env.k.container(&pod, &container_id(1));
+    env.tree.create(&app, &Spec::limit(2));
+    env.wait_pinned(&app, 2);
+    env.wait_quota(&app, unlimited(version));
+    env.wait_quota(&pod, unlimited(version));
+
+    // The kubelet's order for a grow: the pod's limit, then the container's.
+    env.set_raw_quota(&pod, 250_000);
+    env.set_raw_quota(&app, 250_000);
+    env.wait_for("the container let go, its kept limit emptied", || {
+        let status = env.served()?;
+        match (status.workloads.len(), env.kept(&app).as_deref()) {
+            (0, Some("") | None) => Ok(()),
+            (n, kept) => Err(format!("{n} workload(s), kept {kept:?}")),
+        }
+    });
+    env.wait_for("the pod's kept limit emptied", || {
+        match env.kept(&pod).as_deref() {
+            Some("") | None => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    let want = match version {
+        Version::V2 => "250000 100000",
+        Version::V1 => "250000",
+    };
+    env.hold(
+        "the kubelet's quota stays",
+        Duration::from_millis(300),
+        || match (env.quota(&app), env.quota(&pod)) {
+            (a, p) if a == want && p == want => Ok(()),
+            (a, p) => Err(format!("container {a}, pod {p}")),
+        },
+    );
 }

@@ -10,6 +10,7 @@ filesystem's protoc), so that no stub generator is needed.
                    [--driver systemd|cgroupfs] [--cpus N] [--annotation K=V]...
                    --container NAME[:CPUS]...
     cri.py rm-pod SANDBOX_ID
+    cri.py update CONTAINER_ID --cpus N(.N) [--qos guaranteed|burstable|besteffort]
     cri.py pid SANDBOX_OR_CONTAINER_ID
     cri.py sample --every S --for S --ready FILE PATH=ALLOWED...
 
@@ -27,6 +28,16 @@ process:
 
 rm-pod stops and removes every container of the pod, then the pod
 (StopContainer, RemoveContainer, StopPodSandbox, RemovePodSandbox).
+
+update sends UpdateContainerResources, the kubelet's in-place resize: the
+container's linux.resources for N CPUs as run-pod makes them (containerd
+1.6 writes them with `runc update`).
+
+affinity reads Cpus_allowed_list of process PID every S seconds until the
+file STOP exists (or MAX seconds passed), writes READY once it has read it
+once, and prints each distinct reading ("seen LIST N FIRST_MS LAST_MS"),
+every reading without a CPU of KEEP or with one of AVOID, then a summary; it
+exits 1 if it saw one, or if the process went away.
 
 sample reads each PATH (a cgroup's cpuset.cpus.effective or
 cpuset.effective_cpus) every S seconds for S seconds, writes FILE once it
@@ -114,14 +125,14 @@ def resources(pb, qos, cpus):
     shares from the request, quota from the limit, period 100 ms)."""
     r = pb.LinuxContainerResources(cpu_period=100000, oom_score_adj=1000 if qos == "besteffort" else 0)
     if qos == "guaranteed":
-        r.cpu_shares = cpus * 1024
-        r.cpu_quota = cpus * 100000
+        r.cpu_shares = int(cpus * 1024)
+        r.cpu_quota = int(cpus * 100000)
         r.memory_limit_in_bytes = MEMORY
         r.oom_score_adj = -997
     elif qos == "burstable":
         r.cpu_shares = 102  # 100m
         if cpus:
-            r.cpu_quota = cpus * 100000
+            r.cpu_quota = int(cpus * 100000)
         r.oom_score_adj = 999
     else:
         r.cpu_shares = 2
@@ -212,6 +223,66 @@ def rm_pod(a):
         c.call("StopPodSandbox", pb.StopPodSandboxRequest(pod_sandbox_id=sid), "StopPodSandboxResponse")
         c.call("RemovePodSandbox", pb.RemovePodSandboxRequest(pod_sandbox_id=sid), "RemovePodSandboxResponse")
         print("removed %s (%d container(s))" % (sid, len(listed.containers)), flush=True)
+
+
+def update(a):
+    c = Cri()
+    pb = c.pb
+    request = pb.UpdateContainerResourcesRequest(container_id=a.id, linux=resources(pb, a.qos, a.cpus))
+    c.call("UpdateContainerResources", request, "UpdateContainerResourcesResponse")
+    print("updated %s to %g CPU(s)" % (a.id, a.cpus), flush=True)
+
+
+def affinity(a):
+    """Samples one process's CPU affinity until told to stop."""
+    keep, avoid = cpulist(a.keep), cpulist(a.avoid)
+    path = "/proc/%d/status" % a.pid
+    seen = {}  # reading -> [count, first, last]
+    order = []
+    lost = on = n = 0
+    gone = None
+    start = time.monotonic()
+    ready = False
+    while True:
+        t = time.monotonic() - start
+        try:
+            with open(path) as f:
+                got = next((l.split(":", 1)[1].strip() for l in f if l.startswith("Cpus_allowed_list:")), "")
+        except OSError as e:
+            gone = e.strerror
+            break
+        n += 1
+        s = seen.get(got)
+        if s is None:
+            s = seen[got] = [0, t, t]
+            order.append(got)
+        s[0] += 1
+        s[2] = t
+        cpus = cpulist(got)
+        if keep - cpus:
+            lost += 1
+            print("lost %s at %.0f ms (read %s)" % (fmt(keep - cpus), t * 1000, got), flush=True)
+        if cpus & avoid:
+            on += 1
+            print("on %s at %.0f ms (read %s)" % (fmt(cpus & avoid), t * 1000, got), flush=True)
+        if not ready:
+            with open(a.ready, "w") as f:
+                f.write("%d\n" % a.pid)
+            ready = True
+        if os.path.exists(a.stop) or t >= a.max:
+            break
+        time.sleep(a.every)
+    took = time.monotonic() - start
+    for got in order:
+        cnt, first, last = seen[got]
+        print("seen %s %d %.0f %.0f" % (got or "(empty)", cnt, first * 1000, last * 1000))
+    if gone:
+        print("process %d gone after %d readings (%s)" % (a.pid, n, gone))
+    print(
+        "%d readings in %.2f s (one every %.1f ms): %d without a CPU of %s, %d on one of %s"
+        % (n, took, took * 1000 / max(n - 1, 1), lost, a.keep or "(none)", on, a.avoid or "(none)")
+    )
+    sys.exit(1 if lost or on or gone or not n else 0)
 
 
 def pid(a):
@@ -351,6 +422,20 @@ def main():
     s.add_argument("ids", nargs="+")
     s.add_argument("--timeout", type=int, default=0)
     s.set_defaults(func=rm_pod)
+    s = sub.add_parser("update")
+    s.add_argument("id")
+    s.add_argument("--cpus", type=float, required=True)
+    s.add_argument("--qos", choices=["guaranteed", "burstable", "besteffort"], default="guaranteed")
+    s.set_defaults(func=update)
+    s = sub.add_parser("affinity")
+    s.add_argument("--pid", type=int, required=True)
+    s.add_argument("--every", type=float, default=0.01)
+    s.add_argument("--max", type=float, default=120.0)
+    s.add_argument("--keep", default="")
+    s.add_argument("--avoid", default="")
+    s.add_argument("--ready", required=True)
+    s.add_argument("--stop", required=True)
+    s.set_defaults(func=affinity)
     s = sub.add_parser("pid")
     s.add_argument("id")
     s.set_defaults(func=pid)
