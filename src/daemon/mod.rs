@@ -118,6 +118,9 @@ pub struct Daemon {
     save_due: bool,
     /// A save of the state file runs in the background ([`Event::Saved`]).
     saving: bool,
+    /// The kernel refused a baseline xattr with `EOPNOTSUPP` (no user
+    /// xattrs on cgroupfs before 5.7): none is written any more.
+    baselines_unsupported: bool,
     /// Another save was asked for while one ran: it follows.
     save_again: bool,
     saved_tx: tokio::sync::mpsc::UnboundedSender<Option<String>>,
@@ -361,20 +364,25 @@ impl Daemon {
             self.socket.metrics.clone(),
             self.pool.clone(),
         );
+        // Metrics never stop pinning: a port that cannot be bound is warned
+        // about (and Prometheus sees the target down).
         let metrics_port = match self.cfg.metrics_listen {
-            Some(addr) => {
-                let listener = tokio::net::TcpListener::bind(addr)
-                    .await
-                    .with_context(|| format!("cannot serve metrics on {addr} (metrics_listen)"))?;
-                info!(address = %addr, "serving /metrics");
-                Some(server::serve_metrics(
-                    listener,
-                    self.socket.snapshot.subscribe(),
-                    self.socket.events.clone(),
-                    self.socket.metrics.clone(),
-                    self.pool.clone(),
-                ))
-            }
+            Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+                Ok(listener) => {
+                    info!(address = %addr, "serving /metrics");
+                    Some(server::serve_metrics(
+                        listener,
+                        self.socket.snapshot.subscribe(),
+                        self.socket.events.clone(),
+                        self.socket.metrics.clone(),
+                        self.pool.clone(),
+                    ))
+                }
+                Err(e) => {
+                    warn!(address = %addr, error = %e, "cannot serve /metrics (metrics_listen); pinning goes on without it");
+                    None
+                }
+            },
             None => None,
         };
         self.ping_every = notify::watchdog_period();

@@ -52,7 +52,7 @@ impl Daemon {
 
     /// Whether a baseline waits to be kept on a cgroup.
     pub(super) fn baselines_due(&self) -> bool {
-        !self.engine.baselines_owed().is_empty()
+        !self.baselines_unsupported && !self.engine.baselines_owed().is_empty()
     }
 
     /// Writes the baselines owed ([`crate::engine::Engine::baselines_owed`])
@@ -60,6 +60,9 @@ impl Daemon {
     /// write is logged, and tried again only once the cgroup is read again
     /// or the baseline changes: the state file keeps the baseline meanwhile.
     pub(super) async fn keep_baselines(&mut self) {
+        if self.baselines_unsupported {
+            return;
+        }
         let owed = self.engine.baselines_owed();
         if owed.is_empty() {
             return;
@@ -80,6 +83,12 @@ impl Daemon {
                 Ok(()) => {}
                 // Removed: the delete event follows.
                 Err(e) if e.is_not_found() => {}
+                Err(e) if e.raw_os_error() == Some(nix::libc::EOPNOTSUPP) => {
+                    if !self.baselines_unsupported {
+                        warn!(cgroup = %rel, path = %dir.display(), error = %chain(&e), "this kernel keeps no user xattrs on cgroups: baselines live in the state file alone");
+                    }
+                    self.baselines_unsupported = true;
+                }
                 Err(e) => {
                     let data = set.as_ref().map(CpuSet::to_string).unwrap_or_default();
                     warn!(cgroup = %rel, path = %dir.display(), data = %data, errno = e.raw_os_error(), error = %chain(&e), "cannot keep the baseline on the cgroup; the state file keeps it");

@@ -177,6 +177,7 @@ impl Daemon {
             sweep: None,
             save_due: false,
             saving: false,
+            baselines_unsupported: false,
             save_again: false,
             saved_tx,
             saved_rx,

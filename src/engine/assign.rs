@@ -71,6 +71,17 @@ impl Allocator<'_> {
                     baseline.len()
                 ),
             })
+        } else if (self.settings.alloc.full_pcpus_only || w.whole_cores)
+            && n % self.topo.threads_per_core() != 0
+        {
+            Err(Pending {
+                requested: n,
+                available: 0,
+                reason: format!(
+                    "{n} CPUs are not whole cores of {} threads, which it takes; it keeps {c}",
+                    self.topo.threads_per_core()
+                ),
+            })
         } else {
             Ok(shrink(self.topo, &c, &baseline, n))
         };
@@ -222,6 +233,13 @@ impl Engine {
             settings: &self.settings,
             reserved: &self.reserved,
         };
+        let adopter = Adopter {
+            cgroups: &self.cgroups,
+            hints: &self.hints,
+            topo: &self.topo,
+            usable: &usable,
+            whole_cores: self.settings.alloc.full_pcpus_only,
+        };
         let mut order: Vec<&mut Workload> = self.workloads.values_mut().collect();
         order.sort_by_key(|w| w.seq);
         // At start-up, a set to adopt counts as held: a pod's annotation
@@ -235,7 +253,7 @@ impl Engine {
                     return 3;
                 }
                 let found = match self.adopt_live {
-                    true => adoptable(&self.cgroups, &self.hints, w, &usable),
+                    true => adopter.candidates(w),
                     false => Vec::new(),
                 };
                 found
@@ -263,8 +281,12 @@ impl Engine {
                 }
             }
         }
-        // Pass 1b: resizes, each around the CPUs it keeps.
-        let mut resizes = alloc.resize_all(&mut order, &usable, &mut taken);
+        // Pass 1b: resizes, each around the CPUs it keeps (at start-up,
+        // once every set is adopted: below).
+        let mut resizes = Vec::new();
+        if !self.adopt_live {
+            resizes = alloc.resize_all(&mut order, &usable, &mut taken);
+        }
         // Pass 2, at start-up only: every workload whose live cpuset (or else the
         // state file's hint) is a valid assignment keeps it, before anything is
         // planned, so a workload that waited before the restart cannot take
@@ -275,7 +297,8 @@ impl Engine {
                 .enumerate()
                 .filter(|(i, w)| !waiting[*i] && w.cpus.is_none());
             for (_, w) in unpinned {
-                let adopted = adoptable(&self.cgroups, &self.hints, w, &usable)
+                let adopted = adopter
+                    .candidates(w)
                     .into_iter()
                     .find(|c| c.cpus.is_disjoint(&taken));
                 if let Some(Candidate {
@@ -325,43 +348,58 @@ impl Engine {
     }
 }
 
-/// The sets workload `w` may be given at start-up, each with its baseline,
-/// first found first: its cgroups' live cpusets, then the state file's hint,
-/// each within `usable`. One of another size than asked is the workload's
-/// only when it was resized (or its resize waited) before the restart: the
-/// state file says so, or the baseline kept on the cgroup
-/// ([`crate::cgroup::XATTR_BASELINE`], the state file lost) lies within it.
-fn adoptable(
-    cgroups: &BTreeMap<Rel, CgroupEntry>,
-    hints: &BTreeMap<String, (CpuSet, Option<CpuSet>)>,
-    w: &Workload,
-    usable: &CpuSet,
-) -> Vec<Candidate> {
-    let hint = hints.get(&w.key);
-    let live = w.cgroups.iter().filter_map(|r| {
-        let e = cgroups.get(r)?;
-        Some((e.cpus.as_deref()?, e.baseline.as_deref()))
-    });
-    live.chain(hint.map(|(h, b)| (h, b.as_ref())))
-        .filter_map(|(c, kept)| {
-            let hinted = hint.filter(|(h, _)| h == c);
-            // The state file's baseline for its own set, else the kept one.
-            let base = hinted
-                .and_then(|(_, b)| b.as_ref())
-                .or(kept)
-                .filter(|b| !b.is_empty() && b.is_subset(c));
-            let proven = hinted.is_some() || base.is_some();
-            let ours = proven || c.len() == w.requested;
-            (ours && !c.is_empty() && c.is_subset(usable)).then(|| Candidate {
-                cpus: c.clone(),
-                baseline: base.cloned(),
-                proven,
-            })
-        })
-        .collect()
+/// What decides, at start-up, which live sets are whose ([`Adopter::candidates`]).
+struct Adopter<'a> {
+    cgroups: &'a BTreeMap<Rel, CgroupEntry>,
+    hints: &'a BTreeMap<String, (CpuSet, Option<CpuSet>)>,
+    topo: &'a Topology,
+    usable: &'a CpuSet,
+    /// `full_pcpus_only`.
+    whole_cores: bool,
 }
 
-/// A set a workload may be given at start-up ([`adoptable`]).
+impl Adopter<'_> {
+    /// The sets workload `w` may be given at start-up, each with its
+    /// baseline, first found first: its cgroups' live cpusets, then the
+    /// state file's hint, each within the usable CPUs. A set is *proven*
+    /// the workload's when the state file says so, or the baseline kept on
+    /// the cgroup ([`crate::cgroup::XATTR_BASELINE`]) lies within it; then
+    /// its size may differ from the count asked (a resize, done or
+    /// waiting). Else only a set of the count asked is taken, and only as
+    /// the allocator could have given it (whole cores where asked): a
+    /// waiting workload's shared set may have that size by chance.
+    fn candidates(&self, w: &Workload) -> Vec<Candidate> {
+        let hint = self.hints.get(&w.key);
+        let live = w.cgroups.iter().filter_map(|r| {
+            let e = self.cgroups.get(r)?;
+            Some((e.cpus.as_deref()?, e.baseline.as_deref()))
+        });
+        let whole = self.whole_cores || w.whole_cores;
+        live.chain(hint.map(|(h, b)| (h, b.as_ref())))
+            .filter_map(|(c, kept)| {
+                // The state file's baseline for its own set (none saved:
+                // the set itself), else the one kept on the cgroup.
+                let base = match hint.filter(|(h, _)| h == c) {
+                    Some((h, b)) => Some(b.as_ref().unwrap_or(h)),
+                    None => kept,
+                };
+                let base = base.filter(|b| !b.is_empty() && b.is_subset(c));
+                let proven = base.is_some();
+                let allocatable =
+                    c.len() == w.requested && (!whole || self.topo.core_split(c).1 == 0);
+                ((proven || allocatable) && !c.is_empty() && c.is_subset(self.usable)).then(|| {
+                    Candidate {
+                        cpus: c.clone(),
+                        baseline: base.cloned(),
+                        proven,
+                    }
+                })
+            })
+            .collect()
+    }
+}
+
+/// A set a workload may be given at start-up ([`Adopter::candidates`]).
 struct Candidate {
     cpus: CpuSet,
     baseline: Option<CpuSet>,

@@ -282,7 +282,11 @@ fn the_unit_is_hardened_with_a_minimal_capability_set() {
             "{path} is not hidden"
         );
     }
-    assert_eq!(setting(&unit, "RestrictAddressFamilies"), "AF_UNIX");
+    // TCP for metrics_listen alone.
+    assert_eq!(
+        setting(&unit, "RestrictAddressFamilies"),
+        "AF_UNIX AF_INET AF_INET6"
+    );
     let caps = setting(&unit, "CapabilityBoundingSet");
     assert_eq!(
         caps.split_whitespace().collect::<Vec<_>>(),

@@ -284,7 +284,8 @@ fn resized_and_restarted(version: Version) {
     env.wait_quota(&app, unlimited(version));
     assert_eq!(env.kept(&app).as_deref(), Some("300000 100000"));
     env.wait_quota(&pod, unlimited(version));
-    // Asking for no whole CPU (1.5): released, the baseline emptied.
+    // Asking for no whole CPU (1.5): released, the baseline emptied, and
+    // the quota written stays as written.
     env.set_quota_text(&app, "150000");
     env.wait_for("the baseline emptied on release", || {
         match baseline(&env).as_deref() {
@@ -292,6 +293,18 @@ fn resized_and_restarted(version: Version) {
             other => Err(format!("{other:?}")),
         }
     });
+    let written = match version {
+        Version::V2 => "150000 100000",
+        Version::V1 => "150000",
+    };
+    env.hold(
+        "the quota as written",
+        Duration::from_millis(300),
+        || match env.quota(&app) {
+            q if q == written => Ok(()),
+            q => Err(format!("it reads {q}")),
+        },
+    );
 }
 
 on_both_versions!(resized_to_a_fraction_keeps_the_new_quota => resized_to_a_fraction_keeps_the_new_quota());

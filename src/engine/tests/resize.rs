@@ -265,3 +265,115 @@ fn a_lost_state_file_keeps_the_baseline_kept_on_the_cgroup() {
         assert_eq!((&w.baseline, &w.resize), (&w.cpus, &None), "{kept:?}");
     }
 }
+
+/// At start-up the state file's hint with no baseline saved means the
+/// whole set is the baseline: an older baseline left on the cgroup does
+/// not lower it.
+#[test]
+fn a_hint_without_a_baseline_outranks_an_older_kept_one() {
+    let saved = SavedState {
+        online: set("0-15"),
+        assignments: [(
+            format!("cgroup:{W}"),
+            SavedAssignment {
+                cpus: set("4-7"),
+                requested: 4,
+                cgroups: vec![W.into()],
+                baseline: None,
+            },
+        )]
+        .into(),
+        ..SavedState::default()
+    };
+    let mut e = Engine::new(topo(), engine().settings().clone(), Some(saved));
+    kube_tree(&mut e);
+    let obs = Observed {
+        rel: W.into(),
+        cpus: Some(set("4-7")),
+        mems: Some(set("0-1")),
+        ..Observed::default()
+    };
+    let kind = classify(&obs.rel);
+    e.upsert(Reading {
+        obs,
+        kind,
+        intent: want(2),
+        key: format!("cgroup:{W}"),
+        problem: None,
+        bundle: None,
+        lifted: None,
+        baseline: Some(set("4-5")),
+        mems_read: true,
+    });
+    apply(&mut e);
+    assert_eq!(
+        cpus(&e),
+        set("4-7"),
+        "a shrink below its baseline is refused"
+    );
+    assert!(resize_of(&e).unwrap().reason.contains("first given (4-7)"));
+}
+
+/// A live set that only its size says is the workload's is taken only as
+/// the allocator could have given it: not half of two cores for a workload
+/// that takes whole cores (a waiting workload's shared set, with
+/// `strict_reservation`, may have the size it asks for).
+#[test]
+fn a_set_only_its_size_proves_must_be_one_the_allocator_could_give() {
+    let restarted = |live: &str| {
+        let mut e = Engine::new(topo(), engine().settings().clone(), None);
+        kube_tree(&mut e);
+        let obs = Observed {
+            rel: W.into(),
+            cpus: Some(set(live)),
+            mems: Some(set("0-1")),
+            ..Observed::default()
+        };
+        let kind = classify(&obs.rel);
+        e.upsert(Reading {
+            obs,
+            kind,
+            intent: Some(Intent {
+                whole_cores: true,
+                ..want(2).unwrap()
+            }),
+            key: format!("cgroup:{W}"),
+            problem: None,
+            bundle: None,
+            lifted: None,
+            baseline: None,
+            mems_read: true,
+        });
+        apply(&mut e);
+        cpus(&e)
+    };
+    // 14 and 15 are threads of two cores (6,14 and 7,15): planned anew.
+    let got = restarted("14-15");
+    assert_ne!(got, set("14-15"));
+    assert_eq!(topo().core_split(&got).1, 0, "{got}: whole cores");
+    // A whole core is adopted as it is.
+    assert_eq!(restarted("6,14"), set("6,14"));
+}
+
+/// A workload that takes whole cores never shrinks to half of one.
+#[test]
+fn a_whole_core_workload_never_shrinks_to_half_a_core() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    let whole = |n| {
+        Some(Intent {
+            whole_cores: true,
+            ..want(n).unwrap()
+        })
+    };
+    add(&mut e, W, "0-15", whole(2));
+    apply(&mut e);
+    add(&mut e, W, "0-15", whole(6));
+    apply(&mut e);
+    let six = cpus(&e);
+    assert_eq!(topo().core_split(&six), (3, 0));
+    add(&mut e, W, "0-15", whole(3));
+    apply(&mut e);
+    assert_eq!(cpus(&e), six);
+    assert!(resize_of(&e).unwrap().reason.contains("not whole cores"));
+}

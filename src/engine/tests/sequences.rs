@@ -7,6 +7,8 @@ use super::*;
 #[derive(Debug, Clone)]
 enum Op {
     Add(u8, usize),
+    /// A workload asking for whole cores alone (`+full-cores`).
+    Whole(u8, usize),
     /// A container of pod `i % 3` asking by the pod's annotation.
     Annotated(u8, usize),
     Remove(u8),
@@ -20,6 +22,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0u8..12, 0usize..7).prop_map(|(i, n)| Op::Add(i, n)),
+        1 => (0u8..12, 1usize..5).prop_map(|(i, n)| Op::Whole(i, n)),
         2 => (0u8..12, 1usize..4).prop_map(|(i, n)| Op::Annotated(i, n)),
         2 => (0u8..12).prop_map(Op::Remove),
         1 => (0u8..12).prop_map(Op::Foreign),
@@ -52,6 +55,10 @@ proptest! {
             let topology_changes = matches!(op, Op::Offline(_) | Op::Online);
             match op.clone() {
                 Op::Add(i, n) => add(&mut e, &format!("kubepods/w{i}"), "0-15", want(n)),
+                Op::Whole(i, n) => {
+                    let intent = Intent { whole_cores: true, ..want(n).unwrap() };
+                    add(&mut e, &format!("kubepods/w{i}"), "0-15", Some(intent));
+                }
                 Op::Annotated(i, n) => {
                     let rel = format!("kubepods/w{i}");
                     let obs = Observed {
