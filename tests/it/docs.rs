@@ -1,7 +1,8 @@
 //! The words kept true: every link in the README, ARCHITECTURE.md and the
 //! book (`docs/`) resolves, to a file and to a heading; the book's summary
 //! lists every page; the configuration page lists every key the shipped
-//! file has, and no other. The metrics page is kept by `metrics.rs`'s tests.
+//! file has, and no other; every command and flag is on a page. The metrics
+//! page is kept by `metrics.rs`'s tests.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -196,4 +197,44 @@ fn the_configuration_page_lists_every_shipped_key() {
             "docs/src/configuration.md has `{key}`, the shipped file does not"
         );
     }
+}
+
+/// Every subcommand and flag of `pinctl` and `pinctld` is on a page of the
+/// book (`--help` and `--version` aside): a new flag cannot go
+/// undocumented.
+#[test]
+fn every_command_and_flag_is_documented() {
+    let mut book = String::new();
+    for page in pages() {
+        book.push_str(&read(&page));
+    }
+    let mut missing = Vec::new();
+    let check = |cmd: &clap::Command, path: &str, missing: &mut Vec<String>| {
+        for arg in cmd.get_arguments() {
+            let Some(long) = arg.get_long() else {
+                continue;
+            };
+            if matches!(long, "help" | "version") || arg.is_hide_set() {
+                continue;
+            }
+            if !book.contains(&format!("--{long}")) {
+                missing.push(format!("{path} --{long}"));
+            }
+        }
+    };
+    let pinctl = pinctl::cli::assets::pinctl_command();
+    let subcommands = pinctl.get_subcommands();
+    for sub in subcommands.filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+        let path = format!("pinctl {}", sub.get_name());
+        if !book.contains(&path) {
+            missing.push(path.clone());
+        }
+        check(sub, &path, &mut missing);
+    }
+    check(
+        &pinctl::cli::assets::pinctld_command(),
+        "pinctld",
+        &mut missing,
+    );
+    assert!(missing.is_empty(), "not in docs/src/: {missing:#?}");
 }
