@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Class, Freq};
 
+pub mod originals;
 pub mod sysfs;
 
 /// One power file the daemon may write.
