@@ -303,6 +303,8 @@ pub fn read_back(fs: &dyn Fs, root: &Path, knob: &Knob) -> Result<String, PowerE
 pub struct Written {
     /// The write.
     pub write: Write,
+    /// What the file held before it.
+    pub old: Option<String>,
     /// The value read back after it, or the error (with its path, and the
     /// data for a write; the pool's own errors as text).
     pub result: Result<String, String>,
@@ -329,6 +331,8 @@ pub struct Pass {
     pub save_error: Option<String>,
     /// Each write made, in order.
     pub written: Vec<Written>,
+    /// What each offered file held when the pass read it.
+    pub current: BTreeMap<Knob, String>,
 }
 
 /// What a pass is asked to bring about.
@@ -429,6 +433,7 @@ pub async fn pass(pool: &IoPool, ask: Ask) -> Pass {
             failed.insert(write.knob.clone());
         }
         out.written.push(Written {
+            old: reading.current.get(&write.knob).cloned(),
             write,
             result,
             errno,
@@ -455,5 +460,6 @@ pub async fn pass(pool: &IoPool, ask: Ask) -> Pass {
     }
     out.originals = kept;
     out.plan = plan;
+    out.current = reading.current;
     out
 }

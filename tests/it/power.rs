@@ -58,7 +58,9 @@ impl Bed {
     fn new() -> Bed {
         let dir = tempfile::tempdir().unwrap();
         let tree = PowerTree::new(&dir.path().join("sys"));
-        tree.cpu(0, 0, 0).cpu(1, 0, 0).cpu(2, 0, 1).cpu(3, 0, 1);
+        for (cpu, die) in [(0, 0), (1, 0), (2, 1), (3, 1)] {
+            tree.cpu(cpu).on_die(cpu, 0, die);
+        }
         tree.die(0, 0).die(0, 1);
         let fs = Arc::new(Validating::default());
         let pool = IoPool::new(
@@ -168,7 +170,7 @@ fn power_a_class_sets_every_field_and_release_puts_back_every_original() {
 fn power_frequencies_are_written_in_an_order_the_kernel_accepts() {
     let mut bed = Bed::new();
     // Start narrow, above what "slow" wants: lowering needs min first.
-    bed.tree.cpu(1, 0, 0);
+    bed.tree.cpu(1);
     std::fs::write(
         bed.tree
             .root
@@ -307,7 +309,7 @@ fn power_an_offline_cpu_is_put_back_when_it_comes_online() {
     assert!(bed.originals.contains_key(&Knob::ResumeLatency(3)));
     // Back online: the kernel gives it a fresh cpufreq/, and pm_qos kept
     // what was written; the pass puts it back.
-    bed.tree.cpu(3, 0, 1);
+    bed.tree.cpu(3);
     std::fs::write(
         bed.tree
             .root
@@ -323,4 +325,222 @@ fn power_an_offline_cpu_is_put_back_when_it_comes_online() {
         "0"
     );
     assert!(bed.originals.is_empty(), "{:?}", bed.originals);
+}
+
+// ---------------------------------------------------------------------------
+// The daemon, end to end, on a copy of the sysfs fixture with power files
+// (plain files: the order and refusals are proven above, through the
+// validating file system).
+
+mod daemon {
+    use std::fs;
+    use std::path::PathBuf;
+
+    use pinctl::CpuSet;
+    use pinctl::api;
+
+    use crate::support::fake_cgroup::{Driver, ONLINE, Qos, Spec, Version, container_id, set, uid};
+    use crate::support::fake_power::PowerTree;
+    use crate::support::world::{Options, World};
+
+    struct Env {
+        w: World,
+        power: PowerTree,
+        originals: PathBuf,
+    }
+
+    env_of_world!(Env);
+
+    const CLASSES: &str = r#"
+[[class]]
+name = "latency"
+governor = "performance"
+min_freq = "base"
+disabled_cstates = ["C6"]
+resume_latency_us = "n/a"
+"#;
+
+    fn options(w: Option<&World>, on: bool) -> Options {
+        let originals = w.map_or(PathBuf::from("/nonexistent"), |w| {
+            w.tmp.path().join("run/power.json")
+        });
+        Options {
+            keys: vec![
+                "watchdog_interval = \"200ms\"".into(),
+                format!("power_originals = {:?}", originals.display().to_string()),
+                format!("{CLASSES}\n[power]\nenabled = {on}\nexclusive = \"latency\"\n"),
+            ],
+            copy_sysfs: true,
+            ..Options::default()
+        }
+    }
+
+    fn world(files: bool) -> Env {
+        let w = World::new(
+            "pinctld-power",
+            Version::V2,
+            Driver::Systemd,
+            &options(None, true),
+        );
+        w.write_config(&options(Some(&w), true));
+        let power = PowerTree::new(&w.sysfs);
+        if files {
+            for cpu in set(ONLINE).iter() {
+                power.cpu(cpu);
+            }
+        }
+        let originals = w.tmp.path().join("run/power.json");
+        Env {
+            w,
+            power,
+            originals,
+        }
+    }
+
+    impl Env {
+        fn cpu_file(&self, cpu: u32, file: &str) -> String {
+            self.power
+                .read(&format!("devices/system/cpu/cpu{cpu}/{file}"))
+        }
+
+        /// Waits until every CPU of `cpus` reads as the class, and every
+        /// other as at boot.
+        fn wait_class(&self, cpus: &CpuSet) {
+            self.wait_for(&format!("the class on {cpus} alone"), || {
+                for cpu in set(ONLINE).iter() {
+                    let want = if cpus.contains(cpu) {
+                        ("performance", "2000000", "1", "n/a")
+                    } else {
+                        ("powersave", "800000", "0", "0")
+                    };
+                    let got = (
+                        self.cpu_file(cpu, "cpufreq/scaling_governor"),
+                        self.cpu_file(cpu, "cpufreq/scaling_min_freq"),
+                        self.cpu_file(cpu, "cpuidle/state3/disable"),
+                        self.cpu_file(cpu, "power/pm_qos_resume_latency_us"),
+                    );
+                    if (
+                        got.0.as_str(),
+                        got.1.as_str(),
+                        got.2.as_str(),
+                        got.3.as_str(),
+                    ) != want
+                    {
+                        return Err(format!("CPU {cpu} reads {got:?}"));
+                    }
+                }
+                Ok(())
+            });
+        }
+
+        fn pin(&self, n: u32) -> (String, CpuSet) {
+            let pod = self.k.pod(Qos::Guaranteed, &uid(n));
+            self.tree.create(&pod, &Spec::limit(2));
+            let app = self.k.container(&pod, &container_id(n));
+            self.tree.create(&app, &Spec::limit(2));
+            let cpus = self.wait_pinned(&app, 2);
+            (app, cpus)
+        }
+    }
+
+    /// Set on pin, read back in the status, one event per write, kept
+    /// across a restart, put back on release; and a restart with the
+    /// state file lost (the workload gone meanwhile) still puts every
+    /// original back.
+    #[test]
+    fn power_a_pin_gets_its_class_and_every_original_comes_back() {
+        let mut env = world(true);
+        let before = env.power.snapshot();
+        env.start();
+        let (app, cpus) = env.pin(1);
+        env.wait_class(&cpus);
+        let power = env.wait_for("the power section", || match env.served()?.power {
+            Some(p) if p.files.len() == 2 * 4 => Ok(p),
+            other => Err(format!("{other:?}")),
+        });
+        assert!(power.on && power.refused.is_empty() && power.failed.is_empty());
+        assert_eq!(power.classes.len(), 1);
+        assert_eq!(power.classes[0].name, "latency");
+        assert_eq!(power.classes[0].cpus, cpus);
+        assert!(
+            power
+                .files
+                .iter()
+                .all(|f| f.read.as_deref() == Some(f.value.as_str())),
+            "{power:?}"
+        );
+        let events = env.served_events().unwrap();
+        let writes = events
+            .iter()
+            .filter(|e| matches!(&e.what, api::EventKind::Power { class: Some(c), error: None, .. } if c == "latency"))
+            .count();
+        assert_eq!(writes, 2 * 4, "{events:?}");
+        assert!(env.originals.exists());
+
+        // A restart keeps the class (nothing written again).
+        env.stop();
+        env.start();
+        env.wait_class(&cpus);
+        // Released: every original back.
+        env.tree.remove(&app);
+        env.wait_class(&CpuSet::new());
+        env.wait_for("nothing kept", || match env.served()?.power {
+            Some(p) if p.originals == 0 && p.files.is_empty() => Ok(()),
+            other => Err(format!("{other:?}")),
+        });
+        assert_eq!(env.power.snapshot(), before);
+
+        // Pinned again, then the daemon stops, its state file is lost and
+        // the workload ends while no daemon runs: the originals file on
+        // the runtime directory still puts every file back.
+        let (app, cpus) = env.pin(2);
+        env.wait_class(&cpus);
+        env.stop();
+        env.wait_class(&cpus);
+        fs::remove_file(&env.state).unwrap();
+        env.tree.remove(&app);
+        env.start();
+        env.wait_class(&CpuSet::new());
+        assert_eq!(env.power.snapshot(), before);
+        env.stop();
+    }
+
+    /// A reload that turns `[power]` off puts every original back, and the
+    /// section goes; one that turns it on sets the class again.
+    #[test]
+    fn power_a_reload_turns_the_classes_off_and_on() {
+        let mut env = world(true);
+        let before = env.power.snapshot();
+        env.start();
+        let (_app, cpus) = env.pin(1);
+        env.wait_class(&cpus);
+        env.write_config(&options(Some(&env.w), false));
+        env.reload();
+        env.wait_class(&CpuSet::new());
+        env.wait_for("no power section", || match env.served()?.power {
+            None => Ok(()),
+            Some(p) => Err(format!("{p:?}")),
+        });
+        assert_eq!(env.power.snapshot(), before);
+        env.write_config(&options(Some(&env.w), true));
+        env.reload();
+        env.wait_class(&cpus);
+        env.stop();
+    }
+
+    /// A node without any power file says so in the status, and is
+    /// otherwise unaffected: healthy, pinned as usual.
+    #[test]
+    fn power_a_node_without_the_files_says_so() {
+        let mut env = world(false);
+        env.start();
+        env.pin(1);
+        let power = env.wait_for("unsupported said", || match env.served()?.power {
+            Some(p) if p.unsupported => Ok(p),
+            other => Err(format!("{other:?}")),
+        });
+        assert!(power.failed.is_empty() && power.error.is_none());
+        assert_eq!(env.served().unwrap().health.state, "healthy");
+        env.stop();
+    }
 }

@@ -47,10 +47,10 @@ impl PowerTree {
         fs::write(path, format!("{value}\n")).unwrap();
     }
 
-    /// Gives CPU `cpu` every power file, on `package`/`die`: cpuinfo 800 MHz
-    /// to 3.5 GHz, base 2 GHz, `powersave` between those, EPP
-    /// `balance_performance`, four C-states enabled, resume latency 0.
-    pub fn cpu(&self, cpu: u32, package: u32, die: u32) -> &Self {
+    /// Gives CPU `cpu` every power file: cpuinfo 800 MHz to 3.5 GHz, base
+    /// 2 GHz, `powersave` between those, EPP `balance_performance`, four
+    /// C-states enabled, resume latency 0.
+    pub fn cpu(&self, cpu: u32) -> &Self {
         let d = format!("devices/system/cpu/cpu{cpu}");
         for (file, value) in [
             ("scaling_available_governors", GOVERNORS),
@@ -73,11 +73,15 @@ impl PowerTree {
             self.put(&format!("{d}/cpuidle/state{k}/disable"), "0");
         }
         self.put(&format!("{d}/power/pm_qos_resume_latency_us"), "0");
-        self.put(
-            &format!("{d}/topology/physical_package_id"),
-            &package.to_string(),
-        );
-        self.put(&format!("{d}/topology/die_id"), &die.to_string());
+        self
+    }
+
+    /// Puts CPU `cpu` on `package`/`die` (its `topology/` ids; a sysfs
+    /// fixture has its own).
+    pub fn on_die(&self, cpu: u32, package: u32, die: u32) -> &Self {
+        let d = format!("devices/system/cpu/cpu{cpu}/topology");
+        self.put(&format!("{d}/physical_package_id"), &package.to_string());
+        self.put(&format!("{d}/die_id"), &die.to_string());
         self
     }
 
