@@ -25,7 +25,7 @@ use crate::cpuset::CpuSet;
 use crate::topology::Topology;
 
 use super::style::{Style, visible};
-use sections::{render_interrupts, render_partitions, render_runs, render_slurm};
+use sections::{render_interrupts, render_partitions, render_power, render_runs, render_slurm};
 
 mod sections;
 
@@ -253,6 +253,12 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     if let Some(refused) = status.partitions.as_ref().and_then(|p| p.refused.as_ref()) {
         config_line(visible(refused).into_owned());
     }
+    if status.power.as_ref().is_some_and(|p| p.on && p.unsupported) {
+        config_line(
+            "[power] is on, but no CPU here has cpufreq, cpuidle, pm_qos or uncore files: no class can be set"
+                .to_string(),
+        );
+    }
     for tree in &status.slurm.inside {
         config_line(format!(
             "Slurm's jobs run in {}, inside a subtree pinctl confines: the cgroups holding it are never narrowed, their other children are confined one by one, and their own processes are not. Give Slurm a slice of its own (CgroupSlice= in Slurm's cgroup.conf)",
@@ -369,6 +375,9 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     }
     if let Some(irqs) = &status.interrupts {
         render_interrupts(&mut s, irqs, style, &fieldw);
+    }
+    if let Some(power) = &status.power {
+        render_power(&mut s, power, style, &fieldw);
     }
     if let Some(parts) = &status.partitions {
         render_partitions(&mut s, parts, style, &fieldw);

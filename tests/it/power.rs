@@ -476,6 +476,40 @@ resume_latency_us = "n/a"
             .count();
         assert_eq!(writes, 2 * 4, "{events:?}");
         assert!(env.originals.exists());
+        // Visible: a Power: line in the status, the class and the values
+        // read back in describe, one line per write in events.
+        let text = pinctl::cli::status::render(
+            &env.served().unwrap(),
+            pinctl::cli::status::Mode::Online,
+            pinctl::cli::style::Style::OFF,
+            0,
+        );
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("Power:"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(
+            line.contains(&format!("latency on CPUs {cpus}")) && line.contains("8 files set"),
+            "{line}"
+        );
+        let page = env.described(&app);
+        assert!(page.contains("Power:      class latency"), "{page}");
+        let first = cpus.iter().next().unwrap();
+        assert!(
+            page.contains(&format!("cpu{first} scaling_governor=performance")),
+            "{page}"
+        );
+        let lines: Vec<String> = events
+            .iter()
+            .map(|e| pinctl::cli::events::format_event(e, 0, pinctl::cli::style::Style::OFF))
+            .filter(|l| l.contains("power devices/system/cpu/"))
+            .collect();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("scaling_governor: powersave -> performance (class latency)")),
+            "{lines:?}"
+        );
 
         // A restart keeps the class (nothing written again).
         env.stop();
@@ -540,7 +574,18 @@ resume_latency_us = "n/a"
             other => Err(format!("{other:?}")),
         });
         assert!(power.failed.is_empty() && power.error.is_none());
-        assert_eq!(env.served().unwrap().health.state, "healthy");
+        let status = env.served().unwrap();
+        assert_eq!(status.health.state, "healthy");
+        let text = pinctl::cli::status::render(
+            &status,
+            pinctl::cli::status::Mode::Online,
+            pinctl::cli::style::Style::OFF,
+            0,
+        );
+        assert!(
+            text.contains("Config:      [power] is on, but no CPU here has"),
+            "{text}"
+        );
         env.stop();
     }
 }
