@@ -11,8 +11,10 @@
 //! what is asked), and at each round of the watchdog's checks, which finds
 //! values written over, a CPU back online, and retries failed writes.
 //!
-//! Which class a CPU gets: an exclusive CPU its workload's rule's `class`,
-//! else `[power]`'s `exclusive`; a reserved CPU `reserved`; any other CPU of
+//! Which class a CPU gets: an exclusive CPU its workload's own class (the
+//! xattr `user.pinctl.class`, the annotation `pinctl.io/cpu-class`, its
+//! rule's `class`: [`crate::intent::Intent::class`], trusted as its CPU
+//! request is), else `[power]`'s `exclusive`; a reserved CPU `reserved`; any other CPU of
 //! the shared pool `shared`. With `[power]` off, none: every original goes
 //! back.
 //!
@@ -33,7 +35,6 @@ use super::Daemon;
 use crate::api;
 use crate::config::Class;
 use crate::cpuset::CpuSet;
-use crate::intent::Source;
 use crate::power::sysfs::{Ask, Pass, pass};
 use crate::power::{Knob, Refusal, Why};
 
@@ -113,16 +114,13 @@ impl Daemon {
         }
         for w in self.engine.workloads().values() {
             let Some(cpus) = &w.cpus else { continue };
-            let by_rule = match &w.source {
-                Source::Rule { pattern, line } => self
-                    .cfg
-                    .rules
-                    .iter()
-                    .find(|r| r.line == *line && &r.pattern == pattern)
-                    .and_then(|r| r.class.clone()),
-                _ => None,
-            };
-            match by_rule.or_else(|| p.exclusive.clone()) {
+            // Its own class (xattr, annotation, rule) if it names one,
+            // else the default (the status says which names are unknown).
+            let own = w
+                .class
+                .clone()
+                .filter(|c| self.cfg.classes.iter().any(|k| &k.name == c));
+            match own.or_else(|| p.exclusive.clone()) {
                 Some(class) => {
                     for cpu in cpus.iter().filter(|c| online.contains(*c)) {
                         out.insert(cpu, class.clone());
@@ -316,7 +314,11 @@ impl Daemon {
                 })
                 .collect(),
             originals: p.originals.len(),
-            refused: p.refusals.iter().map(ToString::to_string).collect(),
+            refused: self
+                .unknown_classes()
+                .into_iter()
+                .chain(p.refusals.iter().map(ToString::to_string))
+                .collect(),
             failed: p
                 .failed
                 .iter()
@@ -325,6 +327,28 @@ impl Daemon {
             unsupported: p.unsupported,
             error: p.error.clone(),
         })
+    }
+
+    /// The workloads that ask for a class no `[[class]]` defines: they
+    /// get `[power]`'s `exclusive`.
+    fn unknown_classes(&self) -> Vec<String> {
+        if !self.cfg.power.enabled {
+            return Vec::new();
+        }
+        self.engine
+            .workloads()
+            .values()
+            .filter(|w| w.cpus.is_some())
+            .filter_map(|w| {
+                let c = w.class.as_ref()?;
+                (!self.cfg.classes.iter().any(|k| &k.name == c)).then(|| {
+                    format!(
+                        "workload {} asks for class {c:?}, which no [[class]] defines: it gets [power]'s exclusive",
+                        w.key
+                    )
+                })
+            })
+            .collect()
     }
 
     /// Waits for a pass in flight (stop): what it wrote is then in the

@@ -358,6 +358,11 @@ governor = "performance"
 min_freq = "base"
 disabled_cstates = ["C6"]
 resume_latency_us = "n/a"
+
+[[class]]
+name = "slow"
+max_freq = "1GHz"
+resume_latency_us = 20
 "#;
 
     fn options(w: Option<&World>, on: bool) -> Options {
@@ -559,6 +564,65 @@ resume_latency_us = "n/a"
         env.write_config(&options(Some(&env.w), true));
         env.reload();
         env.wait_class(&cpus);
+        env.stop();
+    }
+
+    /// A workload chooses its class by the annotation `pinctl.io/cpu-class`
+    /// or the xattr `user.pinctl.class` (the xattr wins, and is followed
+    /// when it changes); a name no class has gets the default, and the
+    /// status says so.
+    #[test]
+    fn power_a_workload_chooses_its_class_by_annotation_or_xattr() {
+        let mut env = world(true);
+        env.start();
+        let slow = |env: &Env, cpus: &CpuSet| {
+            env.wait_for(&format!("slow on {cpus}"), || {
+                for cpu in cpus.iter() {
+                    let got = (
+                        env.cpu_file(cpu, "cpufreq/scaling_max_freq"),
+                        env.cpu_file(cpu, "power/pm_qos_resume_latency_us"),
+                        env.cpu_file(cpu, "cpufreq/scaling_governor"),
+                    );
+                    if got != ("1000000".into(), "20".into(), "powersave".into()) {
+                        return Err(format!("CPU {cpu} reads {got:?}"));
+                    }
+                }
+                Ok(())
+            })
+        };
+        // By annotation, in the bundle the runtime writes first.
+        env.bundle_with(1, &uid(1), Some("app"), &[("pinctl.io/cpu-class", "slow")]);
+        let (_a, a) = env.pin(1);
+        slow(&env, &a);
+        // By xattr, set on a pinned workload: followed.
+        let (b_rel, b) = env.pin(2);
+        env.wait_for("latency on b", || {
+            match env.cpu_file(b.iter().next().unwrap(), "cpufreq/scaling_governor") {
+                g if g == "performance" => Ok(()),
+                g => Err(g),
+            }
+        });
+        xattr::set(env.tree.dir(&b_rel), "user.pinctl.class", b"slow").unwrap();
+        slow(&env, &b);
+        // A name no class has: the default, said in the status.
+        xattr::set(env.tree.dir(&b_rel), "user.pinctl.class", b"nope").unwrap();
+        env.wait_for("latency on b again", || {
+            match env.cpu_file(b.iter().next().unwrap(), "cpufreq/scaling_governor") {
+                g if g == "performance" => Ok(()),
+                g => Err(g),
+            }
+        });
+        env.wait_for("the unknown class said", || match env.served()?.power {
+            Some(p)
+                if p.refused
+                    .iter()
+                    .any(|r| r.contains("asks for class \"nope\"")) =>
+            {
+                Ok(())
+            }
+            other => Err(format!("{other:?}")),
+        });
+        slow(&env, &a);
         env.stop();
     }
 
