@@ -63,13 +63,18 @@ pub(super) struct Powers {
     unsupported: bool,
     /// Why the files or the originals file could not be used.
     error: Option<String>,
+    /// Why the originals file could not be read at start-up, if it could
+    /// not: then no class's value is written until a restart, since the
+    /// originals it holds would be lost.
+    unreadable: Option<String>,
     tx: tokio::sync::mpsc::UnboundedSender<Pass>,
     pub(super) rx: tokio::sync::mpsc::UnboundedReceiver<Pass>,
 }
 
 impl Powers {
-    /// The memory of the originals file (`error`: why it could not be read).
-    pub(super) fn new(originals: BTreeMap<Knob, String>, error: Option<String>) -> Self {
+    /// The memory of the originals file (`unreadable`: why it could not be
+    /// read).
+    pub(super) fn new(originals: BTreeMap<Knob, String>, unreadable: Option<String>) -> Self {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         Powers {
             originals,
@@ -81,7 +86,8 @@ impl Powers {
             refusals: Vec::new(),
             failed: BTreeMap::new(),
             unsupported: false,
-            error,
+            error: None,
+            unreadable,
             tx,
             rx,
         }
@@ -173,6 +179,7 @@ impl Daemon {
             classes_of,
             classes,
             originals: p.originals.clone(),
+            may_set: p.unreadable.is_none(),
         };
         let (pool, tx) = (self.pool.clone(), p.tx.clone());
         tokio::spawn(async move {
@@ -325,7 +332,11 @@ impl Daemon {
                 .map(|(k, e)| format!("{}: {e}", k.rel_path()))
                 .collect(),
             unsupported: p.unsupported,
-            error: p.error.clone(),
+            error: p
+                .unreadable
+                .as_ref()
+                .map(|e| format!("the originals file cannot be read ({e}): no class is set until a restart reads it"))
+                .or_else(|| p.error.clone()),
         })
     }
 

@@ -38,7 +38,9 @@ pub(super) async fn root_balances(pool: &IoPool, hier: &Hierarchy) -> bool {
 
 /// The power originals kept by an earlier run since boot, on an I/O
 /// thread; an unusable file is moved aside and said (its values are lost:
-/// the files keep what they hold).
+/// the files keep what they hold). A file that cannot be read at all
+/// (permissions, EIO) is the error returned: no class is set then, so its
+/// originals are not written over.
 async fn load_power_originals(
     pool: &IoPool,
     cfg: &Config,
@@ -57,9 +59,10 @@ async fn load_power_originals(
             (kept, None)
         }
         Ok(Found::Missing) => (BTreeMap::new(), None),
+        // Moved aside: its values are lost, the files keep what they hold.
         Ok(Found::Quarantined(why)) => {
             warn!(path = %path.display(), %why, "power originals file unusable; the power files keep what they hold");
-            (BTreeMap::new(), Some(format!("{}: {why}", path.display())))
+            (BTreeMap::new(), None)
         }
         Err(e) => {
             let e = chain(&e);

@@ -350,6 +350,10 @@ pub struct Ask {
     pub classes: Vec<crate::config::Class>,
     /// The originals kept so far.
     pub originals: BTreeMap<Knob, String>,
+    /// Whether a class's value may be written: not while the originals
+    /// file could not be read (what it holds would be lost), when only
+    /// originals are put back.
+    pub may_set: bool,
 }
 
 /// One pass over the power files, every file operation on `pool`'s I/O
@@ -365,6 +369,7 @@ pub async fn pass(pool: &IoPool, ask: Ask) -> Pass {
         classes_of,
         classes,
         originals,
+        may_set,
     } = ask;
     let mut out = Pass {
         originals: originals.clone(),
@@ -395,7 +400,10 @@ pub async fn pass(pool: &IoPool, ask: Ask) -> Pass {
         kept.entry(k.clone()).or_insert_with(|| v.clone());
     }
     let mut writes = plan.writes.clone();
-    if kept != originals {
+    if !may_set {
+        kept = originals.clone();
+        writes.retain(|w| w.why == Why::Restore);
+    } else if kept != originals {
         let (path, body) = (originals_file.clone(), kept.clone());
         let saved = pool
             .run_op("save", &originals_file, move |_| {

@@ -533,12 +533,14 @@ fn arb_class(name: &'static str) -> impl Strategy<Value = Class> {
 }
 
 /// One event: a new class for each CPU (index 0 is none), a CPU offline,
-/// or a reload with new classes.
+/// a reload with new classes, or a restart (the originals come back from
+/// their file, and nothing else is remembered).
 #[derive(Debug, Clone)]
 enum Event {
     Assign(Vec<usize>),
     Offline(u32),
     Reload(Vec<Class>),
+    Restart,
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -547,6 +549,7 @@ fn event() -> impl Strategy<Value = Event> {
         1 => (0u32..4).prop_map(Event::Offline),
         1 => (arb_class("a"), arb_class("b"), arb_class("c"))
             .prop_map(|(a, b, c)| Event::Reload(vec![a, b, c])),
+        1 => Just(Event::Restart),
     ]
 }
 
@@ -590,6 +593,8 @@ proptest! {
         let mut originals = BTreeMap::new();
         let mut online = all.clone();
         let mut assigned: BTreeMap<u32, String> = BTreeMap::new();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("power.json");
         for e in events {
             match e {
                 Event::Assign(v) => {
@@ -600,6 +605,13 @@ proptest! {
                 }
                 Event::Offline(c) => { online.cpus.remove(&c); }
                 Event::Reload(c) => classes = c,
+                Event::Restart => {
+                    originals::save(&file, &originals).unwrap();
+                    originals = match originals::load(&file).unwrap() {
+                        originals::Found::Kept(k) => k,
+                        other => return Err(TestCaseError::fail(format!("{other:?}"))),
+                    };
+                }
             }
             let p = step(&assigned, &classes, &online, &mut files, &mut originals);
             let p = p.map_err(TestCaseError::fail)?;

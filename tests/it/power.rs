@@ -15,7 +15,7 @@ use pinctl::CpuSet;
 use pinctl::config::{self, Class};
 use pinctl::io::{IoConfig, IoPool};
 use pinctl::power::sysfs::{Ask, Pass, pass};
-use pinctl::power::{Knob, Reason, originals};
+use pinctl::power::{Knob, Reason, Why, originals};
 
 use crate::support::fake_power::{PowerTree, Validating};
 
@@ -94,6 +94,7 @@ impl Bed {
                 .collect(),
             classes: classes(),
             originals: self.originals.clone(),
+            may_set: true,
         };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -187,6 +188,7 @@ fn power_frequencies_are_written_in_an_order_the_kernel_accepts() {
         classes_of: c.iter().map(|(c, n)| (*c, n.to_string())).collect(),
         classes,
         originals: bed.originals.clone(),
+        may_set: true,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -230,6 +232,51 @@ fn power_frequencies_are_written_in_an_order_the_kernel_accepts() {
     );
     let log = bed.fs.log.lock().unwrap();
     assert!(log.len() >= 8, "{log:?}");
+}
+
+/// While the originals file cannot be read, no class's value is written
+/// (the originals it holds would be lost), and originals known are still
+/// put back.
+#[test]
+fn power_no_class_is_set_while_the_originals_cannot_be_read() {
+    let mut bed = Bed::new();
+    bed.run(&[(1, "latency")]);
+    let before_governor = bed
+        .tree
+        .read("devices/system/cpu/cpu1/cpufreq/scaling_governor");
+    assert_eq!(before_governor, "performance");
+    let ask = |bed: &Bed, c: &[(u32, &str)]| Ask {
+        root: bed.tree.root.clone(),
+        originals_file: bed.file.clone(),
+        online: bed.online.clone(),
+        classes_of: c.iter().map(|(c, n)| (*c, n.to_string())).collect(),
+        classes: classes(),
+        originals: bed.originals.clone(),
+        may_set: false,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // CPU 1 released, CPU 2 pinned: 1 is put back, 2 is left alone.
+    let p = rt.block_on(pass(&bed.pool, ask(&bed, &[(2, "latency")])));
+    assert!(
+        p.written
+            .iter()
+            .all(|w| w.write.why == Why::Restore && w.write.knob.cpu() != Some(2)),
+        "{:?}",
+        p.written
+    );
+    assert_eq!(
+        bed.tree
+            .read("devices/system/cpu/cpu1/cpufreq/scaling_governor"),
+        "powersave"
+    );
+    assert_eq!(
+        bed.tree
+            .read("devices/system/cpu/cpu2/cpufreq/scaling_governor"),
+        "powersave"
+    );
 }
 
 #[test]
@@ -623,6 +670,61 @@ resume_latency_us = 20
             other => Err(format!("{other:?}")),
         });
         slow(&env, &a);
+        env.stop();
+    }
+
+    /// CPU hot-plug: a shared CPU with the shared class goes offline (its
+    /// `cpufreq/` goes) and comes back with the kernel's values: the
+    /// periodic reconcile sees it, and it gets its class again.
+    #[test]
+    fn power_a_cpu_back_online_gets_its_class_again() {
+        let mut env = world(true);
+        let mut opts = options(Some(&env.w), true);
+        opts.reconcile_interval = "300ms";
+        if let Some(last) = opts.keys.last_mut() {
+            last.push_str("shared = \"slow\"\n");
+        }
+        env.write_config(&opts);
+        env.start();
+        let cpu = 30;
+        let slow = |env: &Env, want: bool| {
+            env.wait_for(&format!("CPU {cpu} slow: {want}"), || {
+                let max = env.cpu_file(cpu, "cpufreq/scaling_max_freq");
+                match (max.as_str(), want) {
+                    ("1000000", true) | ("3500000", false) => Ok(()),
+                    _ => Err(max),
+                }
+            })
+        };
+        slow(&env, true);
+        // Offline: the kernel drops cpufreq/ and the topology.
+        let cpus = env.sysfs.join("devices/system/cpu");
+        let topo = cpus.join(format!("cpu{cpu}/topology"));
+        let saved = env.tmp.path().join("topology-saved");
+        crate::support::copy_dir(&topo, &saved);
+        fs::remove_dir_all(&topo).unwrap();
+        env.power.offline(cpu);
+        fs::write(cpus.join("online"), "0-29,31\n").unwrap();
+        fs::write(cpus.join("offline"), format!("{cpu}\n")).unwrap();
+        let node1 = env.sysfs.join("devices/system/node/node1/cpulist");
+        let node1_before = fs::read_to_string(&node1).unwrap();
+        fs::write(&node1, "8-15,24-29,31\n").unwrap();
+        let online = set("0-29,31");
+        env.tree.set_online(&online);
+        env.wait_for("CPU 30 gone from the status", || {
+            match env.served()?.power {
+                Some(p) if p.classes.iter().all(|c| !c.cpus.contains(cpu)) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        });
+        // Back, with a fresh cpufreq/ (the kernel's values).
+        crate::support::copy_dir(&saved, &topo);
+        env.power.cpu(cpu);
+        fs::write(cpus.join("online"), "0-31\n").unwrap();
+        fs::write(cpus.join("offline"), "\n").unwrap();
+        fs::write(&node1, node1_before).unwrap();
+        env.tree.set_online(&set(ONLINE));
+        slow(&env, true);
         env.stop();
     }
 
