@@ -528,6 +528,9 @@ pub struct Power {
     pub unsupported: bool,
     /// Why the power files or the originals file could not be used.
     pub error: Option<String>,
+    /// What the operator should change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advice: Vec<String>,
 }
 
 /// One class in use.

@@ -38,6 +38,9 @@ use crate::cpuset::CpuSet;
 use crate::power::sysfs::{Ask, Pass, pass};
 use crate::power::{Knob, Refusal, Why};
 
+/// What to do when the power files are read-only to the daemon.
+const READ_ONLY: &str = "/sys/devices/system/cpu is read-only to the daemon: the packaged unit makes /sys read-only; add ReadWritePaths=/sys/devices/system/cpu in a drop-in (systemctl edit pinctld) to use [power]";
+
 /// What a pass is asked: the class of each CPU, the online CPUs, the
 /// classes.
 type Asked = (BTreeMap<u32, String>, CpuSet, Vec<Class>);
@@ -332,6 +335,11 @@ impl Daemon {
                 .map(|(k, e)| format!("{}: {e}", k.rel_path()))
                 .collect(),
             unsupported: p.unsupported,
+            advice: if p.failed.values().any(|e| e.contains("Read-only file system")) {
+                vec![READ_ONLY.to_string()]
+            } else {
+                Vec::new()
+            },
             error: p
                 .unreadable
                 .as_ref()

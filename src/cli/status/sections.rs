@@ -116,6 +116,9 @@ pub(super) fn render_power(
     for e in first.take(2) {
         let _ = writeln!(s, "{:13}{}", "", style.red(&visible(e)));
     }
+    for advice in &power.advice {
+        let _ = writeln!(s, "{:13}{}", "", style.yellow(&visible(advice)));
+    }
 }
 
 /// The `Partitions:` line (`isolation = "partition"`), with each failing
