@@ -224,7 +224,9 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json
                 .get(&key)
                 .map(|v| v.trim())
                 .filter(|v| !v.is_empty())
-                .map(str::to_string)
+                // Someone else's value: no class name is longer than 64
+                // characters, so 65 are enough to say which it is not.
+                .map(|v| v.chars().take(65).collect())
         });
     Ok(Bundle {
         path: path.to_path_buf(),
