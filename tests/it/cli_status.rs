@@ -1310,11 +1310,12 @@ fn status_maps_irregular_machines() {
 #[test]
 fn status_power_line_says_classes_failures_and_advice() {
     let mut doc = status_doc::status(SHAPE_16, "0,8", &[pod(1, "app", 2)]);
+    let pinned = doc.workloads[0].cpus.clone().unwrap();
     doc.power = Some(api::Power {
         on: true,
         classes: vec![api::PowerClass {
             name: "latency".into(),
-            cpus: set("2-3"),
+            cpus: pinned.clone(),
         }],
         files: Vec::new(),
         originals: 4,
@@ -1334,8 +1335,21 @@ fn status_power_line_says_classes_failures_and_advice() {
     let line = text.lines().find(|l| l.starts_with("Power:")).unwrap();
     assert_eq!(
         line,
-        "Power:       latency on CPUs 2-3; 0 files set, 4 originals kept; 1 refused; 1 failing"
+        format!(
+            "Power:       latency on CPUs {pinned}; 0 files set, 4 originals kept; 1 refused; 1 failing"
+        )
     );
+    // The class in the legend of the CPU map.
+    let head = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("TAG"))
+        .unwrap();
+    assert!(head.contains(" CLASS    WORKLOAD"), "{head}");
+    let row = text
+        .lines()
+        .find(|l| l.contains(&format!("  {pinned}  ")))
+        .unwrap();
+    assert!(row.contains("  latency  "), "{row}");
     assert!(
         text.contains(
             "             devices/system/cpu/cpu3/cpufreq/scaling_governor: Read-only file system"
