@@ -115,6 +115,7 @@ fn round(e: &mut Engine) {
             source: Source::Xattr,
             numa: Vec::new(),
             whole_cores: false,
+            class: None,
         }),
     );
     let plan = e.plan();

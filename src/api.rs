@@ -82,6 +82,10 @@ pub struct Status {
     /// when that is off and none is left to undo.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partitions: Option<Partitions>,
+    /// CPU power classes (`[power]`); absent when that is off and nothing
+    /// is left to put back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<Power>,
     /// Slurm's jobs on this node; absent when there are none.
     #[serde(default, skip_serializing_if = "Slurm::is_empty")]
     pub slurm: Slurm,
@@ -239,6 +243,7 @@ impl Status {
             config: RunningConfig::default(),
             quotas_lifted: Vec::new(),
             interrupts: None,
+            power: None,
             partitions: None,
             slurm: Slurm::default(),
             runs: Runs::default(),
@@ -502,6 +507,54 @@ pub struct Watchdog {
     pub state_error: Option<String>,
 }
 
+/// CPU power classes (`[power]`, issue #35).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Power {
+    /// Whether `[power]` is enabled (off: what is listed is being put back).
+    pub on: bool,
+    /// Each class in use and the CPUs it is for.
+    pub classes: Vec<PowerClass>,
+    /// Every file a class holds, with the value read back.
+    pub files: Vec<PowerFile>,
+    /// How many originals are kept (files to put back one day).
+    pub originals: usize,
+    /// Class values that could not be planned, each with why.
+    pub refused: Vec<String>,
+    /// Writes that failed, each with its error: tried again by the next
+    /// pass.
+    pub failed: Vec<String>,
+    /// No CPU has any power file (a VM without cpufreq, cpuidle or
+    /// pm_qos): nothing can be set.
+    pub unsupported: bool,
+    /// Why the power files or the originals file could not be used.
+    pub error: Option<String>,
+    /// What the operator should change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advice: Vec<String>,
+}
+
+/// One class in use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PowerClass {
+    pub name: String,
+    pub cpus: CpuSet,
+}
+
+/// One file a class holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PowerFile {
+    /// Relative to the sysfs root.
+    pub file: String,
+    /// The class (for uncore: the highest of its die).
+    pub class: String,
+    /// What the class wants.
+    pub value: String,
+    /// What the file read after the last pass (`None`: not read back).
+    pub read: Option<String>,
+    /// The CPU, for a CPU's file.
+    pub cpu: Option<u32>,
+}
+
 /// Device interrupts kept off exclusive CPUs (`irq_affinity`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Interrupts {
@@ -695,6 +748,20 @@ pub enum EventKind {
         put_back: Vec<String>,
         /// Interrupts the kernel would not move, with its error.
         refused: Vec<(String, String)>,
+    },
+    /// A write of a power file (`[power]`): a class's value, or an
+    /// original put back.
+    Power {
+        /// The file, relative to the sysfs root.
+        file: String,
+        /// What it held before.
+        old: Option<String>,
+        /// What was written.
+        new: String,
+        /// The class, or `None` for an original put back.
+        class: Option<String>,
+        /// `None` when it worked, else the error.
+        error: Option<String>,
     },
     /// A write of an isolated partition (`isolation = "partition"`): a
     /// grant (`cpuset.cpus.exclusive`) or the partition's type

@@ -18,6 +18,11 @@
 //! asks for anything ([`trusted`]): the others belong to users systemd or a
 //! runtime delegated them to, who may not give CPUs away.
 //!
+//! The power class a workload chooses ([`Intent::class`], issue #35)
+//! follows the same order: the xattr `user.pinctl.class`, the annotation
+//! `pinctl.io/cpu-class` (the container's own `.<name>` first), the
+//! rule's `class`; and the same trust.
+//!
 //! Also the workload identity: pod UID + container name when the runtime's
 //! annotations say them, so that a restarted container (a new cgroup) keeps its
 //! CPUs, and two cgroups of one container share one assignment.
@@ -41,6 +46,10 @@ use crate::io::{FileId, Fs, Owner};
 /// The OCI annotation that asks for exclusive CPUs: as it is, for the pod's
 /// one container; followed by `.<container name>`, for that container.
 pub const ANNOTATION_CPUS: &str = "pinctl.io/cpus";
+
+/// The OCI annotation that chooses a power class: as it is, for the pod's
+/// containers; followed by `.<container name>`, for that container.
+pub const ANNOTATION_CLASS: &str = "pinctl.io/cpu-class";
 
 /// The annotations by which each runtime marks a pod's sandbox (pause)
 /// container's bundle: containerd, CRI-O, cri-dockerd.
@@ -89,6 +98,12 @@ pub struct Intent {
     /// Whole physical cores only (the xattr's `+full-cores`), whatever
     /// `full_pcpus_only` says.
     pub whole_cores: bool,
+    /// The power class its CPUs should get, by name: the xattr
+    /// `user.pinctl.class`, else the annotation `pinctl.io/cpu-class`
+    /// (the container's own `.<name>` first), else its rule's `class`.
+    /// Whether the name is a class is the daemon's to judge (a reload may
+    /// change the classes).
+    pub class: Option<String>,
 }
 
 impl Intent {
@@ -118,6 +133,9 @@ pub struct Bundle {
     /// The annotation that asks for CPUs, key and raw value: the container's
     /// own `pinctl.io/cpus.<name>`, else the pod's `pinctl.io/cpus`.
     pub cpus: Option<(String, String)>,
+    /// The power class it asks for: the container's own
+    /// `pinctl.io/cpu-class.<name>`, else the pod's `pinctl.io/cpu-class`.
+    pub class: Option<String>,
     pub pod_uid: Option<String>,
     pub container_name: Option<String>,
     /// It is a pod's sandbox (pause) container ([`SANDBOX_MARKERS`]).
@@ -195,10 +213,26 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json
                 .clone();
             Some((key, value))
         });
+    let class = container_name
+        .as_ref()
+        .map(|name| format!("{ANNOTATION_CLASS}.{name}"))
+        .into_iter()
+        .chain([ANNOTATION_CLASS.to_string()])
+        .find_map(|key| {
+            config
+                .annotations
+                .get(&key)
+                .map(|v| v.trim())
+                .filter(|v| !v.is_empty())
+                // Someone else's value: no class name is longer than 64
+                // characters, so 65 are enough to say which it is not.
+                .map(|v| v.chars().take(65).collect())
+        });
     Ok(Bundle {
         path: path.to_path_buf(),
         unusable: None,
         cpus,
+        class,
         pod_uid: get(&["io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"]),
         container_name,
         sandbox: SANDBOX_MARKERS
@@ -380,7 +414,15 @@ pub fn read(
     if bundle.is_none() && container.is_some() && bundle_error.is_none() {
         bundle = Some(Bundle::summary());
     }
-    let (intent, problem) = decide(&kind, &obs, bundle.as_deref(), cfg);
+    let (mut intent, problem) = decide(&kind, &obs, bundle.as_deref(), cfg);
+    // The xattr's class, over the annotation's and the rule's: read only
+    // where a trusted cgroup wants CPUs (decide dropped the rest), so
+    // whoever may ask for the CPUs may choose their class.
+    if let Some(i) = intent.as_mut().filter(|i| i.wants())
+        && let Some(class) = crate::cgroup::kept_class(fs, hier, rel)
+    {
+        i.class = Some(class);
+    }
     // The identity matters only for a workload that wants CPUs; it may come
     // from a bundle remembered as a summary (not when one was just looked
     // for: a pin's read looks once).
@@ -485,8 +527,26 @@ pub fn trusted(owner: Option<Owner>) -> bool {
     owner.is_some_and(|o| (o.uid == 0 || o.uid == *EUID) && o.mode & 0o022 == 0)
 }
 
-/// What a cgroup's xattr, bundle, rules and limit ask, before [`trusted`].
+/// What a cgroup's xattr, bundle, rules and limit ask, before [`trusted`],
+/// with the power class its annotation or rule chooses (the xattr's is
+/// read only for a workload that wants CPUs: [`read`]).
 fn requested(
+    kind: &Kind,
+    obs: &Observed,
+    bundle: Option<&Bundle>,
+    config: &Config,
+) -> (Option<Intent>, Option<String>) {
+    let (mut intent, problem) = requested_cpus(kind, obs, bundle, config);
+    if let Some(i) = intent.as_mut().filter(|i| i.wants()) {
+        i.class = bundle
+            .and_then(|b| b.class.clone())
+            .or_else(|| config.rule_for(&obs.rel).and_then(|r| r.class.clone()));
+    }
+    (intent, problem)
+}
+
+/// What a cgroup's xattr, bundle, rules and limit ask, before [`trusted`].
+fn requested_cpus(
     kind: &Kind,
     obs: &Observed,
     bundle: Option<&Bundle>,
@@ -505,6 +565,7 @@ fn requested(
                         source: Source::Xattr,
                         numa,
                         whole_cores,
+                        class: None,
                     }),
                     None,
                 );
@@ -545,6 +606,7 @@ fn requested(
                         },
                         numa: Vec::new(),
                         whole_cores: false,
+                        class: None,
                     }),
                     problem,
                 );
@@ -568,6 +630,7 @@ fn requested(
                 },
                 numa: rule.numa.clone(),
                 whole_cores: false,
+                class: None,
             }),
             problem,
         );
@@ -589,6 +652,7 @@ fn requested(
                 source: Source::Kubelet,
                 numa: Vec::new(),
                 whole_cores: false,
+                class: None,
             }),
             problem,
         );
@@ -775,6 +839,28 @@ mod tests {
     /// containerd, CRI-O and cri-dockerd copy a pod's annotations into its
     /// sandbox's bundle: the pause container asks for nothing by them, nor
     /// by a rule whose glob matches its scope; only by its own xattr.
+    /// `pinctl.io/cpu-class.<name>` wins over the pod's
+    /// `pinctl.io/cpu-class`, as for the CPU count.
+    #[test]
+    fn the_class_annotation_is_read_the_containers_own_first() {
+        let json = |extra: &str| {
+            format!(
+                r#"{{"annotations":{{"io.kubernetes.container.name":"app",
+                "pinctl.io/cpus":"2","pinctl.io/cpu-class":"slow"{extra}}}}}"#
+            )
+        };
+        let b = parse_bundle(Path::new("/a"), &json("")).unwrap();
+        assert_eq!(b.class.as_deref(), Some("slow"));
+        let b = parse_bundle(
+            Path::new("/a"),
+            &json(r#","pinctl.io/cpu-class.app":" fast ""#),
+        )
+        .unwrap();
+        assert_eq!(b.class.as_deref(), Some("fast"));
+        let b = parse_bundle(Path::new("/a"), r#"{"annotations":{"pinctl.io/cpus":"2"}}"#).unwrap();
+        assert_eq!(b.class, None);
+    }
+
     #[test]
     fn a_sandbox_asks_for_nothing_but_by_its_xattr() {
         let rule = "[[rule]]\nmatch = \"pods/*\"\ncpus = 2\n";
@@ -1050,6 +1136,7 @@ mod tests {
             source,
             numa: Vec::new(),
             whole_cores: false,
+            class: None,
         };
         let kubelet = asks(2, Source::Kubelet);
         let pod = crate::cgroup::parent(&rel).unwrap();

@@ -25,6 +25,7 @@ pub mod io;
 pub mod irq;
 pub mod metrics;
 pub mod partition;
+pub mod power;
 pub mod procfs;
 pub mod run;
 pub mod server;

@@ -142,6 +142,12 @@ pub struct Metrics {
     pub irqs_steered: Gauge,
     /// Interrupts whose affinity the kernel refused or could not be read.
     pub irqs_refused: Gauge,
+    /// CPUs that hold a power class now (`[power]`).
+    pub power_classes_applied: Gauge,
+    /// Power writes refused by the kernel or that failed, and class
+    /// values the planner refused (not supported, out of range, governor
+    /// missing).
+    pub power_writes_refused: Counter,
     /// Exclusive workloads' cgroups that are isolated partitions now.
     pub partitions_isolated: Gauge,
     /// Exclusive workloads whose partition could not be made or is invalid.
@@ -200,6 +206,8 @@ impl Metrics {
             quotas_lifted: Gauge::default(),
             irqs_steered: Gauge::default(),
             irqs_refused: Gauge::default(),
+            power_classes_applied: Gauge::default(),
+            power_writes_refused: Counter::default(),
             partitions_isolated: Gauge::default(),
             partitions_failing: Gauge::default(),
             state_save_failures: Counter::default(),
@@ -317,6 +325,16 @@ impl Metrics {
             "irqs_refused",
             "Interrupts whose affinity could not be set (kernel-managed ones refuse)",
             m.irqs_refused.clone(),
+        );
+        registry.register(
+            "power_classes_applied",
+            "CPUs that hold a power class now ([power])",
+            m.power_classes_applied.clone(),
+        );
+        registry.register(
+            "power_writes_refused",
+            "Power class values refused (by the planner or the kernel) or whose write failed",
+            m.power_writes_refused.clone(),
         );
         registry.register(
             "partitions_isolated",

@@ -79,6 +79,10 @@ pub const XATTR_QUOTA: &str = "user.pinctl.quota";
 /// a live set that holds it, whatever its size.
 pub const XATTR_BASELINE: &str = "user.pinctl.baseline";
 
+/// The extended attribute that chooses the power class of a workload's
+/// CPUs (`"latency"`), read where the cgroup asks for CPUs and may.
+pub const XATTR_CLASS: &str = "user.pinctl.class";
+
 /// Which cgroup version manages cpusets here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -497,6 +501,16 @@ pub fn kept_baseline(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<CpuSet> {
     let raw = fs.get_xattr(&h.dir(rel), XATTR_BASELINE).ok()??;
     let set: CpuSet = std::str::from_utf8(&raw).ok()?.trim().parse().ok()?;
     (!set.is_empty()).then_some(set)
+}
+
+/// The power class chosen on `rel` ([`XATTR_CLASS`]): `None` when there is
+/// none, or it cannot be read or is not a class name.
+pub fn kept_class(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<String> {
+    let raw = fs.get_xattr(&h.dir(rel), XATTR_CLASS).ok()??;
+    let name = std::str::from_utf8(&raw).ok()?.trim();
+    crate::config::class_name_problem(name)
+        .is_none()
+        .then(|| name.to_string())
 }
 
 /// Parses a CPU or memory node list read from `path`; one that does not

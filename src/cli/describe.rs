@@ -236,6 +236,29 @@ pub fn render(
             let _ = writeln!(s, "{}{}", field("CPUs"), style.yellow("none yet (pending)"));
         }
     }
+    if let (Some(cpus), Some(power)) = (&w.cpus, &status.power) {
+        for c in power.classes.iter().filter(|c| !c.cpus.is_disjoint(cpus)) {
+            let files: Vec<String> = power
+                .files
+                .iter()
+                .filter(|f| f.cpu.is_some_and(|n| cpus.contains(n)) && f.class == c.name)
+                .map(|f| {
+                    let name = f.file.rsplit('/').next().unwrap_or(&f.file);
+                    let read = f.read.as_deref().unwrap_or("?");
+                    let shown = if read == f.value {
+                        format!("{name}={read}")
+                    } else {
+                        format!("{name}={read} (wants {})", f.value)
+                    };
+                    format!("cpu{} {}", f.cpu.unwrap_or_default(), visible(&shown))
+                })
+                .collect();
+            let _ = writeln!(s, "{}class {}", field("Power"), visible(&c.name));
+            for f in files {
+                let _ = writeln!(s, "{:12}{f}", "");
+            }
+        }
+    }
     if let Some(r) = &w.resize {
         let _ = writeln!(
             s,

@@ -124,6 +124,28 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
             );
             failure(&mut s, error.as_deref(), style);
         }
+        EventKind::Power {
+            file,
+            old,
+            new,
+            class,
+            error,
+        } => {
+            let why = match class {
+                Some(c) => format!("class {}", visible(c)),
+                None => "original put back".to_string(),
+            };
+            let old = old.as_deref().map_or("?".into(), visible);
+            let _ = write!(
+                s,
+                "power {}: {old} -> {} ({why})",
+                visible(file),
+                visible(new)
+            );
+            if let Some(err) = error {
+                let _ = write!(s, "  {}", style.red(&format!("FAILED: {}", visible(err))));
+            }
+        }
         EventKind::Irqs {
             away,
             moved,
@@ -234,7 +256,10 @@ pub fn concerns(e: &Event, rel: &str) -> bool {
         | EventKind::Run { cgroup, .. }
         | EventKind::Quota { cgroup, .. }
         | EventKind::Partition { cgroup, .. } => crate::cgroup::is_within(cgroup, rel),
-        EventKind::Repair { .. } | EventKind::Irqs { .. } | EventKind::Resize { .. } => false,
+        EventKind::Repair { .. }
+        | EventKind::Irqs { .. }
+        | EventKind::Power { .. }
+        | EventKind::Resize { .. } => false,
     }
 }
 

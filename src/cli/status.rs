@@ -25,7 +25,7 @@ use crate::cpuset::CpuSet;
 use crate::topology::Topology;
 
 use super::style::{Style, visible};
-use sections::{render_interrupts, render_partitions, render_runs, render_slurm};
+use sections::{render_interrupts, render_partitions, render_power, render_runs, render_slurm};
 
 mod sections;
 
@@ -253,6 +253,12 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     if let Some(refused) = status.partitions.as_ref().and_then(|p| p.refused.as_ref()) {
         config_line(visible(refused).into_owned());
     }
+    if status.power.as_ref().is_some_and(|p| p.on && p.unsupported) {
+        config_line(
+            "[power] is on, but no CPU here has cpufreq, cpuidle, pm_qos or uncore files: no class can be set"
+                .to_string(),
+        );
+    }
     for tree in &status.slurm.inside {
         config_line(format!(
             "Slurm's jobs run in {}, inside a subtree pinctl confines: the cgroups holding it are never narrowed, their other children are confined one by one, and their own processes are not. Give Slurm a slice of its own (CgroupSlice= in Slurm's cgroup.conf)",
@@ -370,6 +376,9 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     if let Some(irqs) = &status.interrupts {
         render_interrupts(&mut s, irqs, style, &fieldw);
     }
+    if let Some(power) = &status.power {
+        render_power(&mut s, power, style, &fieldw);
+    }
     if let Some(parts) = &status.partitions {
         render_partitions(&mut s, parts, style, &fieldw);
     }
@@ -408,7 +417,23 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
         let _ = writeln!(s, "{} none", style.bold("Exclusive workloads:"));
     } else {
         let _ = writeln!(s, "{}", style.bold("Exclusive workloads:"));
-        let rows: Vec<[String; 6]> = tagged
+        // The power class of each workload's CPUs, a column only while
+        // `[power]` is in the document (issue #35).
+        let class_of = |cpus: &CpuSet| -> Option<String> {
+            let power = status.power.as_ref()?;
+            let names: Vec<&str> = power
+                .classes
+                .iter()
+                .filter(|c| !c.cpus.is_disjoint(cpus))
+                .map(|c| c.name.as_str())
+                .collect();
+            Some(if names.is_empty() {
+                "-".to_string()
+            } else {
+                visible(&names.join(",")).into_owned()
+            })
+        };
+        let rows: Vec<Vec<String>> = tagged
             .iter()
             .map(|(tag, w)| {
                 let cpus = w.cpus.clone().unwrap_or_default();
@@ -419,18 +444,23 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
                     ),
                     None => ("-".to_string(), "-".to_string()),
                 };
-                [
+                let mut row = vec![
                     tag.clone(),
                     cpus.to_string(),
                     cpus.len().to_string(),
                     numa,
                     cores,
                     source_short(&w.source),
-                ]
+                ];
+                row.extend(class_of(&cpus));
+                row
             })
             .collect();
-        let head = ["TAG", "CPUS", "N", "NUMA", "CORES", "SOURCE"];
-        let mut width = head.map(str::len);
+        let mut head = vec!["TAG", "CPUS", "N", "NUMA", "CORES", "SOURCE"];
+        if status.power.is_some() {
+            head.push("CLASS");
+        }
+        let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
         for r in &rows {
             for (w, cell) in width.iter_mut().zip(r) {
                 *w = (*w).max(cell.len());
@@ -439,7 +469,7 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
         // The tag is coloured, so it is padded by hand; the rest is plain.
         let line = |tag: String, cells: &[String]| {
             let mut l = format!("  {tag}{}  ", " ".repeat(width[0] - cells[0].len()));
-            for (i, (cell, w)) in cells.iter().zip(width).enumerate().skip(1) {
+            for (i, (cell, w)) in cells.iter().zip(&width).enumerate().skip(1) {
                 // The count is a number: right-aligned.
                 if i == 2 {
                     let _ = write!(l, "{cell:>w$}  ");
@@ -449,7 +479,7 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
             }
             l
         };
-        let head = head.map(str::to_string);
+        let head: Vec<String> = head.into_iter().map(str::to_string).collect();
         let _ = writeln!(
             s,
             "{}",

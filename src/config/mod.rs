@@ -24,8 +24,14 @@ use crate::alloc::Options;
 use crate::cpuset::{CpuSet, MAX_CPU};
 use crate::topology::Topology;
 
+mod power;
 mod raw;
 mod validate;
+
+pub use power::{
+    Class, EPP_NAMES, Freq, MAX_CLASSES, MAX_FREQ_KHZ, MAX_RESUME_LATENCY_US, Power, ResumeLatency,
+    class_name_problem, parse_freq,
+};
 
 use raw::{RawConfig, toml_error};
 use validate::Validator;
@@ -172,6 +178,15 @@ pub struct Config {
     pub rules: Vec<Rule>,
     /// The `[run]` table: who may ask for CPUs with `pinctl run`.
     pub run: Run,
+    /// Where the original value of every power file is kept before the
+    /// daemon first writes it (absolute): on the runtime directory, which a
+    /// reboot empties exactly when sysfs forgets what was written.
+    pub power_originals: PathBuf,
+    /// The `[[class]]` tables, in file order, names unique.
+    pub classes: Vec<Class>,
+    /// The `[power]` table: the switch and the default class of each kind
+    /// of CPU (each names one of `classes`).
+    pub power: Power,
 }
 
 /// The `[run]` table (issue #33): the front door of `pinctl run`.
@@ -306,6 +321,9 @@ pub struct Rule {
     pub cpus: usize,
     /// NUMA nodes to prefer, ascending; empty for no preference.
     pub numa: Vec<u32>,
+    /// The power class its cgroups' CPUs get, instead of `[power]`'s
+    /// `exclusive` (one of [`Config::classes`]).
+    pub class: Option<String>,
     /// A set of the one glob: unlike `GlobMatcher`, whose construction
     /// panics when the regex cannot be built, a set reports it.
     matcher: GlobSet,
@@ -558,6 +576,9 @@ impl Default for Config {
             log_level: LogLevel::Info,
             rules: Vec::new(),
             run: Run::default(),
+            power_originals: "/run/pinctl/power.json".into(),
+            classes: Vec::new(),
+            power: Power::default(),
         }
     }
 }
@@ -580,8 +601,9 @@ impl Config {
     /// files, the state and the sockets are and which hierarchy is driven (its
     /// I/O threads, watchers and sockets were set up for them), the I/O
     /// timeout, where bundles are found (a bundle once read is
-    /// remembered), the bus to systemd (connected once) and `[run]` (its
-    /// socket is bound once). In [`Config`]'s order.
+    /// remembered), the bus to systemd (connected once), `[run]` (its
+    /// socket is bound once) and `power_originals` (the originals saved
+    /// there must be found there again). In [`Config`]'s order.
     pub const RESTART_KEYS: &[&str] = &[
         "cgroup_root",
         "sysfs_root",
@@ -594,6 +616,7 @@ impl Config {
         "bundle_dirs",
         "systemd_bus",
         "run",
+        "power_originals",
     ];
 
     /// The running configuration `self` updated to `new`, a configuration
@@ -653,6 +676,9 @@ impl Config {
             log_level,
             rules,
             run,
+            power_originals,
+            classes,
+            power,
         } = self;
         compare!(cgroup_root);
         compare!(sysfs_root);
@@ -687,11 +713,19 @@ impl Config {
         compare!(log_level);
         compare!(rules);
         compare!(run);
+        compare!(power_originals);
+        compare!(classes);
+        compare!(power);
         Reload {
             config,
             applied,
             deferred,
         }
+    }
+
+    /// The class called `name`, if one is defined.
+    pub fn class(&self, name: &str) -> Option<&Class> {
+        self.classes.iter().find(|c| c.name == name)
     }
 
     /// The first rule, in file order, whose pattern matches `rel_path` (a cgroup
@@ -861,6 +895,7 @@ impl PartialEq for Rule {
         self.pattern == other.pattern
             && self.cpus == other.cpus
             && self.numa == other.numa
+            && self.class == other.class
             && self.line == other.line
     }
 }

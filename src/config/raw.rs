@@ -50,9 +50,13 @@ pub(super) struct RawConfig {
     pub(super) bundle_dirs: Option<Vec<Spanned<String>>>,
     pub(super) systemd_bus: Option<Spanned<String>>,
     pub(super) log_level: Option<Spanned<String>>,
+    pub(super) power_originals: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) rule: Vec<Spanned<RawRule>>,
     pub(super) run: Option<RawRun>,
+    #[serde(default)]
+    pub(super) class: Vec<Spanned<super::power::RawClass>>,
+    pub(super) power: Option<super::power::RawPower>,
 }
 
 #[derive(Deserialize)]
@@ -75,6 +79,7 @@ pub(super) struct RawRule {
     pub(super) pattern: Spanned<String>,
     pub(super) cpus: Spanned<RawInt>,
     pub(super) numa: Option<Spanned<String>>,
+    pub(super) class: Option<Spanned<String>>,
 }
 
 /// Any TOML integer, range-checked later so the message can say which range.
@@ -84,6 +89,44 @@ pub(super) struct RawInt(pub(super) i128);
 pub(super) enum RawReserved {
     List(String),
     Count(i128),
+}
+
+/// A value that may be a string or an integer (a frequency, an EPP, a
+/// resume latency).
+pub(super) enum RawStrOrInt {
+    Str(String),
+    Int(i128),
+}
+
+pub(super) struct StrOrIntVisitor;
+
+impl Visitor<'_> for StrOrIntVisitor {
+    type Value = RawStrOrInt;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string or an integer")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<RawStrOrInt, E> {
+        Ok(RawStrOrInt::Str(v.to_string()))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawStrOrInt, E> {
+        IntVisitor.visit_i64(v).map(RawStrOrInt::Int)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawStrOrInt, E> {
+        IntVisitor.visit_u64(v).map(RawStrOrInt::Int)
+    }
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<RawStrOrInt, E> {
+        IntVisitor.visit_i128(v).map(RawStrOrInt::Int)
+    }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<RawStrOrInt, E> {
+        IntVisitor.visit_u128(v).map(RawStrOrInt::Int)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawStrOrInt {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrOrIntVisitor)
+    }
 }
 
 pub(super) struct IntVisitor;
@@ -198,8 +241,8 @@ pub(super) fn toml_error(text: &str, path: &Path, err: &toml::de::Error) -> Conf
     let key = keys.join(".");
     let message = match backticked(message, "missing field `") {
         Some(missing) => format!("missing required key `{missing}`"),
-        None if key == "rule" && message.starts_with("invalid type: map,") => {
-            "expected an array of tables: write [[rule]], not [rule]".to_string()
+        None if (key == "rule" || key == "class") && message.starts_with("invalid type: map,") => {
+            format!("expected an array of tables: write [[{key}]], not [{key}]")
         }
         None => humanize(message),
     };

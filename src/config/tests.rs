@@ -110,3 +110,216 @@ fn strict_reservation_is_turned_on_and_off_by_a_reload() {
     assert_eq!(r.applied, ["strict_reservation"]);
     assert!(!r.config.strict_reservation);
 }
+
+const POWER: &str = r#"[[class]]
+name = "latency"
+governor = "performance"
+min_freq = "base"
+max_freq = "max"
+epp = "performance"
+disabled_cstates = ["C6", "C1E"]
+resume_latency_us = "n/a"
+uncore_min_freq = "2.4GHz"
+uncore_max_freq = "max"
+
+[[class]]
+name = "efficient"
+governor = "powersave"
+max_freq = 1800000
+epp = 128
+resume_latency_us = 0
+
+[power]
+enabled = true
+exclusive = "latency"
+shared = "efficient"
+
+[[rule]]
+match = "hpc.slice/*"
+cpus = 2
+class = "efficient"
+"#;
+
+fn power_err(text: &str) -> String {
+    parse(text, Path::new("/etc/pinctl/pinctld.toml"))
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn frequencies_take_khz_mhz_ghz_and_the_cpus_own_marks() {
+    let ok: &[(&str, Freq)] = &[
+        ("min", Freq::Min),
+        ("base", Freq::Base),
+        ("max", Freq::Max),
+        ("800kHz", Freq::Khz(800)),
+        ("800MHz", Freq::Khz(800_000)),
+        ("2.4GHz", Freq::Khz(2_400_000)),
+        ("2.400GHz", Freq::Khz(2_400_000)),
+        ("3ghz", Freq::Khz(3_000_000)),
+        ("0.5MHz", Freq::Khz(500)),
+    ];
+    for (text, want) in ok {
+        assert_eq!(parse_freq(text).as_ref(), Ok(want), "{text}");
+    }
+    let bad = [
+        "",
+        "2.4",
+        "GHz",
+        "1.0005MHz",
+        "2.4 GHz",
+        "1.5kHz",
+        "0MHz",
+        "2..4GHz",
+        ".5GHz",
+        "5.GHz",
+        "-1MHz",
+        "2.4THz",
+        "101GHz",
+        "99999999999999999999GHz",
+        "base ",
+    ];
+    for text in bad {
+        assert!(parse_freq(text).is_err(), "{text:?} was accepted");
+    }
+    assert_eq!(
+        parse_freq("2.4").unwrap_err(),
+        "invalid frequency \"2.4\": missing unit: use kHz, MHz or GHz, or min, base or max"
+    );
+}
+
+#[test]
+fn classes_and_the_power_table_are_read_with_every_field() {
+    let config = parse(POWER, Path::new("/etc/pinctl/pinctld.toml")).unwrap();
+    let latency = config.class("latency").unwrap();
+    assert_eq!(latency.governor.as_deref(), Some("performance"));
+    assert_eq!(latency.min_freq, Some(Freq::Base));
+    assert_eq!(latency.max_freq, Some(Freq::Max));
+    assert_eq!(latency.epp.as_deref(), Some("performance"));
+    assert_eq!(latency.disabled_cstates, ["C6", "C1E"]);
+    assert_eq!(latency.resume_latency_us, Some(ResumeLatency::NoLimit));
+    assert_eq!(latency.uncore_min_freq, Some(Freq::Khz(2_400_000)));
+    assert_eq!(latency.uncore_max_freq, Some(Freq::Max));
+    assert_eq!(latency.line, 1);
+    let efficient = config.class("efficient").unwrap();
+    assert_eq!(efficient.max_freq, Some(Freq::Khz(1_800_000)));
+    assert_eq!(efficient.epp.as_deref(), Some("128"));
+    assert_eq!(efficient.resume_latency_us, Some(ResumeLatency::Us(0)));
+    assert_eq!(efficient.min_freq, None);
+    assert_eq!(
+        config.power,
+        Power {
+            enabled: true,
+            exclusive: Some("latency".into()),
+            shared: Some("efficient".into()),
+            reserved: None,
+        }
+    );
+    assert_eq!(config.rules[0].class.as_deref(), Some("efficient"));
+    assert_eq!(config.power_originals, Path::new("/run/pinctl/power.json"));
+}
+
+#[test]
+fn power_is_off_by_default_with_no_classes() {
+    let config = parse("", Path::new("/etc/pinctl/pinctld.toml")).unwrap();
+    assert!(!config.power.enabled);
+    assert!(config.classes.is_empty());
+    assert_eq!(config.power, Power::default());
+}
+
+#[test]
+fn power_errors_name_file_line_and_field() {
+    let cases = [
+        (
+            POWER.replace("exclusive = \"latency\"", "exclusive = \"fast\""),
+            "/etc/pinctl/pinctld.toml:21:13: power.exclusive: unknown class \"fast\": the classes are latency, efficient",
+        ),
+        (
+            POWER.replace("class = \"efficient\"", "class = \"eco\""),
+            "/etc/pinctl/pinctld.toml:27:9: rule.class: unknown class \"eco\": the classes are latency, efficient",
+        ),
+        (
+            POWER.replace("\"2.4GHz\"", "\"2.4Ghz5\""),
+            "/etc/pinctl/pinctld.toml:9:19: class.uncore_min_freq: invalid frequency \"2.4Ghz5\": unknown unit: use kHz, MHz or GHz, or min, base or max",
+        ),
+        (
+            POWER
+                .replace("min_freq = \"base\"", "min_freq = \"3GHz\"")
+                .replace("max_freq = \"max\"", "max_freq = \"2GHz\""),
+            "/etc/pinctl/pinctld.toml:4:12: class.min_freq: 3000000kHz is above the class's maximum 2000000kHz",
+        ),
+        (
+            POWER
+                .replace("min_freq = \"base\"", "min_freq = \"max\"")
+                .replace("max_freq = \"max\"", "max_freq = \"base\""),
+            "/etc/pinctl/pinctld.toml:4:12: class.min_freq: max is above the class's maximum base",
+        ),
+        (
+            POWER.replace("\"2.4GHz\"", "\"base\""),
+            "/etc/pinctl/pinctld.toml:9:19: class.uncore_min_freq: invalid frequency \"base\": uncore has no base frequency; use min, max or a value",
+        ),
+        (
+            POWER.replace("name = \"efficient\"", "name = \"latency\""),
+            "/etc/pinctl/pinctld.toml:13:8: class.name: class \"latency\" is already defined on line 1",
+        ),
+        (
+            POWER.replace("epp = 128", "epp = 256"),
+            "/etc/pinctl/pinctld.toml:16:7: class.epp: invalid EPP 256: expected one of default, performance, balance_performance, balance_power, power or a number from 0 to 255",
+        ),
+        (
+            POWER.replace("resume_latency_us = 0", "resume_latency_us = -1"),
+            "/etc/pinctl/pinctld.toml:17:21: class.resume_latency_us: invalid resume latency -1: expected microseconds from 0 to 2147483647 or \"n/a\"",
+        ),
+        (
+            POWER.replace("max_freq = 1800000", "max_freq = 0"),
+            "/etc/pinctl/pinctld.toml:15:12: class.max_freq: invalid frequency 0: an integer is kHz, from 1 to 100000000",
+        ),
+        (
+            POWER.replace("\"C1E\"", "\"C1 E\""),
+            "/etc/pinctl/pinctld.toml:7:27: class.disabled_cstates: invalid C-state name \"C1 E\": write it as cpuidle/stateK/name shows it (\"C6\", \"C1E\")",
+        ),
+        (
+            POWER.replace("governor = \"powersave\"", "governor = \"power save\""),
+            "/etc/pinctl/pinctld.toml:14:12: class.governor: invalid governor \"power save\": a name such as \"performance\" (letters, digits, '_'; at most 15)",
+        ),
+        (
+            POWER.replace("name = \"efficient\"", "name = \"eff/icient\""),
+            "/etc/pinctl/pinctld.toml:13:8: class.name: invalid class name \"eff/icient\": letters, digits, '_', '.' and '-' only",
+        ),
+        (
+            POWER.replace("enabled = true", "enabled = true\nturbo = 1"),
+            "/etc/pinctl/pinctld.toml:21:1: unknown key `turbo` in [[power]]",
+        ),
+        (
+            "[class]\nname = \"x\"\n".to_string(),
+            "/etc/pinctl/pinctld.toml:1:1: class: expected an array of tables: write [[class]], not [class]",
+        ),
+    ];
+    let wrong: Vec<String> = cases
+        .iter()
+        .filter(|(text, want)| power_err(text) != *want)
+        .map(|(text, _)| power_err(text))
+        .collect();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn classes_and_the_power_switch_reload_and_the_originals_wait() {
+    let path = Path::new("/etc/pinctl/pinctld.toml");
+    let off = parse("", path).unwrap();
+    let on = parse(POWER, path).unwrap();
+    let r = off.reload(on.clone());
+    assert_eq!(r.applied, ["rules", "classes", "power"]);
+    assert!(r.deferred.is_empty());
+    let moved = parse(
+        &format!("power_originals = \"/run/elsewhere.json\"\n{POWER}"),
+        path,
+    )
+    .unwrap();
+    let r = on.reload(moved);
+    assert_eq!(r.deferred, ["power_originals"]);
+    assert_eq!(
+        r.config.power_originals,
+        Path::new("/run/pinctl/power.json")
+    );
+}

@@ -57,7 +57,12 @@ impl Errors {
 }
 
 impl Validator<'_> {
-    fn error(&self, span: &Range<usize>, key: &str, message: impl Into<String>) -> ConfigError {
+    pub(super) fn error(
+        &self,
+        span: &Range<usize>,
+        key: &str,
+        message: impl Into<String>,
+    ) -> ConfigError {
         let (line, column) = line_col(self.text, span.start);
         ConfigError::Invalid {
             path: self.path.to_path_buf(),
@@ -68,7 +73,7 @@ impl Validator<'_> {
         }
     }
 
-    fn line(&self, span: &Range<usize>) -> usize {
+    pub(super) fn line(&self, span: &Range<usize>) -> usize {
         line_col(self.text, span.start).0
     }
 
@@ -148,6 +153,11 @@ impl Validator<'_> {
         let sysfs_root = paths(raw.sysfs_root, "sysfs_root", d.sysfs_root);
         let proc_root = paths(raw.proc_root, "proc_root", d.proc_root);
         let state_file = paths(raw.state_file, "state_file", d.state_file);
+        let power_originals = paths(
+            raw.power_originals,
+            "power_originals",
+            d.power_originals.clone(),
+        );
         let socket = match raw.socket {
             Some(s) => errors.keep(self.socket(&s, "socket")).unwrap_or(d.socket),
             None => d.socket,
@@ -215,10 +225,15 @@ impl Validator<'_> {
             Some(l) => errors.keep(self.log_level(&l)).unwrap_or(d.log_level),
             None => d.log_level,
         };
+        let classes = errors.keep(self.classes(raw.class)).unwrap_or_default();
+        let power = match raw.power {
+            Some(p) => errors.keep(self.power(p, &classes)).unwrap_or_default(),
+            None => d.power.clone(),
+        };
         let rules: Vec<Located<Rule>> = raw
             .rule
             .into_iter()
-            .filter_map(|r| errors.keep(self.rule(r)))
+            .filter_map(|r| errors.keep(self.rule(r, &classes)))
             .collect();
         let run = match raw.run {
             Some(r) => errors.keep(self.run(r)).unwrap_or(d.run),
@@ -272,6 +287,9 @@ impl Validator<'_> {
             log_level,
             rules: rules.into_iter().map(|r| r.value).collect(),
             run,
+            power_originals,
+            classes,
+            power,
         })
     }
 
@@ -527,7 +545,7 @@ impl Validator<'_> {
     }
 
     /// A validated rule, located at its `match` value.
-    fn rule(&self, raw: Spanned<RawRule>) -> Result<Located<Rule>, ConfigError> {
+    fn rule(&self, raw: Spanned<RawRule>, classes: &[Class]) -> Result<Located<Rule>, ConfigError> {
         let line = self.line(&raw.span());
         let raw = raw.into_inner();
 
@@ -584,11 +602,16 @@ impl Validator<'_> {
             None => Vec::new(),
             Some(numa) => self.numa(&numa)?,
         };
+        let class = match raw.class {
+            None => None,
+            Some(c) => Some(self.class_ref(&c, "rule.class", classes)?),
+        };
         Ok(Located {
             value: Rule {
                 pattern,
                 cpus,
                 numa,
+                class,
                 matcher,
                 line,
             },

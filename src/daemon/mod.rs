@@ -26,6 +26,7 @@ mod configure;
 mod irq;
 mod notify;
 mod partition;
+mod power;
 mod quota;
 mod report;
 mod resize;
@@ -134,6 +135,8 @@ pub struct Daemon {
     partitions: partition::Partitions,
     /// The interrupts kept off exclusive CPUs ([`irq::Irqs`]).
     irqs: irq::Irqs,
+    /// The CPU power classes and the originals ([`power::Powers`]).
+    powers: power::Powers,
     /// Which scopes systemd is told of ([`systemd::Teller`]).
     systemd: systemd::Teller,
     /// Its exchanges' outcomes ([`Event::Told`]).
@@ -172,6 +175,8 @@ enum Event {
     Told(systemd::Told),
     /// A pass over the interrupts ended.
     Steered(irq::Passed),
+    /// A pass over the power files ended.
+    Powered(crate::power::sysfs::Pass),
     /// systemd's watchdog wants to hear from us.
     Ping,
     /// The status socket's snapshot is stale.
@@ -206,6 +211,7 @@ impl Event {
             Event::Saved(_) => "state saved",
             Event::Told(_) => "systemd told",
             Event::Steered(_) => "interrupts steered",
+            Event::Powered(_) => "power files written",
             Event::Ping => "watchdog ping",
             Event::Publish => "status publish",
             Event::ChecksDue => "watchdog checks due",
@@ -453,6 +459,7 @@ impl Daemon {
         self.door.close();
         let _ = std::fs::remove_file(&self.cfg.socket);
         self.finish_irqs().await;
+        self.finish_power().await;
         self.finish_saves().await;
         self.pool.shutdown();
         Ok(())
@@ -519,6 +526,7 @@ impl Daemon {
             Some(error) = self.saved_rx.recv() => Event::Saved(error),
             Some(told) = self.told_rx.recv() => Event::Told(told),
             Some(passed) = self.irqs.rx.recv() => Event::Steered(passed),
+            Some(done) = self.powers.rx.recv() => Event::Powered(done),
             Some(asked) = asked => Event::Run(asked),
             () = wait_ends => Event::WaitEnds,
             _ = timers.reconcile.tick() => Event::Reconcile,
@@ -556,6 +564,7 @@ impl Daemon {
             Event::Saved(error) => self.saved(error),
             Event::Told(told) => self.told(told),
             Event::Steered(passed) => self.steered(passed),
+            Event::Powered(done) => self.powered(done),
             Event::Ping => self.beat(),
             Event::Publish => self.publish(),
             Event::Run(asked) => self.run_asked(asked).await,
@@ -563,6 +572,7 @@ impl Daemon {
             Event::ChecksDue => {
                 self.start_checks(false);
                 self.follow_irqs(true);
+                self.follow_power(true);
                 self.check_partitions().await;
             }
             Event::Checked(generation, found) => self.checked(generation, found).await,

@@ -1,7 +1,7 @@
 //! Start-up: from a configuration to a daemon ready to run. Errors here are
 //! fatal; everything after is not.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -34,6 +34,42 @@ pub(super) async fn root_balances(pool: &IoPool, hier: &Hierarchy) -> bool {
     }
     let flag = hier.cpuset.join(crate::cgroup::file::SCHED_LOAD_BALANCE);
     pool.read(&flag).await.is_ok_and(|t| t.trim() == "1")
+}
+
+/// The power originals kept by an earlier run since boot, on an I/O
+/// thread; an unusable file is moved aside and said (its values are lost:
+/// the files keep what they hold). A file that cannot be read at all
+/// (permissions, EIO) is the error returned: no class is set then, so its
+/// originals are not written over.
+async fn load_power_originals(
+    pool: &IoPool,
+    cfg: &Config,
+) -> (BTreeMap<crate::power::Knob, String>, Option<String>) {
+    use crate::power::originals::{Found, load};
+    let path = cfg.power_originals.clone();
+    let file = path.clone();
+    let found = pool
+        .run_op("read", &path, move |_| {
+            load(&file).map_err(std::io::Error::other)
+        })
+        .await;
+    match found {
+        Ok(Found::Kept(kept)) => {
+            info!(path = %path.display(), files = kept.len(), "power originals loaded: put back where no class wants them");
+            (kept, None)
+        }
+        Ok(Found::Missing) => (BTreeMap::new(), None),
+        // Moved aside: its values are lost, the files keep what they hold.
+        Ok(Found::Quarantined(why)) => {
+            warn!(path = %path.display(), %why, "power originals file unusable; the power files keep what they hold");
+            (BTreeMap::new(), None)
+        }
+        Err(e) => {
+            let e = chain(&e);
+            warn!(error = %e, "cannot read the power originals file");
+            (BTreeMap::new(), Some(e))
+        }
+    }
 }
 
 impl Daemon {
@@ -118,6 +154,7 @@ impl Daemon {
             .as_mut()
             .map(|s| std::mem::take(&mut s.partitions))
             .unwrap_or_default();
+        let (power_originals, power_error) = load_power_originals(&pool, &cfg).await;
         let mut engine = Engine::new(topo, settings, saved);
         // The partitions made by the last run take their CPUs out of every
         // other cgroup's effective set from the start.
@@ -184,6 +221,7 @@ impl Daemon {
             quotas: super::quota::Quotas::default(),
             partitions: super::partition::Partitions::new(partitions),
             irqs: super::irq::Irqs::new(irqs),
+            powers: super::power::Powers::new(power_originals, power_error),
             systemd,
             told_rx,
             config_path: None,

@@ -174,6 +174,8 @@ pub struct Workload {
     pub numa: Vec<u32>,
     /// Whole physical cores only ([`Intent::whole_cores`]).
     pub whole_cores: bool,
+    /// The power class it asks for ([`Intent::class`]).
+    pub class: Option<String>,
     pub cgroups: BTreeSet<Rel>,
     /// Its exclusive CPUs, once assigned.
     pub cpus: Option<CpuSet>,

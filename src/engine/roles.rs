@@ -107,6 +107,7 @@ impl Engine {
                     source: crate::intent::Source::Xattr,
                     numa: Vec::new(),
                     whole_cores: false,
+                    class: None,
                     cgroups: BTreeSet::new(),
                     cpus: None,
                     pending: None,
@@ -148,6 +149,7 @@ impl Engine {
             w.source = intent.source.clone();
             w.numa = intent.numa.clone();
             w.whole_cores = intent.whole_cores;
+            w.class = intent.class.clone();
         }
         // Workloads without cgroups are released.
         self.workloads.retain(|_, w| {

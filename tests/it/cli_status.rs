@@ -1303,3 +1303,74 @@ fn status_maps_irregular_machines() {
         }
     }
 }
+
+/// The `Power:` line (issue #35): each class and its CPUs, what is kept,
+/// what fails and what to do; a node without power files gets a `Config:`
+/// line instead of an error.
+#[test]
+fn status_power_line_says_classes_failures_and_advice() {
+    let mut doc = status_doc::status(SHAPE_16, "0,8", &[pod(1, "app", 2)]);
+    let pinned = doc.workloads[0].cpus.clone().unwrap();
+    doc.power = Some(api::Power {
+        on: true,
+        classes: vec![api::PowerClass {
+            name: "latency".into(),
+            cpus: pinned.clone(),
+        }],
+        files: Vec::new(),
+        originals: 4,
+        refused: vec![
+            "class latency: governor performance on CPU 2: governor missing (available: powersave)"
+                .into(),
+        ],
+        failed: vec![
+            "devices/system/cpu/cpu3/cpufreq/scaling_governor: Read-only file system".into(),
+        ],
+        unsupported: false,
+        error: None,
+        advice: vec!["add ReadWritePaths=/sys/devices/system/cpu".into()],
+    });
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    check_layout(&text, 400);
+    let line = text.lines().find(|l| l.starts_with("Power:")).unwrap();
+    assert_eq!(
+        line,
+        format!(
+            "Power:       latency on CPUs {pinned}; 0 files set, 4 originals kept; 1 refused; 1 failing"
+        )
+    );
+    // The class in the legend of the CPU map.
+    let head = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("TAG"))
+        .unwrap();
+    assert!(head.contains(" CLASS    WORKLOAD"), "{head}");
+    let row = text
+        .lines()
+        .find(|l| l.contains(&format!("  {pinned}  ")))
+        .unwrap();
+    assert!(row.contains("  latency  "), "{row}");
+    assert!(
+        text.contains(
+            "             devices/system/cpu/cpu3/cpufreq/scaling_governor: Read-only file system"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("             add ReadWritePaths=/sys/devices/system/cpu"),
+        "{text}"
+    );
+    assert!(!text.contains("Config:"), "{text}");
+
+    doc.power = Some(api::Power {
+        on: true,
+        unsupported: true,
+        ..api::Power::default()
+    });
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    assert!(text.contains("Config:      [power] is on, but no CPU here has cpufreq, cpuidle, pm_qos or uncore files: no class can be set"), "{text}");
+    assert!(
+        text.contains("Power:       no power files on this node: classes cannot be set"),
+        "{text}"
+    );
+}

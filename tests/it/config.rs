@@ -67,6 +67,7 @@ fn shipped_file_sets_every_key_and_documents_the_rule_example() {
         "spread_cores",
         "align_memory",
         "bundle_dirs",
+        "power_originals",
         "log_level",
     ];
     // Each key is set (not commented out), once, in the documented order, and
@@ -107,6 +108,22 @@ fn shipped_file_sets_every_key_and_documents_the_rule_example() {
     assert_eq!(config.rules.len(), 1);
     assert_eq!(config.rules[0].pattern, "hpc.slice/job-*.scope");
     assert_eq!(config.rules[0].cpus, 4);
+}
+
+#[test]
+fn shipped_power_example_uncommented_is_valid_and_on() {
+    let text = std::fs::read_to_string(SHIPPED).unwrap();
+    let start = text.find("# [[class]]\n").expect("a [[class]] example");
+    let end = start + text[start..].find("\n\n#").expect("the example ends");
+    let example: String = text[start..end]
+        .lines()
+        .map(|l| l.strip_prefix("# ").unwrap_or(l.trim_start_matches('#')))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let config = ok(&example);
+    assert!(config.power.enabled);
+    assert_eq!(config.classes.len(), 2);
+    assert_eq!(config.power.exclusive.as_deref(), Some("latency"));
 }
 
 #[test]
@@ -181,6 +198,7 @@ isolation = "partition"
 bundle_dirs = ["/run/mine"]
 systemd_bus = "/run/bus"
 log_level = "debug"
+power_originals = "/tmp/power.json"
 
 [[rule]]
 match = "hpc.slice/job-*.scope"
@@ -229,13 +247,16 @@ groups = ["hpc"]
             groups: vec!["hpc".into()],
             ..pinctl::config::Run::default()
         },
+        power_originals: "/tmp/power.json".into(),
+        classes: Vec::new(),
+        power: pinctl::config::Power::default(),
     };
     assert_eq!(config, want);
     let rule = &config.rules[0];
     assert_eq!(rule.pattern, "hpc.slice/job-*.scope");
     assert_eq!(rule.cpus, 4);
     assert_eq!(rule.numa, [0, 1, 3]);
-    assert_eq!(rule.line, 34);
+    assert_eq!(rule.line, 35);
 
     let v2 = ok("hierarchy = \"v2\"\nspread_cores = true\nlog_level = \"trace\"\n");
     assert_eq!(v2.hierarchy, HierarchyMode::V2);
@@ -970,6 +991,11 @@ fn toml_line() -> impl Strategy<Value = String> {
         "match",
         "cpus",
         "numa",
+        "class",
+        "min_freq",
+        "max_freq",
+        "resume_latency_us",
+        "exclusive",
         "bogus",
     ]);
     let value = prop_oneof![
@@ -985,6 +1011,9 @@ fn toml_line() -> impl Strategy<Value = String> {
         (key, value).prop_map(|(k, v)| format!("{k} = {v}")),
         Just("[[rule]]".to_string()),
         Just("[rule]".to_string()),
+        Just("[[class]]\nname = \"a\"".to_string()),
+        Just("[power]".to_string()),
+        Just("\"2.4GHz\"".to_string()),
         "\\PC{0,20}",
     ]
 }
@@ -1063,6 +1092,7 @@ fn every_restart_key_is_a_key_and_none_is_applied() {
     file.bundle_dirs = vec!["/x/bundles".into()];
     file.systemd_bus = None;
     file.run.enabled = true;
+    file.power_originals = "/x/power.json".into();
     let r = defaults.reload(file);
     assert!(r.applied.is_empty(), "{r:?}");
     assert_eq!(r.deferred, Config::RESTART_KEYS);

@@ -147,19 +147,23 @@ fn the_summary_lists_every_page_once() {
     }
 }
 
-/// The keys of the shipped configuration file: `key = ...` lines, a
-/// commented `# key = ...` one right under a comment (an optional key shown
-/// off), and a table's keys as `table.key`.
+/// The keys of the shipped configuration file: `key = ...` lines, and
+/// commented `# key = ...` ones (an optional key or table shown off), a
+/// table's keys as `table.key` (`[run]`, `# [[rule]]`, ...).
 fn shipped_keys() -> BTreeSet<String> {
     let text = read(&repo("etc/pinctl/pinctld.toml"));
     let mut keys = BTreeSet::new();
     let mut table = String::new();
     for line in text.lines() {
-        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            table = format!("{name}.");
+        let line = line.strip_prefix("# ").unwrap_or(line);
+        let header = line.trim_start_matches('[').trim_end_matches(']');
+        if line.starts_with('[')
+            && !header.is_empty()
+            && header.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        {
+            table = format!("{header}.");
             continue;
         }
-        let line = line.strip_prefix("# ").unwrap_or(line);
         let Some((key, _)) = line.split_once(" = ") else {
             continue;
         };
@@ -172,26 +176,31 @@ fn shipped_keys() -> BTreeSet<String> {
 
 #[test]
 fn the_configuration_page_lists_every_shipped_key() {
+    // A table's rows under its heading (`## \`[run]\``) are `table.key`.
     let page = read(&repo("docs/src/configuration.md"));
-    let documented: BTreeSet<String> = page
-        .lines()
-        .filter_map(|l| l.strip_prefix("| `")?.split_once('`'))
-        .map(|(key, _)| key.to_string())
-        .collect();
-    // The rule's keys are shown commented in the shipped file, under
-    // `[[rule]]`, and in a table of their own on the page.
-    let rule = ["match", "cpus", "numa"];
-    let shipped: BTreeSet<String> = shipped_keys()
-        .into_iter()
-        .filter(|k| !rule.contains(&k.as_str()))
-        .collect();
+    let mut documented = BTreeSet::new();
+    let mut table = String::new();
+    for line in page.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            let name = heading.trim_matches('`').trim_matches(['[', ']']);
+            table = match heading.starts_with("`[") {
+                true => format!("{name}."),
+                false => String::new(),
+            };
+            continue;
+        }
+        if let Some((key, _)) = line.strip_prefix("| `").and_then(|l| l.split_once('`')) {
+            documented.insert(format!("{table}{key}"));
+        }
+    }
+    let shipped = shipped_keys();
     for key in &shipped {
         assert!(
             documented.contains(key),
             "docs/src/configuration.md lacks `{key}`"
         );
     }
-    for key in documented.iter().filter(|k| !rule.contains(&k.as_str())) {
+    for key in &documented {
         assert!(
             shipped.contains(key),
             "docs/src/configuration.md has `{key}`, the shipped file does not"

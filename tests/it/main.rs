@@ -34,6 +34,7 @@ mod irq;
 mod layout;
 mod packaging;
 mod partition;
+mod power;
 mod quota;
 mod run;
 mod slurm;

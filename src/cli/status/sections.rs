@@ -1,5 +1,6 @@
 //! The optional lines of `pinctl status`, each with what lies below it:
-//! `Interrupts:` (`irq_affinity`), `Partitions:` (`isolation`),
+//! `Interrupts:` (`irq_affinity`), `Power:` (`[power]`), `Partitions:`
+//! (`isolation`),
 //! `Slurm:` (Slurm's jobs and their conflicts) and `Runs:` (`pinctl run`).
 
 use std::fmt::Write as _;
@@ -59,6 +60,63 @@ pub(super) fn render_interrupts(
         let _ = writeln!(s, "{:13}{}", "", style.red(&visible(e)));
     }
     for advice in &irqs.advice {
+        let _ = writeln!(s, "{:13}{}", "", style.yellow(&visible(advice)));
+    }
+}
+
+/// The `Power:` line (`[power]`): each class and its CPUs, what is kept,
+/// refused and failing, the first error below it.
+pub(super) fn render_power(
+    s: &mut String,
+    power: &api::Power,
+    style: Style,
+    fieldw: &dyn Fn(&str) -> String,
+) {
+    let classes: Vec<String> = power
+        .classes
+        .iter()
+        .map(|c| format!("{} on CPUs {}", visible(&c.name), c.cpus))
+        .collect();
+    let mut line = if !power.on {
+        format!(
+            "[power] off: {} being put back",
+            plural(power.originals, "original", "originals")
+        )
+    } else if power.unsupported {
+        "no power files on this node: classes cannot be set".to_string()
+    } else if classes.is_empty() {
+        "no class in use".to_string()
+    } else {
+        classes.join(", ")
+    };
+    if power.on && !power.unsupported {
+        let _ = write!(
+            line,
+            "; {} set, {} kept",
+            plural(power.files.len(), "file", "files"),
+            plural(power.originals, "original", "originals")
+        );
+    }
+    if !power.refused.is_empty() {
+        let _ = write!(line, "; {} refused", power.refused.len());
+    }
+    if !power.failed.is_empty() {
+        let _ = write!(
+            line,
+            "; {}",
+            style.red(&format!("{} failing", power.failed.len()))
+        );
+    }
+    let _ = writeln!(s, "{}{line}", fieldw("Power"));
+    let first = power
+        .error
+        .iter()
+        .chain(power.failed.first())
+        .chain(power.refused.first());
+    for e in first.take(2) {
+        let _ = writeln!(s, "{:13}{}", "", style.red(&visible(e)));
+    }
+    for advice in &power.advice {
         let _ = writeln!(s, "{:13}{}", "", style.yellow(&visible(advice)));
     }
 }

@@ -20,6 +20,7 @@ fn a_pod_annotation_serves_one_container_at_a_time() {
             },
             numa: Vec::new(),
             whole_cores: false,
+            class: None,
         })
     };
     let mut e = engine();

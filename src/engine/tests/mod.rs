@@ -105,6 +105,7 @@ fn want(cpus: usize) -> Option<Intent> {
         source: Source::Xattr,
         numa: Vec::new(),
         whole_cores: false,
+        class: None,
     })
 }
 

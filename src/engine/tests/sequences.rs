@@ -75,6 +75,7 @@ proptest! {
                         },
                         numa: Vec::new(),
                         whole_cores: false,
+                        class: None,
                     };
                     reading(&mut e, obs, Some(intent), &format!("pod:{}/w{i}", i % 3));
                 }

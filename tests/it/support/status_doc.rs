@@ -137,6 +137,7 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
         watchdog: api::Watchdog::default(),
         quotas_lifted: Vec::new(),
         interrupts: None,
+        power: None,
         partitions: None,
         slurm: api::Slurm::default(),
         runs: api::Runs::default(),
