@@ -305,18 +305,23 @@ pub fn serve_metrics(
     let app = App {
         snapshot,
         events,
-        metrics: metrics.clone(),
+        metrics,
         pool,
     };
-    let router = Router::new()
-        .route("/metrics", get(metrics_text))
-        .with_state(app);
-    tokio::spawn(accept(
-        listener,
-        router,
-        metrics,
-        Limits::for_this_process(),
-    ))
+    let routes = Router::new().route("/metrics", get(metrics_text));
+    spawn_served(listener, routes, app, Limits::for_this_process())
+}
+
+/// Serves `routes` on `listener` with what the handlers share, bounded by
+/// `limits`: the accept loop, in a task of its own.
+fn spawn_served(
+    listener: impl Listen,
+    routes: Router<App>,
+    app: App,
+    limits: Limits,
+) -> tokio::task::JoinHandle<()> {
+    let metrics = app.metrics.clone();
+    tokio::spawn(accept(listener, routes.with_state(app), metrics, limits))
 }
 
 /// A listener the accept loop serves: the status socket, or the metrics
@@ -353,18 +358,17 @@ pub fn serve_with(
     let app = App {
         snapshot,
         events,
-        metrics: metrics.clone(),
+        metrics,
         pool,
     };
-    let router = Router::new()
+    let routes = Router::new()
         .route("/v1/status", get(status))
         .route("/v1/workloads", get(workloads))
         .route("/v1/topology", get(topology))
         .route("/v1/health", get(health))
         .route("/v1/events", get(events_since))
-        .route("/metrics", get(metrics_text))
-        .with_state(app);
-    tokio::spawn(accept(listener, router, metrics, limits))
+        .route("/metrics", get(metrics_text));
+    spawn_served(listener, routes, app, limits)
 }
 
 /// One open connection: holds its place under the cap and keeps the gauge,
