@@ -111,10 +111,14 @@ fn unlimited(version: Version) -> &'static str {
 }
 
 fn limit(version: Version, cpus: u32) -> String {
-    let q = u64::from(cpus) * 100_000;
+    quota_text(version, u64::from(cpus) * 100_000)
+}
+
+/// How the quota file of `version` reads a quota of `quota` µs per 100 ms.
+fn quota_text(version: Version, quota: u64) -> String {
     match version {
-        Version::V2 => format!("{q} 100000"),
-        Version::V1 => q.to_string(),
+        Version::V2 => format!("{quota} 100000"),
+        Version::V1 => quota.to_string(),
     }
 }
 
@@ -293,10 +297,7 @@ fn resized_and_restarted(version: Version) {
             other => Err(format!("{other:?}")),
         }
     });
-    let written = match version {
-        Version::V2 => "150000 100000",
-        Version::V1 => "150000",
-    };
+    let written = quota_text(version, 150_000);
     env.hold(
         "the quota as written",
         Duration::from_millis(300),
@@ -348,10 +349,7 @@ fn resized_to_a_fraction_keeps_the_new_quota(version: Version) {
             other => Err(format!("{other:?}")),
         }
     });
-    let want = match version {
-        Version::V2 => "250000 100000",
-        Version::V1 => "250000",
-    };
+    let want = quota_text(version, 250_000);
     env.hold(
         "the kubelet's quota stays",
         Duration::from_millis(300),

@@ -14,6 +14,29 @@ fn resize_of(e: &Engine) -> Option<Pending> {
     e.workloads()[&format!("cgroup:{W}")].resize.clone()
 }
 
+/// Reads W as a restarted daemon would: live `cpus`, asking `intent`, with
+/// `baseline` kept on the cgroup ([`crate::cgroup::XATTR_BASELINE`]).
+fn read_w(e: &mut Engine, cpus: &str, intent: Option<Intent>, baseline: Option<CpuSet>) {
+    let obs = Observed {
+        rel: W.into(),
+        cpus: Some(set(cpus)),
+        mems: Some(set("0-1")),
+        ..Observed::default()
+    };
+    let kind = classify(&obs.rel);
+    e.upsert(Reading {
+        obs,
+        kind,
+        intent,
+        key: format!("cgroup:{W}"),
+        problem: None,
+        bundle: None,
+        lifted: None,
+        baseline,
+        mems_read: true,
+    });
+}
+
 /// The kubepods tree and W pinned on `n` CPUs.
 fn pinned(n: usize) -> (Engine, CpuSet) {
     let mut e = engine();
@@ -223,24 +246,7 @@ fn a_lost_state_file_keeps_the_baseline_kept_on_the_cgroup() {
     let restarted = |asked: usize, kept: Option<&str>| {
         let mut e = Engine::new(topo(), engine().settings().clone(), None);
         kube_tree(&mut e);
-        let obs = Observed {
-            rel: W.into(),
-            cpus: Some(set("4-7")),
-            mems: Some(set("0-1")),
-            ..Observed::default()
-        };
-        let kind = classify(&obs.rel);
-        e.upsert(Reading {
-            obs,
-            kind,
-            intent: want(asked),
-            key: format!("cgroup:{W}"),
-            problem: None,
-            bundle: None,
-            lifted: None,
-            baseline: kept.map(set),
-            mems_read: true,
-        });
+        read_w(&mut e, "4-7", want(asked), kept.map(set));
         apply(&mut e);
         e
     };
@@ -287,24 +293,7 @@ fn a_hint_without_a_baseline_outranks_an_older_kept_one() {
     };
     let mut e = Engine::new(topo(), engine().settings().clone(), Some(saved));
     kube_tree(&mut e);
-    let obs = Observed {
-        rel: W.into(),
-        cpus: Some(set("4-7")),
-        mems: Some(set("0-1")),
-        ..Observed::default()
-    };
-    let kind = classify(&obs.rel);
-    e.upsert(Reading {
-        obs,
-        kind,
-        intent: want(2),
-        key: format!("cgroup:{W}"),
-        problem: None,
-        bundle: None,
-        lifted: None,
-        baseline: Some(set("4-5")),
-        mems_read: true,
-    });
+    read_w(&mut e, "4-7", want(2), Some(set("4-5")));
     apply(&mut e);
     assert_eq!(
         cpus(&e),
@@ -323,27 +312,15 @@ fn a_set_only_its_size_proves_must_be_one_the_allocator_could_give() {
     let restarted = |live: &str| {
         let mut e = Engine::new(topo(), engine().settings().clone(), None);
         kube_tree(&mut e);
-        let obs = Observed {
-            rel: W.into(),
-            cpus: Some(set(live)),
-            mems: Some(set("0-1")),
-            ..Observed::default()
-        };
-        let kind = classify(&obs.rel);
-        e.upsert(Reading {
-            obs,
-            kind,
-            intent: Some(Intent {
+        read_w(
+            &mut e,
+            live,
+            Some(Intent {
                 whole_cores: true,
                 ..want(2).unwrap()
             }),
-            key: format!("cgroup:{W}"),
-            problem: None,
-            bundle: None,
-            lifted: None,
-            baseline: None,
-            mems_read: true,
-        });
+            None,
+        );
         apply(&mut e);
         cpus(&e)
     };
