@@ -762,6 +762,10 @@ pub enum EventKind {
         class: Option<String>,
         /// `None` when it worked, else the error.
         error: Option<String>,
+        /// The workload whose CPU it is, or was until this write (its
+        /// key): `describe` lists the write in its history.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workload: Option<String>,
     },
     /// A write of an isolated partition (`isolation = "partition"`): a
     /// grant (`cpuset.cpus.exclusive`) or the partition's type

@@ -432,6 +432,7 @@ pub fn render(
             w.cgroups.iter().any(|c| concerns(e, c))
                 || matches!(&e.what, EventKind::Write { workload: Some(k), .. } if *k == w.key)
                 || matches!(&e.what, EventKind::Resize { workload: k, .. } if *k == w.key)
+                || matches!(&e.what, EventKind::Power { workload: Some(k), .. } if *k == w.key)
         })
         .collect();
     let _ = writeln!(

@@ -130,11 +130,15 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
             new,
             class,
             error,
+            workload,
         } => {
-            let why = match class {
+            let mut why = match class {
                 Some(c) => format!("class {}", visible(c)),
                 None => "original put back".to_string(),
             };
+            if let Some(w) = workload {
+                let _ = write!(why, ", {}", visible(w));
+            }
             let old = old.as_deref().map_or("?".into(), visible);
             let _ = write!(
                 s,

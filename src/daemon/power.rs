@@ -39,7 +39,7 @@ use crate::power::sysfs::{Ask, Pass, pass};
 use crate::power::{Knob, Refusal, Why};
 
 /// What to do when the power files are read-only to the daemon.
-const READ_ONLY: &str = "/sys/devices/system/cpu is read-only to the daemon: the packaged unit makes /sys read-only; add ReadWritePaths=/sys/devices/system/cpu in a drop-in (systemctl edit pinctld) to use [power]";
+const READ_ONLY: &str = "/sys/devices/system/cpu is read-only to the daemon: its unit needs ReadWritePaths=/sys/devices/system/cpu (the packaged unit has it; check drop-ins with systemctl cat pinctld)";
 
 /// What a pass is asked: the class of each CPU, the online CPUs, the
 /// classes.
@@ -54,6 +54,11 @@ pub(super) struct Powers {
     last: Option<Asked>,
     /// What the pass running now asks.
     asked: Option<Asked>,
+    /// The workload holding each exclusive CPU when the running pass was
+    /// asked, and when the last one was: an event names the one a write
+    /// concerns.
+    holders: BTreeMap<u32, String>,
+    last_holders: BTreeMap<u32, String>,
     running: bool,
     /// Another pass was asked for while one ran.
     again: bool,
@@ -83,6 +88,8 @@ impl Powers {
             originals,
             last: None,
             asked: None,
+            holders: BTreeMap::new(),
+            last_holders: BTreeMap::new(),
             running: false,
             again: false,
             files: BTreeMap::new(),
@@ -145,6 +152,17 @@ impl Daemon {
         out
     }
 
+    /// The workload holding each exclusive CPU, by key.
+    fn power_holders(&self) -> BTreeMap<u32, String> {
+        let mut out = BTreeMap::new();
+        for w in self.engine.workloads().values() {
+            for cpu in w.cpus.iter().flat_map(CpuSet::iter) {
+                out.insert(cpu, w.key.clone());
+            }
+        }
+        out
+    }
+
     /// Starts a pass over the power files when `look` (a round of checks)
     /// or when what is asked changed since the last; with `[power]` off,
     /// only while something is left to put back.
@@ -172,8 +190,11 @@ impl Daemon {
         if !look && p.last.as_ref() == Some(&now) {
             return;
         }
+        let holders = self.power_holders();
+        let p = &mut self.powers;
         p.running = true;
         p.asked = Some(now.clone());
+        p.holders = holders;
         let (classes_of, online, classes) = now;
         let ask = Ask {
             root: self.cfg.sysfs_root.clone(),
@@ -196,6 +217,7 @@ impl Daemon {
         let p = &mut self.powers;
         p.running = false;
         p.last = p.asked.take();
+        let holders = std::mem::take(&mut p.holders);
         if let Some(e) = &done.error {
             if p.error.as_ref() != Some(e) {
                 warn!(error = %e, "cannot read the power files; trying again at the next round of checks");
@@ -248,14 +270,22 @@ impl Daemon {
                     metrics.power_writes_refused.inc();
                 }
             }
+            let workload = w
+                .write
+                .knob
+                .cpu()
+                .and_then(|cpu| holders.get(&cpu).or_else(|| p.last_holders.get(&cpu)))
+                .cloned();
             self.socket.events.push(api::EventKind::Power {
                 file,
                 old: w.old.clone(),
                 new: w.write.value.clone(),
                 class,
                 error: w.result.as_ref().err().cloned(),
+                workload,
             });
         }
+        p.last_holders = holders;
         if done.error.is_none() {
             p.failed
                 .retain(|k, _| done.plan.wanted.contains_key(k) || p.originals.contains_key(k));

@@ -142,8 +142,9 @@ pub struct CpuOffer {
     pub cstates: Vec<(u32, String)>,
     /// Whether it has `power/pm_qos_resume_latency_us`.
     pub resume_latency: bool,
-    /// The uncore die it lies on, by directory name.
-    pub die: Option<String>,
+    /// The uncore directories of the die it lies on: one `package_PP_die_DD`,
+    /// or each `uncoreNN` (a fabric cluster) of its die.
+    pub dies: Vec<String>,
 }
 
 /// What one uncore die offers.
@@ -582,11 +583,12 @@ fn cpu_wants(
         ("uncore_max_freq", class.uncore_max_freq, Knob::UncoreMax),
     ] {
         let Some(f) = f else { continue };
-        let die = o
-            .die
-            .as_ref()
-            .and_then(|d| offer.dies.get(d).map(|x| (d, x)));
-        let Some((die, d)) = die else {
+        let dies: Vec<(&String, &DieOffer)> = o
+            .dies
+            .iter()
+            .filter_map(|d| offer.dies.get(d).map(|x| (d, x)))
+            .collect();
+        if dies.is_empty() {
             wants.refuse(
                 class,
                 some,
@@ -596,15 +598,17 @@ fn cpu_wants(
                 Reason::NotSupported,
             );
             continue;
-        };
-        match resolve(f, d.min, d.max, None) {
-            Err(reason) => wants.refuse(class, None, Some(die), field, f.to_string(), reason),
-            Ok(khz) => {
-                let entry = uncore
-                    .entry(knob(die.clone()))
-                    .or_insert((0, String::new()));
-                if khz > entry.0 {
-                    *entry = (khz, class.name.clone());
+        }
+        for (die, d) in dies {
+            match resolve(f, d.min, d.max, None) {
+                Err(reason) => wants.refuse(class, None, Some(die), field, f.to_string(), reason),
+                Ok(khz) => {
+                    let entry = uncore
+                        .entry(knob(die.clone()))
+                        .or_insert((0, String::new()));
+                    if khz > entry.0 {
+                        *entry = (khz, class.name.clone());
+                    }
                 }
             }
         }

@@ -125,21 +125,38 @@ fn keep<T>(r: &mut Reading, result: Result<Option<T>, PowerError>) -> Option<T> 
     })
 }
 
-/// The uncore dies (`package_PP_die_DD`), by (package, die).
-fn read_dies(fs: &dyn Fs, root: &Path, r: &mut Reading) -> BTreeMap<(u64, u64), String> {
-    let mut by_id = BTreeMap::new();
+/// The uncore directories by the (package, die) they serve. Two layouts:
+/// `package_PP_die_DD`, one per die; and on TPMI parts `uncoreNN`, one per
+/// fabric cluster, its ids in `package_id` and `die_id` (only clusters with
+/// CPUs have a `die_id`). Where any `uncoreNN` names a die, only those are
+/// used: a write to `package_*_die_*` there sets every cluster of the
+/// package (the kernel's `intel_uncore_frequency_scaling.rst`).
+fn read_dies(fs: &dyn Fs, root: &Path, r: &mut Reading) -> BTreeMap<(u64, u64), Vec<String>> {
     let dir = root.join(UNCORE_DIR);
     let entries = match fs.read_dir(&dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return by_id,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return BTreeMap::new(),
         Err(source) => {
             r.errors.push(PowerError::Read { path: dir, source });
-            return by_id;
+            return BTreeMap::new();
         }
     };
+    type Found = (String, DieOffer, u64, u64);
+    let mut per_die: BTreeMap<(u64, u64), Vec<Found>> = BTreeMap::new();
+    let mut clusters: BTreeMap<(u64, u64), Vec<Found>> = BTreeMap::new();
     for e in entries.into_iter().filter(|e| e.is_dir) {
-        let Some(id) = die_id(&e.name) else { continue };
         let d = dir.join(&e.name);
+        let id = if e.name.starts_with("uncore") {
+            let package = keep(r, read_num(fs, &d.join("package_id")));
+            let die = keep(r, read_num(fs, &d.join("die_id")));
+            let (Some(package), Some(die)) = (package, die) else {
+                continue;
+            };
+            Some((package, die))
+        } else {
+            die_id(&e.name)
+        };
+        let Some(id) = id else { continue };
         let min = keep(r, read_num(fs, &d.join("initial_min_freq_khz")));
         let max = keep(r, read_num(fs, &d.join("initial_max_freq_khz")));
         let (Some(min), Some(max)) = (min, max) else {
@@ -150,12 +167,31 @@ fn read_dies(fs: &dyn Fs, root: &Path, r: &mut Reading) -> BTreeMap<(u64, u64), 
         let (Some(now_min), Some(now_max)) = (now_min, now_max) else {
             continue;
         };
-        r.current
-            .insert(Knob::UncoreMin(e.name.clone()), now_min.to_string());
-        r.current
-            .insert(Knob::UncoreMax(e.name.clone()), now_max.to_string());
-        r.offer.dies.insert(e.name.clone(), DieOffer { min, max });
-        by_id.insert(id, e.name);
+        let found = (e.name, DieOffer { min, max }, now_min, now_max);
+        if found.0.starts_with("uncore") {
+            clusters.entry(id).or_default().push(found);
+        } else {
+            per_die.insert(id, vec![found]);
+        }
+    }
+    let chosen = if clusters.is_empty() {
+        per_die
+    } else {
+        clusters
+    };
+    let mut by_id = BTreeMap::new();
+    for (id, found) in chosen {
+        let mut names = Vec::new();
+        for (name, offer, now_min, now_max) in found {
+            r.current
+                .insert(Knob::UncoreMin(name.clone()), now_min.to_string());
+            r.current
+                .insert(Knob::UncoreMax(name.clone()), now_max.to_string());
+            r.offer.dies.insert(name.clone(), offer);
+            names.push(name);
+        }
+        names.sort();
+        by_id.insert(id, names);
     }
     by_id
 }
@@ -171,7 +207,7 @@ fn read_cpu(
     fs: &dyn Fs,
     root: &Path,
     cpu: u32,
-    dies: &BTreeMap<(u64, u64), String>,
+    dies: &BTreeMap<(u64, u64), Vec<String>>,
     r: &mut Reading,
 ) -> CpuOffer {
     let dir = cpu_dir(root, cpu);
@@ -189,7 +225,9 @@ fn read_cpu(
         let package = keep(r, read_num(fs, &dir.join("topology/physical_package_id")));
         // Kernels before 5.6 and single-die parts may have no die_id.
         let die = keep(r, read_num(fs, &dir.join("topology/die_id"))).unwrap_or(0);
-        o.die = package.and_then(|p| dies.get(&(p, die)).cloned());
+        o.dies = package
+            .and_then(|p| dies.get(&(p, die)).cloned())
+            .unwrap_or_default();
     }
     o
 }

@@ -66,7 +66,7 @@ fn offer(cpus: u32) -> Offer {
                     (3, "C6".into()),
                 ],
                 resume_latency: true,
-                die: Some(DIES[(cpu / 2) as usize % 2].into()),
+                dies: vec![DIES[(cpu / 2) as usize % 2].into()],
             },
         );
     }

@@ -115,6 +115,7 @@ impl Bed {
 }
 
 const CPU2: &str = "devices/system/cpu/cpu2";
+const UNCORE: &str = "devices/system/cpu/intel_uncore_frequency";
 const DIE1: &str = "devices/system/cpu/intel_uncore_frequency/package_00_die_01";
 
 #[test]
@@ -165,6 +166,46 @@ fn power_a_class_sets_every_field_and_release_puts_back_every_original() {
         "{:?}",
         bed.refused_writes()
     );
+}
+
+#[test]
+fn power_uncore_on_a_tpmi_part_sets_the_clusters_of_the_die_only() {
+    // Kernel 6.5+ on TPMI parts: a package_PP_die_DD per package beside one
+    // uncoreNN per fabric cluster; die 1 has two clusters, and one cluster
+    // (I/O) has no die_id. Writing package_00_die_00 would set every
+    // cluster of the package.
+    let mut bed = Bed::new();
+    let _ = std::fs::remove_dir_all(bed.tree.root.join(UNCORE));
+    bed.tree
+        .die(0, 0)
+        .cluster(0, 0, Some(0))
+        .cluster(1, 0, Some(1))
+        .cluster(2, 0, Some(1))
+        .cluster(3, 0, None);
+    let before = bed.tree.snapshot();
+    let p = bed.run(&[(2, "latency")]);
+    assert!(p.plan.refusals.is_empty(), "{:?}", p.plan.refusals);
+    assert!(
+        bed.refused_writes().is_empty(),
+        "{:?}",
+        bed.refused_writes()
+    );
+    for (dir, want) in [
+        ("uncore01", "2000000"),
+        ("uncore02", "2000000"),
+        ("uncore00", "800000"),
+        ("uncore03", "800000"),
+        ("package_00_die_00", "800000"),
+    ] {
+        assert_eq!(
+            bed.tree.read(&format!("{UNCORE}/{dir}/min_freq_khz")),
+            want,
+            "{dir}"
+        );
+    }
+    bed.run(&[]);
+    assert_eq!(bed.tree.snapshot(), before);
+    assert!(bed.originals.is_empty());
 }
 
 #[test]
@@ -559,8 +600,15 @@ resume_latency_us = 20
         assert!(
             lines
                 .iter()
-                .any(|l| l.contains("scaling_governor: powersave -> performance (class latency)")),
+                .any(|l| l.contains("scaling_governor: powersave -> performance (class latency, ")),
             "{lines:?}"
+        );
+        // Each write names its workload, so describe's history has it.
+        assert!(
+            page.contains(&format!(
+                "power devices/system/cpu/cpu{first}/cpufreq/scaling_governor: powersave -> performance"
+            )),
+            "{page}"
         );
 
         // A restart keeps the class (nothing written again).
@@ -574,6 +622,24 @@ resume_latency_us = 20
             Some(p) if p.originals == 0 && p.files.is_empty() => Ok(()),
             other => Err(format!("{other:?}")),
         });
+        // The put-back names the workload the CPU left.
+        let put_back: Vec<_> = env
+            .served_events()
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e.what {
+                api::EventKind::Power {
+                    class: None,
+                    workload,
+                    ..
+                } => Some(workload),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            put_back.len() == 2 * 4 && put_back.iter().all(Option::is_some),
+            "{put_back:?}"
+        );
         assert_eq!(env.power.snapshot(), before);
 
         // Pinned again, then the daemon stops, its state file is lost and

@@ -5,7 +5,7 @@
 //! [`PowerTree`] writes, for each CPU, `cpufreq/` (governors, cpuinfo and
 //! scaling frequencies, base frequency, EPP), `cpuidle/stateK/{name,disable}`
 //! and `power/pm_qos_resume_latency_us`; and for each die
-//! `intel_uncore_frequency/package_PP_die_DD/`. An offline CPU has no
+//! `intel_uncore_frequency/package_PP_die_DD/` (TPMI parts: `uncoreNN/`). An offline CPU has no
 //! `cpufreq/`, as in the kernel. [`Validating`] wraps the real file system
 //! and checks each write before making it: the governor must be listed in
 //! `scaling_available_governors`, frequencies must lie within
@@ -97,8 +97,24 @@ impl PowerTree {
 
     /// An uncore die: 800 MHz to 2.4 GHz, set to the whole range.
     pub fn die(&self, package: u32, die: u32) -> &Self {
-        let d =
-            format!("devices/system/cpu/intel_uncore_frequency/package_{package:02}_die_{die:02}");
+        self.uncore_files(&format!(
+            "devices/system/cpu/intel_uncore_frequency/package_{package:02}_die_{die:02}"
+        ))
+    }
+
+    /// A fabric cluster of a TPMI part, `uncoreNN` (`die`: its `die_id`;
+    /// `None` for a cluster without CPUs, which has none): 800 MHz to
+    /// 2.4 GHz, set to the whole range.
+    pub fn cluster(&self, n: u32, package: u32, die: Option<u32>) -> &Self {
+        let d = format!("devices/system/cpu/intel_uncore_frequency/uncore{n:02}");
+        self.put(&format!("{d}/package_id"), &package.to_string());
+        if let Some(die) = die {
+            self.put(&format!("{d}/die_id"), &die.to_string());
+        }
+        self.uncore_files(&d)
+    }
+
+    fn uncore_files(&self, d: &str) -> &Self {
         for (file, value) in [
             ("initial_min_freq_khz", "800000"),
             ("initial_max_freq_khz", "2400000"),
