@@ -1,21 +1,14 @@
 //! The `pinctl` command line: argument definitions and the commands.
 //!
-//! This is the front end of the `pinctl` binary, kept in the library so that man
-//! pages and shell completions can be generated from the same definition
-//! ([`assets`]; `pinctld`'s arguments, [`DaemonCli`], live here for the same
-//! reason). It is the one place below `main` that knows default paths (`/sys`,
-//! [`CONFIG_FILE`]), and it passes them down as arguments. Commands write their output to the given writer and
-//! return errors; `main` prints them and picks the exit code.
-//!
-//! `topology` and `plan` work on the topology alone. `status`, `describe`,
-//! `verify` and `events` ask the daemon over its socket ([`crate::client`], on
-//! a current-thread tokio runtime made for the command); `status` and `verify`
-//! also work without it (`--offline`, [`offline`]). Output is coloured only on
-//! a terminal and never with `NO_COLOR` set, unless `--color always` ([`style`]).
-//!
-//! Exit codes: 0 success; 1 the command failed (the reason is on stderr), and
-//! for `verify` also: problems were found (listed on stdout); 2 the command
-//! line was wrong.
+//! - Kept in the library so man pages and completions come from the same
+//!   definition ([`assets`]); `pinctld`'s arguments ([`DaemonCli`]) too.
+//! - The one place below `main` that knows default paths (`/sys`,
+//!   [`CONFIG_FILE`]); it passes them down as arguments.
+//! - Commands write to the writer given and return errors; `main` prints them
+//!   and picks the exit code (`docs/src/cli.md`, "Exit codes").
+//! - `status`, `describe`, `verify` and `events` ask the daemon's socket
+//!   ([`crate::client`]); `status` and `verify` also work `--offline`
+//!   ([`offline`]). Colour: [`style`].
 
 use std::fmt::Write as _;
 use std::io::Write;

@@ -1,16 +1,13 @@
 //! The `pinctl` side of the socket API: HTTP/1.1 `GET` over the daemon's Unix
 //! socket, and the documents of [`crate::api`] parsed from the answers.
 //!
-//! One connection per request (the CLI asks a few questions and exits), each
-//! bounded by a timeout from connect to the last byte of the body, so a wedged
-//! daemon costs the operator seconds, not a hung terminal. Errors are typed so
-//! the commands can say what to do: the daemon is not running (no socket, or a
-//! stale one nobody listens on), the socket is not for this user (the group
-//! `pinctl`), it did not answer in time, or it answered with an HTTP error
-//! (whose body is the daemon's explanation).
-//!
-//! This module never touches the kernel's files and never retries: a caller
-//! that wants to poll (`pinctl events --follow`) loops itself.
+//! - One connection per request, one timeout from connect to the body's last
+//!   byte: a wedged daemon costs the operator seconds, not a hung terminal.
+//! - Typed errors say what to do: no daemon, not this user's socket (the
+//!   group `pinctl`), no answer in time, or an HTTP error with the daemon's
+//!   explanation.
+//! - Must never touch the kernel's files, nor retry: a caller that polls
+//!   (`pinctl events --follow`) loops itself.
 
 use std::io;
 use std::path::{Path, PathBuf};

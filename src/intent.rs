@@ -1,36 +1,21 @@
 //! Intent: does a cgroup want exclusive CPUs, how many, and on whose word.
 //!
-//! Precedence, highest first:
-//! 1. the xattr `user.pinctl.cpus` on the cgroup directory (`"0"` keeps it in
-//!    the shared pool);
-//! 2. an OCI annotation in the container's bundle `config.json`: its own
-//!    `pinctl.io/cpus.<container name>`, else the pod's `pinctl.io/cpus`
-//!    (which serves one container of the pod at a time: `engine/assign.rs`);
+//! Precedence, highest first (`docs/src/requests.md`):
+//! 1. the xattr `user.pinctl.cpus` (`"0"` keeps the cgroup in the shared pool);
+//! 2. an OCI annotation in the bundle's `config.json`: the container's own
+//!    `pinctl.io/cpus.<name>`, else the pod's `pinctl.io/cpus` (one container
+//!    of the pod at a time: `engine/assign.rs`);
 //! 3. the first `[[rule]]` whose glob matches the cgroup path;
-//! 4. the kubelet's rule: a container of a Guaranteed pod whose CPU limit is a
-//!    whole number of CPUs (switch: `kubelet_rule`).
+//! 4. the kubelet's rule (`kubelet_rule`): a Guaranteed pod's container whose
+//!    CPU limit is a whole number of CPUs.
 //!
-//! A pod's sandbox (pause) container asks for nothing but by its xattr: the
-//! runtimes copy the pod's annotations into its bundle too, and a glob over
-//! container scopes matches it too ([`SANDBOX_MARKERS`]).
-//!
-//! Whatever the source, only a cgroup that root owns and alone may write to
-//! asks for anything ([`trusted`]): the others belong to users systemd or a
-//! runtime delegated them to, who may not give CPUs away.
-//!
-//! The power class a workload chooses ([`Intent::class`], issue #35)
-//! follows the same order: the xattr `user.pinctl.class`, the annotation
-//! `pinctl.io/cpu-class` (the container's own `.<name>` first), the
-//! rule's `class`; and the same trust.
-//!
-//! Also the workload identity: pod UID + container name when the runtime's
-//! annotations say them, so that a restarted container (a new cgroup) keeps its
-//! CPUs, and two cgroups of one container share one assignment.
-//!
-//! [`decide`] and [`parse_bundle`] are pure; [`find_bundle`] reads bundle
-//! directories through [`crate::io::Fs`]. [`read`] is the one read path of a
-//! cgroup, for the daemon and `--offline` alike: its files, its kind, its
-//! bundle and so its intent.
+//! - A pod's sandbox asks only by its xattr ([`SANDBOX_MARKERS`]).
+//! - Only a cgroup root owns and alone may write asks for anything
+//!   ([`trusted`]). The power class ([`Intent::class`]) follows the same
+//!   order and trust.
+//! - Also the workload key ([`workload_key`]).
+//! - [`decide`] and [`parse_bundle`] are pure. [`read`] is the one read path
+//!   of a cgroup, for the daemon and `--offline` alike.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,7 +37,9 @@ pub const ANNOTATION_CPUS: &str = "pinctl.io/cpus";
 pub const ANNOTATION_CLASS: &str = "pinctl.io/cpu-class";
 
 /// The annotations by which each runtime marks a pod's sandbox (pause)
-/// container's bundle: containerd, CRI-O, cri-dockerd.
+/// container's bundle: containerd, CRI-O, cri-dockerd. A sandbox asks for
+/// nothing but by its xattr: runtimes copy the pod's annotations into its
+/// bundle too, and a glob over container scopes matches it too.
 pub const SANDBOX_MARKERS: [(&str, &str); 3] = [
     ("io.kubernetes.cri.container-type", "sandbox"),
     ("io.kubernetes.cri-o.ContainerType", "sandbox"),
@@ -760,7 +747,9 @@ pub fn run_key(cfg: &Config, rel: &str) -> Option<String> {
 }
 
 /// The identity of the workload a cgroup belongs to: `pod:<uid>/<container>`
-/// when the runtime says the container name, otherwise `cgroup:<path>`.
+/// when the runtime says the container name, otherwise `cgroup:<path>`. So a
+/// restarted container (a new cgroup) keeps its CPUs, and two cgroups of one
+/// container share one assignment.
 pub fn workload_key(kind: &Kind, rel: &str, bundle: Option<&Bundle>) -> String {
     if let Some(b) = bundle
         && let Some(name) = &b.container_name

@@ -1,31 +1,16 @@
 //! Interrupt affinity under `/proc/irq`: what `irq_affinity` reads, decides
 //! and writes to keep device interrupts off exclusive CPUs.
 //!
-//! Each interrupt line `N` has `/proc/irq/N/smp_affinity_list` (a CPU list,
-//! read and written), and `/proc/irq/default_smp_affinity` (a hex mask) is
-//! what a line requested later starts with; [`Irq::Default`] names the
-//! latter, so one rule covers both. The rule ([`target`]) keeps what an
-//! interrupt had, minus the CPUs to keep clear: a NIC queue pinned to CPU 5
-//! stays on CPU 5 unless CPU 5 is exclusive, and one left with no online
-//! CPU goes to every online CPU that is not exclusive. [`step`] adds the
-//! memory: what an interrupt had before the daemon first changed it
-//! ([`Steered`]), so that it is put back when its CPUs stop being exclusive;
-//! a value someone else wrote since is the new one to keep.
-//!
-//! The kernel refuses some writes: a kernel-managed interrupt (a
-//! multi-queue device's per-CPU vectors) with `EIO`, as do the timer and the
-//! cascade on x86, and newer kernels say `EPERM` (the VM bed's kernel probe
-//! records both, on 6.1 and 6.12). That is the kernel's decision for as
-//! long as the interrupt exists, not a failure to retry ([`is_refusal`]).
-//!
-//! irqbalance rewrites affinities every 10 s unless told which CPUs to
-//! leave alone: [`irqbalance`] finds it and the CPUs it bans (its
-//! environment: `IRQBALANCE_BANNED_CPUS`, a mask, which it reads first,
-//! then `IRQBALANCE_BANNED_CPULIST`).
-//!
-//! Every reader and writer takes the procfs root and the file operations
-//! ([`Fs`]) as arguments: the daemon runs them on its I/O threads; tests
-//! point them at fake trees. [`target`] and [`step`] are pure.
+//! - One rule for each line `N` (`smp_affinity_list`) and for what lines
+//!   requested later start with ([`Irq::Default`]): keep what it had, minus
+//!   the CPUs to keep clear ([`target`]).
+//! - [`step`] adds the memory ([`Steered`]): what it had is put back once its
+//!   CPUs stop being exclusive; a value someone else wrote is the new one.
+//! - A write the kernel refuses for the interrupt's life is not a failure to
+//!   retry ([`is_refusal`]).
+//! - [`irqbalance`] finds irqbalance and the CPUs it leaves alone.
+//! - Readers and writers take the procfs root and an [`Fs`]; [`target`] and
+//!   [`step`] are pure.
 
 use std::fmt;
 use std::io;
@@ -41,7 +26,8 @@ use crate::procfs;
 /// An interrupt whose affinity can be set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Irq {
-    /// `default_smp_affinity`: where a line requested from now on starts.
+    /// `default_smp_affinity` (a hex mask): where a line requested from now
+    /// on starts.
     Default,
     /// Interrupt line `N`.
     Line(u32),
@@ -218,7 +204,8 @@ pub struct Irqbalance {
 }
 
 /// Finds a running irqbalance under `proc_root`: the first process whose
-/// `comm` is `irqbalance`.
+/// `comm` is `irqbalance`. It rewrites affinities every 10 s unless told
+/// which CPUs to leave alone ([`banned`]).
 pub fn irqbalance(fs: &dyn Fs, proc_root: &Path) -> io::Result<Option<Irqbalance>> {
     for pid in procfs::list_pids(fs, proc_root)? {
         let dir = proc_root.join(pid.to_string());

@@ -2,14 +2,7 @@
 //! cgroup filesystem.
 //!
 //! The library holds everything; the binaries `pinctl` and `pinctld` are thin
-//! glue. See `ARCHITECTURE.md` for the data flow and the invariants.
-//!
-//! - [`cpuset`]: the `CpuSet` value type (Linux list format).
-//! - [`topology`]: the pure topology model and its JSON file format.
-//! - [`sysfs`]: topology discovery from a sysfs root.
-//! - [`alloc`]: the pure, deterministic allocator.
-//! - [`cli`]: the `pinctl` commands, as library functions.
-//! - [`client`]: the CLI side of the socket API.
+//! glue. `ARCHITECTURE.md` maps the modules, the data flow and the invariants.
 
 pub mod alloc;
 pub mod api;

@@ -2,27 +2,21 @@
 //! "partition"`): the pure rule of which files to write, in which order.
 //!
 //! A workload's top cgroup becomes an *isolated remote partition*: its CPUs
-//! are granted through `cpuset.cpus.exclusive` on every cgroup of its path
-//! below the root (each ancestor holds the union of the grants below it),
-//! then its `cpuset.cpus.partition` is written `isolated`. The kernel then
-//! takes those CPUs out of every other cgroup's effective set and out of
-//! the scheduler's load balancing. The kernel's rules, as the VM bed's
-//! kernel probe (`tests/vm/scenarios/0-kernel.sh`) records them on 6.12:
+//! granted in `cpuset.cpus.exclusive` down its path (each ancestor holds the
+//! union of the grants below it), then `cpuset.cpus.partition` = `isolated`.
+//! The kernel then takes them out of every other effective set and out of
+//! load balancing. Its rules (6.12; `tests/vm/scenarios/0-kernel.sh`):
+//! - a grant overlapping a *sibling's* grant is `EINVAL` (a sibling's
+//!   `cpuset.cpus` does not matter);
+//! - a partition's effective set is its grant: a workload whose CPUs move
+//!   leaves its partition first;
+//! - an ancestor's grant shrunk, or a CPU taken offline, makes it `isolated
+//!   invalid`, until the partition file is written again;
+//! - undone by `member` first, then the grants in any order.
 //!
-//! - a grant that overlaps a *sibling's* grant is `EINVAL`; a sibling's
-//!   `cpuset.cpus` holding the CPUs does not matter;
-//! - a partition's effective set is its grant, whatever its `cpuset.cpus`
-//!   says: a workload whose CPUs move must leave its partition first;
-//! - an ancestor's grant shrunk below the partition's, or its CPU taken
-//!   offline, makes it `isolated invalid (reason)`, and it stays invalid
-//!   after the cause goes, until the partition file is written again;
-//! - undone by writing `member` first, then the grants in any order.
-//!
-//! So [`release`] (partitions to `member`, then grants shrunk, deepest
-//! first) runs before a plan's writes, and [`grant`] (grants grown,
-//! shallowest first, then `isolated`) after: at every step no two siblings'
-//! grants overlap (a property test below checks it against a model of those
-//! rules). The daemon's pass is `daemon/partition.rs`.
+//! So [`release`] runs before a plan's writes and [`grant`] after; no two
+//! siblings' grants overlap at any step (a property test checks it). The
+//! daemon's pass is `daemon/partition.rs`.
 
 use std::collections::BTreeMap;
 

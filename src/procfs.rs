@@ -1,17 +1,13 @@
 //! procfs: everything pinctl reads about processes and threads under `/proc`.
 //!
-//! The watchdog's look for tasks stuck in uninterruptible sleep (each task's
-//! `stat`, `cgroup` and `wchan`), the process list, and `pinctl verify`'s look
-//! at each task's threads and affinity (`task/` and `status`'s
-//! `Cpus_allowed_list`) all live here, and nowhere else.
-//!
-//! Every reader takes the procfs root (`proc_root`, `/proc` on a real machine)
-//! and the file operations ([`Fs`]) as arguments: the daemon runs them as jobs
-//! on its I/O threads, one call per process, since a file of a task in D state
-//! can hang (`KERNEL-NOTES.md`, "Reads that hang"); the CLI calls them with
-//! [`crate::io::RealFs`] on its own thread; tests point them at fake trees in a
-//! tempdir. The parsers are pure. Nothing here writes, and nothing here
-//! decides what a finding means: the watchdog and `verify` do.
+//! - Owns the watchdog's look for tasks in D state (`stat`, `cgroup`,
+//!   `wchan`), the process list, and `pinctl verify`'s threads and
+//!   affinities (`task/`, `Cpus_allowed_list`).
+//! - Every reader takes the procfs root and an [`Fs`]. The daemon runs them
+//!   on its I/O threads, one call per process: a D-state task's file can
+//!   hang (KERNEL-NOTES, "Reads that hang"). The parsers are pure.
+//! - Must never write, nor decide what a finding means: the watchdog and
+//!   `verify` do.
 
 use std::io;
 use std::path::{Path, PathBuf};

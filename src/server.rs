@@ -1,22 +1,14 @@
 //! The status socket: HTTP on a Unix socket, serving the [`crate::api`]
 //! documents and Prometheus metrics.
 //!
-//! It never waits on the event loop or on file I/O: the loop publishes a
-//! [`Snapshot`] (a `tokio::sync::watch` channel) after its work, the audit
-//! trail is a bounded ring behind a mutex held only to push or copy, and what
-//! can change while the loop itself waits on a hung read (the hung paths, the
-//! I/O threads left) is read live from the [`IoPool`] at each request. So a
-//! status query is answered at once even while the loop is stuck.
-//!
-//! Its clients are other people's processes, so what a connection may take is
-//! bounded ([`Limits`]): at most [`Limits::max_connections`] at once, a number
-//! well below the process's file descriptor limit, so idle connections can
-//! never take the descriptors the daemon needs for the cgroup files (they
-//! once did: every write then failed with EMFILE and no new workload was
-//! pinned). A connection beyond the cap is closed as soon as it is accepted,
-//! and counted. A request's header must arrive within
-//! [`Limits::header_timeout`] (which also ends idle keep-alive connections),
-//! and no connection lives longer than [`Limits::connection_timeout`].
+//! - Must never wait on the event loop or on file I/O: the loop publishes a
+//!   [`Snapshot`] (a `watch` channel), the audit trail is a ring behind a
+//!   short-held mutex, and the hung paths are read live from the [`IoPool`].
+//!   So status answers at once even while the loop is stuck.
+//! - Its clients are other people's processes, so a connection's share is
+//!   bounded ([`Limits`]): idle clients must never take the descriptors the
+//!   daemon needs for cgroup files (they once did: every write failed with
+//!   EMFILE).
 
 use std::collections::VecDeque;
 use std::io;
@@ -224,10 +216,11 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// `events --follow` polls with new connections, so it never does.
 pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What the socket's connections may take (see the module documentation).
+/// What the socket's connections may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Connections served at once; more are closed as soon as accepted.
+    /// Connections served at once, well below the open-files limit; more
+    /// are closed as soon as accepted, and counted.
     pub max_connections: usize,
     /// For a request's header, and for the next one on an idle connection.
     pub header_timeout: Duration,

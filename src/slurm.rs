@@ -1,19 +1,12 @@
 //! Slurm's cgroup trees: named, found and compared, never written.
 //!
-//! Slurm's cgroup/v2 plugin makes `slurmstepd.scope` or
-//! `<node>_slurmstepd.scope` (a transient unit with `Delegate=yes`) in
-//! `system.slice`, or in the slice its `CgroupSlice=`
-//! names. Below it: `system` (slurmstepd itself) and one cgroup per job
-//! (`job_<id>`; a SLUID since Slurm 26.05), each with its steps. Slurm
-//! writes a job's `cpuset.cpus` once, when it makes it, and never looks
-//! again. So:
+//! Slurm makes `slurmstepd.scope` (in `system.slice` or its `CgroupSlice=`),
+//! a cgroup per job below it, and writes each job's `cpuset.cpus` once
+//! (`docs/src/hpc.md`, "Beside Slurm"). So:
 //! - the tree is *foreign*: the engine never writes in it;
-//! - a cgroup that holds it is a *holder*: never narrowed, because on v2 a
-//!   child gets its own set ∩ its parent's, and the job would lose CPUs
-//!   without Slurm knowing;
-//! - the status lists the jobs ([`find`]), and `pinctl verify` fails
-//!   where a job's CPUs meet an exclusive workload's or the kernel clipped
-//!   a job ([`conflicts`]).
+//! - a cgroup that holds it is a *holder*: never narrowed (on v2 a job would
+//!   lose CPUs without Slurm knowing);
+//! - [`find`] lists the jobs, [`conflicts`] says where `pinctl verify` fails.
 //!
 //! Only the names are known here; the cgroup root comes in as an argument.
 
@@ -30,7 +23,8 @@ use crate::io::Fs;
 /// 22.05, seen in the VM bed; a build for several slurmd per host).
 pub const SCOPE: &str = "slurmstepd.scope";
 
-/// The cgroup below [`SCOPE`] that holds slurmstepd itself, not a job.
+/// The cgroup below [`SCOPE`] that holds slurmstepd itself, not a job
+/// (`job_<id>`, a SLUID since Slurm 26.05, each with its steps).
 const OWN: &str = "system";
 
 /// How many slices deep [`find`] looks for [`SCOPE`]: a slice's path

@@ -1,18 +1,15 @@
 //! The daemon's crash-safe state file: its on-disk envelope, atomic replace and
 //! quarantine.
 //!
-//! This module owns the envelope `{"version":1,"checksum":"crc32:xxxxxxxx","state":<body>}`
-//! (one line, ending in a newline), where the checksum is the CRC-32 of the
-//! body's bytes exactly as they appear in the file. [`StateFile::save`] replaces
-//! the file atomically (temp file, `fsync`, `rename`, `fsync` of the directory),
-//! so after a crash at any point the file holds either the old or the new
-//! complete state. [`StateFile::load`] verifies the envelope and moves anything
-//! that is not a valid state aside to `<path>.corrupt-<unix-seconds>`, keeping at
-//! most [`MAX_QUARANTINED`] such files; it never deletes a state file.
-//!
-//! It never interprets the body beyond deserializing it into the caller's type,
-//! and the state it returns is a hint: the live cgroups are the truth, and the
-//! caller must reconcile against them rather than trust the file over them.
+//! - The envelope: `{"version":1,"checksum":"crc32:xxxxxxxx","state":<body>}`,
+//!   one line; the CRC-32 is of the body's bytes as they are in the file.
+//! - [`StateFile::save`] replaces the file atomically (temp file, `fsync`,
+//!   `rename`, `fsync` of the directory): after a crash it holds the old or
+//!   the new state, whole.
+//! - [`StateFile::load`] moves anything invalid aside, to
+//!   `<path>.corrupt-<unix-seconds>` (at most [`MAX_QUARANTINED`] kept); it
+//!   never deletes a state file.
+//! - The body is a hint: the live cgroups are the truth.
 //!
 //! Invariant: one process saves a given state file at a time (the daemon is its
 //! only writer); concurrent readers always see a complete file.

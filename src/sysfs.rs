@@ -1,30 +1,13 @@
 //! Topology discovery from a sysfs tree.
 //!
-//! [`Sysfs::new`] takes the sysfs root (`/sys` on a real machine, a tempdir in
-//! tests) and [`Sysfs::topology`] reads the online CPUs, their packages, dies,
-//! SMT siblings, L3 groups, NUMA nodes and the isolated list into a validated
-//! [`Topology`]. It reads files and never writes.
-//!
-//! The reads here are plain blocking `std::fs` calls. The daemon must run
-//! discovery on its dedicated I/O threads (a sysfs read can hang); the CLI calls
-//! it directly.
-//!
-//! Real machines are messy, and each of these is handled on purpose:
-//! - offline CPUs have no `topology/` directory: only online CPUs are read;
-//! - `core_id` repeats across sockets and is not contiguous: cores are identified
-//!   by their SMT sibling list, and given machine-wide ids in order of their
-//!   lowest CPU;
-//! - the L3 is found by `level`, not assumed to be `index3`, and grouped by its
-//!   `shared_cpu_list` (falling back to `id`); no L3 at all is allowed;
-//! - no `devices/system/node` directory means one NUMA node, 0;
-//! - hybrid parts have cores with different thread counts.
-//!
-//! Every number read is checked before it is used, never cast: a `cpuN` or
-//! `nodeN` directory above [`MAX_CPU`] is refused as soon as its name is read
-//! (before any set is built for it, so `cpu4294967295` cannot allocate half a
-//! gigabyte), and an id file (package, die, core, cache level and id) must hold
-//! `-1` (the kernel's "unknown") or a number that fits 32 bits; anything else
-//! is an error naming the file and its content.
+//! - [`Sysfs::new`] takes the root (`/sys`, or a tempdir in tests);
+//!   [`Sysfs::topology`] reads the online CPUs into a validated [`Topology`].
+//!   It reads and never writes.
+//! - Plain blocking `std::fs` reads: the daemon runs them on its I/O threads
+//!   (a sysfs read can hang); the CLI calls them directly.
+//! - Must never trust a number read: a `cpuN` or `nodeN` above [`MAX_CPU`] is
+//!   refused by name before any set is built for it, and an id file must
+//!   hold `-1` (unknown) or a 32-bit number, else an error names the file.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -95,7 +78,17 @@ impl Sysfs {
         self.root.join("devices/system/cpu")
     }
 
-    /// Reads the whole CPU topology.
+    /// Reads the whole CPU topology: the online CPUs, their packages, dies,
+    /// SMT siblings, L3 groups, NUMA nodes and the isolated list.
+    ///
+    /// Real machines are messy; each of these is handled on purpose:
+    /// - offline CPUs have no `topology/`: only online CPUs are read;
+    /// - `core_id` repeats across sockets and has gaps: a core is its SMT
+    ///   sibling list, numbered machine-wide in order of its lowest CPU;
+    /// - the L3 is found by `level`, not assumed `index3`, and grouped by its
+    ///   `shared_cpu_list` (else `id`); no L3 at all is allowed;
+    /// - no `devices/system/node` means one NUMA node, 0;
+    /// - hybrid parts have cores with different thread counts.
     pub fn topology(&self) -> Result<Topology, SysfsError> {
         let cpu_dir = self.cpu_dir();
         let online = self.online_cpus()?;

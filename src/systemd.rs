@@ -1,25 +1,15 @@
 //! Telling systemd a unit's CPUs: `AllowedCPUs=` as a runtime property over
 //! D-Bus, as `systemctl set-property --runtime` does.
 //!
-//! Why: on cgroup v2 systemd writes every unit's `AllowedCPUs=` to its
-//! `cpuset.cpus` whenever it applies the unit's settings again (every
-//! `systemctl daemon-reload`; systemd 252, the VM test bed), over what the
-//! daemon wrote. A unit with none gets `""`: the kernel refuses that while
-//! the cgroup has tasks (a populated scope), and takes it on an empty one
-//! (an empty slice), which then has every CPU, the exclusive ones included,
-//! until the daemon writes it again. On v1 systemd writes no cpuset at all.
-//! So the daemon tells systemd a scope's pin only where systemd holds a
-//! value it would write back (it asks the unit's `AllowedCPUs` first), and
-//! a slice's CPUs always.
-//!
-//! A `SetUnitProperties` makes systemd apply the unit's cgroup settings
-//! again, its device filter included: a runtime setting the scope up at that
-//! moment can fail (runc: `failed to call BPF_PROG_ATTACH`). When to tell is
-//! the daemon's decision (`daemon/systemd.rs`: never in a scope's first
-//! seconds); this module only speaks the protocol.
-//!
-//! Only the system bus's socket path comes in from the configuration; no path
-//! constant lives here.
+//! - Why: on v2 systemd writes each unit's `AllowedCPUs=` over its
+//!   `cpuset.cpus` at every `daemon-reload`, and `""` where there is none,
+//!   which an empty slice takes (KERNEL-NOTES, "systemd"). v1: no cpuset.
+//! - A `SetUnitProperties` makes systemd apply the unit's cgroup settings
+//!   again: a runtime setting the scope up then can fail (runc: `failed to
+//!   call BPF_PROG_ATTACH`). When to tell is `daemon/systemd.rs`'s decision;
+//!   this module only speaks the protocol.
+//! - The system bus's socket path comes from the configuration; no path
+//!   constant lives here.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,38 +1,18 @@
 //! The allocator: which CPUs a workload that asks for N exclusive CPUs gets.
 //!
-//! [`allocate`] is a pure, deterministic function: topology, free CPUs, request
-//! and options in, a CPU set or a typed error out. It does no I/O and never panics.
+//! [`allocate`] is pure and deterministic: topology, free CPUs, request and
+//! options in, a CPU set or a typed error out. It does no I/O and never panics.
 //!
-//! # Quality, in order
-//! 1. Span as few NUMA nodes as can hold the request now, then as few sockets,
-//!    then as few L3 groups.
-//! 2. Take whole physical cores; for a remainder smaller than a core, take the
-//!    lone thread of an already half-used core before breaking a fresh one.
-//! 3. Best fit: among equal choices use the most-occupied domain that still fits,
-//!    so large free blocks stay whole for later large requests.
+//! Quality, in order:
+//! 1. The fewest NUMA nodes that can hold the request now, then the fewest
+//!    sockets, then the fewest L3 groups.
+//! 2. Whole physical cores; a remainder smaller than a core takes the lone
+//!    thread of a half-used core before breaking a fresh one.
+//! 3. Best fit: the most-occupied domain that still fits, so large free
+//!    blocks stay whole for later large requests.
 //!
-//! # How
-//! The smallest domain above a core is a *slice*: the cores sharing a socket, a
-//! NUMA node and an L3 group. The search
-//! - finds the fewest NUMA nodes whose free CPUs hold the request and enumerates
-//!   every node set of that size (a bounded search, largest nodes first), keeping
-//!   those on the fewest sockets;
-//! - within those, enumerates the slice sets of the smallest size that holds the
-//!   request;
-//! - scores each slice set by running the core picker on it (rule 2) and by the
-//!   free CPUs left in the NUMA nodes, sockets and slices it touches (rule 3);
-//! - materialises the best one with the same picker, so the score and the result
-//!   cannot disagree.
-//!
-//! Taking whole any node set but one (the "all but the last" fill) is what the
-//! picker does naturally: it drains slices largest first, so the remainder lands
-//! in the most-occupied slice of the set.
-//!
-//! With `distribute_across_numa` the node counts come first
-//! (`Planner::distributed`): the kubelet's `takeByTopologyNUMADistributed`
-//! rules (each of `k` nodes takes `N / k`, the fewest `k` that qualify), with the
-//! remainder water-filled so the shares are never further apart than the
-//! kubelet's; each node's share is then planned as above.
+//! The search is `Planner::packed`; `distribute_across_numa` first splits
+//! the request over nodes (`distribute.rs`).
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -422,6 +402,19 @@ impl<'t> Planner<'t> {
 
     /// The best packed choice of `n` CPUs, optionally only from `within` (NUMA
     /// node ids). `None` if the free CPUs there cannot give exactly `n`.
+    ///
+    /// The smallest domain above a core is a *slice*: the cores sharing a
+    /// socket, a NUMA node and an L3 group. The search:
+    /// - every set of the fewest NUMA nodes that holds `n` (bounded, largest
+    ///   nodes first), keeping those on the fewest sockets;
+    /// - within those, every slice set of the smallest size that holds `n`;
+    /// - each scored on counts by [`Counts::penalty`] (rule 2) and the free
+    ///   CPUs left in the nodes, sockets and slices it touches (rule 3);
+    /// - the best one materialised by [`Self::pick`], so score and result
+    ///   cannot disagree.
+    ///
+    /// The picker drains slices largest first, so a remainder lands in the
+    /// most-occupied slice of the set ("all but the last" fill).
     fn packed(&mut self, n: usize, within: Option<&[u32]>) -> Option<CpuSet> {
         let nodes: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| within.is_none_or(|w| w.contains(&self.nodes[i].id)))

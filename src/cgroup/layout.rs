@@ -1,16 +1,15 @@
 //! Classification of cgroup paths in the kubelet's `kubepods` layout.
 //!
-//! This module owns the naming rules of the kubelet's two cgroup drivers
-//! (`systemd` and `cgroupfs`) and of the container runtimes below them
-//! (containerd, CRI-O, Docker, Podman), and turns a cgroup path into a [`Kind`]:
-//! the kubepods root, a QoS parent, a pod, a container or its runtime monitor, a
-//! sub-cgroup inside a container, or [`Kind::Other`]. It does no I/O and must
-//! never do any: a path is classified by its name alone, whether or not the
-//! cgroup exists, and [`classify`] is total: every string gets an answer and
-//! nothing panics. Reading `/proc/<pid>/cgroup`, stripping a mount point or a
-//! v1 controller's root, and watching the tree belong to the callers.
+//! - Owns the naming rules of the kubelet's two cgroup drivers and of the
+//!   container runtimes below them: [`classify`] turns a path into a [`Kind`].
+//! - Must never do I/O: a path is classified by its name alone, whether or
+//!   not the cgroup exists. [`classify`] is total: every string gets an
+//!   answer and nothing panics.
+//! - A runtime's own container outside Kubernetes is [`Kind::Other`];
+//!   [`standalone_container`] finds its id, so its bundle can be read.
 //!
-//! # Names, by driver
+//! Names (KERNEL-NOTES, "Kubernetes cgroup naming"):
+//!
 //! | level | `systemd` driver | `cgroupfs` driver |
 //! |---|---|---|
 //! | root | `kubepods.slice` | `kubepods` |
@@ -20,16 +19,9 @@
 //! | container | `cri-containerd-<id>.scope`, `crio-<id>.scope`, `docker-<id>.scope`, `libpod-<id>.scope` | `<id>`, `crio-<id>` |
 //! | runtime monitor | `crio-conmon-<id>.scope`, `libpod-conmon-<id>.scope` | `crio-conmon-<id>` |
 //!
-//! Under `systemd` the pod UID's dashes are written as underscores (a dash in a
-//! slice name means nesting) and a custom `--cgroup-root` prefixes every slice
-//! name: `kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod<uid>.slice`.
-//! Under `cgroupfs` a custom root is just more directories above `kubepods`.
-//!
-//! Outside Kubernetes a runtime names a container's cgroup the same way
-//! wherever it puts it (`podman run`: `machine.slice/libpod-<id>.scope`;
-//! `docker run`: `system.slice/docker-<id>.scope`): such a cgroup is
-//! [`Kind::Other`], and [`standalone_container`] finds its id, so that its
-//! OCI bundle's annotations can be read.
+//! Under `systemd` the pod UID's `-` is written `_` (a dash in a slice name
+//! means nesting), and a custom `--cgroup-root` prefixes every slice name
+//! (`kubelet-kubepods.slice`).
 
 use std::fmt;
 

@@ -1,20 +1,12 @@
 //! Cgroup names that are not UTF-8, in the `str` paths the daemon keeps.
 //!
-//! The kernel allows any byte but `/` and NUL in a cgroup's name, while
-//! [`super::Rel`] and everything built on it (the engine, the plans, the
-//! status documents) are strings. A name that is not UTF-8 used to be
-//! skipped, and an invisible cgroup is a dangerous one: on cgroup v1 such a
-//! child kept its parent from narrowing (EBUSY for ever) and its tasks ran
-//! on a workload's exclusive CPUs.
-//!
-//! So every name is kept, losslessly: [`encode`] gives a UTF-8 name as it
-//! is, and any other as a NUL (which no name can hold, so nothing else
-//! starts with one) followed by its bytes, where valid UTF-8 stays, a
-//! backslash is doubled and any other byte is `\xNN`. [`path`] turns a
-//! relative cgroup path back into the kernel's bytes; every path the daemon
-//! opens is made by it (through [`super::Hierarchy`]), and a component left
-//! encoded by mistake could never reach a file: a path with a NUL in it
-//! fails in the system call.
+//! - The kernel allows any byte but `/` and NUL in a name; [`super::Rel`] and
+//!   all built on it are strings. An invisible cgroup is a dangerous one (on
+//!   v1 it kept its parent from narrowing, EBUSY, and its tasks ran on
+//!   exclusive CPUs), so every name is kept, losslessly ([`encode`]).
+//! - Every path the daemon opens is made by [`path`] (through
+//!   [`super::Hierarchy`]): a component left encoded by mistake holds a NUL,
+//!   so it fails in the system call and never reaches a file.
 
 use std::borrow::Cow;
 use std::ffi::{OsStr, OsString};
@@ -25,7 +17,9 @@ use std::path::{Path, PathBuf};
 const MARK: char = '\0';
 
 /// The name of a directory as the daemon keeps it: as it is when it is
-/// UTF-8, otherwise encoded (see the module).
+/// UTF-8, otherwise a NUL (`MARK`: no name can hold one, so nothing else
+/// starts with it) and its bytes, where valid UTF-8 stays, a backslash is
+/// doubled and any other byte is `\xNN`.
 pub fn encode(name: &OsStr) -> Cow<'_, str> {
     if let Some(s) = name.to_str() {
         return Cow::Borrowed(s);

@@ -1,15 +1,8 @@
 //! `pinctl describe TARGET`: one workload, where its CPUs came from, how they
 //! sit on the machine, its cgroups and its history of writes.
 //!
-//! TARGET is tried, in order, as: a workload key (`pod:<uid>/<name>`,
-//! `cgroup:<path>`, or `<uid>/<name>`); a cgroup path, relative to the cgroup
-//! root (`kubepods/...`, or `/kubepods/...` as `/proc/PID/cgroup` shows it) or
-//! absolute under it (a v1 path may name its controller,
-//! `/sys/fs/cgroup/cpuset/kubepods/...`), matching the workload that has it or
-//! a cgroup above it, else the workloads below it; a pod UID, with dashes or
-//! the systemd driver's underscores; a container id, or any part of a cgroup's
-//! last component. The first kind that matches anything wins; more than one
-//! workload is ambiguous, and the candidates are listed. Matching is pure.
+//! Which workload TARGET names is [`find`]'s pure rule; the page is
+//! [`render`].
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -71,7 +64,17 @@ fn pod_uid(w: &Workload) -> Option<String> {
         .find_map(|c| layout::classify(c).pod().map(|p| p.uid.clone()))
 }
 
-/// Finds the workload TARGET names; see the module documentation.
+/// Finds the workload TARGET names. Tried in order, the first kind that
+/// matches anything wins:
+/// - a workload key (`pod:<uid>/<name>`, `cgroup:<path>`, or `<uid>/<name>`);
+/// - a cgroup path, relative to the cgroup root (`kubepods/...`, or
+///   `/kubepods/...` as `/proc/PID/cgroup` shows it) or absolute under it (a
+///   v1 path may name its controller): the workload that has it or a cgroup
+///   above it, else the workloads below it;
+/// - a pod UID, with dashes or the systemd driver's underscores;
+/// - a container id, or any part of a cgroup's last component.
+///
+/// More than one workload is ambiguous: the candidates are listed.
 pub fn find<'a>(status: &'a api::Status, target: &str, cgroup_root: &Path) -> Found<'a> {
     let all = &status.workloads;
     let target = target.trim();

@@ -1,12 +1,8 @@
-//! `pinctl events`: the daemon's audit trail, one line per event.
+//! `pinctl events`: the daemon's audit trail, one line per event
+//! ([`format_event`]).
 //!
-//! `#SEQ DATE TIME  write CGROUP FILE OLD -> NEW  REASON` for a cpuset write
-//! (`FAILED: ERROR` after it when the write failed; an old set never read is
-//! `?`, an empty one `(empty)`), `#SEQ DATE TIME  repair
-//! PATH  created A, B` for a path the watchdog made again, `irqs off CPUS:
-//! moved N,M; put back K` for a pass that moved interrupts. Times are local (the
-//! `TZ` of the reader), to the millisecond. Formatting is pure; the polling
-//! loop of `--follow` lives in the command.
+//! Times are local (the reader's `TZ`), to the millisecond. Formatting is
+//! pure; the polling loop of `--follow` lives in the command.
 
 use std::fmt::Write as _;
 
@@ -46,7 +42,11 @@ pub fn format_time(ms: u64, offset: i64) -> String {
     )
 }
 
-/// One event as a line (no newline), times at `offset` seconds from UTC.
+/// One event as a line (no newline), times at `offset` seconds from UTC:
+/// `#SEQ DATE TIME  write CGROUP FILE OLD -> NEW  REASON` for a cpuset write
+/// (`FAILED: ERROR` after a failed one; an old set never read is `?`),
+/// `repair PATH  created A, B` for a path the watchdog made again, `irqs off
+/// CPUS: moved N,M; put back K` for a pass over the interrupts.
 pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
     let mut s = format!(
         "{} {}  ",

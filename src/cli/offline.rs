@@ -1,21 +1,13 @@
-//! `--offline`: an [`api::Status`] built without the daemon, from its state
-//! file, the live cgroup tree and sysfs, for `pinctl status` and `pinctl
-//! verify` when `pinctld` is not running.
+//! `--offline`: an [`api::Status`] built without the daemon, for `pinctl
+//! status` and `pinctl verify` when `pinctld` is not running.
 //!
-//! What it knows: the topology (sysfs), the hierarchy, the reserved CPUs (the
-//! configuration), which cgroups ask for exclusive CPUs now and on whose word
-//! (each cgroup of the daemon's subtrees, [`Scope::roots`], read and decided
-//! by the daemon's own read of a cgroup, [`intent::read`]), and the CPUs the
-//! daemon last assigned to each workload (the state file). A workload
-//! that asks but has no assignment in the state file is shown as pending; an
-//! assignment whose cgroups no longer ask is a note. What it cannot know (the
-//! daemon's health, counters, failing writes, the watchdog's findings) is left
-//! empty and the health is `"unknown"`.
-//!
-//! It reads with blocking calls ([`RealFs`]) on the CLI's own thread: a cgroup
-//! read that hangs (a task in D state) hangs this command, never the daemon.
-//! It never writes anything, and never moves the state file
-//! ([`StateFile::peek`]).
+//! - From the state file (the CPUs last assigned), the live tree (what asks
+//!   now, by the daemon's own [`intent::read`]) and sysfs. What only the
+//!   daemon knows (health, counters, failures) is left empty: health is
+//!   `"unknown"` (`docs/src/cli.md`, "pinctl status").
+//! - Blocking reads ([`RealFs`]) on the CLI's thread: a hang hangs this
+//!   command, never the daemon.
+//! - Must never write anything, nor move the state file ([`StateFile::peek`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 

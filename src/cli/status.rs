@@ -1,20 +1,10 @@
 //! `pinctl status`: the daemon's [`api::Status`] as an operator reads it.
 //!
-//! A summary (daemon, health, hierarchy and driver, topology, reserved CPUs,
-//! the shared pool, counters), the per-CPU map, the exclusive workloads (the
-//! map's legend), the pending ones, failing cgroups and the watchdog's
-//! findings. Rendering is pure: it takes the document, the time and a
-//! [`Style`], and returns text, so it is tested on synthetic documents of any
-//! size.
-//!
-//! The map has one row per L3 group (or per NUMA node when the machine reports
-//! no L3), under a heading per socket, at most [`MAX_CORES_PER_ROW`] cores a
-//! row; one cell per physical core, its threads side by side in CPU order, each
-//! thread shown by the tag of the workload that owns it (`A`–`Z`, then `a`–`z`
-//! without `r`, then a letter and digits when there are more than 51
-//! workloads), `.` for the shared pool, `r` for reserved CPUs and `-` for a
-//! thread that is offline. Every row starts with its CPU list, so a cell can be
-//! found by number.
+//! - A summary, the per-CPU map ([`render_map`]), the exclusive workloads
+//!   (the map's legend), the pending ones, failing cgroups and the watchdog's
+//!   findings.
+//! - Rendering is pure: the document, the time and a [`Style`] in, text out,
+//!   so it is tested on synthetic documents of any size.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -612,8 +602,11 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     s
 }
 
-/// The per-CPU map: one row per L3 group (NUMA node without L3), cells per
-/// core; see the module documentation.
+/// The per-CPU map: one row per L3 group (NUMA node without L3) under a
+/// heading per socket, at most [`MAX_CORES_PER_ROW`] cores a row, each row
+/// starting with its CPU list. A cell per physical core, its threads side
+/// by side in CPU order: the owner's tag ([`tags`]), `.` the shared pool,
+/// `r` reserved, `-` offline.
 pub fn render_map(
     status: &api::Status,
     topo: &Topology,

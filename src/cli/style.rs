@@ -1,16 +1,11 @@
 //! Colour for the operator's terminal, and nowhere else.
 //!
-//! [`Style`] wraps text in ANSI SGR codes when enabled and returns it
-//! unchanged otherwise, so every renderer produces the same text either way
-//! and tests read it plain. Whether to colour is decided once, in
-//! [`Style::detect`]: `--color always|never`, or by default only when standard
-//! output is a terminal and `NO_COLOR` is unset (<https://no-color.org>).
-//! Padding is applied to the plain text before colouring, so columns line up.
-//!
-//! [`visible`] is the other half of what reaches the terminal: text other
-//! people chose (cgroup names, workload keys, task names, paths, error
-//! messages that quote them) goes through it, so a control character is shown
-//! as an escape instead of being obeyed by the terminal.
+//! - [`Style`] wraps text in ANSI SGR codes when enabled, so renderers make
+//!   the same text either way and tests read it plain. Decided once, in
+//!   [`Style::detect`]. Padding goes on before colour, so columns line up.
+//! - [`visible`]: text other people chose (cgroup names, keys, task names,
+//!   paths) goes through it, so a control character is shown as an escape,
+//!   never obeyed by the terminal.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -67,7 +62,8 @@ impl Style {
     }
 
     /// The decision itself: `auto` colours only a terminal, and not when
-    /// `NO_COLOR` is set (to anything but the empty string).
+    /// `NO_COLOR` is set (to anything but the empty string:
+    /// <https://no-color.org>).
     pub fn decide(choice: ColorChoice, no_color: bool, terminal: bool) -> Style {
         let enabled = match choice {
             ColorChoice::Always => true,

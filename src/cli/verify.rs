@@ -1,45 +1,13 @@
 //! `pinctl verify`: the live kernel checked against the intent.
 //!
-//! The intent is an [`api::Status`] (served by the daemon, or built offline);
-//! the kernel is read directly, under roots passed in (`--cgroup-root`,
-//! `--proc-root`, `--sysfs-root`), so every check runs on fake trees in tests.
-//! Problems (each makes the command exit 1):
-//!
-//! - an exclusive workload's cgroup, or a cgroup below it, whose effective set
-//!   (`cpuset.cpus.effective`, v1 `cpuset.effective_cpus`) is not exactly the
-//!   workload's CPUs (v2 silently falls back to the parent's set: this is how
-//!   a pinned workload ends up on shared CPUs without any error);
-//! - a task of such a cgroup (`cgroup.procs` and each thread in
-//!   `/proc/PID/task` in v2; v1's `tasks` lists the threads) whose
-//!   `Cpus_allowed_list` reaches outside the workload's CPUs;
-//! - two workloads sharing a CPU, or a workload on a reserved CPU;
-//! - a cgroup of the managed or shared subtrees that belongs to no workload
-//!   (not one, below one or above one, nor the kubepods structure, which
-//!   keeps every CPU, nor Slurm's tree or a cgroup holding it) and whose
-//!   effective set holds an exclusive CPU;
-//! - with `strict_reservation` (unless it falls back: no other CPU is
-//!   left), such a cgroup of a managed subtree whose effective set holds a
-//!   reserved CPU (a Burstable container on the system's CPUs);
-//! - one of Slurm's jobs ([`slurm::find`]) whose CPUs an exclusive workload
-//!   holds too, or whose effective set lacks CPUs Slurm gave it.
-//!
-//! A v2 cgroup without cpuset files (its parent enables no `+cpuset` for its
-//! children, as `system.slice` often does not for its services) runs on its
-//! nearest ancestor's set and is judged through that ancestor; its tasks are
-//! still checked. Only a workload's own cgroup without them is a problem: it
-//! was never pinned.
-//!
-//! Warnings (reported, exit 0): isolated CPUs (`isolcpus`, sysfs
-//! `devices/system/cpu/isolated`) in the shared pool, where the scheduler does
-//! not balance shared tasks onto them; a workload's cgroup that is gone (it
-//! may just have ended between the intent and the check).
-//!
-//! Cgroups are read as the daemon reads them ([`cgroup::observe`]), tasks
-//! through [`procfs`], every file through an [`Fs`] ([`RealFs`] from the CLI,
-//! [`verify_with`] for another). The reads are blocking calls on the CLI's
-//! thread: unlike the daemon, which must never block on a kernel file, a read
-//! that hangs here (a task in D state) only hangs this command, which the
-//! operator can interrupt. Nothing is written.
+//! - The intent is an [`api::Status`] (the daemon's, or built offline).
+//! - Each [`Problem`] variant is a check (exit 1); warnings exit 0. For
+//!   operators: `docs/src/cli.md`, "pinctl verify".
+//! - The kernel is read under roots passed in ([`Roots`]), as the daemon
+//!   reads it ([`cgroup::observe`], [`procfs`]), through an [`Fs`]
+//!   ([`RealFs`] by [`verify`], another by [`verify_with`]).
+//! - Reads block the CLI's thread: a hang hangs this command, never the
+//!   daemon. Nothing is written.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;

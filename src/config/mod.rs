@@ -1,16 +1,13 @@
 //! The daemon's configuration: `/etc/pinctl/pinctld.toml` in, a validated
 //! [`Config`] out.
 //!
-//! This module owns the configuration keys, their defaults, their validation and
-//! the error messages that point at a file, line, column and key. It works in two
-//! stages: serde reads the TOML into raw structs that reject unknown keys and
-//! keep the position of every value ([`toml::Spanned`]); validation then turns
-//! them into a [`Config`] that holds only legal states (CPU lists parsed, globs
-//! compiled, durations checked, paths absolute or relative as each key demands).
-//! It never does I/O beyond reading the one config file in [`load`]: it does not
-//! look at the cgroup tree, sysfs or the topology, so a `Config` says nothing
-//! about whether the paths exist or the CPUs are online; that is for the daemon
-//! to check at start-up.
+//! - Owns the keys, their defaults, their validation, and errors that name
+//!   the file, line, column and key.
+//! - Two stages: serde reads raw structs that reject unknown keys and keep
+//!   each value's position ([`toml::Spanned`]); validation makes a
+//!   [`Config`] that holds only legal states.
+//! - Must never do I/O beyond reading the one file in [`load`]: whether paths
+//!   exist or CPUs are online is the daemon's to check at start-up.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

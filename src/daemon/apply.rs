@@ -1,11 +1,11 @@
-//! Making a plan real: the engine's writes through the I/O threads, the
-//! urgent ones at once and the rest (the pass over the CFS quotas, the owed
-//! plan, then the queued writes a chunk per turn) a step per turn of the
-//! event loop once the tree is quiet (so a new pin never waits behind the
-//! shared pool or the quotas), on
-//! v2 each effective set read back in its write's own job,
-//! the audit trail and the counters, and the state file saved when
-//! assignments changed.
+//! Making a plan real: the engine's writes through the I/O threads.
+//!
+//! - Urgent writes at once; the rest ([`Rest`]: the quota pass, the owed
+//!   plan, then the queued writes a chunk per turn) once the tree is quiet,
+//!   so a new pin never waits behind the shared pool or the quotas.
+//! - v2: each effective set is read back in its write's own job.
+//! - Also the audit trail, the counters, and the state file saved when
+//!   assignments changed.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -22,12 +22,11 @@ use crate::state::StateFile;
 
 /// How long one chunk of queued writes (one job on an I/O thread, one turn
 /// of the loop) should take: a new event waits for at most about this long.
-/// A write costs what the kernel makes it cost: 11-14 µs on v1 with the
-/// load-balancing flag off, 0.2-1 ms where it rebuilds the scheduler domains
-/// (1,000-5,000 cpusets), so the chunk's size follows the last one's cost.
-/// A quarter of a millisecond, not one: on real v1 at 1,000 containers the
-/// pin p99 under churn fell from 6.2-6.8 to 4.0-4.6 ms, and the whole shared
-/// pool takes about 10 ms longer to narrow (56-60 ms against 46-52).
+/// A write's cost grows with the cpusets and the load-balancing flag
+/// (KERNEL-NOTES, "cgroup v1 cpuset"): the chunk's size follows the last
+/// one's cost.
+/// A quarter of a millisecond, not one: on real v1 at 1,000 containers it
+/// cut the pin p99 under churn by about 2 ms for 10 ms more to narrow.
 const CHUNK_TIME: Duration = Duration::from_micros(250);
 /// The most writes in one chunk.
 const MAX_CHUNK: usize = 64;

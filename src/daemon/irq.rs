@@ -1,27 +1,16 @@
 //! Device interrupts kept off exclusive CPUs (`irq_affinity`), put back
-//! when their CPUs stop being exclusive.
+//! when their CPUs stop being exclusive; the rule is [`crate::irq`].
 //!
-//! One pass ([`Daemon::follow_irqs`]) lists the interrupts under
-//! `/proc/irq`, then reads each one's affinity and writes it when it should
-//! change ([`irq::step`]), each a timed step of its own on an I/O thread, in
-//! a task of its own: the loop goes on meanwhile, and the outcome comes back
-//! as [`super::Event::Steered`]. One pass at a time; one asked for meanwhile
-//! follows it. A pass runs when a plan settles with other exclusive (or
-//! online) CPUs than the last pass kept clear, and at each round of the
-//! watchdog's checks, which finds new interrupts, values written over
-//! (irqbalance) and a running irqbalance.
-//!
-//! What an interrupt had before the daemon changed it is kept in the state
-//! file, so a restarted daemon still puts it back; turning the switch off
-//! by a reload puts every one back. An interrupt that appears while
-//! `default_smp_affinity` is steered, and starts with what the daemon wrote
-//! there, had what the default had before. Stopping the daemon leaves
-//! interrupts where they are, as it leaves the CPUs pinned: the workloads
-//! still own those CPUs, and the next daemon takes over from the state
-//! file. An interrupt the kernel refuses to move ([`irq::is_refusal`]) is
-//! listed and not written again while it should move (it is once more if
-//! it comes to meet the exclusive CPUs again); any other failed write is
-//! tried again by the next pass.
+//! - One pass at a time ([`Daemon::follow_irqs`]), in a task: each interrupt
+//!   a timed step on an I/O thread, the outcome back as
+//!   [`super::Event::Steered`]. One asked for meanwhile follows it.
+//! - A pass runs when a plan settles with other exclusive (or online) CPUs,
+//!   and at each watchdog round (new interrupts, values written over).
+//! - What each had is kept in the state file, so a restarted daemon still
+//!   puts it back. Stopping leaves interrupts where they are, as it leaves
+//!   the CPUs pinned; a reload that turns the switch off puts them back.
+//! - A refused move ([`irq::is_refusal`]) is listed and not tried again
+//!   while it should move; any other failure is tried by the next pass.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;

@@ -1,24 +1,12 @@
 //! pinctld: the event loop that turns cgroup events into exclusive CPUs.
 //!
-//! One loop in the rust-analyzer shape: `Event` names every trigger,
-//! `next_event` holds the one `select!`, `handle_event` acts on one. A turn
-//! that changes what the [`Engine`] knows asks it for a plan, performs the
-//! writes in the plan's order through the I/O threads, reads effective sets
-//! back, and saves the state when assignments changed.
-//!
-//! Every read and write of cgroupfs and sysfs goes through [`IoPool`]: the loop
-//! itself never waits on a kernel file, so a hung cgroup degrades only the
-//! workloads behind it. A failure in one cgroup is logged with its path and
-//! errno, kept as that cgroup's status and retried by the next plan; it never
-//! stops the daemon. Only start-up errors are fatal.
-//!
-//! The rooms: `startup` (from a configuration to a daemon), `configure`
-//! (one projection of the configuration, at start-up and reload), `sync`
-//! (the engine in step with the tree), `apply` (plans made real), `checks`
-//! (the watchdog's rounds), `report` (status, health, `STATUS=`), `notify`
-//! (sd-notify), `stall` (a turn of the loop that does not end, named),
-//! `resize` (what a resize tells, and the baselines kept), `run`
-//! (the run socket of `pinctl run`).
+//! - One loop in the rust-analyzer shape: `Event` names every trigger,
+//!   `next_event` holds the one `select!`, `handle_event` acts on one, and a
+//!   room per concern does the work (ARCHITECTURE.md, "Code map").
+//! - The loop never waits on a kernel file: every read and write goes
+//!   through the [`IoPool`], so a hung cgroup degrades only its workloads.
+//! - A failure in one cgroup is logged with its path and errno, kept as its
+//!   status and retried by the next plan. Only start-up errors are fatal.
 
 mod apply;
 mod checks;

@@ -2,22 +2,16 @@
 //! "partition"`): when to make and undo them, and what the kernel says of
 //! them. Which files, in which order, is [`crate::partition`]'s pure rule.
 //!
-//! Each plan runs [`Daemon::release_partitions`] before its writes (a
-//! workload whose CPUs move must leave its partition first: the kernel
-//! keeps a partition on its grant whatever its `cpuset.cpus` says) and
-//! [`Daemon::grant_partitions`] after them. The partition wanted is one top
-//! cgroup of each exclusive workload (a restarted container's old cgroup
-//! may hold the same CPUs for a while); each is read back right after
-//! it is written `isolated`, and every one at each round of checks
-//! ([`Daemon::check_partitions`]). One the kernel calls invalid, or that
-//! could not be made, is *failing*: it is undone at once (the workload
-//! keeps its plain cpuset) and not tried again until its CPUs or the
-//! online CPUs change, or [`RETRY_ROUNDS`] rounds of checks have passed.
-//! What was made is kept in the state file, so a
-//! restarted daemon undoes what is no longer wanted; the root's
-//! `cpuset.cpus.isolated`, read at each round, shows partitions that are
-//! none of the daemon's. Stopping leaves partitions made, as it leaves the
-//! CPUs pinned.
+//! - Each plan: [`Daemon::release_partitions`] before its writes,
+//!   [`Daemon::grant_partitions`] after. One partition per exclusive
+//!   workload, at its top cgroup.
+//! - Each is read back once made, and at every round of checks. One the
+//!   kernel calls invalid, or that could not be made, is *failing*: undone at
+//!   once (the workload keeps its plain cpuset), and tried again when its
+//!   CPUs or the online CPUs change, or after [`RETRY_ROUNDS`].
+//! - What was made is kept in the state file, so a restarted daemon undoes
+//!   what is no longer wanted. Stopping leaves partitions made, as it leaves
+//!   the CPUs pinned.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -214,7 +208,8 @@ impl Daemon {
     }
 
     /// Undoes the partitions no longer wanted as they are (before a plan's
-    /// writes).
+    /// writes: a workload whose CPUs move must leave its partition first,
+    /// as the kernel keeps a partition on its grant).
     pub(super) async fn release_partitions(&mut self) {
         if self.partitions.made.is_empty() {
             return;
@@ -255,7 +250,8 @@ impl Daemon {
     }
 
     /// A round of checks: reads every partition made, and the root's list
-    /// of isolated CPUs; an invalid one is undone.
+    /// of isolated CPUs (it shows partitions that are none of the
+    /// daemon's); an invalid one is undone.
     pub(super) async fn check_partitions(&mut self) {
         if self.cfg.isolation != Isolation::Partition && self.partitions.made.is_empty() {
             return;

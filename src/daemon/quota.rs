@@ -1,39 +1,14 @@
 //! CFS quotas lifted while a workload holds exclusive CPUs
 //! (`unthrottle_exclusive`), put back when it stops holding them.
 //!
-//! One pass, [`Daemon::follow_quotas`], compares the cgroups that should
-//! run unthrottled now (an
-//! exclusive workload's own cgroups and, for a pod's container, its pod's:
-//! the kubelet lifts the pod's quota when any of its containers has
-//! exclusive CPUs) against those the daemon lifted. A new one's limit is
-//! read, remembered, and its quota written unlimited (`max`, `-1`); one no
-//! longer wanted gets its remembered quota back, unless a quota was written
-//! there since (the kubelet resizing it to a limit that lets it go: that
-//! newer quota stays). On v1 an unlimited child
-//! under a limited parent, and a parent's quota over an unlimited child, are
-//! both accepted (the VM bed's kernel probe checks it), so no order is
-//! needed; restores go children first anyway.
-//!
-//! The pass is owed by a plan after which it has something to do (every
-//! plan, while a wanted cgroup has no quota to lift: no cpu controller
-//! there, or a lift that keeps failing), and made first of the rest of the
-//! plan (`apply.rs`), once the tree is quiet: the pin it follows is made
-//! already, and a pin that came next would wait behind it. It is one batch:
-//! a reload that turns the switch off puts every lifted quota back in one
-//! turn of the loop. Its reads and writes wait for the cgroup locks a runtime holds
-//! while it makes and removes containers: on real v1 at 1,000 containers
-//! under churn a pass took up to 1.6 ms, though a quota write alone costs
-//! 20-70 µs (10 to 5,000 cpu cgroups). Start-up makes it before READY=1,
-//! and stopping before the daemon goes.
-//!
-//! The limit a quota had is kept on the cgroup itself, in the xattr
-//! [`cgroup::XATTR_QUOTA`], written before the quota is lifted and emptied
-//! after it is put back: the kubelet rule decides by it while the quota
-//! reads unlimited ([`cgroup::lifted_limit`]), so lifting never unpins
-//! the workload, and a restarted daemon (its state file lost or not) finds
-//! what to put back in the live tree. A quota someone writes back (the
-//! kubelet, a runtime's update) is taken as the new value and lifted again.
-//! Stopping the daemon leaves quotas lifted, as it leaves the CPUs pinned.
+//! - Lifted: an exclusive workload's cgroups and, for a container, its pod's
+//!   (the kubelet lifts the pod's too). One pass: [`Daemon::follow_quotas`].
+//! - The limit is kept on the cgroup ([`cgroup::XATTR_QUOTA`]) while the
+//!   quota reads unlimited: the kubelet rule decides by it, so a lift never
+//!   unpins, and a restarted daemon finds what to put back.
+//! - A quota written since the lift (the kubelet, a runtime) is the new
+//!   value: left as written on release, lifted again while wanted.
+//! - Stopping the daemon leaves quotas lifted, as it leaves the CPUs pinned.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -149,7 +124,17 @@ impl Daemon {
     }
 
     /// Lifts the quotas that should be lifted and puts back those that
-    /// should not, in one trip to an I/O thread.
+    /// should not, in one trip to an I/O thread (a reload that turns the
+    /// switch off puts every one back in one turn).
+    ///
+    /// Owed by a plan that leaves it something to do, and made first of the
+    /// plan's rest (`apply.rs`), once the tree is quiet: its reads and writes
+    /// wait for the cgroup locks a runtime holds, so a pin must not wait
+    /// behind it (up to 1.6 ms a pass on v1 at 1,000 containers under churn).
+    /// Start-up makes it before READY=1, and stopping before the daemon goes.
+    /// v1 accepts an unlimited child under a limited parent, whichever is
+    /// written last (the VM bed's kernel probe checks it), so no order is
+    /// needed; restores go children first anyway.
     pub(super) async fn follow_quotas(&mut self) {
         let steps = self.quota_steps();
         self.quotas.written.clear();

@@ -1,20 +1,15 @@
 //! The front door of `pinctl run` (issue #33): the run socket, where a
 //! command's client asks for exclusive CPUs for itself.
 //!
-//! A connection is read in a task of its own: the peer by `SO_PEERCRED`,
-//! its groups from `/proc/<pid>/status` (through the I/O threads), one
-//! JSON line of [`run::Ask`]. The ask goes to the event loop
-//! ([`super::Event::Run`]), which decides ([`run::Policy`], the engine's
-//! room), makes the run's cgroup `<slice>/run-<name>.scope` ([`run::unit`]:
-//! under systemd a transient scope, else the daemon's mkdir) with the xattr
-//! `user.pinctl.cpus`, reads it as it reads any new cgroup (so it is
-//! pinned by the one pipeline: plan, write, verify, state), then moves the
-//! peer's own pid in and answers. The daemon moves no pid but the peer's.
-//!
-//! A run ends when its cgroup is empty: each round of the watchdog's
-//! checks removes the empty run cgroups (`remove_empty`), which releases
-//! their CPUs. A client gone before it was moved leaves its cgroup empty,
-//! removed at once.
+//! - A task per connection reads the peer (`SO_PEERCRED`, its groups from
+//!   `/proc/<pid>/status` through the I/O threads) and one JSON line of
+//!   [`run::Ask`], then hands it to the loop ([`super::Event::Run`]).
+//! - The loop decides ([`run::Policy`]), makes `<slice>/run-<name>.scope`
+//!   ([`run::unit`]) with the xattr `user.pinctl.cpus`, reads it as any new
+//!   cgroup (so the one pipeline pins it), then moves the peer in and answers.
+//! - Must never move a pid but the peer's.
+//! - A run ends when its cgroup is empty: each watchdog round removes the
+//!   empty ones (`remove_empty`), which releases their CPUs.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};

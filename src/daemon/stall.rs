@@ -1,18 +1,13 @@
-//! The event loop's own stall report. systemd's watchdog sees only that the
-//! `WATCHDOG=1` pings stopped, and kills the daemon without a word about why.
-//! A thread of its own watches the loop's turns: one that has shown no sign
-//! of life (its beginning, or a beat of a step that progresses) for longer
-//! than half a ping period (10 s without systemd's watchdog) is logged with
-//! the event's name and what the loop's thread is waiting in (its state and
-//! kernel wait channel: `do_epoll_wait` is an `.await` that never ends, a
-//! futex a lock, anything else a system call stuck in the kernel), before
-//! the watchdog's limit comes; and once more when the turn goes on or ends.
-//! A slow turn that beats is not stuck: its beats keep the watchdog fed.
+//! The event loop's own stall report: systemd's watchdog kills a daemon
+//! whose pings stopped without a word about why; this says why first.
 //!
-//! The thread reads the loop thread's `stat` and `wchan` under the
-//! configured `proc_root`: a diagnostic thread that only ever blocks itself.
-//! It ends within a tick of the [`Stall`]'s drop, and never holds the
-//! process (threads end with it).
+//! - A thread of its own watches the loop's turns. One with no sign of life
+//!   (its start, or a beat of a step that progresses) for half a ping period
+//!   is logged with its event's name and the loop thread's state and `wchan`;
+//!   and once more when it goes on or ends.
+//! - A diagnostic thread that only ever blocks itself: it reads `stat` and
+//!   `wchan` under `proc_root`, ends within a tick of the [`Stall`]'s drop,
+//!   and never holds the process.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -242,7 +237,9 @@ fn watch(shared: &Shared, after: Duration, task: &Path) {
 }
 
 /// A thread's state letter (`R`, `S`, `D`...) and kernel wait channel, from
-/// its `stat` and `wchan` in `task` (`/proc/<pid>/task/<tid>`).
+/// its `stat` and `wchan` in `task` (`/proc/<pid>/task/<tid>`). For the loop:
+/// `do_epoll_wait` is an `.await` that never ends, a futex a lock, anything
+/// else a system call stuck in the kernel.
 fn thread_state(task: &Path) -> (Option<String>, Option<String>) {
     let stat = std::fs::read_to_string(task.join("stat")).ok();
     // The state follows the command name, which is in parentheses and may

@@ -1,20 +1,16 @@
-//! Walking the cgroup tree: a scan below some cgroups, run to its end (new
-//! cgroups, start-up, a reload), and the full reconcile, which a periodic
-//! timer, an overflowed inotify queue or unwatched cgroups start in the
-//! background ([`Sweep`]): the loop takes in one batch of readings per turn,
-//! so a new pin is served between two batches instead of after the whole
-//! tree (a reconcile of 10,000 cgroups reads for a third of a second on real
-//! v1 cgroupfs).
+//! Walking the cgroup tree: a scan run to its end (new cgroups, start-up, a
+//! reload), and the full reconcile in the background ([`Sweep`]).
 //!
-//! One walk serves both ([`Walk`]): each directory is watched before its
-//! batch lists it, so a child made in between is seen by one or the other;
-//! a cgroup found gone is forgotten; one that cannot be read keeps what was
-//! known of it. A sweep's reading of a cgroup that an event read or forgot
-//! while the sweep ran is older than what the engine has: it is dropped
-//! (the children it lists are still looked at). Of one whose `cpuset.cpus`
-//! or `cpuset.mems` the daemon wrote or read again meanwhile, the engine's
-//! set of that file is kept; of one whose CPU quota it put back, the lifted
-//! limit read is dropped.
+//! - One walk serves both ([`Walk`]): each directory is watched before its
+//!   batch lists it, so a child made in between is seen by one or the other.
+//!   A cgroup found gone is forgotten; one that cannot be read keeps what
+//!   was known of it.
+//! - A sweep (the periodic timer, an inotify overflow, unwatched cgroups)
+//!   gives the loop one batch per turn: a new pin is served between two
+//!   batches, not after the whole tree (a full reconcile's cost:
+//!   `docs/src/benchmarks.md`).
+//! - A sweep's reading older than what the engine has is dropped, in whole or
+//!   in part ([`Fresh`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;

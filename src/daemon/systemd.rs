@@ -1,29 +1,21 @@
-//! Telling systemd the pin of a scope it would write back ([`crate::systemd`]).
+//! Telling systemd the pin of a unit it would write back, as its
+//! `AllowedCPUs=` ([`crate::systemd`]); cgroup v2 only.
 //!
-//! When: on cgroup v2, a write over the pin of an exclusive scope (however
-//! the daemon read it: [`crate::engine::Engine::take_overwritten`]), at least
-//! [`SETTLE`] after the daemon last wrote it or first saw it written over,
-//! makes the daemon's next write of that scope's target (the revert; not a
-//! widening on the way to it) also go to systemd, as the scope's
-//! `AllowedCPUs=`, if systemd holds one; a scope told once is told again
-//! whenever the daemon gives it another target (released too). Never in a
-//! scope's first seconds: a runtime that sets up a scope with `AllowedCPUs=`
-//! has systemd write it as the scope is made, around the daemon's first pin,
-//! and a `SetUnitProperties` then would make systemd apply the unit's cgroup
-//! settings again while the runtime attaches its device filter. What was told
-//! is not kept across a restart of the daemon.
-//!
-//! A slice (the QoS slices, `system.slice`, a Guaranteed pod's slice) is told
-//! each target the daemon writes to it, at once: without an `AllowedCPUs=`,
-//! a `daemon-reload` writes `""` to it, and an empty slice then sits on every
-//! CPU until the daemon writes it again (70-120 ms on the VM bed's systemd
-//! boot, issue #32). Setting a slice's property makes systemd apply that
-//! slice's settings alone, not the scopes below it (`KERNEL-NOTES.md`).
-//!
-//! The exchanges run in a task of their own, one at a time in the order
-//! asked, each bounded by the I/O timeout; asks for a unit that a newer ask
-//! for it overtook are dropped. Each outcome comes back to the loop as
-//! [`super::Event::Told`]. The decision is pure over the times it is given.
+//! - A slice (a QoS slice, `system.slice`, a Guaranteed pod's) is told each
+//!   target the daemon writes, at once: without `AllowedCPUs=`, a
+//!   `daemon-reload` writes `""` and an empty slice sits on every CPU until
+//!   written again (KERNEL-NOTES, "containerd's CRI"; issue #32). Setting a
+//!   slice's property re-applies that slice alone, not the scopes below it.
+//! - A scope is told only if systemd holds an `AllowedCPUs=` for it, once its
+//!   pin is written over at least [`SETTLE`] after the daemon last wrote it:
+//!   then with the revert, and with each later target. Never sooner: a
+//!   `SetUnitProperties` while a runtime sets a scope up makes systemd apply
+//!   its cgroup settings again mid-setup.
+//! - One exchange at a time, in order, in a task, each bounded by the I/O
+//!   timeout; an ask a newer one for the unit overtook is dropped. Outcomes
+//!   come back as [`super::Event::Told`].
+//! - [`Teller`] decides, pure over the times it is given. Nothing told is
+//!   kept across a restart.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;

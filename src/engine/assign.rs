@@ -1,12 +1,9 @@
 //! Assignment: which CPUs each workload owns. The second step of a plan,
 //! always over every workload (there are few), earliest first.
 //!
-//! A pod's annotation `pinctl.io/cpus` reaches the bundle of every container
-//! of the pod, but asks for one container's CPUs: it serves one container of
-//! the pod at a time ([`pod_annotation_waiters`]). The one that holds CPUs
-//! keeps them, else the earliest gets them; the others wait in the shared
-//! pool and say why. A container named in its own annotation
-//! (`pinctl.io/cpus.<name>`) is not among them.
+//! A pod's annotation `pinctl.io/cpus` reaches every container of the pod
+//! but serves one at a time ([`pod_annotation_waiters`]); the others wait in
+//! the shared pool and say why.
 
 use std::collections::BTreeMap;
 
@@ -431,7 +428,8 @@ fn shrink(topo: &Topology, has: &CpuSet, baseline: &CpuSet, n: usize) -> CpuSet 
 /// adopt the state file or a kept baseline proves, 1 one its size alone
 /// says is its, 0 none), the earliest of equals. Each waits, with no CPUs, saying why,
 /// with nothing kept of a failed try (what is free is filled in once the
-/// others are served).
+/// others are served). A container named in its own annotation
+/// (`pinctl.io/cpus.<name>`) is not among them.
 fn pod_annotation_waiters(order: &mut [&mut Workload], held: &[u8]) -> Vec<bool> {
     let mut holders: BTreeMap<String, usize> = BTreeMap::new();
     for (i, w) in order.iter().enumerate() {

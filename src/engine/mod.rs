@@ -1,75 +1,27 @@
-//! The engine: the daemon's model of the managed cgroups and its decisions.
+//! The engine: the daemon's model of the managed cgroups, and its plans.
 //!
-//! Pure and synchronous: the daemon feeds it what it read ([`Engine::upsert`],
-//! [`Engine::forget`], [`Engine::set_topology`]), asks it to [`Engine::plan`],
-//! performs the returned writes in order, and reports each result back
-//! ([`Engine::written`]). The engine never touches a file, so every decision is
-//! tested on plain values. It also explains itself: why a write is made, which
-//! cgroups fail, and the workloads for the status ([`explain`]); what it knows
-//! of each cgroup stays private to it.
-//!
-//! # Roles
-//! Every known cgroup gets a role, and the role gives its target cpuset:
-//! - *exclusive*: a workload with exclusive CPUs (its assignment, or the shared
-//!   pool while it is pending);
-//! - *inside*: below an exclusive cgroup (a container's sub-cgroups): the same
-//!   set as its exclusive ancestor, because v1 requires children ⊆ parent;
-//! - *structural*: the kubepods root, QoS parents and pod cgroups. They hold
-//!   no tasks. In cgroup v1 they keep all online CPUs: shrinking them makes
-//!   container runtimes fail to create containers with EACCES when they
-//!   write an explicit cpuset wider than the parent (KERNEL-NOTES). In v2,
-//!   which refuses no such write, they get the shared pool, so that what lies
-//!   below follows them (see *one write per subtree* below);
-//! - *shared*: every other cgroup in a managed subtree or in `shared_cgroups`:
-//!   the shared pool (with `strict_reservation`, the managed subtrees' get it
-//!   without the reserved CPUs: [`Engine::strict`]);
-//! - *unmanaged*: watched only because a rule might match below it; not written,
-//!   except to widen it over an exclusive descendant;
-//! - *foreign*: Slurm's tree (`slurmstepd.scope` and below, [`crate::slurm`]):
-//!   never written, whatever it asks for;
-//! - *holder*: a cgroup the daemon would confine that holds Slurm's tree
-//!   and asks for nothing (a workload keeps its CPUs): never narrowed (its
-//!   parent's CPUs, all online ones when those are not known), so no job
-//!   loses a CPU; its other children are confined one by one instead.
-//!
-//! Then the ancestor closure: a cgroup's target always contains the targets of
-//! its descendants (v1 rejects a child CPU its parent lacks with EACCES, and v2
-//! silently falls back to the parent's set).
-//!
-//! # One write per subtree (v2)
-//! In v2 a cgroup gets its own `cpuset.cpus` ∩ its parent's, all of its
-//! parent's when its own is empty (as runtimes make containers). So a cgroup
-//! whose target is its parent's is not written while its own set is empty or
-//! holds the whole target (`writes.rs`, `Engine::inherits`): a change of the shared pool
-//! writes the QoS slices, `system.slice` and the few cgroups whose parent
-//! holds exclusive CPUs too (a Guaranteed pod's other containers), not every
-//! container. v1 needs every cgroup written (children within their parent).
-//!
-//! # One planner
-//! A plan runs the same four steps over a *reach*: every cgroup, or only the
-//! ones read or written since the last plan (and the subtrees whose role that
-//! changed). `roles` gives the reached cgroups their roles and keeps workload
-//! membership; `assign` gives every workload its CPUs; `targets` gives the
-//! reached cgroups their targets and checks the ancestor closure; `writes`
-//! orders the writes. Whenever the answer for the reached cgroups alone could
-//! differ from the answer for all of them (the shared pool changed, a target
-//! changed that ancestors were widened over), the targets are made for every
-//! cgroup: a plan over a reach gives exactly what a full plan gives (a property
-//! test checks it). The one exception is deliberate: a new workload's CPUs are
-//! written first, on their own, and the shared pool shrinks in the full plan
-//! that owes ([`Plan::more`], [`Engine::plan_owed`]); plans over a reach made
-//! before it make only their urgent writes.
+//! - Owns each cgroup's role and target, the workloads and their CPUs, the
+//!   ordered writes, and why each is made ([`explain`]).
+//! - Seven roles ([`Role`]): exclusive, inside, structural, shared,
+//!   unmanaged, foreign, holder.
+//! - Pure: the daemon feeds it readings ([`Engine::upsert`]) and results
+//!   ([`Engine::written`]). It never touches a file; what it knows of a
+//!   cgroup stays private to it.
+//! - A plan runs four steps over a *reach* (every cgroup, or those that
+//!   changed): `roles` → `assign` → `targets` → `writes` ([`Engine::plan`]).
+//!   A plan over a reach gives what a full plan gives, except that a new
+//!   pin's writes go first and the rest is owed ([`Plan::more`]).
+//! - Every target holds its descendants' (v1 refuses a child CPU its parent
+//!   lacks with EACCES; v2 silently falls back to the parent's set).
+//! - v2: a cgroup that inherits its target is not written
+//!   (`Engine::inherits`), so a shared-pool change is a write per subtree.
 //!
 //! # Invariants
-//! - No CPU is assigned to two workloads.
-//! - Reserved CPUs are never assigned.
-//! - The shared pool (online CPUs minus all assignments) is never empty: when no
-//!   online CPU is reserved, the lowest online CPU is held back.
-//! - No write carries an empty set.
-//! - With `strict_reservation`, no cgroup of a managed subtree that runs on
-//!   the shared pool gets a reserved CPU, unless nothing else is left
-//!   (then the reserved CPUs: never an empty set); `shared_cgroups` keep
-//!   them.
+//! - No CPU is assigned to two workloads; reserved CPUs are never assigned.
+//! - The shared pool is never empty (with no reserved CPU online, the
+//!   lowest online CPU is held back). No write carries an empty set.
+//! - With `strict_reservation`, no managed shared cgroup gets a reserved
+//!   CPU unless nothing else is left.
 
 mod assign;
 mod entry;
@@ -112,12 +64,10 @@ pub struct Settings {
     /// cgroup v1 with the root cpuset load-balancing (its
     /// `cpuset.sched_load_balance` is 1, the default): a shared cgroup's
     /// own flag is set to 0 before its first write. While the root's flag
-    /// is 1 the whole machine is one scheduler domain and no other flag
-    /// changes scheduling, but a write to a cpuset whose flag is 1 rebuilds
-    /// the scheduler domains over every cpuset: about 180 µs at 1,000
-    /// cpusets and 540 µs at 3,000, against 11-14 µs with the flag at 0
-    /// (kernel 6.18). Off when the root's flag is 0: an operator is
-    /// building isolated domains by hand, and the flags then matter.
+    /// is 1 no other flag changes scheduling, but a write to a cpuset whose
+    /// flag is 1 rebuilds the scheduler domains over every cpuset (its cost:
+    /// KERNEL-NOTES, "cgroup v1 cpuset"). Off when the root's flag is 0: an
+    /// operator is building isolated domains by hand.
     pub quiet_balance: bool,
     /// `strict_reservation`: the cgroups of the managed subtrees that run on
     /// the shared pool get it without the reserved CPUs
@@ -125,16 +75,34 @@ pub struct Settings {
     pub strict_reservation: bool,
 }
 
-/// A cgroup's role; see the module documentation.
+/// A cgroup's role: it gives the cgroup's target cpuset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// A workload with exclusive CPUs: its assignment, or the shared pool
+    /// while it is pending.
     Exclusive,
+    /// Below an exclusive cgroup (a container's sub-cgroups): its exclusive
+    /// ancestor's set, as v1 requires children ⊆ parent.
     Inside,
+    /// The kubepods root, QoS parents and pod cgroups; they hold no tasks.
+    /// v1: all online CPUs, as a narrowed parent makes runtimes fail with
+    /// EACCES on an explicit wider cpuset (KERNEL-NOTES). v2, which refuses
+    /// no such write: the shared pool, so what lies below follows them.
     Structural,
+    /// Any other cgroup of a managed subtree or of `shared_cgroups`: the
+    /// shared pool ([`Engine::strict`] with `strict_reservation`).
     Shared,
+    /// Watched only because a rule might match below it: never written,
+    /// except to widen it over an exclusive descendant.
     Unmanaged,
+    /// Slurm's tree (`slurmstepd.scope` and below, [`crate::slurm`]): never
+    /// written, whatever it asks for.
     Foreign,
+    /// A cgroup the daemon would confine that holds Slurm's tree and asks
+    /// for nothing: never narrowed (its parent's CPUs, all online ones when
+    /// those are not known), so no job loses a CPU; its other children are
+    /// confined one by one instead.
     Holder,
 }
 

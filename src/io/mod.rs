@@ -1,42 +1,21 @@
-//! The I/O pool: the only place the daemon reads or writes cgroupfs, sysfs and
-//! procfs.
+//! The I/O pool: the only way the daemon reads or writes cgroupfs, sysfs
+//! and procfs.
 //!
-//! A read or write of a kernel pseudo-file can block forever in uninterruptible
-//! sleep (a task stuck in D state, a hung storage mount), and such a thread can
-//! be neither cancelled nor killed (`../shared/KERNEL-NOTES.md`, "Reads that
-//! hang"). `tokio::fs` and `spawn_blocking` share tokio's blocking pool: once
-//! enough calls hang, every later one stalls, and dropping the runtime waits
-//! forever. So every such call goes through [`IoPool`] instead: a few dedicated,
-//! detached, named threads (`pinctl-io-N`) fed by a bounded queue, each reply
-//! sent back over a `tokio::sync::oneshot`. The timeout is applied on the async
-//! side with `tokio::time`, from the moment a thread starts the call; the
-//! start itself wakes nobody (a job's deadline is put off while it waits in
-//! the queue), so a job wakes its caller once, with its result. A call
-//! that does not return in time marks its path *hung*: later jobs on that path,
-//! or below it, fail at once with [`IoError::Hung`] instead of feeding it more
-//! threads, and the stuck thread is replaced so the pool keeps serving other
-//! paths. When the stuck call finally returns, its thread clears the mark and
-//! either rejoins the pool or, if it was replaced, exits. The number of stuck
-//! threads is bounded by [`IoConfig::max_stuck`]; when that many are stuck and no
-//! healthy thread remains, jobs fail fast with [`IoError::Saturated`] rather
-//! than queueing forever. Nothing here ever waits for a stuck thread:
-//! [`IoPool::shutdown`] and dropping the pool return at once, and a panicking job
-//! becomes an error, never a dead worker.
+//! - A kernel file can block a thread for good, beyond cancel or kill, and
+//!   such calls stall tokio's blocking pool (KERNEL-NOTES, "Reads that
+//!   hang"). So every call is a job of the [`IoPool`]: a few detached, named
+//!   threads (`pinctl-io-N`), a bounded queue, a timeout per step.
+//! - A path that timed out is *hung*: later jobs on it or below it fail at
+//!   once ([`IoError::Hung`]), and its thread is replaced, up to
+//!   [`IoConfig::max_stuck`]; then jobs fail with [`IoError::Saturated`].
+//! - Nothing here waits for a stuck thread: [`IoPool::shutdown`] and a drop
+//!   return at once, and a panicking job becomes an error.
+//! - The calls sit behind [`Fs`] ([`RealFs`]) so tests can fake a hang.
+//!   The daemon never calls `std::fs` on a kernel file outside a job.
 //!
-//! The calls themselves sit behind the [`Fs`] trait ([`RealFs`] on a real
-//! machine) so that tests can fake a hang. Other modules must not call `std::fs`
-//! on kernel pseudo-filesystems from the daemon; they go through an `IoPool`.
-//!
-//! Invariants (all under one mutex): `healthy + stuck` is the number of live
-//! worker threads and never exceeds `max(threads, max_stuck)`; `healthy` never
-//! exceeds `threads`; a path is in the hung set exactly while at least one call
-//! on it has timed out and not yet returned.
-
-//!
-//! The rooms: this file holds the [`Fs`] trait and its value types;
-//! `real.rs` the real filesystem ([`RealFs`]); `pool.rs` the [`IoPool`] and
-//! its errors, as callers see them; `worker.rs` the threads, the queue and
-//! the hung-path bookkeeping behind it.
+//! Rooms: this file the [`Fs`] trait; `real.rs` [`RealFs`]; `pool.rs` the
+//! [`IoPool`] and its errors; `worker.rs` the threads, the queue and the
+//! hung marks.
 
 mod pool;
 mod real;

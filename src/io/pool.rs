@@ -180,9 +180,14 @@ impl IoError {
     }
 }
 
-/// Runs blocking filesystem calls on dedicated threads with a timeout; see the
-/// module documentation. Cheap to clone: clones share one pool, which shuts
-/// down when the last clone is dropped.
+/// Runs blocking filesystem calls on dedicated threads with a timeout (see
+/// [`crate::io`]). Cheap to clone: clones share one pool, which shuts down
+/// when the last clone is dropped.
+///
+/// The timeout runs on the async side with `tokio::time`, from when a thread
+/// starts the call. The start wakes nobody (a queued job's deadline is put
+/// off), so a job wakes its caller once, with its result, sent over a
+/// `oneshot`.
 #[derive(Clone)]
 pub struct IoPool {
     handle: Arc<Handle>,

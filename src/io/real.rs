@@ -123,10 +123,9 @@ impl Fs for RealFs {
         // A directory's link count is 2 + its subdirectories on kernfs
         // (cgroupfs), tmpfs and ext4 (btrfs says 1): at 2 there is nothing
         // below it to find, and a container's cgroup (half of a node's) is
-        // not listed (about 8% of the reads of a full reconcile on real v1
-        // cgroupfs, in a walk measured apart from the daemon). A child made
-        // after the `fstat` is reported by the watch added before the scan,
-        // as one made after the listing would be.
+        // not listed (about 8% of a full reconcile's reads on real v1). A
+        // child made after the `fstat` is reported by the watch added before
+        // the scan, as one made after the listing would be.
         let leaf = stat.as_ref().is_ok_and(|st| st.st_nlink == 2);
         let owner = stat
             .map(|st| Owner {

@@ -1,6 +1,12 @@
 //! Behind the [`super::IoPool`]: the detached worker threads, the queue, the
-//! steps of a job and their timeouts, and the hung-path marks. All under one
-//! mutex; see the invariants in the module documentation of [`super`].
+//! steps of a job and their timeouts, and the hung-path marks.
+//!
+//! Invariants, all under one mutex:
+//! - `healthy + stuck` is the number of live worker threads, at most
+//!   `max(threads, max_stuck)`; `healthy` is at most `threads`.
+//! - A path is in the hung set exactly while a call on it has timed out and
+//!   not yet returned; that call's thread clears the mark, then rejoins the
+//!   pool or, if it was replaced, exits.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{self};
