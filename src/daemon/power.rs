@@ -36,7 +36,11 @@ use crate::api;
 use crate::config::Class;
 use crate::cpuset::CpuSet;
 use crate::power::sysfs::{Ask, Pass, pass};
-use crate::power::{Knob, Refusal, Why};
+use crate::power::{Knob, Offer, Refusal, Why};
+
+/// One round of checks in this many reads every power file (the offer: a
+/// driver loaded since); the others read only the files in play.
+const FULL_READ_EVERY: u32 = 6;
 
 /// What to do when the power files are read-only to the daemon.
 const READ_ONLY: &str = "/sys/devices/system/cpu is read-only to the daemon: its unit needs ReadWritePaths=/sys/devices/system/cpu (the packaged unit has it; check drop-ins with systemctl cat pinctld)";
@@ -69,6 +73,10 @@ pub(super) struct Powers {
     failed: BTreeMap<Knob, String>,
     /// No CPU offers any power file.
     unsupported: bool,
+    /// What the last full read found offered.
+    offer: Option<Offer>,
+    /// Rounds of checks since the last full read.
+    rounds: u32,
     /// Why the files or the originals file could not be used.
     error: Option<String>,
     /// Why the originals file could not be read at start-up, if it could
@@ -96,6 +104,8 @@ impl Powers {
             refusals: Vec::new(),
             failed: BTreeMap::new(),
             unsupported: false,
+            offer: None,
+            rounds: 0,
             error: None,
             unreadable,
             tx,
@@ -192,6 +202,23 @@ impl Daemon {
         }
         let holders = self.power_holders();
         let p = &mut self.powers;
+        // A round with nothing changed reads only the files in play, and
+        // every file each FULL_READ_EVERY rounds.
+        let same = look && p.last.as_ref() == Some(&now) && p.error.is_none();
+        p.rounds = if same { p.rounds + 1 } else { 0 };
+        let known = match &p.offer {
+            Some(offer) if same && !p.rounds.is_multiple_of(FULL_READ_EVERY) => {
+                let knobs = p
+                    .files
+                    .keys()
+                    .chain(p.originals.keys())
+                    .chain(p.failed.keys())
+                    .cloned()
+                    .collect();
+                Some((offer.clone(), knobs))
+            }
+            _ => None,
+        };
         p.running = true;
         p.asked = Some(now.clone());
         p.holders = holders;
@@ -204,6 +231,7 @@ impl Daemon {
             classes,
             originals: p.originals.clone(),
             may_set: p.unreadable.is_none(),
+            known,
         };
         let (pool, tx) = (self.pool.clone(), p.tx.clone());
         tokio::spawn(async move {
@@ -212,12 +240,15 @@ impl Daemon {
     }
 
     /// A pass ended: its outcome kept, each write logged and in the trail.
-    pub(super) fn powered(&mut self, done: Pass) {
+    pub(super) fn powered(&mut self, mut done: Pass) {
         let metrics = self.socket.metrics.clone();
         let p = &mut self.powers;
         p.running = false;
         p.last = p.asked.take();
         let holders = std::mem::take(&mut p.holders);
+        if let Some(offer) = done.offer.take() {
+            p.offer = Some(offer);
+        }
         if let Some(e) = &done.error {
             if p.error.as_ref() != Some(e) {
                 warn!(error = %e, "cannot read the power files; trying again at the next round of checks");

@@ -117,6 +117,26 @@ pub fn read(fs: &dyn Fs, root: &Path, online: &CpuSet) -> Reading {
     r
 }
 
+/// Reads only what `knobs`' files hold now, taking `offer` as what sysfs
+/// offers (a round of checks: the files in play, not every offer file);
+/// `None` when one of them cannot be read, for a full [`read`] instead.
+pub fn read_known(
+    fs: &dyn Fs,
+    root: &Path,
+    offer: &Offer,
+    knobs: &std::collections::BTreeSet<Knob>,
+) -> Option<Reading> {
+    let mut r = Reading {
+        offer: offer.clone(),
+        ..Reading::default()
+    };
+    for knob in knobs.iter().filter(|k| offer.has(k)) {
+        r.current
+            .insert(knob.clone(), read_back(fs, root, knob).ok()?);
+    }
+    Some(r)
+}
+
 /// Keeps `result`'s value, or its error in `r` and `None`.
 fn keep<T>(r: &mut Reading, result: Result<Option<T>, PowerError>) -> Option<T> {
     result.unwrap_or_else(|e| {
@@ -369,8 +389,11 @@ pub struct Pass {
     pub save_error: Option<String>,
     /// Each write made, in order.
     pub written: Vec<Written>,
-    /// What each offered file held when the pass read it.
+    /// What each file read held when the pass read it.
     pub current: BTreeMap<Knob, String>,
+    /// What sysfs offered, when the pass read every file (`None` after a
+    /// pass over the known files only).
+    pub offer: Option<Offer>,
 }
 
 /// What a pass is asked to bring about.
@@ -392,6 +415,10 @@ pub struct Ask {
     /// file could not be read (what it holds would be lost), when only
     /// originals are put back.
     pub may_set: bool,
+    /// What the last full pass found offered, and the files in play (those
+    /// a class wants and those with an original): only these are read, if
+    /// all can be. `None` reads every file.
+    pub known: Option<(Offer, std::collections::BTreeSet<Knob>)>,
 }
 
 /// One pass over the power files, every file operation on `pool`'s I/O
@@ -408,6 +435,7 @@ pub async fn pass(pool: &IoPool, ask: Ask) -> Pass {
         classes,
         originals,
         may_set,
+        known,
     } = ask;
     let mut out = Pass {
         originals: originals.clone(),
@@ -415,10 +443,21 @@ pub async fn pass(pool: &IoPool, ask: Ask) -> Pass {
     };
     let (r, o) = (root.clone(), online.clone());
     let reading = match pool
-        .run_op("read", &root.join(CPU_DIR), move |fs| Ok(read(fs, &r, &o)))
+        .run_op("read", &root.join(CPU_DIR), move |fs| {
+            let known = known.and_then(|(offer, knobs)| read_known(fs, &r, &offer, &knobs));
+            Ok(match known {
+                Some(reading) => (reading, false),
+                None => (read(fs, &r, &o), true),
+            })
+        })
         .await
     {
-        Ok(reading) => reading,
+        Ok((reading, full)) => {
+            if full {
+                out.offer = Some(reading.offer.clone());
+            }
+            reading
+        }
         Err(e) => {
             out.error = Some(chain(&e));
             return out;

@@ -6,7 +6,7 @@
 //! cannot take is refused with the reason, and an offline CPU is left
 //! alone until it comes back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use pinctl::CpuSet;
 use pinctl::config::{self, Class};
 use pinctl::io::{IoConfig, IoPool};
 use pinctl::power::sysfs::{Ask, Pass, pass};
-use pinctl::power::{Knob, Reason, Why, originals};
+use pinctl::power::{Knob, Offer, Reason, Why, originals};
 
 use crate::support::fake_power::{PowerTree, Validating};
 
@@ -84,6 +84,14 @@ impl Bed {
     }
 
     fn run(&mut self, classes_of: &[(u32, &str)]) -> Pass {
+        self.run_known(classes_of, None)
+    }
+
+    fn run_known(
+        &mut self,
+        classes_of: &[(u32, &str)],
+        known: Option<(Offer, BTreeSet<Knob>)>,
+    ) -> Pass {
         let ask = Ask {
             root: self.tree.root.clone(),
             originals_file: self.file.clone(),
@@ -95,6 +103,7 @@ impl Bed {
             classes: classes(),
             originals: self.originals.clone(),
             may_set: true,
+            known,
         };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -209,6 +218,35 @@ fn power_uncore_on_a_tpmi_part_sets_the_clusters_of_the_die_only() {
 }
 
 #[test]
+fn power_a_round_reads_only_the_files_in_play_and_still_mends_them() {
+    let mut bed = Bed::new();
+    let full = bed.run(&[(2, "latency")]);
+    let offer = full.offer.clone().expect("a full read returns the offer");
+    let knobs: BTreeSet<Knob> = full
+        .plan
+        .wanted
+        .keys()
+        .chain(bed.originals.keys())
+        .cloned()
+        .collect();
+    // Something writes over one file in play.
+    let gov = format!("{CPU2}/cpufreq/scaling_governor");
+    std::fs::write(bed.tree.root.join(&gov), "powersave\n").unwrap();
+    let reads = |bed: &Bed| bed.fs.reads.load(std::sync::atomic::Ordering::Relaxed);
+    let before = reads(&bed);
+    let p = bed.run_known(&[(2, "latency")], Some((offer.clone(), knobs.clone())));
+    // One read per file in play, one read back per write.
+    assert_eq!(reads(&bed) - before, knobs.len() + p.written.len());
+    assert!(p.offer.is_none());
+    assert_eq!(p.written.len(), 1, "{:?}", p.written);
+    assert_eq!(bed.tree.read(&gov), "performance");
+    // A file in play that is gone (the CPU went offline): a full read.
+    bed.tree.offline(2);
+    let p = bed.run_known(&[(2, "latency")], Some((offer, knobs)));
+    assert!(p.offer.is_some());
+}
+
+#[test]
 fn power_frequencies_are_written_in_an_order_the_kernel_accepts() {
     let mut bed = Bed::new();
     // Start narrow, above what "slow" wants: lowering needs min first.
@@ -230,6 +268,7 @@ fn power_frequencies_are_written_in_an_order_the_kernel_accepts() {
         classes,
         originals: bed.originals.clone(),
         may_set: true,
+        known: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -294,6 +333,7 @@ fn power_no_class_is_set_while_the_originals_cannot_be_read() {
         classes: classes(),
         originals: bed.originals.clone(),
         may_set: false,
+        known: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -610,6 +650,17 @@ resume_latency_us = 20
             )),
             "{page}"
         );
+
+        // Written over: a round of checks (reading only the files in play)
+        // sets it again.
+        std::fs::write(
+            env.power.root.join(format!(
+                "devices/system/cpu/cpu{first}/cpufreq/scaling_governor"
+            )),
+            "powersave\n",
+        )
+        .unwrap();
+        env.wait_class(&cpus);
 
         // A restart keeps the class (nothing written again).
         env.stop();

@@ -174,6 +174,8 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
 pub struct Validating {
     /// Every write tried: (path, data, accepted).
     pub log: Mutex<Vec<(PathBuf, String, bool)>>,
+    /// How many files were read.
+    pub reads: std::sync::atomic::AtomicUsize,
 }
 
 fn read_num(path: &Path) -> io::Result<u64> {
@@ -252,6 +254,8 @@ fn check(path: &Path, data: &str) -> io::Result<()> {
 
 impl Fs for Validating {
     fn read(&self, path: &Path) -> io::Result<String> {
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         RealFs.read(path)
     }
     fn write(&self, path: &Path, data: &str) -> io::Result<()> {
