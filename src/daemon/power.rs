@@ -1,31 +1,15 @@
 //! CPU power classes (`[power]`, issue #35): each CPU gets the class of
 //! what holds it, and every file no class wants gets its original back.
 //!
-//! One pass ([`Daemon::follow_power`]) runs [`crate::power::sysfs::pass`] in a task
-//! of its own, every file operation on the I/O pool: it reads what sysfs
-//! offers and holds, plans, saves the new originals, writes in the plan's
-//! order and reads each file back; the outcome comes back as
-//! [`super::Event::Powered`]. One pass at a time; one asked for meanwhile
-//! follows it. A pass runs when a plan settles with other classes per CPU
-//! (a pin, a release, a reload, CPU hot-plug: the online CPUs are part of
-//! what is asked), and at each round of the watchdog's checks, which finds
-//! values written over, a CPU back online, and retries failed writes.
-//!
-//! Which class a CPU gets: an exclusive CPU its workload's own class (the
-//! xattr `user.pinctl.class`, the annotation `pinctl.io/cpu-class`, its
-//! rule's `class`: [`crate::intent::Intent::class`], trusted as its CPU
-//! request is), else `[power]`'s `exclusive`; a reserved CPU `reserved`; any other CPU of
-//! the shared pool `shared`. With `[power]` off, none: every original goes
-//! back.
-//!
-//! The originals live in their own file on the runtime directory
-//! (`power_originals`), not in the state file: a restart with the state
-//! file lost still puts them back. Stopping the daemon leaves the classes
-//! in place, as it leaves the CPUs pinned: the workloads still run there,
-//! and a restart (an upgrade) must not slow them meanwhile; the next daemon
-//! puts back whatever no class wants. A reboot resets sysfs and empties
-//! the runtime directory together. To put everything back before removing
-//! pinctl, turn `[power]` off and reload.
+//! - One pass at a time ([`Daemon::follow_power`]), its file operations on
+//!   the I/O pool; the outcome comes back as [`super::Event::Powered`].
+//! - A pass runs when a plan settles with other classes per CPU (a pin, a
+//!   release, a reload, hot-plug), and at each round of checks (a value
+//!   written over, a failed write).
+//! - The originals live in `power_originals` on /run, not in the state
+//!   file: a restart with the state file lost still puts them back.
+//! - A stop leaves the classes in place, as it leaves the pins
+//!   (docs/src/power.md, "Stop, restart, reload").
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -116,7 +100,11 @@ impl Powers {
 
 impl Daemon {
     /// The class each online CPU should have now (none with `[power]`
-    /// off).
+    /// off): an exclusive CPU its workload's own class (the xattr
+    /// `user.pinctl.class`, the annotation `pinctl.io/cpu-class`, its rule's
+    /// `class`, trusted as its CPU request is), else `[power]`'s
+    /// `exclusive`; a reserved CPU `reserved`; the rest of the shared pool
+    /// `shared`.
     fn power_classes(&self) -> BTreeMap<u32, String> {
         let p = &self.cfg.power;
         let mut out = BTreeMap::new();

@@ -1,21 +1,15 @@
 //! CPU power classes (issue #35): which power file of which CPU or die
-//! should hold what, and in which order to write them. Values in, a plan
-//! out: this module does no I/O and cannot fail; the reading and writing
-//! of sysfs is [`sysfs`]'s.
+//! should hold what, and in which order to write them. Pure: values in, a
+//! plan out, no I/O ([`sysfs`] reads and writes).
 //!
-//! A [`Knob`] names one file (a CPU's governor, a C-state's `disable`, a
-//! die's uncore minimum); its place under the sysfs root is
-//! [`Knob::rel_path`], and no other module spells those paths. [`plan`]
-//! takes the class each online CPU should have now, the classes, what
-//! sysfs offers ([`Offer`]), the values read now and the *originals* (what
-//! each file held before the daemon first wrote it), and returns the
-//! writes: a class's value where a class wants the file, the original
-//! everywhere else the daemon once wrote. What a CPU cannot take is a
-//! [`Refusal`] that says why, and its file is left alone.
+//! - A [`Knob`] names one file; [`Knob::rel_path`] alone spells its path.
+//! - [`plan`] takes each CPU's class, what sysfs offers ([`Offer`]), the
+//!   values now and the originals, and returns the writes in the kernel's
+//!   order, and a [`Refusal`] with its reason for what a CPU cannot take.
 //!
-//! Invariant: a file that no class wants is planned back to its original,
-//! and a file is given a class's value only once its original is known
-//! (the plan's `save` lists the ones to keep before writing).
+//! Invariant: a file no class wants is planned back to its original, and a
+//! file gets a class's value only once its original is known (the plan's
+//! `save`).
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,15 +1,12 @@
 //! Reading and writing the power files under a sysfs root passed in: what
-//! each online CPU and uncore die offers ([`Offer`]) and what its files hold
-//! now, and one write at a time. Every call takes the file operations
-//! ([`Fs`]) and the root as arguments: the daemon runs them on its I/O
-//! threads ([`crate::io::IoPool`]), never on the async runtime; tests point
-//! them at fake trees. The file names are [`Knob::rel_path`]'s and the
-//! constants here; nothing else spells them.
+//! each online CPU and uncore die offers ([`Offer`]), what its files hold
+//! now, and one write at a time.
 //!
-//! A file that is absent is not offered (a VM has no cpufreq, an AMD CPU no
-//! uncore directory); one that cannot be read or does not parse is not
-//! offered either, and its error is kept in [`Reading::errors`], naming the
-//! file and what it held.
+//! - Every call takes the file operations ([`Fs`]) and the root: the daemon
+//!   runs them on its I/O threads, tests on fake trees.
+//! - A file that is absent is not offered (a VM has no cpufreq). One that
+//!   cannot be read or parsed is not offered either; its error, naming the
+//!   file, is in [`Reading::errors`].
 
 use std::collections::BTreeMap;
 use std::io;

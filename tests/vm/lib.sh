@@ -478,3 +478,28 @@ _passed() { case "$(irq_line);" in *"kept off CPUs $1;"*) return 0 ;; esac; retu
 # The interrupts the status lists as refused ("default" among them when
 # default_smp_affinity is), space-separated.
 refused() { irq_line | sed -n 's/.*refused: \([^;]*\).*/\1/p' | tr -d ','; }
+
+# --- power classes (issue #35) ------------------------------------------------------
+# The one power file a qemu guest has: cpuN/power/pm_qos_resume_latency_us.
+qos() { cat "/sys/devices/system/cpu/cpu$1/power/pm_qos_resume_latency_us" 2>/dev/null; }
+# qos_orig: sets QOS_ORIG to every online CPU's value now ("C=V ...").
+qos_orig() {
+    QOS_ORIG=""
+    for _c in $(cl list "$(online)"); do QOS_ORIG="$QOS_ORIG $_c=$(qos "$_c")"; done
+}
+# qos_ok NAME SET VALUE: the CPUs of SET read VALUE, every other CPU what it
+# read at qos_orig.
+_qos_is() {
+    for _co in $QOS_ORIG; do
+        _c=${_co%%=*}
+        if [ -n "$(cl inter "$2" "$_c")" ]; then _w=$3; else _w=${_co#*=}; fi
+        [ "$(qos "$_c")" = "$_w" ] || { echo "cpu$_c reads $(qos "$_c"), not $_w"; return 1; }
+    done
+}
+qos_ok() {
+    if wait_for "$WAIT" _qos_is "$1" "$2" "$3" >/dev/null; then
+        pass "$1" "pm_qos_resume_latency_us: ${2:-no CPU} at $3, the rest as they were"
+    else
+        fail "$1" "$(_qos_is "$1" "$2" "$3")"
+    fi
+}

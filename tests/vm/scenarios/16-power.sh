@@ -5,15 +5,11 @@
 # restart (SIGKILL, the state file lost too: the originals are on /run),
 # put back on release, and put back when a reload turns
 # [power] off; every other CPU keeps its original all along.
-PM=/sys/devices/system/cpu
-qos() { cat "$PM/cpu$1/power/pm_qos_resume_latency_us" 2>/dev/null; }
-if [ ! -w "$PM/cpu1/power/pm_qos_resume_latency_us" ]; then
+if [ ! -w /sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us ]; then
     note "no writable pm_qos_resume_latency_us on this kernel: skipped"
     return 0
 fi
-# What every CPU has before: put back at the end, and checked at each step.
-ORIG=""
-for _c in $(cl list "$(online)"); do ORIG="$ORIG $_c=$(qos "$_c")"; done
+qos_orig
 rm -f /run/pinctl/power.json
 POWER='power_originals = "/run/pinctl/power.json"
 
@@ -24,22 +20,6 @@ resume_latency_us = 20
 [power]
 enabled = true
 exclusive = "latency"'
-
-# qos_ok NAME SET VALUE: the CPUs of SET read VALUE, every other its original.
-_qos_is() {
-    for _co in $ORIG; do
-        _c=${_co%%=*}
-        if [ -n "$(cl inter "$2" "$_c")" ]; then _w=$3; else _w=${_co#*=}; fi
-        [ "$(qos "$_c")" = "$_w" ] || { echo "cpu$_c reads $(qos "$_c"), not $_w"; return 1; }
-    done
-}
-qos_ok() {
-    if wait_for "$WAIT" _qos_is "$1" "$2" "$3" >/dev/null; then
-        pass "$1" "pm_qos_resume_latency_us: ${2:-no CPU} at $3, the rest as they were"
-    else
-        fail "$1" "$(_qos_is "$1" "$2" "$3")"
-    fi
-}
 
 write_config 1h "$POWER"
 daemon_start || return
