@@ -52,7 +52,7 @@ impl Daemon {
 
     /// Whether a baseline waits to be kept on a cgroup.
     pub(super) fn baselines_due(&self) -> bool {
-        !self.baselines_unsupported && !self.engine.baselines_owed().is_empty()
+        !self.baselines_unsupported && self.engine.any_baseline_owed()
     }
 
     /// Writes the baselines owed ([`crate::engine::Engine::baselines_owed`])

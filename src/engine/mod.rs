@@ -655,6 +655,22 @@ impl Engine {
     /// xattr holds one but is no pinned workload's any more.
     pub fn baselines_owed(&self) -> Vec<(Rel, Option<CpuSet>)> {
         let mut owed = Vec::new();
+        self.each_baseline_owed(|rel, set| {
+            owed.push((rel.clone(), set.cloned()));
+            true
+        });
+        owed
+    }
+
+    /// Whether any baseline is owed (as [`Self::baselines_owed`], without
+    /// building the list).
+    pub fn any_baseline_owed(&self) -> bool {
+        !self.each_baseline_owed(|_, _| false)
+    }
+
+    /// Calls `f` on each baseline owed until it returns `false`; `false`
+    /// when it did.
+    fn each_baseline_owed(&self, mut f: impl FnMut(&Rel, Option<&CpuSet>) -> bool) -> bool {
         let mut pinned = BTreeSet::new();
         for w in self.workloads.values() {
             let (Some(_), Some(base)) = (&w.cpus, &w.baseline) else {
@@ -663,15 +679,15 @@ impl Engine {
             for rel in &w.cgroups {
                 pinned.insert(rel);
                 let kept = self.cgroups.get(rel).and_then(|e| e.baseline.as_deref());
-                if self.cgroups.contains_key(rel) && kept != Some(base) {
-                    owed.push((rel.clone(), Some(base.clone())));
+                if self.cgroups.contains_key(rel) && kept != Some(base) && !f(rel, Some(base)) {
+                    return false;
                 }
             }
         }
-        for rel in self.kept.iter().filter(|r| !pinned.contains(r)) {
-            owed.push((rel.clone(), None));
-        }
-        owed
+        self.kept
+            .iter()
+            .filter(|r| !pinned.contains(r))
+            .all(|rel| f(rel, None))
     }
 
     /// `rel`'s [`crate::cgroup::XATTR_BASELINE`] now holds `set` (`None`:

@@ -221,8 +221,10 @@ fn each_resize_is_told_once() {
 fn a_pinned_workload_keeps_its_baseline_on_its_cgroups() {
     let (mut e, two) = pinned(2);
     assert_eq!(e.baselines_owed(), vec![(Rel::from(W), Some(two.clone()))]);
+    assert!(e.any_baseline_owed());
     e.baseline_kept(W, Some(two.clone()));
     assert_eq!(e.baselines_owed(), Vec::new());
+    assert!(!e.any_baseline_owed());
     // Grown and back: the baseline stays what it was.
     for n in [4, 2] {
         add(&mut e, W, "0-15", want(n));
@@ -234,8 +236,10 @@ fn a_pinned_workload_keeps_its_baseline_on_its_cgroups() {
     add(&mut e, W, "0-15", None);
     apply(&mut e);
     assert_eq!(e.baselines_owed(), vec![(Rel::from(W), None)]);
+    assert!(e.any_baseline_owed());
     e.baseline_kept(W, None);
     assert_eq!(e.baselines_owed(), Vec::new());
+    assert!(!e.any_baseline_owed());
 }
 
 /// With the state file lost, the baseline kept on the cgroup
