@@ -246,6 +246,158 @@ fn power_a_round_reads_only_the_files_in_play_and_still_mends_them() {
     assert!(p.offer.is_some());
 }
 
+/// One pass as the daemon runs it, with classes of the test's own and,
+/// for a round of checks, the offer of the last full read and the files in
+/// play.
+fn pass_as_daemon(
+    bed: &mut Bed,
+    classes_of: &[(u32, &str)],
+    classes: &[Class],
+    known: Option<(Offer, BTreeSet<Knob>)>,
+) -> Pass {
+    let ask = Ask {
+        root: bed.tree.root.clone(),
+        originals_file: bed.file.clone(),
+        online: bed.online.clone(),
+        classes_of: classes_of
+            .iter()
+            .map(|(c, n)| (*c, n.to_string()))
+            .collect(),
+        classes: classes.to_vec(),
+        originals: bed.originals.clone(),
+        may_set: true,
+        known,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let p = rt.block_on(pass(&bed.pool, ask));
+    bed.originals = p.originals.clone();
+    p
+}
+
+/// The files in play after `p`, as `Daemon::follow_power` gathers them:
+/// what the pass's plan wanted, the originals, the failed writes.
+fn in_play(bed: &Bed, p: &Pass) -> BTreeSet<Knob> {
+    p.plan
+        .wanted
+        .keys()
+        .chain(bed.originals.keys())
+        .chain(
+            p.written
+                .iter()
+                .filter(|w| w.result.is_err())
+                .map(|w| &w.write.knob),
+        )
+        .cloned()
+        .collect()
+}
+
+/// Review of 65fe532: a round that reads only the files in play must plan
+/// what a full read plans. A class that sets max_freq alone is checked
+/// against the CPU's scaling_min_freq, a file no class wants and that has
+/// no original, so a round does not read it: the refusal a full read made
+/// is dropped, and the next round writes a maximum below the minimum.
+#[test]
+fn power_a_round_over_the_files_in_play_refuses_what_a_full_read_refuses() {
+    let mut bed = Bed::new();
+    // Something else (tuned, the operator) holds CPU 1's minimum at 3 GHz.
+    std::fs::write(
+        bed.tree
+            .root
+            .join("devices/system/cpu/cpu1/cpufreq/scaling_min_freq"),
+        "3000000\n",
+    )
+    .unwrap();
+    let mut cls = classes();
+    // "slow" with its max_freq (1 GHz) and resume latency, nothing else.
+    cls[1].min_freq = None;
+    cls[1].governor = None;
+    cls[1].resume_latency_us = cls[0].resume_latency_us;
+    let full = pass_as_daemon(&mut bed, &[(1, "slow")], &cls, None);
+    let offer = full.offer.clone().expect("a full read");
+    let refused: Vec<String> = full.plan.refusals.iter().map(ToString::to_string).collect();
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.contains("max_freq") && r.contains("above the maximum")),
+        "{refused:?}"
+    );
+    // Two rounds of checks with nothing changed, as the daemon runs them.
+    let knobs = in_play(&bed, &full);
+    let first = pass_as_daemon(&mut bed, &[(1, "slow")], &cls, Some((offer.clone(), knobs)));
+    assert!(
+        first.offer.is_none(),
+        "the round read only the files in play"
+    );
+    let knobs = in_play(&bed, &first);
+    let second = pass_as_daemon(&mut bed, &[(1, "slow")], &cls, Some((offer, knobs)));
+    let mut wrong = Vec::new();
+    for (name, p) in [("first round", &first), ("second round", &second)] {
+        let said: Vec<String> = p.plan.refusals.iter().map(ToString::to_string).collect();
+        if said != refused {
+            wrong.push(format!(
+                "{name} refuses {said:?}, the full read {refused:?}"
+            ));
+        }
+        for w in &p.written {
+            if w.write.knob == Knob::MaxFreq(1) {
+                wrong.push(format!("{name} writes {:?}: {:?}", w.write, w.result));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{wrong:#?}\nrefused writes: {:?}",
+        bed.refused_writes()
+    );
+}
+
+/// Review of a7419ce: the kernel gives an uncoreNN a die_id only when a
+/// package has more than one die and the cluster has core agents
+/// (uncore-frequency-common.c), so a TPMI part with one die per package
+/// has none. The daemon then writes package_00_die_00, which the kernel
+/// applies to every cluster of the package, the I/O cluster too; the docs
+/// say package_*_die_* is left alone on TPMI parts. The clusters with core
+/// agents (agent_types) are the ones to set.
+#[test]
+fn power_uncore_on_a_tpmi_part_without_die_ids_leaves_the_package_directory_alone() {
+    let mut bed = Bed::new();
+    let _ = std::fs::remove_dir_all(bed.tree.root.join(UNCORE));
+    for cpu in 0..4 {
+        bed.tree.on_die(cpu, 0, 0);
+    }
+    bed.tree
+        .die(0, 0)
+        .cluster(0, 0, None)
+        .cluster(1, 0, None)
+        .cluster(2, 0, None);
+    for (n, agents) in [(0, "core cache memory"), (1, "core cache"), (2, "io")] {
+        std::fs::write(
+            bed.tree
+                .root
+                .join(format!("{UNCORE}/uncore{n:02}/agent_types")),
+            format!("{agents}\n"),
+        )
+        .unwrap();
+    }
+    bed.run(&[(2, "latency")]);
+    let mut wrong = Vec::new();
+    for (dir, want) in [
+        ("package_00_die_00", "800000"),
+        ("uncore00", "2000000"),
+        ("uncore01", "2000000"),
+        ("uncore02", "800000"),
+    ] {
+        let got = bed.tree.read(&format!("{UNCORE}/{dir}/min_freq_khz"));
+        if got != want {
+            wrong.push(format!("{dir}/min_freq_khz reads {got}, not {want}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
 #[test]
 fn power_frequencies_are_written_in_an_order_the_kernel_accepts() {
     let mut bed = Bed::new();
