@@ -20,7 +20,7 @@ use crate::api;
 use crate::config::Class;
 use crate::cpuset::CpuSet;
 use crate::power::sysfs::{Ask, Pass, pass};
-use crate::power::{Knob, Offer, Refusal, Why};
+use crate::power::{Knob, Offer, Refusal, Why, in_play};
 
 /// One round of checks in this many reads every power file (the offer: a
 /// driver loaded since); the others read only the files in play.
@@ -61,6 +61,9 @@ pub(super) struct Powers {
     offer: Option<Offer>,
     /// Rounds of checks since the last full read.
     rounds: u32,
+    /// The next round reads every file: the last round over the files in
+    /// play wrote, or a full read could not read some.
+    full_next: bool,
     /// Why the files or the originals file could not be used.
     error: Option<String>,
     /// Why the originals file could not be read at start-up, if it could
@@ -90,6 +93,7 @@ impl Powers {
             unsupported: false,
             offer: None,
             rounds: 0,
+            full_next: false,
             error: None,
             unreadable,
             tx,
@@ -191,18 +195,14 @@ impl Daemon {
         let holders = self.power_holders();
         let p = &mut self.powers;
         // A round with nothing changed reads only the files in play, and
-        // every file each FULL_READ_EVERY rounds.
-        let same = look && p.last.as_ref() == Some(&now) && p.error.is_none();
+        // every file each FULL_READ_EVERY rounds and after a round that had
+        // to write (a limit may have changed under the offer kept).
+        let same = look && p.last.as_ref() == Some(&now) && p.error.is_none() && !p.full_next;
         p.rounds = if same { p.rounds + 1 } else { 0 };
         let known = match &p.offer {
             Some(offer) if same && !p.rounds.is_multiple_of(FULL_READ_EVERY) => {
-                let knobs = p
-                    .files
-                    .keys()
-                    .chain(p.originals.keys())
-                    .chain(p.failed.keys())
-                    .cloned()
-                    .collect();
+                let mut knobs = in_play(&now.0, offer, &p.originals);
+                knobs.extend(p.failed.keys().cloned());
                 Some((offer.clone(), knobs))
             }
             _ => None,
@@ -234,9 +234,13 @@ impl Daemon {
         p.running = false;
         p.last = p.asked.take();
         let holders = std::mem::take(&mut p.holders);
-        if let Some(offer) = done.offer.take() {
-            p.offer = Some(offer);
-        }
+        p.full_next = match done.offer.take() {
+            Some(offer) => {
+                p.offer = Some(offer);
+                !done.read_errors.is_empty()
+            }
+            None => !done.written.is_empty(),
+        };
         if let Some(e) = &done.error {
             if p.error.as_ref() != Some(e) {
                 warn!(error = %e, "cannot read the power files; trying again at the next round of checks");
@@ -304,7 +308,15 @@ impl Daemon {
                 workload,
             });
         }
-        p.last_holders = holders;
+        // A put-back that failed, or a pass that could not read, is tried
+        // again: it keeps naming the workload the CPU left.
+        let mut next = holders;
+        for (cpu, w) in &p.last_holders {
+            if done.error.is_some() || p.failed.keys().any(|k| k.cpu() == Some(*cpu)) {
+                next.entry(*cpu).or_insert_with(|| w.clone());
+            }
+        }
+        p.last_holders = next;
         if done.error.is_none() {
             p.failed
                 .retain(|k, _| done.plan.wanted.contains_key(k) || p.originals.contains_key(k));

@@ -11,7 +11,7 @@
 //! file gets a class's value only once its original is known (the plan's
 //! `save`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -179,6 +179,28 @@ impl Offer {
         }
     }
 
+    /// Every value file of CPU `cpu` and of its dies that is offered.
+    pub fn knobs_of(&self, cpu: u32) -> Vec<Knob> {
+        let Some(o) = self.cpus.get(&cpu) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if let Some(f) = &o.freq {
+            out.extend([Knob::Governor(cpu), Knob::MinFreq(cpu), Knob::MaxFreq(cpu)]);
+            if f.epp.is_some() {
+                out.push(Knob::Epp(cpu));
+            }
+        }
+        out.extend(o.cstates.iter().map(|(k, _)| Knob::CstateDisable(cpu, *k)));
+        if o.resume_latency {
+            out.push(Knob::ResumeLatency(cpu));
+        }
+        for d in o.dies.iter().filter(|d| self.dies.contains_key(*d)) {
+            out.extend([Knob::UncoreMin(d.clone()), Knob::UncoreMax(d.clone())]);
+        }
+        out
+    }
+
     /// Whether any power file at all exists (a node without them says so).
     pub fn is_empty(&self) -> bool {
         self.dies.is_empty()
@@ -300,6 +322,23 @@ pub struct Write {
     pub value: String,
     /// Why.
     pub why: Why,
+}
+
+/// The files whose values [`plan`] reads for `classes_of` and
+/// `originals`: every value file of each CPU given a class (a class's
+/// frequency is checked against the other of its pair) and of its dies, and
+/// each file with an original. A plan over these alone is the plan over
+/// every file.
+pub fn in_play(
+    classes_of: &BTreeMap<u32, String>,
+    offer: &Offer,
+    originals: &BTreeMap<Knob, String>,
+) -> BTreeSet<Knob> {
+    classes_of
+        .keys()
+        .flat_map(|cpu| offer.knobs_of(*cpu))
+        .chain(originals.keys().cloned())
+        .collect()
 }
 
 /// What [`plan`] decided.

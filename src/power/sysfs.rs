@@ -144,10 +144,14 @@ fn keep<T>(r: &mut Reading, result: Result<Option<T>, PowerError>) -> Option<T> 
 
 /// The uncore directories by the (package, die) they serve. Two layouts:
 /// `package_PP_die_DD`, one per die; and on TPMI parts `uncoreNN`, one per
-/// fabric cluster, its ids in `package_id` and `die_id` (only clusters with
-/// CPUs have a `die_id`). Where any `uncoreNN` names a die, only those are
-/// used: a write to `package_*_die_*` there sets every cluster of the
-/// package (the kernel's `intel_uncore_frequency_scaling.rst`).
+/// fabric cluster, with its `package_id`. Where any `uncoreNN` exists, only
+/// those are used: a write to `package_*_die_*` there sets every cluster of
+/// the package (the kernel's `intel_uncore_frequency_scaling.rst`).
+///
+/// A cluster's die is its `die_id`, which the kernel gives only with more
+/// than one die per package; without it, die 0 when its `agent_types` has
+/// `core`. A cluster of neither (I/O, or a kernel that says nothing) serves
+/// no CPU.
 fn read_dies(fs: &dyn Fs, root: &Path, r: &mut Reading) -> BTreeMap<(u64, u64), Vec<String>> {
     let dir = root.join(UNCORE_DIR);
     let entries = match fs.read_dir(&dir) {
@@ -161,14 +165,19 @@ fn read_dies(fs: &dyn Fs, root: &Path, r: &mut Reading) -> BTreeMap<(u64, u64), 
     type Found = (String, DieOffer, u64, u64);
     let mut per_die: BTreeMap<(u64, u64), Vec<Found>> = BTreeMap::new();
     let mut clusters: BTreeMap<(u64, u64), Vec<Found>> = BTreeMap::new();
+    let mut tpmi = false;
     for e in entries.into_iter().filter(|e| e.is_dir) {
         let d = dir.join(&e.name);
         let id = if e.name.starts_with("uncore") {
-            let package = keep(r, read_num(fs, &d.join("package_id")));
-            let die = keep(r, read_num(fs, &d.join("die_id")));
-            let (Some(package), Some(die)) = (package, die) else {
+            let Some(package) = keep(r, read_num(fs, &d.join("package_id"))) else {
                 continue;
             };
+            tpmi = true;
+            let die = keep(r, read_num(fs, &d.join("die_id"))).or_else(|| {
+                let agents = keep(r, read_opt(fs, &d.join("agent_types")))?;
+                agents.split_whitespace().any(|a| a == "core").then_some(0)
+            });
+            let Some(die) = die else { continue };
             Some((package, die))
         } else {
             die_id(&e.name)
@@ -191,11 +200,7 @@ fn read_dies(fs: &dyn Fs, root: &Path, r: &mut Reading) -> BTreeMap<(u64, u64), 
             per_die.insert(id, vec![found]);
         }
     }
-    let chosen = if clusters.is_empty() {
-        per_die
-    } else {
-        clusters
-    };
+    let chosen = if tpmi { clusters } else { per_die };
     let mut by_id = BTreeMap::new();
     for (id, found) in chosen {
         let mut names = Vec::new();

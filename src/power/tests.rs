@@ -613,8 +613,18 @@ proptest! {
                     };
                 }
             }
+            // A round of checks reads only the files in play: its plan is
+            // the plan over every file.
+            let known = in_play(&assigned, &online, &originals);
+            let some: BTreeMap<Knob, String> = files
+                .iter()
+                .filter(|(k, _)| known.contains(*k) && online.has(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let round = plan(&assigned, &classes, &online, &some, &originals);
             let p = step(&assigned, &classes, &online, &mut files, &mut originals);
             let p = p.map_err(TestCaseError::fail)?;
+            prop_assert_eq!(&round, &p);
             for (k, v) in &files {
                 if !online.has(k) {
                     continue;

@@ -235,6 +235,17 @@ fn every_path_the_shipped_config_writes_is_writable_under_the_unit() {
         "ReadWritePaths={writable} does not hold {}",
         config.cgroup_root.display()
     );
+    // [power] writes below the CPU directory; its originals live on the
+    // runtime directory, which must outlive a stop (a stop leaves the
+    // classes in place).
+    let cpu_dir = config.sysfs_root.join("devices/system/cpu");
+    assert!(
+        writable.split_whitespace().any(|p| Path::new(p) == cpu_dir),
+        "ReadWritePaths={writable} does not hold {}",
+        cpu_dir.display()
+    );
+    assert_eq!(config.power_originals.parent(), Some(runtime_dir.as_path()));
+    assert_eq!(setting(&unit, "RuntimeDirectoryPreserve"), "yes");
     // ProtectControlGroups=yes would make the cgroup filesystem read-only,
     // ProtectKernelTunables=yes /proc/irq (irq_affinity), whatever
     // ReadWritePaths= says.

@@ -277,21 +277,21 @@ fn pass_as_daemon(
     p
 }
 
-/// The files in play after `p`, as `Daemon::follow_power` gathers them:
-/// what the pass's plan wanted, the originals, the failed writes.
-fn in_play(bed: &Bed, p: &Pass) -> BTreeSet<Knob> {
-    p.plan
-        .wanted
-        .keys()
-        .chain(bed.originals.keys())
-        .chain(
-            p.written
-                .iter()
-                .filter(|w| w.result.is_err())
-                .map(|w| &w.write.knob),
-        )
-        .cloned()
-        .collect()
+/// The files in play for a round, as `Daemon::follow_power` gathers them:
+/// [`pinctl::power::in_play`] and the failed writes.
+fn in_play(bed: &Bed, classes_of: &[(u32, &str)], offer: &Offer, p: &Pass) -> BTreeSet<Knob> {
+    let classes_of = classes_of
+        .iter()
+        .map(|(c, n)| (*c, n.to_string()))
+        .collect();
+    let mut knobs = pinctl::power::in_play(&classes_of, offer, &bed.originals);
+    knobs.extend(
+        p.written
+            .iter()
+            .filter(|w| w.result.is_err())
+            .map(|w| w.write.knob.clone()),
+    );
+    knobs
 }
 
 /// Review of 65fe532: a round that reads only the files in play must plan
@@ -325,13 +325,13 @@ fn power_a_round_over_the_files_in_play_refuses_what_a_full_read_refuses() {
         "{refused:?}"
     );
     // Two rounds of checks with nothing changed, as the daemon runs them.
-    let knobs = in_play(&bed, &full);
+    let knobs = in_play(&bed, &[(1, "slow")], &offer, &full);
     let first = pass_as_daemon(&mut bed, &[(1, "slow")], &cls, Some((offer.clone(), knobs)));
     assert!(
         first.offer.is_none(),
         "the round read only the files in play"
     );
-    let knobs = in_play(&bed, &first);
+    let knobs = in_play(&bed, &[(1, "slow")], &offer, &first);
     let second = pass_as_daemon(&mut bed, &[(1, "slow")], &cls, Some((offer, knobs)));
     let mut wrong = Vec::new();
     for (name, p) in [("first round", &first), ("second round", &second)] {
@@ -396,6 +396,31 @@ fn power_uncore_on_a_tpmi_part_without_die_ids_leaves_the_package_directory_alon
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
+    // A kernel that names neither dies nor agents: no cluster is known to
+    // serve a CPU, so uncore is refused, and the package is still left alone.
+    bed.run(&[]);
+    for n in 0..3 {
+        std::fs::remove_file(
+            bed.tree
+                .root
+                .join(format!("{UNCORE}/uncore{n:02}/agent_types")),
+        )
+        .unwrap();
+    }
+    let p = bed.run(&[(2, "latency")]);
+    assert!(
+        p.plan
+            .refusals
+            .iter()
+            .any(|r| r.field == "uncore_min_freq" && r.reason == Reason::NotSupported),
+        "{:?}",
+        p.plan.refusals
+    );
+    assert_eq!(
+        bed.tree
+            .read(&format!("{UNCORE}/package_00_die_00/min_freq_khz")),
+        "800000"
+    );
 }
 
 #[test]

@@ -23,6 +23,7 @@ power_config() {
 [[rule]]
 match = "power.slice/job-*.scope"
 cpus = 2
+class = "latency"
 
 [[class]]
 name = "latency"
@@ -30,7 +31,6 @@ resume_latency_us = 20
 
 [power]
 enabled = $1
-exclusive = "latency"
 POWER
 }
 power_config true
@@ -40,19 +40,28 @@ check reload-on "systemctl reload turns [power] on" _reload
 mkcg power.slice
 mkcg power.slice/job-1.scope
 spawn power.slice/job-1.scope >/dev/null
-pin pinned power.slice/job-1.scope 2; X=$GOT
-qos_ok set-on-pin "$X" 20
-_status_power() { pinctl status 2>&1 | grep -m1 '^Power:' | grep -q "latency on CPUs $X" || pinctl status 2>&1 | grep '^Power:'; }
-check status "pinctl status: Power: latency on CPUs $X" _status_power
+pin pinned power.slice/job-1.scope 2; PX=$GOT
+qos_ok set-on-pin "$PX" 20
+_status_power() { pinctl status 2>&1 | grep -m1 '^Power:' | grep -q "latency on CPUs $PX" || pinctl status 2>&1 | grep '^Power:'; }
+check status "pinctl status: Power: latency on CPUs $PX" _status_power
+# In the daemon's mount namespace: the power files are writable, the
+# node-wide SMT switch is not.
+_sandbox() {
+    _ns="nsenter -t $(unit_prop MainPID) -m"
+    $_ns sh -c "test -w /sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us" || { echo "pm_qos is read-only"; return 1; }
+    [ ! -e /sys/devices/system/cpu/smt/control ] && { echo "no smt/control here"; return 0; }
+    ! $_ns sh -c "test -w /sys/devices/system/cpu/smt/control" || { echo "smt/control is writable"; return 1; }
+}
+check sandbox "the unit: power files writable, smt/control read-only" _sandbox
 
 check restart "systemctl restart" _restart
-qos_ok kept-across-restart "$X" 20
+qos_ok kept-across-restart "$PX" 20
 
 _stop() { systemctl stop pinctld.service 2>&1; }
 check stop "systemctl stop" _stop
 _originals_kept() { [ -s /run/pinctl/power.json ] || { ls -la /run/pinctl 2>&1; return 1; }; }
 check originals-kept "/run/pinctl/power.json outlives the stop" _originals_kept
-qos_ok kept-across-stop "$X" 20
+qos_ok kept-across-stop "$PX" 20
 rmcg power.slice/job-1.scope
 _start() { systemctl start pinctld.service 2>&1; }
 check start "systemctl start" _start
@@ -60,8 +69,8 @@ qos_ok put-back-after-release-while-stopped "" 0
 
 mkcg power.slice/job-2.scope
 spawn power.slice/job-2.scope >/dev/null
-pin pinned-again power.slice/job-2.scope 2; Y=$GOT
-qos_ok set-again "$Y" 20
+pin pinned-again power.slice/job-2.scope 2; PY=$GOT
+qos_ok set-again "$PY" 20
 power_config false
 check reload-off "systemctl reload turns [power] off" _reload
 qos_ok put-back-when-off "" 0
