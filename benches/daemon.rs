@@ -580,6 +580,9 @@ managed = ["kubepods.slice"]
 hierarchy = "v2"
 bundle_dirs = ["{bundles}"]
 log_level = "{log_level}"
+# No systemd beside a fake tree: with the shipped bus, every write of a
+# slice tried to tell systemd, failed to connect and logged a warning.
+systemd_bus = ""
 "#,
             cgroup = self.cgroup.display(),
             sysfs = self
