@@ -1,12 +1,17 @@
 //! Planning time on a 512-CPU, 8-NUMA-node machine (2 sockets × 4 nodes × 2 L3
 //! groups × 16 cores × 2 threads). Target (issue #2): median under 100 µs.
 //!
-//! Run with `cargo bench --bench allocator`; criterion prints the median
-//! ("time: [low median high]") of each case.
+//! Run with `cargo bench --bench allocator`; criterion prints its estimate
+//! ("time: [low estimate high]") of each case, and the run appends
+//! criterion's median (with its 95% bounds) and mean of each case to
+//! `target/bench/allocator.csv` (`support/record.rs`).
 
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group};
+
+#[path = "support/record.rs"]
+mod record;
 use pinctl::CpuSet;
 use pinctl::alloc::{Options, allocate};
 use pinctl::topology::synthetic::Shape;
@@ -74,4 +79,10 @@ criterion_group! {
         .measurement_time(std::time::Duration::from_millis(800));
     targets = bench
 }
-criterion_main!(benches);
+// criterion_main!, then criterion's estimates of this run as CSV.
+fn main() -> anyhow::Result<()> {
+    let run = record::Run::here();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    record::criterion("allocator", &run, &["plan-512cpu-8numa"])
+}

@@ -57,6 +57,11 @@
 //! A fake tree has none of the kernel's rules or costs: kernfs writes that
 //! rebuild sched domains, for one, are far slower than a tmpfs write. These
 //! numbers are the daemon's own overhead.
+//!
+//! A full run also appends its figures to `target/bench/daemon.csv`
+//! (`support::record`, hierarchy `fake`; "narrowed" is "pool shrunk", and
+//! "released" is "regrown"): `PINCTL_BENCH_CSV_DIR` names another directory,
+//! `PINCTL_BENCH_MACHINE` the machine.
 
 mod support;
 
@@ -71,7 +76,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 use nix::sys::signal::Signal;
-use support::{Daemon, Knobs, Perf, PoolWatch, STEP_TIMEOUT, Stats, mb, mix, ms, poll_in};
+use support::{
+    Daemon, Figures, Knobs, Perf, PoolWatch, STEP_TIMEOUT, Stats, mb, mix, ms, poll_in, record,
+};
 
 /// The synthetic machine: 2 sockets × 4 NUMA nodes × 2 L3 groups × 16 cores ×
 /// 2 threads. Core `c` is CPUs `c` and `c + CORES` (Linux numbering: every
@@ -107,6 +114,7 @@ const TARGET_RECONCILE: Duration = Duration::from_millis(200);
 const TARGET_RSS_KB: u64 = 20 * 1024;
 
 struct Options {
+    full: bool,
     sizes: Vec<usize>,
     samples: usize,
     min_samples: usize,
@@ -125,6 +133,7 @@ impl Options {
         let sizes = k.sizes(&[10, 1_000, 5_000, 10_000])?;
         let samples = number("PINCTL_BENCH_SAMPLES", if full { 200 } else { 5 })?;
         Ok(Options {
+            full,
             sizes,
             samples,
             min_samples: samples.min(20),
@@ -137,6 +146,7 @@ impl Options {
 }
 
 fn main() -> Result<()> {
+    let run = record::Run::here();
     let opts = Options::from_env()?;
     let pinctld = PathBuf::from(support::PINCTLD);
     ensure!(
@@ -166,7 +176,24 @@ fn main() -> Result<()> {
     if opts.keep {
         println!("kept {}", ws.dir.display());
     }
-    Ok(())
+    let reconciles: Vec<Option<Stats>> = results.iter().map(SizeResult::reconcile_stats).collect();
+    let figures: Vec<Figures<'_>> = results
+        .iter()
+        .zip(&reconciles)
+        .map(|(r, rec)| Figures {
+            hierarchy: "fake",
+            live: r.workloads,
+            pin: &r.latency.write,
+            churn: None,
+            narrowed: &r.latency.applied,
+            released: &r.latency.released,
+            floor: None,
+            reconcile: rec.as_ref().map(|s| s.median),
+            cgroups: r.cgroups as u64,
+            rss_peak_kb: r.mem_start.1.max(r.mem_end.1),
+        })
+        .collect();
+    support::record("daemon", &run, opts.full, &figures)
 }
 
 // ---------------------------------------------------------------------------
@@ -553,6 +580,9 @@ managed = ["kubepods.slice"]
 hierarchy = "v2"
 bundle_dirs = ["{bundles}"]
 log_level = "{log_level}"
+# No systemd beside a fake tree: with the shipped bus, every write of a
+# slice tried to tell systemd, failed to connect and logged a warning.
+systemd_bus = ""
 "#,
             cgroup = self.cgroup.display(),
             sysfs = self

@@ -11,12 +11,17 @@
 //!   shared pool), its writes made, then goes (the full plan that widens it
 //!   back), its writes made.
 //!
-//! Run with `cargo bench --bench planner`; criterion prints the median
-//! ("time: [low median high]") of each case.
+//! Run with `cargo bench --bench planner`; criterion prints its estimate
+//! ("time: [low estimate high]") of each case, and the run appends
+//! criterion's median (with its 95% bounds) and mean of each case to
+//! `target/bench/planner.csv` (`support/record.rs`).
 
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group};
+
+#[path = "support/record.rs"]
+mod record;
 use pinctl::CpuSet;
 use pinctl::cgroup::Observed;
 use pinctl::cgroup::Scope;
@@ -150,4 +155,10 @@ criterion_group! {
         .measurement_time(std::time::Duration::from_secs(2));
     targets = bench
 }
-criterion_main!(benches);
+// criterion_main!, then criterion's estimates of this run as CSV.
+fn main() -> anyhow::Result<()> {
+    let run = record::Run::here();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    record::criterion("planner", &run, &["planner"])
+}

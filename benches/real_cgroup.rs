@@ -61,6 +61,10 @@
 //! (the cgroup mount, default `/sys/fs/cgroup`), `PINCTL_BENCH_PERF=<dir>`
 //! (`perf record` each phase), `PINCTL_BENCH_PINCTLD` (the daemon to run;
 //! the VM test bed's `bench` scenario runs this benchmark in a guest).
+//!
+//! A full run also appends its figures to `target/bench/real_cgroup.csv`
+//! (`support::record`): `PINCTL_BENCH_CSV_DIR` names another directory,
+//! `PINCTL_BENCH_MACHINE` the machine.
 
 mod support;
 
@@ -74,7 +78,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 use nix::sys::signal::Signal;
-use support::{Daemon, Knobs, Perf, STEP_TIMEOUT, Stats, mb, mix, ms, poll_in};
+use support::{Daemon, Figures, Knobs, Perf, STEP_TIMEOUT, Stats, mb, mix, ms, poll_in, record};
 
 /// The targets at 1,000 live containers (issue #14).
 const TARGET_AT: usize = 1_000;
@@ -121,6 +125,7 @@ impl Options {
 }
 
 fn main() -> Result<()> {
+    let run = record::Run::here();
     let opts = Options::from_env()?;
     let hier = match Hier::detect(&opts.mount) {
         Ok(h) => h,
@@ -165,7 +170,22 @@ fn main() -> Result<()> {
         results.push(r);
     }
     report(&hier, &results);
-    Ok(())
+    let figures: Vec<Figures<'_>> = results
+        .iter()
+        .map(|r| Figures {
+            hierarchy: hier.version.short(),
+            live: r.n,
+            pin: &r.pin,
+            churn: Some(&r.churn),
+            narrowed: &r.narrowed,
+            released: &r.released,
+            floor: Some(r.floor_steps.median + r.floor_write.median),
+            reconcile: r.reconcile.as_ref().map(|s| s.median),
+            cgroups: r.cgroups,
+            rss_peak_kb: r.mem_start.1.max(r.mem_end.1),
+        })
+        .collect();
+    support::record("real_cgroup", &run, opts.full, &figures)
 }
 
 // ---------------------------------------------------------------------------
@@ -182,6 +202,13 @@ impl Version {
         match self {
             Version::V1 => "cgroup v1",
             Version::V2 => "cgroup v2",
+        }
+    }
+
+    fn short(self) -> &'static str {
+        match self {
+            Version::V1 => "v1",
+            Version::V2 => "v2",
         }
     }
 }

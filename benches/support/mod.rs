@@ -3,12 +3,14 @@
 //! tests' own launcher (`tests/it/support/pinctld.rs`: the process, its log,
 //! its `sd_notify` messages) with the log parsed as it grows and the daemon's
 //! CPU time and memory, `perf record` on request, inotify waits, the
-//! environment's knobs and the summary statistics of a set of timings.
+//! environment's knobs, the summary statistics of a set of timings, and
+//! their figures as CSV rows (`record`).
 
 #![allow(dead_code)]
 
 #[path = "../../tests/it/support/pinctld.rs"]
 mod pinctld;
+pub mod record;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -532,6 +534,86 @@ impl Stats {
             max: v[v.len() - 1],
         })
     }
+}
+
+/// The columns of the daemon's benchmarks (`daemon` on a fake tree,
+/// `real_cgroup` on the kernel's), after [`record::RUN_COLUMNS`]: times in
+/// ms, RSS the peak (`VmHWM`) in MB. A figure a benchmark does not measure
+/// is empty.
+pub const FIGURE_COLUMNS: [&str; 15] = [
+    "hierarchy",
+    "live",
+    "samples",
+    "pin_p50_ms",
+    "pin_p99_ms",
+    "churn_p50_ms",
+    "churn_p99_ms",
+    "narrowed_p50_ms",
+    "narrowed_p99_ms",
+    "released_p50_ms",
+    "released_p99_ms",
+    "floor_p50_ms",
+    "reconcile_p50_ms",
+    "cgroups",
+    "rss_mb",
+];
+
+/// One measured point of the daemon's benchmarks: a row of
+/// [`FIGURE_COLUMNS`].
+pub struct Figures<'a> {
+    /// `v1`, `v2`, or `fake` (a fake tree in tmpfs).
+    pub hierarchy: &'static str,
+    /// Live containers.
+    pub live: usize,
+    pub pin: &'a Stats,
+    /// Pin under churn, where measured.
+    pub churn: Option<&'a Stats>,
+    /// Until the whole shared pool lacks the pinned CPU.
+    pub narrowed: &'a Stats,
+    /// Until the whole shared pool has it back.
+    pub released: &'a Stats,
+    /// The kernel's floor of a pin, where measured.
+    pub floor: Option<Duration>,
+    /// A full reconcile's median, and the cgroups it scanned.
+    pub reconcile: Option<Duration>,
+    pub cgroups: u64,
+    pub rss_peak_kb: u64,
+}
+
+impl Figures<'_> {
+    fn row(&self) -> Vec<String> {
+        let opt = |d: Option<Duration>| d.map_or_else(String::new, ms);
+        vec![
+            self.hierarchy.to_string(),
+            self.live.to_string(),
+            self.pin.n.to_string(),
+            ms(self.pin.median),
+            ms(self.pin.p99),
+            opt(self.churn.map(|s| s.median)),
+            opt(self.churn.map(|s| s.p99)),
+            ms(self.narrowed.median),
+            ms(self.narrowed.p99),
+            ms(self.released.median),
+            ms(self.released.p99),
+            opt(self.floor),
+            opt(self.reconcile),
+            self.cgroups.to_string(),
+            mb(self.rss_peak_kb),
+        ]
+    }
+}
+
+/// Appends a run's figures to `<bench>.csv` (see [`record`]): in a full run,
+/// or in a quick pass when `PINCTL_BENCH_CSV_DIR` asks for them (a quick
+/// pass is a check that the benchmark works, not a figure to keep).
+pub fn record(bench: &str, run: &record::Run, full: bool, figures: &[Figures<'_>]) -> Result<()> {
+    if !full && std::env::var_os("PINCTL_BENCH_CSV_DIR").is_none_or(|v| v.is_empty()) {
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = figures.iter().map(Figures::row).collect();
+    let path = record::append(bench, run, &FIGURE_COLUMNS, &rows)?;
+    println!("{} rows appended to {}", rows.len(), path.display());
+    Ok(())
 }
 
 pub fn ms(d: Duration) -> String {

@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+"""The benchmarks page's tables and figure, from the recorded runs.
+
+The benchmarks append their figures to target/bench/<bench>.csv
+(benches/support/record.rs); the rows worth keeping are copied to
+docs/src/benchmarks/<bench>.csv. From those this script writes
+docs/src/benchmarks/pin.svg (pin p50 and shared pool narrowed p50 against
+live containers, one series per machine and hierarchy) and
+docs/src/benchmarks/runs.md (a table per benchmark, a row per run and
+size), which docs/src/benchmarks.md includes.
+
+    benches/plot.py                     write pin.svg and runs.md
+    benches/plot.py --check             exit 1 naming the file the CSV no longer gives
+    benches/plot.py --add [--last] FILE...
+                                        append FILE's rows to docs/src/benchmarks/,
+                                        then write: FILE is a benchmark's CSV
+                                        (target/bench/<bench>.csv) or a VM test
+                                        bed log (its BENCH-CSV| lines, rows of
+                                        real_cgroup); --last keeps only FILE's
+                                        newest run. Rows already there are skipped.
+
+Python's standard library only; the output depends on the CSV alone.
+A machine named "... qemu TCG ..." (as tests/vm/opt/bench.sh names the VM
+test bed's guests) is emulated; the hierarchy "fake" is the daemon benchmark's
+fake tree in tmpfs.
+"""
+
+import csv
+import io
+import math
+import sys
+from html import escape
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "docs" / "src" / "benchmarks"
+SVG = DATA / "pin.svg"
+TABLE = DATA / "runs.md"
+BENCHES = ("real_cgroup", "daemon", "planner", "allocator")
+VM_PREFIX = "BENCH-CSV| "
+
+
+def read_rows(bench):
+    path = DATA / f"{bench}.csv"
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def number(text):
+    """A cell as a float; None when empty."""
+    return float(text) if text not in ("", None) else None
+
+
+def emulated(machine):
+    return "qemu TCG" in machine
+
+
+# --- numbers as the page shows them -----------------------------------------
+
+
+def fmt(x):
+    """A time: two or three significant figures, thousands with commas."""
+    if x is None:
+        return "-"
+    if x >= 100:
+        return f"{x:,.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def pair(row, key):
+    p50, p99 = number(row[f"{key}_p50_ms"]), number(row[f"{key}_p99_ms"])
+    if p50 is None:
+        return "-"
+    return f"{fmt(p50)} / {fmt(p99)}"
+
+
+def count(text):
+    return f"{int(text):,}" if text else "-"
+
+
+def when(date):
+    """2026-11-27T12:41:05Z as 2026-11-27 12:41."""
+    return date.replace("T", " ")[:16]
+
+
+# --- runs.md ----------------------------------------------------------------
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in rows]
+    return out
+
+
+def section(anchor, lines):
+    return [f"<!-- ANCHOR: {anchor} -->", *lines, f"<!-- ANCHOR_END: {anchor} -->", ""]
+
+
+def by_run(rows):
+    return sorted(
+        rows,
+        key=lambda r: (r["machine"], r["hierarchy"], r["date"], int(r["live"])),
+    )
+
+
+def cgroupfs_table(rows):
+    if not rows:
+        return ["No run recorded."]
+    header = ["machine", "date (UTC)", "hierarchy", "CPUs", "kernel", "live", "rounds",
+              "pin", "pin under churn", "narrowed", "released", "kernel floor",
+              "full reconcile (cgroups)", "RSS peak (MB)"]
+    body = []
+    for r in by_run(rows):
+        rec = number(r["reconcile_p50_ms"])
+        body.append([
+            r["machine"], when(r["date"]),
+            r["hierarchy"] + (", emulated" if emulated(r["machine"]) else ""),
+            r["cpus"], r["kernel"],
+            count(r["live"]), r["samples"], pair(r, "pin"), pair(r, "churn"),
+            pair(r, "narrowed"), pair(r, "released"), fmt(number(r["floor_p50_ms"])),
+            f"{fmt(rec)} ({count(r['cgroups'])})" if rec is not None else "-",
+            r["rss_mb"],
+        ])
+    return table(header, body)
+
+
+def fake_table(rows):
+    if not rows:
+        return ["No run recorded."]
+    header = ["machine", "date (UTC)", "CPUs", "kernel", "live", "samples", "pin",
+              "pool shrunk", "regrown", "full reconcile (cgroups)", "RSS peak (MB)"]
+    body = []
+    for r in by_run(rows):
+        rec = number(r["reconcile_p50_ms"])
+        body.append([
+            r["machine"], when(r["date"]), r["cpus"], r["kernel"], count(r["live"]),
+            r["samples"], pair(r, "pin"), pair(r, "narrowed"), pair(r, "released"),
+            f"{fmt(rec)} ({count(r['cgroups'])})" if rec is not None else "-",
+            r["rss_mb"],
+        ])
+    return table(header, body)
+
+
+def param_key(p):
+    return (0, int(p), "") if p.isdigit() else (1, 0, p)
+
+
+def criterion_table(rows, param_name):
+    """A row per run and case, a column per parameter: criterion's median."""
+    if not rows:
+        return ["No run recorded."]
+    params = sorted({r["param"] for r in rows}, key=param_key)
+    runs = {}
+    for r in rows:
+        key = (r["machine"], r["date"], r["group"], r["case"])
+        runs.setdefault(key, {})[r["param"]] = number(r["median_us"])
+    header = ["machine", "date (UTC)", "case"] + [f"{param_name} {count(p) if p.isdigit() else p}" for p in params]
+    body = []
+    for (machine, date, _group, case), medians in sorted(runs.items()):
+        body.append([machine, when(date), case] + [fmt(medians.get(p)) for p in params])
+    return table(header, body)
+
+
+def runs_md(data):
+    real = data["real_cgroup"]
+    lines = [
+        "<!-- Written by benches/plot.py from the CSV files beside it: do not edit. -->",
+        "",
+    ]
+    lines += section("cgroupfs", cgroupfs_table(real))
+    lines += section("fake", fake_table(data["daemon"]))
+    lines += section("planner", criterion_table(data["planner"], "live"))
+    lines += section("allocator", criterion_table(data["allocator"], "CPUs"))
+    return "\n".join(lines)
+
+
+# --- pin.svg ----------------------------------------------------------------
+
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+           "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
+# A hierarchy's line and marker: v1 solid and round, v2 dashed and square,
+# the fake tree dotted and triangular.
+STYLES = {"v1": ("", "circle"), "v2": ("7 4", "square"), "fake": ("2 3", "triangle")}
+PANEL_W, PANEL_H = 380, 260
+LEFT, TOP, GAP, RIGHT = 70, 40, 90, 30
+LEGEND_ROW = 18
+
+
+def decades(values):
+    lo = math.floor(math.log10(min(values)))
+    hi = math.ceil(math.log10(max(values)))
+    return lo, max(hi, lo + 1)
+
+
+def tick_label(exp):
+    v = 10.0 ** exp
+    return f"{v:,.0f}" if exp >= 0 else f"{v:.{-exp}f}"
+
+
+def marker(kind, x, y, colour, hollow):
+    fill = "white" if hollow else colour
+    style = f'fill="{fill}" stroke="{colour}" stroke-width="1.5"'
+    if kind == "circle":
+        return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" {style}/>'
+    if kind == "square":
+        return f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7" {style}/>'
+    return (f'<path d="M{x:.1f},{y - 4.5:.1f} L{x + 4.5:.1f},{y + 3.5:.1f} '
+            f'L{x - 4.5:.1f},{y + 3.5:.1f} Z" {style}/>')
+
+
+def series_of(data):
+    """(label, colour, hierarchy, hollow, {live: [pin p50]}, {live: [narrowed p50]})."""
+    rows = data["real_cgroup"] + data["daemon"]
+    machines = sorted({r["machine"] for r in rows})
+    colour = {m: COLOURS[i % len(COLOURS)] for i, m in enumerate(machines)}
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["machine"], r["hierarchy"]), []).append(r)
+    out = []
+    for (machine, hier), rs in sorted(groups.items()):
+        if hier == "fake":
+            label = f"{machine}: fake v2 tree (the daemon's own overhead)"
+        else:
+            label = f"{machine}: cgroup {hier}" + (", emulated" if emulated(machine) else "")
+        pin, narrowed = {}, {}
+        for r in rs:
+            live = int(r["live"])
+            pin.setdefault(live, []).append(float(r["pin_p50_ms"]))
+            narrowed.setdefault(live, []).append(float(r["narrowed_p50_ms"]))
+        out.append((label, colour[machine], hier, emulated(machine), pin, narrowed))
+    return out
+
+
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def panel(x0, title, series, which):
+    """One log-log panel: `which` picks pin (4) or narrowed (5) of a series."""
+    points = [(live, y) for s in series for live, ys in s[which].items() for y in ys]
+    out = [f'<text x="{x0 + PANEL_W / 2:.1f}" y="{TOP - 14}" text-anchor="middle" '
+           f'font-weight="bold">{escape(title)}</text>']
+    if not points:
+        out.append(f'<text x="{x0 + PANEL_W / 2:.1f}" y="{TOP + PANEL_H / 2:.1f}" '
+                   'text-anchor="middle">no runs recorded</text>')
+        return out
+    xlo, xhi = decades([p[0] for p in points])
+    ylo, yhi = decades([p[1] for p in points])
+
+    def px(v):
+        return x0 + (math.log10(v) - xlo) / (xhi - xlo) * PANEL_W
+
+    def py(v):
+        return TOP + PANEL_H - (math.log10(v) - ylo) / (yhi - ylo) * PANEL_H
+
+    out.append(f'<rect x="{x0}" y="{TOP}" width="{PANEL_W}" height="{PANEL_H}" '
+               'fill="none" stroke="#444"/>')
+    for e in range(xlo, xhi + 1):
+        x = px(10.0 ** e)
+        out.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + PANEL_H}" stroke="#ddd"/>')
+        out.append(f'<text x="{x:.1f}" y="{TOP + PANEL_H + 16}" text-anchor="middle">{tick_label(e)}</text>')
+    for e in range(ylo, yhi + 1):
+        y = py(10.0 ** e)
+        out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x0 + PANEL_W}" y2="{y:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end">{tick_label(e)}</text>')
+    out.append(f'<text x="{x0 + PANEL_W / 2:.1f}" y="{TOP + PANEL_H + 36}" '
+               'text-anchor="middle">live containers</text>')
+    out.append(f'<text transform="translate({x0 - 48},{TOP + PANEL_H / 2:.1f}) rotate(-90)" '
+               'text-anchor="middle">ms, median</text>')
+    for s in series:
+        _label, colour, hier, hollow, *_ = s
+        dash, kind = STYLES.get(hier, ("", "circle"))
+        by_live = sorted(s[which].items())
+        if len(by_live) > 1:
+            path = " ".join(f"{'M' if i == 0 else 'L'}{px(live):.1f},{py(median(ys)):.1f}"
+                            for i, (live, ys) in enumerate(by_live))
+            dashed = f' stroke-dasharray="{dash}"' if dash else ""
+            out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="1.5"{dashed}/>')
+        for live, ys in by_live:
+            for y in ys:
+                out.append(marker(kind, px(live), py(y), colour, hollow))
+    return out
+
+
+def pin_svg(data):
+    series = series_of(data)
+    width = LEFT + 2 * PANEL_W + GAP + RIGHT
+    legend_top = TOP + PANEL_H + 60
+    height = legend_top + LEGEND_ROW * max(len(series), 1) + 10
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        "<title>pin p50 and shared pool narrowed p50 against live containers</title>",
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+    ]
+    out += panel(LEFT, "pin (mkdir to pinned), p50", series, 4)
+    out += panel(LEFT + PANEL_W + GAP, "shared pool narrowed (mkdir to all narrowed), p50", series, 5)
+    for i, (label, colour, hier, hollow, *_rest) in enumerate(series):
+        y = legend_top + i * LEGEND_ROW
+        dash, kind = STYLES.get(hier, ("", "circle"))
+        dashed = f' stroke-dasharray="{dash}"' if dash else ""
+        out.append(f'<line x1="{LEFT}" y1="{y}" x2="{LEFT + 30}" y2="{y}" stroke="{colour}" '
+                   f'stroke-width="1.5"{dashed}/>')
+        out.append(marker(kind, LEFT + 15, y, colour, hollow))
+        out.append(f'<text x="{LEFT + 40}" y="{y + 4}">{escape(label)}</text>')
+    if not series:
+        out.append(f'<text x="{LEFT}" y="{legend_top + 4}">no runs recorded</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+# --- the command ------------------------------------------------------------
+
+
+def outputs():
+    data = {b: read_rows(b) for b in BENCHES}
+    return {SVG: pin_svg(data), TABLE: runs_md(data)}
+
+
+def rows_of(path):
+    """(bench, header, rows) of a benchmark's CSV or a VM bed log."""
+    text = path.read_text()
+    if path.suffix == ".log":
+        bench = "real_cgroup"
+        text = "".join(line[len(VM_PREFIX):] + "\n" for line in text.splitlines()
+                       if line.startswith(VM_PREFIX))
+    else:
+        bench = path.stem
+        if bench not in BENCHES:
+            sys.exit(f"benches/plot.py: {path}: not a benchmark's CSV ({', '.join(BENCHES)})")
+    records = list(csv.reader(io.StringIO(text)))
+    if not records:
+        sys.exit(f"benches/plot.py: {path}: no rows")
+    header, rows = records[0], [r for r in records[1:] if r != records[0]]
+    return bench, header, rows
+
+
+def add(paths, last):
+    for path in map(Path, paths):
+        bench, header, rows = rows_of(path)
+        if last and rows:
+            newest = max(r[0] for r in rows)
+            rows = [r for r in rows if r[0] == newest]
+        dest = DATA / f"{bench}.csv"
+        old = []
+        if dest.exists():
+            with dest.open(newline="") as f:
+                old = list(csv.reader(f))
+            if old and old[0] != header:
+                sys.exit(f"benches/plot.py: {path} and {dest.relative_to(ROOT)} have other columns")
+        fresh = [r for r in rows if r not in old]
+        with dest.open("a", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            if not old:
+                w.writerow(header)
+            w.writerows(fresh)
+        print(f"{dest.relative_to(ROOT)}: {len(fresh)} rows added from {path}")
+
+
+def main(args):
+    if args and args[0] == "--add":
+        last = "--last" in args
+        paths = [a for a in args[1:] if a != "--last"]
+        if not paths:
+            sys.exit(__doc__)
+        DATA.mkdir(parents=True, exist_ok=True)
+        add(paths, last)
+        args = []
+    if args not in ([], ["--check"]):
+        sys.exit(__doc__)
+    stale = []
+    for path, text in outputs().items():
+        rel = path.relative_to(ROOT)
+        if args == ["--check"]:
+            if not path.exists() or path.read_text() != text:
+                stale.append(rel)
+        else:
+            path.write_text(text)
+            print(f"wrote {rel}")
+    for rel in stale:
+        print(f"benches/plot.py --check: {rel} is not what the CSV gives: run benches/plot.py",
+              file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
