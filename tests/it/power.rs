@@ -84,13 +84,18 @@ impl Bed {
     }
 
     fn run(&mut self, classes_of: &[(u32, &str)]) -> Pass {
-        self.run_known(classes_of, None)
+        self.pass_with(classes_of, &classes(), None, true)
     }
 
-    fn run_known(
+    /// One pass as the daemon runs it: `known` for a round of checks over
+    /// the files in play, `may_set` false while the originals cannot be
+    /// read.
+    fn pass_with(
         &mut self,
         classes_of: &[(u32, &str)],
+        classes: &[Class],
         known: Option<(Offer, BTreeSet<Knob>)>,
+        may_set: bool,
     ) -> Pass {
         let ask = Ask {
             root: self.tree.root.clone(),
@@ -100,9 +105,9 @@ impl Bed {
                 .iter()
                 .map(|(c, n)| (*c, n.to_string()))
                 .collect(),
-            classes: classes(),
+            classes: classes.to_vec(),
             originals: self.originals.clone(),
-            may_set: true,
+            may_set,
             known,
         };
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -112,6 +117,12 @@ impl Bed {
         let p = rt.block_on(pass(&self.pool, ask));
         self.originals = p.originals.clone();
         p
+    }
+
+    /// Every write was one the kernel takes.
+    fn assert_all_taken(&self) {
+        let refused = self.refused_writes();
+        assert!(refused.is_empty(), "{refused:?}");
     }
 
     fn refused_writes(&self) -> Vec<String> {
@@ -134,11 +145,7 @@ fn power_a_class_sets_every_field_and_release_puts_back_every_original() {
     let p = bed.run(&[(2, "latency")]);
     assert!(p.plan.refusals.is_empty(), "{:?}", p.plan.refusals);
     assert!(p.error.is_none() && p.save_error.is_none() && p.read_errors.is_empty());
-    assert!(
-        bed.refused_writes().is_empty(),
-        "{:?}",
-        bed.refused_writes()
-    );
+    bed.assert_all_taken();
     for (file, want) in [
         ("cpufreq/scaling_governor", "performance"),
         ("cpufreq/scaling_min_freq", "2000000"),
@@ -170,11 +177,7 @@ fn power_a_class_sets_every_field_and_release_puts_back_every_original() {
     assert!(p.written.iter().all(|w| w.result.is_ok()));
     assert_eq!(bed.tree.snapshot(), before);
     assert!(bed.originals.is_empty());
-    assert!(
-        bed.refused_writes().is_empty(),
-        "{:?}",
-        bed.refused_writes()
-    );
+    bed.assert_all_taken();
 }
 
 #[test]
@@ -194,11 +197,7 @@ fn power_uncore_on_a_tpmi_part_sets_the_clusters_of_the_die_only() {
     let before = bed.tree.snapshot();
     let p = bed.run(&[(2, "latency")]);
     assert!(p.plan.refusals.is_empty(), "{:?}", p.plan.refusals);
-    assert!(
-        bed.refused_writes().is_empty(),
-        "{:?}",
-        bed.refused_writes()
-    );
+    bed.assert_all_taken();
     for (dir, want) in [
         ("uncore01", "2000000"),
         ("uncore02", "2000000"),
@@ -234,7 +233,12 @@ fn power_a_round_reads_only_the_files_in_play_and_still_mends_them() {
     std::fs::write(bed.tree.root.join(&gov), "powersave\n").unwrap();
     let reads = |bed: &Bed| bed.fs.reads.load(std::sync::atomic::Ordering::Relaxed);
     let before = reads(&bed);
-    let p = bed.run_known(&[(2, "latency")], Some((offer.clone(), knobs.clone())));
+    let p = bed.pass_with(
+        &[(2, "latency")],
+        &classes(),
+        Some((offer.clone(), knobs.clone())),
+        true,
+    );
     // One read per file in play, one read back per write.
     assert_eq!(reads(&bed) - before, knobs.len() + p.written.len());
     assert!(p.offer.is_none());
@@ -242,39 +246,8 @@ fn power_a_round_reads_only_the_files_in_play_and_still_mends_them() {
     assert_eq!(bed.tree.read(&gov), "performance");
     // A file in play that is gone (the CPU went offline): a full read.
     bed.tree.offline(2);
-    let p = bed.run_known(&[(2, "latency")], Some((offer, knobs)));
+    let p = bed.pass_with(&[(2, "latency")], &classes(), Some((offer, knobs)), true);
     assert!(p.offer.is_some());
-}
-
-/// One pass as the daemon runs it, with classes of the test's own and,
-/// for a round of checks, the offer of the last full read and the files in
-/// play.
-fn pass_as_daemon(
-    bed: &mut Bed,
-    classes_of: &[(u32, &str)],
-    classes: &[Class],
-    known: Option<(Offer, BTreeSet<Knob>)>,
-) -> Pass {
-    let ask = Ask {
-        root: bed.tree.root.clone(),
-        originals_file: bed.file.clone(),
-        online: bed.online.clone(),
-        classes_of: classes_of
-            .iter()
-            .map(|(c, n)| (*c, n.to_string()))
-            .collect(),
-        classes: classes.to_vec(),
-        originals: bed.originals.clone(),
-        may_set: true,
-        known,
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let p = rt.block_on(pass(&bed.pool, ask));
-    bed.originals = p.originals.clone();
-    p
 }
 
 /// The files in play for a round, as `Daemon::follow_power` gathers them:
@@ -303,19 +276,16 @@ fn in_play(bed: &Bed, classes_of: &[(u32, &str)], offer: &Offer, p: &Pass) -> BT
 fn power_a_round_over_the_files_in_play_refuses_what_a_full_read_refuses() {
     let mut bed = Bed::new();
     // Something else (tuned, the operator) holds CPU 1's minimum at 3 GHz.
-    std::fs::write(
-        bed.tree
-            .root
-            .join("devices/system/cpu/cpu1/cpufreq/scaling_min_freq"),
-        "3000000\n",
-    )
-    .unwrap();
+    bed.tree.put(
+        "devices/system/cpu/cpu1/cpufreq/scaling_min_freq",
+        "3000000",
+    );
     let mut cls = classes();
     // "slow" with its max_freq (1 GHz) and resume latency, nothing else.
     cls[1].min_freq = None;
     cls[1].governor = None;
     cls[1].resume_latency_us = cls[0].resume_latency_us;
-    let full = pass_as_daemon(&mut bed, &[(1, "slow")], &cls, None);
+    let full = bed.pass_with(&[(1, "slow")], &cls, None, true);
     let offer = full.offer.clone().expect("a full read");
     let refused: Vec<String> = full.plan.refusals.iter().map(ToString::to_string).collect();
     assert!(
@@ -326,13 +296,13 @@ fn power_a_round_over_the_files_in_play_refuses_what_a_full_read_refuses() {
     );
     // Two rounds of checks with nothing changed, as the daemon runs them.
     let knobs = in_play(&bed, &[(1, "slow")], &offer, &full);
-    let first = pass_as_daemon(&mut bed, &[(1, "slow")], &cls, Some((offer.clone(), knobs)));
+    let first = bed.pass_with(&[(1, "slow")], &cls, Some((offer.clone(), knobs)), true);
     assert!(
         first.offer.is_none(),
         "the round read only the files in play"
     );
     let knobs = in_play(&bed, &[(1, "slow")], &offer, &first);
-    let second = pass_as_daemon(&mut bed, &[(1, "slow")], &cls, Some((offer, knobs)));
+    let second = bed.pass_with(&[(1, "slow")], &cls, Some((offer, knobs)), true);
     let mut wrong = Vec::new();
     for (name, p) in [("first round", &first), ("second round", &second)] {
         let said: Vec<String> = p.plan.refusals.iter().map(ToString::to_string).collect();
@@ -428,55 +398,24 @@ fn power_frequencies_are_written_in_an_order_the_kernel_accepts() {
     let mut bed = Bed::new();
     // Start narrow, above what "slow" wants: lowering needs min first.
     bed.tree.cpu(1);
-    std::fs::write(
-        bed.tree
-            .root
-            .join("devices/system/cpu/cpu1/cpufreq/scaling_min_freq"),
-        "3000000\n",
-    )
-    .unwrap();
+    bed.tree.put(
+        "devices/system/cpu/cpu1/cpufreq/scaling_min_freq",
+        "3000000",
+    );
     let mut slow_ok = classes();
     slow_ok[1].governor = None;
-    let ask = |bed: &Bed, c: &[(u32, &str)], classes: Vec<Class>| Ask {
-        root: bed.tree.root.clone(),
-        originals_file: bed.file.clone(),
-        online: bed.online.clone(),
-        classes_of: c.iter().map(|(c, n)| (*c, n.to_string())).collect(),
-        classes,
-        originals: bed.originals.clone(),
-        may_set: true,
-        known: None,
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let p = rt.block_on(pass(&bed.pool, ask(&bed, &[(1, "slow")], slow_ok.clone())));
-    bed.originals = p.originals.clone();
-    assert!(
-        bed.refused_writes().is_empty(),
-        "{:?}",
-        bed.refused_writes()
-    );
+    bed.pass_with(&[(1, "slow")], &slow_ok, None, true);
+    bed.assert_all_taken();
     assert_eq!(
         bed.tree
             .read("devices/system/cpu/cpu1/cpufreq/scaling_max_freq"),
         "1000000"
     );
     // Then up to latency: max first.
-    let p = rt.block_on(pass(
-        &bed.pool,
-        ask(&bed, &[(1, "latency")], slow_ok.clone()),
-    ));
-    bed.originals = p.originals.clone();
+    bed.pass_with(&[(1, "latency")], &slow_ok, None, true);
     // And back: min 3 GHz again needs max first.
-    let p = rt.block_on(pass(&bed.pool, ask(&bed, &[], slow_ok)));
-    bed.originals = p.originals.clone();
-    assert!(
-        bed.refused_writes().is_empty(),
-        "{:?}",
-        bed.refused_writes()
-    );
+    bed.pass_with(&[], &slow_ok, None, true);
+    bed.assert_all_taken();
     assert_eq!(
         bed.tree
             .read("devices/system/cpu/cpu1/cpufreq/scaling_min_freq"),
@@ -502,22 +441,8 @@ fn power_no_class_is_set_while_the_originals_cannot_be_read() {
         .tree
         .read("devices/system/cpu/cpu1/cpufreq/scaling_governor");
     assert_eq!(before_governor, "performance");
-    let ask = |bed: &Bed, c: &[(u32, &str)]| Ask {
-        root: bed.tree.root.clone(),
-        originals_file: bed.file.clone(),
-        online: bed.online.clone(),
-        classes_of: c.iter().map(|(c, n)| (*c, n.to_string())).collect(),
-        classes: classes(),
-        originals: bed.originals.clone(),
-        may_set: false,
-        known: None,
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     // CPU 1 released, CPU 2 pinned: 1 is put back, 2 is left alone.
-    let p = rt.block_on(pass(&bed.pool, ask(&bed, &[(2, "latency")])));
+    let p = bed.pass_with(&[(2, "latency")], &classes(), None, false);
     assert!(
         p.written
             .iter()
@@ -615,13 +540,10 @@ fn power_an_offline_cpu_is_put_back_when_it_comes_online() {
     // Back online: the kernel gives it a fresh cpufreq/, and pm_qos kept
     // what was written; the pass puts it back.
     bed.tree.cpu(3);
-    std::fs::write(
-        bed.tree
-            .root
-            .join("devices/system/cpu/cpu3/power/pm_qos_resume_latency_us"),
-        "n/a\n",
-    )
-    .unwrap();
+    bed.tree.put(
+        "devices/system/cpu/cpu3/power/pm_qos_resume_latency_us",
+        "n/a",
+    );
     bed.online = "0-3".parse().unwrap();
     bed.run(&[]);
     assert_eq!(

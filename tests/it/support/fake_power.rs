@@ -41,7 +41,9 @@ impl PowerTree {
         }
     }
 
-    fn put(&self, rel: &str, value: &str) {
+    /// Writes `value` and a newline to `rel` below the root, making its
+    /// directories (as sysfs prints it).
+    pub fn put(&self, rel: &str, value: &str) {
         let path = self.root.join(rel);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, format!("{value}\n")).unwrap();
