@@ -310,9 +310,10 @@ impl Daemon {
         }
         // A put-back that failed, or a pass that could not read, is tried
         // again: it keeps naming the workload the CPU left.
+        let failed: BTreeSet<u32> = p.failed.keys().filter_map(Knob::cpu).collect();
         let mut next = holders;
         for (cpu, w) in &p.last_holders {
-            if done.error.is_some() || p.failed.keys().any(|k| k.cpu() == Some(*cpu)) {
+            if done.error.is_some() || failed.contains(cpu) {
                 next.entry(*cpu).or_insert_with(|| w.clone());
             }
         }

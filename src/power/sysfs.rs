@@ -168,7 +168,8 @@ fn read_dies(fs: &dyn Fs, root: &Path, r: &mut Reading) -> BTreeMap<(u64, u64), 
     let mut tpmi = false;
     for e in entries.into_iter().filter(|e| e.is_dir) {
         let d = dir.join(&e.name);
-        let id = if e.name.starts_with("uncore") {
+        let cluster = e.name.starts_with("uncore");
+        let id = if cluster {
             let Some(package) = keep(r, read_num(fs, &d.join("package_id"))) else {
                 continue;
             };
@@ -194,7 +195,7 @@ fn read_dies(fs: &dyn Fs, root: &Path, r: &mut Reading) -> BTreeMap<(u64, u64), 
             continue;
         };
         let found = (e.name, DieOffer { min, max }, now_min, now_max);
-        if found.0.starts_with("uncore") {
+        if cluster {
             clusters.entry(id).or_default().push(found);
         } else {
             per_die.insert(id, vec![found]);
