@@ -86,6 +86,11 @@ pub struct Status {
     /// is left to put back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power: Option<Power>,
+    /// The kernel's own movable work kept off exclusive CPUs
+    /// (`housekeeping`); absent when that is off and nothing is left to put
+    /// back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub housekeeping: Option<Housekeeping>,
     /// Slurm's jobs on this node; absent when there are none.
     #[serde(default, skip_serializing_if = "Slurm::is_empty")]
     pub slurm: Slurm,
@@ -244,6 +249,7 @@ impl Status {
             quotas_lifted: Vec::new(),
             interrupts: None,
             power: None,
+            housekeeping: None,
             partitions: None,
             slurm: Slurm::default(),
             runs: Runs::default(),
@@ -553,6 +559,55 @@ pub struct PowerFile {
     pub read: Option<String>,
     /// The CPU, for a CPU's file.
     pub cpu: Option<u32>,
+}
+
+/// The kernel's own movable work kept off exclusive CPUs (`housekeeping`,
+/// issue #42), and what stays there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Housekeeping {
+    /// Whether `housekeeping` is on (off: what is listed is being put back).
+    pub on: bool,
+    /// The CPUs kept clear: the exclusive ones at the last pass.
+    pub away: CpuSet,
+    /// What was moved off them, with what each had.
+    pub moved: Vec<Moved>,
+    /// Reads or writes that failed, each with its error: tried again by the
+    /// next pass.
+    pub failed: Vec<String>,
+    /// Per exclusive CPU, the kernel's work that cannot move off it at run
+    /// time.
+    pub stays: Vec<Stays>,
+    /// The kernel command line parameters that would remove what stays,
+    /// for these exclusive CPUs (they take a reboot).
+    pub boot: Option<String>,
+    /// How many originals are kept (things to put back one day).
+    pub originals: usize,
+    /// Why the kernel's files could not be used, or the originals file
+    /// read or saved.
+    pub error: Option<String>,
+}
+
+/// One thing moved off the exclusive CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Moved {
+    /// What it is: `workqueue cpumask`, `workqueue writeback`, `kthread 12
+    /// (rcu_preempt)`, `rps eth0 rx-0`, `xps eth0 tx-0`.
+    pub what: String,
+    /// What it had before the daemon first changed it.
+    pub was: CpuSet,
+    /// What the daemon wrote.
+    pub set: CpuSet,
+}
+
+/// The kernel's work that stays on one exclusive CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stays {
+    pub cpu: u32,
+    /// Kernel threads bound to it (`ksoftirqd/3`, `kworker/3:1H`), by name.
+    pub threads: Vec<String>,
+    /// Interrupts the kernel will not move off it (managed ones), by number
+    /// and name.
+    pub interrupts: Vec<String>,
 }
 
 /// Device interrupts kept off exclusive CPUs (`irq_affinity`).

@@ -138,6 +138,7 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
         quotas_lifted: Vec::new(),
         interrupts: None,
         power: None,
+        housekeeping: None,
         partitions: None,
         slurm: api::Slurm::default(),
         runs: api::Runs::default(),
