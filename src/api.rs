@@ -804,6 +804,18 @@ pub enum EventKind {
         /// Interrupts the kernel would not move, with its error.
         refused: Vec<(String, String)>,
     },
+    /// A pass of `housekeeping` that wrote some: each thing named as
+    /// [`Moved::what`] says; what each had is in the status and the log.
+    Housekeeping {
+        /// The CPUs kept clear.
+        away: CpuSet,
+        /// How many were moved off them.
+        moved: usize,
+        /// How many were given back what they had.
+        put_back: usize,
+        /// What could not be moved, with the error.
+        failed: Vec<(String, String)>,
+    },
     /// A write of a power file (`[power]`): a class's value, or an
     /// original put back.
     Power {

@@ -108,6 +108,12 @@ impl CpuSet {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
 
+    /// The bitmap, CPU 0 the lowest bit of the first word: the layout
+    /// `sched_setaffinity(2)` reads on a 64-bit machine.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::cpuset::CpuSet;
 use crate::io::Fs;
 use crate::procfs;
+pub use crate::steer::{Steered, Step, step, target};
 
 /// An interrupt whose affinity can be set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -109,75 +110,6 @@ pub fn list(fs: &dyn Fs, proc_root: &Path) -> io::Result<Vec<Irq>> {
     Ok(std::iter::once(Irq::Default)
         .chain(lines.into_iter().map(Irq::Line))
         .collect())
-}
-
-/// Where an interrupt that had `base` should go while `away` is kept clear,
-/// with `online` the online CPUs: `base` minus `away`; when that holds no
-/// online CPU, every online CPU not in `away`; when there is none (every
-/// CPU exclusive), `base` as it is. `base` when it does not meet `away`.
-pub fn target(base: &CpuSet, away: &CpuSet, online: &CpuSet) -> CpuSet {
-    if base.is_disjoint(away) {
-        return base.clone();
-    }
-    let kept = base.difference(away);
-    if !kept.is_disjoint(online) {
-        return kept;
-    }
-    let rest = online.difference(away);
-    if rest.is_empty() { base.clone() } else { rest }
-}
-
-/// What the daemon keeps of an interrupt it steered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Steered {
-    /// What it had before the daemon first changed it: put back when
-    /// nothing is to be kept clear of it any more.
-    pub was: CpuSet,
-    /// What the daemon wrote.
-    pub set: CpuSet,
-}
-
-/// One interrupt's step, from what it holds now and what is kept of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Step {
-    /// What to write, when it holds something else.
-    pub write: Option<CpuSet>,
-    /// What to keep once that is written (or nothing was to be): `None`
-    /// when it is then as it was, so there is nothing to put back.
-    pub keep: Option<Steered>,
-    /// It holds something other than what the daemon wrote: someone else
-    /// (irqbalance, the operator) wrote it since, and that is taken as what
-    /// it had.
-    pub overwritten: bool,
-}
-
-/// The step for an interrupt that holds `current`, of which `kept` is kept,
-/// with `away` to keep clear and `online` the online CPUs ([`target`]).
-/// What it had is put back only once one of its CPUs is online (the kernel
-/// takes no set without one: EINVAL); until then it stays as it is, and
-/// kept.
-pub fn step(current: &CpuSet, kept: Option<&Steered>, away: &CpuSet, online: &CpuSet) -> Step {
-    let overwritten = kept.is_some_and(|k| &k.set != current);
-    let base = match kept {
-        Some(k) if !overwritten => &k.was,
-        _ => current,
-    };
-    let want = target(base, away, online);
-    if want.is_disjoint(online) && &want != current {
-        return Step {
-            write: None,
-            keep: kept.filter(|_| !overwritten).cloned(),
-            overwritten,
-        };
-    }
-    Step {
-        write: (&want != current).then(|| want.clone()),
-        keep: (&want != base).then(|| Steered {
-            was: base.clone(),
-            set: want,
-        }),
-        overwritten,
-    }
 }
 
 /// Whether a failed write of an interrupt's affinity is the kernel

@@ -6,6 +6,7 @@
 
 pub mod alloc;
 pub mod api;
+pub mod bootline;
 pub mod cgroup;
 pub mod cli;
 pub mod client;
@@ -13,6 +14,7 @@ pub mod config;
 pub mod cpuset;
 pub mod daemon;
 pub mod engine;
+pub mod housekeeping;
 pub mod intent;
 pub mod io;
 pub mod irq;
@@ -24,6 +26,7 @@ pub mod run;
 pub mod server;
 pub mod slurm;
 pub mod state;
+pub mod steer;
 pub mod sysfs;
 pub mod systemd;
 pub mod topology;

@@ -28,7 +28,16 @@ pub struct TaskStat {
     /// When the task started, in clock ticks since boot: with the tid it
     /// tells a reused tid from the task seen before.
     pub start: u64,
+    /// The kernel's `PF_*` flags (field 9): [`PF_KTHREAD`],
+    /// [`PF_NO_SETAFFINITY`].
+    pub flags: u32,
 }
+
+/// A kernel thread (`PF_KTHREAD`).
+pub const PF_KTHREAD: u32 = 0x0020_0000;
+/// A task whose affinity only the kernel may change (`PF_NO_SETAFFINITY`):
+/// `sched_setaffinity` fails with `EINVAL`.
+pub const PF_NO_SETAFFINITY: u32 = 0x0400_0000;
 
 /// Parses one `stat` line: `tid (comm) S ppid ... starttime ...`. The command
 /// may hold spaces and parentheses, so the fields after it are found from the
@@ -43,14 +52,17 @@ pub fn parse_stat(pid: u32, text: &str) -> Option<TaskStat> {
     let comm = text[open + 1..close].to_string();
     let mut rest = text[close + 1..].split_whitespace();
     let state = rest.next()?.chars().next()?;
-    // starttime is field 22 overall: the 20th after the state.
-    let start = rest.nth(18)?.parse().ok()?;
+    // flags is field 9 overall: the 6th after the state; starttime is
+    // field 22: the 20th.
+    let flags = rest.nth(5)?.parse().ok()?;
+    let start = rest.nth(12)?.parse().ok()?;
     Some(TaskStat {
         pid,
         tid,
         comm,
         state,
         start,
+        flags,
     })
 }
 

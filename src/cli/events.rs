@@ -177,6 +177,26 @@ pub fn format_event(e: &Event, offset: i64, style: Style) -> String {
                 );
             }
         }
+        EventKind::Housekeeping {
+            away,
+            moved,
+            put_back,
+            failed,
+        } => {
+            if away.is_empty() {
+                let _ = write!(s, "housekeeping (no exclusive CPUs):");
+            } else {
+                let _ = write!(s, "housekeeping off {away}:");
+            }
+            let _ = write!(s, " moved {moved}; put back {put_back}");
+            for (what, err) in failed {
+                let _ = write!(
+                    s,
+                    "  {}",
+                    style.red(&format!("FAILED {}: {}", visible(what), visible(err)))
+                );
+            }
+        }
         EventKind::Run {
             key,
             cgroup,
@@ -262,6 +282,7 @@ pub fn concerns(e: &Event, rel: &str) -> bool {
         | EventKind::Partition { cgroup, .. } => crate::cgroup::is_within(cgroup, rel),
         EventKind::Repair { .. }
         | EventKind::Irqs { .. }
+        | EventKind::Housekeeping { .. }
         | EventKind::Power { .. }
         | EventKind::Resize { .. } => false,
     }

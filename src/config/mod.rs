@@ -159,6 +159,10 @@ pub struct Config {
     /// Keep device interrupts off exclusive CPUs (`/proc/irq`), and put
     /// back what they had when the CPUs stop being exclusive.
     pub irq_affinity: bool,
+    /// Move the kernel's own movable work (unbound workqueues, kernel
+    /// threads, new interrupts, RPS and XPS) off exclusive CPUs, and put it
+    /// back when they stop being exclusive ([`crate::housekeeping`]).
+    pub housekeeping: bool,
     /// Whether an exclusive workload's cgroup becomes an isolated cgroup v2
     /// partition.
     pub isolation: Isolation,
@@ -179,6 +183,9 @@ pub struct Config {
     /// daemon first writes it (absolute): on the runtime directory, which a
     /// reboot empties exactly when sysfs forgets what was written.
     pub power_originals: PathBuf,
+    /// Where what `housekeeping` moved had before is kept (absolute): on
+    /// the runtime directory, as `power_originals`.
+    pub housekeeping_originals: PathBuf,
     /// The `[[class]]` tables, in file order, names unique.
     pub classes: Vec<Class>,
     /// The `[power]` table: the switch and the default class of each kind
@@ -567,6 +574,7 @@ impl Default for Config {
             align_memory: false,
             unthrottle_exclusive: Unthrottle::Kubelet,
             irq_affinity: false,
+            housekeeping: false,
             isolation: Isolation::None,
             bundle_dirs: DEFAULT_BUNDLE_DIRS.iter().map(PathBuf::from).collect(),
             systemd_bus: Some("/run/dbus/system_bus_socket".into()),
@@ -574,6 +582,7 @@ impl Default for Config {
             rules: Vec::new(),
             run: Run::default(),
             power_originals: "/run/pinctl/power.json".into(),
+            housekeeping_originals: "/run/pinctl/housekeeping.json".into(),
             classes: Vec::new(),
             power: Power::default(),
         }
@@ -599,8 +608,8 @@ impl Config {
     /// I/O threads, watchers and sockets were set up for them), the I/O
     /// timeout, where bundles are found (a bundle once read is
     /// remembered), the bus to systemd (connected once), `[run]` (its
-    /// socket is bound once) and `power_originals` (the originals saved
-    /// there must be found there again). In [`Config`]'s order.
+    /// socket is bound once), `power_originals` and `housekeeping_originals`
+    /// (the originals saved there must be found there again). In [`Config`]'s order.
     pub const RESTART_KEYS: &[&str] = &[
         "cgroup_root",
         "sysfs_root",
@@ -614,6 +623,7 @@ impl Config {
         "systemd_bus",
         "run",
         "power_originals",
+        "housekeeping_originals",
     ];
 
     /// The running configuration `self` updated to `new`, a configuration
@@ -667,6 +677,7 @@ impl Config {
             align_memory,
             unthrottle_exclusive,
             irq_affinity,
+            housekeeping,
             isolation,
             bundle_dirs,
             systemd_bus,
@@ -674,6 +685,7 @@ impl Config {
             rules,
             run,
             power_originals,
+            housekeeping_originals,
             classes,
             power,
         } = self;
@@ -704,6 +716,7 @@ impl Config {
         compare!(align_memory);
         compare!(unthrottle_exclusive);
         compare!(irq_affinity);
+        compare!(housekeeping);
         compare!(isolation);
         compare!(bundle_dirs);
         compare!(systemd_bus);
@@ -711,6 +724,7 @@ impl Config {
         compare!(rules);
         compare!(run);
         compare!(power_originals);
+        compare!(housekeeping_originals);
         compare!(classes);
         compare!(power);
         Reload {

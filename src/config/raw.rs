@@ -46,11 +46,13 @@ pub(super) struct RawConfig {
     pub(super) align_memory: Option<bool>,
     pub(super) unthrottle_exclusive: Option<Spanned<String>>,
     pub(super) irq_affinity: Option<bool>,
+    pub(super) housekeeping: Option<bool>,
     pub(super) isolation: Option<Spanned<String>>,
     pub(super) bundle_dirs: Option<Vec<Spanned<String>>>,
     pub(super) systemd_bus: Option<Spanned<String>>,
     pub(super) log_level: Option<Spanned<String>>,
     pub(super) power_originals: Option<Spanned<String>>,
+    pub(super) housekeeping_originals: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) rule: Vec<Spanned<RawRule>>,
     pub(super) run: Option<RawRun>,

@@ -158,6 +158,11 @@ impl Validator<'_> {
             "power_originals",
             d.power_originals.clone(),
         );
+        let housekeeping_originals = paths(
+            raw.housekeeping_originals,
+            "housekeeping_originals",
+            d.housekeeping_originals.clone(),
+        );
         let socket = match raw.socket {
             Some(s) => errors.keep(self.socket(&s, "socket")).unwrap_or(d.socket),
             None => d.socket,
@@ -281,6 +286,7 @@ impl Validator<'_> {
             align_memory: raw.align_memory.unwrap_or(d.align_memory),
             unthrottle_exclusive,
             irq_affinity: raw.irq_affinity.unwrap_or(d.irq_affinity),
+            housekeeping: raw.housekeeping.unwrap_or(d.housekeeping),
             isolation,
             bundle_dirs,
             systemd_bus,
@@ -288,6 +294,7 @@ impl Validator<'_> {
             rules: rules.into_iter().map(|r| r.value).collect(),
             run,
             power_originals,
+            housekeeping_originals,
             classes,
             power,
         })

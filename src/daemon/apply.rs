@@ -400,6 +400,7 @@ impl Daemon {
         self.socket.dirty = true;
         self.follow_irqs(false);
         self.follow_power(false);
+        self.follow_housekeeping(false);
     }
 
     /// Adds a write to the audit trail and the counters, with its reason.

@@ -1,5 +1,7 @@
 //! Device interrupts kept off exclusive CPUs (`irq_affinity`), put back
 //! when their CPUs stop being exclusive; the rule is [`crate::irq`].
+//! With `housekeeping` alone, only `default_smp_affinity` is kept clear
+//! (where new interrupts start), and lines moved before are put back.
 //!
 //! - One pass at a time ([`Daemon::follow_irqs`]), in a task: each interrupt
 //!   a timed step on an I/O thread, the outcome back as
@@ -80,6 +82,8 @@ struct Item {
     inherit: Option<Steered>,
     /// The kernel refuses to move it: read only.
     refused: bool,
+    /// Whether it is kept off the CPUs kept clear (else put back).
+    clear: bool,
 }
 
 /// What a pass wrote to one interrupt.
@@ -138,9 +142,10 @@ impl Irqs {
 
 impl Daemon {
     /// The CPUs interrupts should be kept off now: the exclusive ones,
-    /// none with the switch off.
+    /// none with both `irq_affinity` and `housekeeping` off (the latter
+    /// keeps only the default clear).
     fn irq_away(&self) -> CpuSet {
-        if !self.cfg.irq_affinity {
+        if !self.cfg.irq_affinity && !self.cfg.housekeeping {
             return CpuSet::new();
         }
         self.engine
@@ -154,7 +159,8 @@ impl Daemon {
     /// only while something is left to put back.
     pub(super) fn follow_irqs(&mut self, look: bool) {
         let now = Some((self.irq_away(), self.engine.topology().online().clone()));
-        let on = self.cfg.irq_affinity;
+        let lines_on = self.cfg.irq_affinity;
+        let on = lines_on || self.cfg.housekeeping;
         let i = &mut self.irqs;
         if i.running {
             if look || i.asked != now {
@@ -195,7 +201,7 @@ impl Daemon {
         let tx = i.tx.clone();
         tokio::spawn(async move {
             let root = proc_root.clone();
-            let irqbalance = if on {
+            let irqbalance = if lines_on {
                 pool.run_op("read", &proc_root, move |fs| irq::irqbalance(fs, &root))
                     .await
                     .unwrap_or_else(|e| {
@@ -214,8 +220,11 @@ impl Daemon {
             let outcome = match listed {
                 Err(e) => Err(chain(&e)),
                 Ok(all) => {
+                    // With only the default kept clear, a line is read
+                    // only to be put back.
                     let items: Vec<_> = all
                         .into_iter()
+                        .filter(|irq| lines_on || *irq == Irq::Default || steered.contains_key(irq))
                         .map(|irq| {
                             let item = Item {
                                 irq,
@@ -224,6 +233,7 @@ impl Daemon {
                                     .clone()
                                     .filter(|_| irq != Irq::Default && !seen.contains(&irq)),
                                 refused: refused.contains(&irq),
+                                clear: lines_on || irq == Irq::Default,
                             };
                             (irq.file(&proc_root), item)
                         })
@@ -409,11 +419,24 @@ impl Daemon {
         }
     }
 
+    /// What the daemon wrote to `default_smp_affinity` for `housekeeping`
+    /// alone (with `irq_affinity` off), with what it had.
+    pub(super) fn irqs_default(&self) -> Option<Steered> {
+        if self.cfg.irq_affinity {
+            return None;
+        }
+        self.irqs.steered.get(&Irq::Default).cloned()
+    }
+
     /// The status's interrupts section: `None` with the switch off and
-    /// nothing left to put back.
+    /// nothing left to put back but the default `housekeeping` keeps.
     pub(super) fn irq_status(&self) -> Option<api::Interrupts> {
         let i = &self.irqs;
-        if !self.cfg.irq_affinity && i.steered.is_empty() {
+        // The default alone, kept by `housekeeping`, is its section's.
+        let only_default = i.steered.keys().all(|k| *k == Irq::Default);
+        if !self.cfg.irq_affinity
+            && (i.steered.is_empty() || (only_default && self.cfg.housekeeping))
+        {
             return None;
         }
         // What the last pass kept clear: the interrupts are as it left them.
@@ -551,6 +574,8 @@ fn one_step(
             .as_ref()
             .filter(|d| current == d.set || current == d.set.intersection(online))
     });
+    let none = CpuSet::new();
+    let away = if item.clear { away } else { &none };
     let step = irq::step(&current, kept, away, online);
     let wrote = match &step.write {
         Some(want) if !item.refused => match irq.write(fs, proc_root, want) {

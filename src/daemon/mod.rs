@@ -11,6 +11,7 @@
 mod apply;
 mod checks;
 mod configure;
+mod housekeeping;
 mod irq;
 mod notify;
 mod partition;
@@ -125,6 +126,9 @@ pub struct Daemon {
     irqs: irq::Irqs,
     /// The CPU power classes and the originals ([`power::Powers`]).
     powers: power::Powers,
+    /// The kernel's movable work kept off exclusive CPUs
+    /// ([`housekeeping::Housekeeping`]).
+    housekeeping: housekeeping::Housekeeping,
     /// Which scopes systemd is told of ([`systemd::Teller`]).
     systemd: systemd::Teller,
     /// Its exchanges' outcomes ([`Event::Told`]).
@@ -165,6 +169,8 @@ enum Event {
     Steered(irq::Passed),
     /// A pass over the power files ended.
     Powered(crate::power::sysfs::Pass),
+    /// A pass over the kernel's movable work ended.
+    Housekept(crate::housekeeping::kernel::Pass),
     /// systemd's watchdog wants to hear from us.
     Ping,
     /// The status socket's snapshot is stale.
@@ -199,6 +205,7 @@ impl Event {
             Event::Saved(_) => "state saved",
             Event::Told(_) => "systemd told",
             Event::Steered(_) => "interrupts steered",
+            Event::Housekept(_) => "housekeeping pass",
             Event::Powered(_) => "power files written",
             Event::Ping => "watchdog ping",
             Event::Publish => "status publish",
@@ -448,6 +455,7 @@ impl Daemon {
         let _ = std::fs::remove_file(&self.cfg.socket);
         self.finish_irqs().await;
         self.finish_power().await;
+        self.finish_housekeeping().await;
         self.finish_saves().await;
         self.pool.shutdown();
         Ok(())
@@ -515,6 +523,7 @@ impl Daemon {
             Some(told) = self.told_rx.recv() => Event::Told(told),
             Some(passed) = self.irqs.rx.recv() => Event::Steered(passed),
             Some(done) = self.powers.rx.recv() => Event::Powered(done),
+            Some(done) = self.housekeeping.rx.recv() => Event::Housekept(done),
             Some(asked) = asked => Event::Run(asked),
             () = wait_ends => Event::WaitEnds,
             _ = timers.reconcile.tick() => Event::Reconcile,
@@ -553,6 +562,7 @@ impl Daemon {
             Event::Told(told) => self.told(told),
             Event::Steered(passed) => self.steered(passed),
             Event::Powered(done) => self.powered(done),
+            Event::Housekept(done) => self.housekept(done),
             Event::Ping => self.beat(),
             Event::Publish => self.publish(),
             Event::Run(asked) => self.run_asked(asked).await,
@@ -561,6 +571,7 @@ impl Daemon {
                 self.start_checks(false);
                 self.follow_irqs(true);
                 self.follow_power(true);
+                self.follow_housekeeping(true);
                 self.check_partitions().await;
             }
             Event::Checked(generation, found) => self.checked(generation, found).await,

@@ -139,7 +139,7 @@ impl Daemon {
             quotas_lifted: self.quotas.lifted().map(|r| r.to_string()).collect(),
             interrupts: self.irq_status(),
             power: self.power_status(),
-            housekeeping: None,
+            housekeeping: self.housekeeping_status(),
             partitions: self.partition_status(),
             slurm: api::Slurm {
                 jobs: self.dog.slurm_jobs.clone(),

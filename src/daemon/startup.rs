@@ -72,6 +72,40 @@ async fn load_power_originals(
     }
 }
 
+/// What `housekeeping` moved in an earlier run since boot, on an I/O
+/// thread, as [`load_power_originals`] does: an unusable file is moved aside
+/// and said (what it held is lost: the kernel keeps what it holds); one that
+/// cannot be read at all is the error returned, and nothing new is moved.
+async fn load_housekeeping_originals(
+    pool: &IoPool,
+    cfg: &Config,
+) -> (crate::housekeeping::Memory, Option<String>) {
+    use crate::housekeeping::originals::{Found, load};
+    let path = cfg.housekeeping_originals.clone();
+    let file = path.clone();
+    let found = pool
+        .run_op("read", &path, move |_| {
+            load(&file).map_err(std::io::Error::other)
+        })
+        .await;
+    match found {
+        Ok(Found::Kept(kept)) => {
+            info!(path = %path.display(), originals = kept.len(), "housekeeping originals loaded: put back when their CPUs stop being exclusive");
+            (kept, None)
+        }
+        Ok(Found::Missing) => (Default::default(), None),
+        Ok(Found::Quarantined(why)) => {
+            warn!(path = %path.display(), %why, "housekeeping originals file unusable; what was moved keeps what it holds");
+            (Default::default(), None)
+        }
+        Err(e) => {
+            let e = chain(&e);
+            warn!(error = %e, "cannot read the housekeeping originals file");
+            (Default::default(), Some(e))
+        }
+    }
+}
+
 impl Daemon {
     /// Start-up: detect the hierarchy, read the topology, load the state hint.
     /// Errors here are fatal.
@@ -155,6 +189,7 @@ impl Daemon {
             .map(|s| std::mem::take(&mut s.partitions))
             .unwrap_or_default();
         let (power_originals, power_error) = load_power_originals(&pool, &cfg).await;
+        let (housekept, housekeeping_error) = load_housekeeping_originals(&pool, &cfg).await;
         let mut engine = Engine::new(topo, settings, saved);
         // The partitions made by the last run take their CPUs out of every
         // other cgroup's effective set from the start.
@@ -222,6 +257,7 @@ impl Daemon {
             partitions: super::partition::Partitions::new(partitions),
             irqs: super::irq::Irqs::new(irqs),
             powers: super::power::Powers::new(power_originals, power_error),
+            housekeeping: super::housekeeping::Housekeeping::new(housekept, housekeeping_error),
             systemd,
             told_rx,
             config_path: None,

@@ -28,6 +28,8 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
+use crate::cpuset::CpuSet;
+
 /// One directory entry, as returned by [`Fs::read_dir`].
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Entry {
@@ -141,6 +143,32 @@ pub trait Fs: Send + Sync + 'static {
             mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
         })
     }
+    /// Sets the CPUs task `pid` may run on (`sched_setaffinity(2)`).
+    /// `proc_root` is the procfs that names `pid`: a root that is not a
+    /// procfs (a test's fake tree) gets `PID/status`'s `Cpus_allowed_list:`
+    /// line rewritten instead ([`fake_affinity`]), so a fake tree can never
+    /// move a real task.
+    fn set_affinity(&self, proc_root: &Path, pid: u32, cpus: &CpuSet) -> io::Result<()> {
+        const PROC_SUPER_MAGIC: u64 = 0x9fa0;
+        let fs_type = rustix::fs::statfs(proc_root)?.f_type as u64;
+        if fs_type != PROC_SUPER_MAGIC {
+            return fake_affinity(self, proc_root, pid, cpus);
+        }
+        let pid =
+            libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+        // The kernel reads `len` bytes of the mask: one bit per CPU, in
+        // native-endian longs, as many as the highest CPU needs.
+        let words = cpus.words();
+        let len = std::mem::size_of_val(words);
+        // SAFETY: `words` lives across the call and holds `len` bytes; the
+        // kernel only reads them.
+        let r = unsafe { libc::sched_setaffinity(pid, len, words.as_ptr().cast()) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
     /// Who owns the path (following symbolic links) and its permission bits.
     fn owner(&self, path: &Path) -> io::Result<Owner> {
         use std::os::unix::fs::MetadataExt as _;
@@ -170,6 +198,53 @@ pub trait Fs: Send + Sync + 'static {
             owner: self.owner(dir),
         })
     }
+}
+
+/// [`Fs::set_affinity`] on a fake tree: the task's `status` file gets the
+/// new `Cpus_allowed_list:` line. As the kernel does, it refuses a task
+/// whose `stat` flags have `PF_NO_SETAFFINITY`, or a set with no CPU
+/// (`EINVAL`), and a task that is gone (`ESRCH`).
+pub fn fake_affinity<F: Fs + ?Sized>(
+    fs: &F,
+    proc_root: &Path,
+    pid: u32,
+    cpus: &CpuSet,
+) -> io::Result<()> {
+    let dir = proc_root.join(pid.to_string());
+    let einval = || io::Error::from_raw_os_error(libc::EINVAL);
+    let gone = |e: io::Error| {
+        if e.kind() == io::ErrorKind::NotFound {
+            io::Error::from_raw_os_error(libc::ESRCH)
+        } else {
+            e
+        }
+    };
+    if cpus.is_empty() {
+        return Err(einval());
+    }
+    if let Ok(stat) = fs.read(&dir.join("stat"))
+        && crate::procfs::parse_stat(pid, &stat)
+            .is_some_and(|s| s.flags & crate::procfs::PF_NO_SETAFFINITY != 0)
+    {
+        return Err(einval());
+    }
+    let path = dir.join("status");
+    let text = fs.read(&path).map_err(gone)?;
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.starts_with("Cpus_allowed_list:") {
+            out.push_str(&format!("Cpus_allowed_list:\t{cpus}"));
+        } else if line.starts_with("Cpus_allowed:") {
+            out.push_str(&format!("Cpus_allowed:\t{}", cpus.to_mask()));
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    // Replaced whole, as the kernel's file is: a reader never sees half.
+    let tmp = dir.join(".status.pinctl");
+    std::fs::write(&tmp, out)?;
+    std::fs::rename(&tmp, &path)
 }
 
 /// What [`Fs::scan_dir`] read of one directory.

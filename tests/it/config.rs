@@ -68,6 +68,7 @@ fn shipped_file_sets_every_key_and_documents_the_rule_example() {
         "align_memory",
         "bundle_dirs",
         "power_originals",
+        "housekeeping_originals",
         "log_level",
     ];
     // Each key is set (not commented out), once, in the documented order, and
@@ -194,11 +195,13 @@ spread_cores = false
 align_memory = true
 unthrottle_exclusive = "all"
 irq_affinity = true
+housekeeping = true
 isolation = "partition"
 bundle_dirs = ["/run/mine"]
 systemd_bus = "/run/bus"
 log_level = "debug"
 power_originals = "/tmp/power.json"
+housekeeping_originals = "/tmp/housekeeping.json"
 
 [[rule]]
 match = "hpc.slice/job-*.scope"
@@ -237,6 +240,7 @@ groups = ["hpc"]
         align_memory: true,
         unthrottle_exclusive: Unthrottle::All,
         irq_affinity: true,
+        housekeeping: true,
         isolation: Isolation::Partition,
         bundle_dirs: vec![PathBuf::from("/run/mine")],
         systemd_bus: Some("/run/bus".into()),
@@ -248,6 +252,7 @@ groups = ["hpc"]
             ..pinctl::config::Run::default()
         },
         power_originals: "/tmp/power.json".into(),
+        housekeeping_originals: "/tmp/housekeeping.json".into(),
         classes: Vec::new(),
         power: pinctl::config::Power::default(),
     };
@@ -256,7 +261,7 @@ groups = ["hpc"]
     assert_eq!(rule.pattern, "hpc.slice/job-*.scope");
     assert_eq!(rule.cpus, 4);
     assert_eq!(rule.numa, [0, 1, 3]);
-    assert_eq!(rule.line, 35);
+    assert_eq!(rule.line, 37);
 
     let v2 = ok("hierarchy = \"v2\"\nspread_cores = true\nlog_level = \"trace\"\n");
     assert_eq!(v2.hierarchy, HierarchyMode::V2);
@@ -1093,6 +1098,7 @@ fn every_restart_key_is_a_key_and_none_is_applied() {
     file.systemd_bus = None;
     file.run.enabled = true;
     file.power_originals = "/x/power.json".into();
+    file.housekeeping_originals = "/x/housekeeping.json".into();
     let r = defaults.reload(file);
     assert!(r.applied.is_empty(), "{r:?}");
     assert_eq!(r.deferred, Config::RESTART_KEYS);

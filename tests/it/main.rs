@@ -29,6 +29,7 @@ mod config;
 mod daemon;
 mod docs;
 mod hostile_input;
+mod housekeeping;
 mod io_pool;
 mod irq;
 mod layout;
