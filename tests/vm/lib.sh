@@ -445,9 +445,9 @@ structure_ok() {
 # --- interrupts (irq_affinity) ------------------------------------------------------
 # Every interrupt line and its affinity, one "N LIST" line each.
 irqs() { for _d in /proc/irq/[0-9]*; do echo "${_d##*/} $(cat "$_d/smp_affinity_list")"; done; }
-# The default affinity as a CPU list (it is a hex mask: "ffff").
-def_list() {
-    cl norm "$(tr -d ',\n' </proc/irq/default_smp_affinity | awk '{
+# mask_list FILE: a file's hex mask ("ffff", "ff,ffffffff") as a CPU list.
+mask_list() {
+    cl norm "$(tr -d ',\n' <"$1" | awk '{
         n = length($0); s = ""
         for (i = n; i >= 1; i--) {
             d = index("0123456789abcdef", tolower(substr($0, i, 1))) - 1
@@ -455,6 +455,8 @@ def_list() {
         }
         print s }')"
 }
+# The default affinity as a CPU list.
+def_list() { mask_list /proc/irq/default_smp_affinity; }
 # irq_name N: its name in /proc/interrupts (the last field).
 irq_name() { awk -v n="$1:" '$1 == n { print $NF; exit }' /proc/interrupts; }
 # stray SET: the interrupts whose affinity meets SET, space-separated.
