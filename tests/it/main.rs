@@ -32,6 +32,7 @@ mod hostile_input;
 mod io_pool;
 mod irq;
 mod layout;
+mod noise;
 mod packaging;
 mod partition;
 mod power;
