@@ -30,6 +30,7 @@ use crate::topology::{CpuInfo, Topology, TopologyFile};
 pub mod assets;
 pub mod describe;
 pub mod events;
+pub mod noise;
 pub mod offline;
 pub mod status;
 pub mod style;
@@ -97,6 +98,13 @@ pub enum Command {
     /// sysfs_root), else /sys/fs/cgroup, /proc and /sys; the subtrees are its
     /// managed and shared_cgroups. A read that hangs (a task in D state) hangs
     /// this command, not the daemon: interrupt it.
+    ///
+    /// With --noise DURATION it measures instead what else ran on the
+    /// exclusive CPUs over DURATION (a tracing instance of its own, and
+    /// /proc/interrupts and /proc/softirqs before and after): each source
+    /// with its count, class (neighbour, movable, per_cpu, interrupt,
+    /// softirq), why it ran there and what would remove it. It exits 1 when
+    /// a neighbour or movable kernel work ran there.
     Verify(VerifyArgs),
     /// Print the daemon's audit trail: every cpuset write and repair, with its reason.
     ///
@@ -230,6 +238,17 @@ pub struct VerifyArgs {
     /// Print the report (what was checked, problems, warnings) as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Instead of the checks, measure for DURATION (10s, 1m) what else runs
+    /// on the exclusive CPUs: tasks that are not the workload's, kernel
+    /// threads, interrupts and softirqs, each with its class, why it ran
+    /// there and what would remove it. Exits 1 when a neighbour or movable
+    /// kernel work ran there. Needs root and tracefs; Ctrl-C ends it early.
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
+    pub noise: Option<Duration>,
+    /// tracefs, for --noise [default: /sys/kernel/tracing, else
+    /// /sys/kernel/debug/tracing].
+    #[arg(long, value_name = "DIR", requires = "noise")]
+    pub tracefs: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -402,7 +421,8 @@ fn omp_env(cpus: &CpuSet) -> [(&'static str, String); 3] {
     ]
 }
 
-/// `--wait`'s duration, as the configuration writes them.
+/// `--wait`'s and `--noise`'s durations, as the configuration writes them
+/// (more than 0).
 fn parse_wait(text: &str) -> Result<Duration, String> {
     crate::config::parse_duration(text).map_err(|e| e.to_string())
 }
@@ -601,6 +621,15 @@ fn verify_cmd(args: &VerifyArgs, style: Style, out: &mut dyn Write) -> Result<()
         proc_root: args.proc_root.clone().unwrap_or(running.proc_root),
         sysfs_root: args.sysfs_root.clone().unwrap_or(running.sysfs_root),
     };
+    if let Some(duration) = args.noise {
+        let how = noise::How {
+            tracefs: args.tracefs.clone(),
+            duration,
+            json: args.json,
+            style,
+        };
+        return noise::run(&status, &roots, &how, out);
+    }
     let scope = crate::cgroup::Scope::new(running.managed, running.shared_cgroups, Vec::new());
     let report = verify::verify(&status, &roots, &scope)?;
     if args.json {

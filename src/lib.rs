@@ -19,6 +19,7 @@ pub mod intent;
 pub mod io;
 pub mod irq;
 pub mod metrics;
+pub mod noise;
 pub mod partition;
 pub mod power;
 pub mod procfs;

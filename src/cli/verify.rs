@@ -9,7 +9,7 @@
 //! - Reads block the CLI's thread: a hang hangs this command, never the
 //!   daemon. Nothing is written.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -276,6 +276,52 @@ impl Kernel<'_> {
     }
 }
 
+/// The hierarchy at the cgroup root of `roots`, which must be the one
+/// `status` says the daemon drives.
+fn detect(fs: &dyn Fs, status: &api::Status, roots: &Roots) -> Result<Hierarchy> {
+    let h = Hierarchy::detect(fs, &roots.cgroup_root, HierarchyMode::Auto).with_context(|| {
+        format!(
+            "cannot read the cgroup tree at {}",
+            roots.cgroup_root.display()
+        )
+    })?;
+    let found = h.version.as_str();
+    if found != status.hierarchy {
+        bail!(
+            "pinctld drives cgroup {} but {} is cgroup {found}: is --cgroup-root right?",
+            status.hierarchy,
+            roots.cgroup_root.display()
+        );
+    }
+    Ok(h)
+}
+
+/// The threads of each pinned workload of `status` now, by key: those of
+/// its cgroups and the cgroups below them, read as [`verify_with`] reads
+/// them (`pinctl verify --noise` knows them so). A cgroup that cannot be
+/// read adds none.
+pub fn workload_threads(
+    fs: &dyn Fs,
+    status: &api::Status,
+    roots: &Roots,
+) -> Result<BTreeMap<String, BTreeSet<u32>>> {
+    let kernel = Kernel {
+        fs,
+        h: detect(fs, status, roots)?,
+        proc_root: &roots.proc_root,
+    };
+    let mut out: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+    for w in status.workloads.iter().filter(|w| w.cpus.is_some()) {
+        let tids = out.entry(w.key.clone()).or_default();
+        for obs in w.cgroups.iter().flat_map(|rel| kernel.walk(rel)) {
+            if let Ok(threads) = kernel.threads(&obs.rel) {
+                tids.extend(threads.into_iter().map(|(_, tid)| tid));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Checks the live kernel under `roots` against `status`, reading the real
 /// files ([`RealFs`]); see [`verify_with`].
 pub fn verify(status: &api::Status, roots: &Roots, scope: &Scope) -> Result<Report> {
@@ -293,20 +339,8 @@ pub fn verify_with(
     roots: &Roots,
     scope: &Scope,
 ) -> Result<Report> {
-    let h = Hierarchy::detect(fs, &roots.cgroup_root, HierarchyMode::Auto).with_context(|| {
-        format!(
-            "cannot read the cgroup tree at {}",
-            roots.cgroup_root.display()
-        )
-    })?;
+    let h = detect(fs, status, roots)?;
     let found = h.version.as_str();
-    if found != status.hierarchy {
-        bail!(
-            "pinctld drives cgroup {} but {} is cgroup {found}: is --cgroup-root right?",
-            status.hierarchy,
-            roots.cgroup_root.display()
-        );
-    }
     let mut report = Report {
         hierarchy: found.to_string(),
         cgroup_root: roots.cgroup_root.clone(),

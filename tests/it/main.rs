@@ -33,6 +33,7 @@ mod housekeeping;
 mod io_pool;
 mod irq;
 mod layout;
+mod noise;
 mod packaging;
 mod partition;
 mod power;

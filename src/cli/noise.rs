@@ -1,0 +1,321 @@
+//! `pinctl verify --noise DURATION`: the CLI's side of [`crate::noise`].
+//!
+//! - It knows the default tracefs roots ([`TRACEFS`]), finds each
+//!   workload's threads as `verify` does ([`verify::workload_threads`]),
+//!   and waits on this thread until the time is up or a signal (Ctrl-C,
+//!   SIGTERM, SIGHUP) ends the wait early: the instances are removed
+//!   either way and the report covers the time measured.
+//! - It prints the report as a table per CPU ([`render`]) or as JSON
+//!   (`docs/src/cli.md`, "pinctl verify --noise"), notes on stderr, and
+//!   fails ([`verdict`]) when a neighbour or movable work ran there.
+//! - Reads and writes block this thread (blocking [`RealFs`]), never the
+//!   daemon's. Nothing but its own tracing instances is written.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+
+use super::style::{Style, visible};
+use super::verify;
+use crate::api;
+use crate::io::{Fs, RealFs};
+use crate::noise::{self, Class, Report};
+
+/// Where tracefs is looked for, in order: its own mount point, then its
+/// place under debugfs on older systems.
+pub const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+/// How to measure and print.
+#[derive(Debug, Clone)]
+pub struct How {
+    /// `--tracefs`, else the first of [`TRACEFS`] that is mounted.
+    pub tracefs: Option<PathBuf>,
+    pub duration: Duration,
+    pub json: bool,
+    pub style: Style,
+}
+
+/// The tracefs root: `given`, else the first of [`TRACEFS`] that has an
+/// `instances` directory, else the first (whose error then says to mount it).
+pub fn tracefs_root(given: Option<&Path>) -> PathBuf {
+    if let Some(dir) = given {
+        return dir.to_path_buf();
+    }
+    TRACEFS
+        .iter()
+        .map(PathBuf::from)
+        .find(|dir| dir.join("instances").is_dir())
+        .unwrap_or_else(|| PathBuf::from(TRACEFS[0]))
+}
+
+/// Measures the exclusive CPUs of `status` as `how` says, under `roots`
+/// (procfs, and the cgroup tree for the workloads' threads), and prints
+/// the report to `out`. Fails when a neighbour or movable work ran there.
+pub fn run(
+    status: &api::Status,
+    roots: &verify::Roots,
+    how: &How,
+    out: &mut dyn Write,
+) -> Result<()> {
+    run_with(&RealFs, status, roots, how, out)
+}
+
+/// [`run`], reading and writing through `fs`.
+pub fn run_with(
+    fs: &dyn Fs,
+    status: &api::Status,
+    roots: &verify::Roots,
+    how: &How,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let threads = verify::workload_threads(fs, status, roots)?;
+    let target = noise::Target::of(status, &threads);
+    let cpus = target.cpus();
+    if cpus.is_empty() {
+        if how.json {
+            serde_json::to_writer_pretty(&mut *out, &Report::nothing())?;
+            writeln!(out)?;
+        } else {
+            writeln!(out, "No exclusive CPUs: nothing to measure")?;
+        }
+        out.flush()?;
+        return Ok(());
+    }
+    let noise_roots = noise::Roots {
+        tracefs: tracefs_root(how.tracefs.as_deref()),
+        proc_root: roots.proc_root.clone(),
+    };
+    // The handlers are in place before the instances are made: a signal
+    // from now on ends the wait, and the instances are removed.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let mut signals = rt
+        .block_on(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok::<_, std::io::Error>([
+                signal(SignalKind::interrupt())?,
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::hangup())?,
+            ])
+        })
+        .context("cannot handle signals")?;
+    let interrupted = Cell::new(false);
+    let mut wait = |d: Duration| {
+        let start = Instant::now();
+        let [int, term, hup] = &mut signals;
+        rt.block_on(async {
+            tokio::select! {
+                _ = tokio::time::sleep(d) => {}
+                _ = int.recv() => interrupted.set(true),
+                _ = term.recv() => interrupted.set(true),
+                _ = hup.recv() => interrupted.set(true),
+            }
+        });
+        start.elapsed()
+    };
+    eprintln!(
+        "pinctl: measuring the noise on CPUs {cpus} for {} (Ctrl-C ends it early)",
+        seconds(how.duration.as_secs_f64())
+    );
+    let report = noise::measure(fs, &noise_roots, &target, how.duration, &mut wait)
+        .context("cannot measure the noise")?;
+    for note in &report.notes {
+        eprintln!("pinctl: note: {}", visible(note));
+    }
+    if interrupted.get() {
+        eprintln!(
+            "pinctl: interrupted: the figures cover the {} measured",
+            seconds(report.duration_s)
+        );
+    }
+    if how.json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        let keys: BTreeMap<u32, &str> = target
+            .owners
+            .iter()
+            .map(|(&cpu, &i)| (cpu, target.workloads[i].key.as_str()))
+            .collect();
+        out.write_all(render(&report, &keys, how.style).as_bytes())?;
+    }
+    out.flush()?;
+    verdict(&report)
+}
+
+/// `10 s`, `1.5 s`: a duration in seconds for people.
+fn seconds(s: f64) -> String {
+    format!("{} s", (s * 10.0).round() / 10.0)
+}
+
+/// The measurement's outcome: an error when a neighbour or movable work ran
+/// on the exclusive CPUs (exit 1), else nothing.
+pub fn verdict(report: &Report) -> Result<()> {
+    let count = |class: Class| report.sources.iter().filter(|s| s.class == class).count();
+    let (n, m) = (count(Class::Neighbour), count(Class::Movable));
+    match (report.movable, n + m) {
+        (false, _) => Ok(()),
+        (true, 1) => {
+            bail!("1 source ran on exclusive CPUs that should not ({n} neighbour, {m} movable)")
+        }
+        (true, all) => bail!(
+            "{all} sources ran on exclusive CPUs that should not ({n} neighbour, {m} movable)"
+        ),
+    }
+}
+
+/// The report as `pinctl verify --noise` prints it: a table per CPU (its
+/// workload from `keys`), the sums per minute and the outcome.
+pub fn render(report: &Report, keys: &BTreeMap<u32, &str>, style: Style) -> String {
+    let mut s = String::new();
+    let lost = match report.lost_events {
+        0 => "no events lost".to_string(),
+        n => format!("{n} events lost: the counts of switches are lower bounds"),
+    };
+    let _ = writeln!(
+        s,
+        "Noise on exclusive CPUs {} over {} ({lost})",
+        report.cpus,
+        seconds(report.duration_s)
+    );
+    let label = |src: &noise::Source| match src.pid {
+        Some(pid) => format!("{} ({pid})", visible(&src.name)),
+        None => visible(&src.name).into_owned(),
+    };
+    let width = report
+        .sources
+        .iter()
+        .map(|src| label(src).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("SOURCE".len());
+    for cpu in report.cpus.iter() {
+        let key = keys
+            .get(&cpu)
+            .map_or(String::new(), |k| format!("  {}", visible(k)));
+        let _ = writeln!(s, "\n{}{key}", style.bold(&format!("CPU {cpu}")));
+        let rows: Vec<&noise::Source> = report.sources.iter().filter(|x| x.cpu == cpu).collect();
+        if rows.is_empty() {
+            let _ = writeln!(s, "  nothing ran but the workload");
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "  {:<width$}  {:>7}  {:>8}  {:<9}  WHY / CURE",
+            "SOURCE", "COUNT", "PER MIN", "CLASS"
+        );
+        for src in rows {
+            let mut why = visible(&src.why).into_owned();
+            if let Some(cure) = &src.cure {
+                let _ = write!(why, "; cure: {}", visible(cure));
+            }
+            let class = format!("{:<9}", src.class.as_str());
+            let class = if src.class.fails() {
+                style.red(&class)
+            } else {
+                class
+            };
+            let name = label(src);
+            let pad = width.saturating_sub(name.chars().count());
+            let _ = writeln!(
+                s,
+                "  {name}{:pad$}  {:>7}  {:>8.1}  {class}  {why}",
+                "", src.count, src.per_minute
+            );
+        }
+    }
+    let p = &report.per_minute;
+    let _ = writeln!(
+        s,
+        "\nPer minute, all these CPUs: neighbour {:.1}, movable {:.1}, per_cpu {:.1}, interrupt {:.1}, softirq {:.1}",
+        p.neighbour, p.movable, p.per_cpu, p.interrupt, p.softirq
+    );
+    if report.movable {
+        let _ = writeln!(
+            s,
+            "{}",
+            style.red("FAIL: a neighbour or movable kernel work ran on exclusive CPUs")
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "{}",
+            style.green("OK: no neighbour and no movable kernel work ran there")
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(cpu: u32, class: Class, name: &str, pid: Option<u32>, count: u64) -> noise::Source {
+        noise::Source {
+            cpu,
+            class,
+            name: name.into(),
+            pid,
+            count,
+            per_minute: count as f64 * 6.0,
+            why: "why".into(),
+            cure: (class == Class::Interrupt).then(|| "nohz_full=1-2".into()),
+        }
+    }
+
+    #[test]
+    fn a_table_per_cpu_with_names_shown_not_obeyed() {
+        let report = Report {
+            duration_s: 10.0,
+            cpus: "1-2".parse().unwrap(),
+            lost_events: 0,
+            per_minute: noise::PerMinute {
+                movable: 12.0,
+                interrupt: 600.0,
+                ..Default::default()
+            },
+            sources: vec![
+                source(1, Class::Movable, "kworker/u4:2", Some(123), 2),
+                source(
+                    1,
+                    Class::Interrupt,
+                    "LOC: Local timer interrupts",
+                    None,
+                    100,
+                ),
+                source(1, Class::Neighbour, "evil\x1b[2J", Some(9), 1),
+            ],
+            movable: true,
+            notes: Vec::new(),
+        };
+        let keys = BTreeMap::from([(1, "cgroup:a"), (2, "cgroup:b")]);
+        let text = render(&report, &keys, Style::OFF);
+        assert_eq!(
+            text,
+            "Noise on exclusive CPUs 1-2 over 10 s (no events lost)\n\
+             \n\
+             CPU 1  cgroup:a\n\
+             \x20 SOURCE                         COUNT   PER MIN  CLASS      WHY / CURE\n\
+             \x20 kworker/u4:2 (123)                 2      12.0  movable    why\n\
+             \x20 LOC: Local timer interrupts      100     600.0  interrupt  why; cure: nohz_full=1-2\n\
+             \x20 evil\\x1b[2J (9)                    1       6.0  neighbour  why\n\
+             \n\
+             CPU 2  cgroup:b\n\
+             \x20 nothing ran but the workload\n\
+             \n\
+             Per minute, all these CPUs: neighbour 0.0, movable 12.0, per_cpu 0.0, interrupt 600.0, softirq 0.0\n\
+             FAIL: a neighbour or movable kernel work ran on exclusive CPUs\n"
+        );
+        assert_eq!(
+            verdict(&report).unwrap_err().to_string(),
+            "2 sources ran on exclusive CPUs that should not (1 neighbour, 1 movable)"
+        );
+    }
+}
