@@ -1547,12 +1547,21 @@ Quiet CPUs:  1,9 (housekeeping): moved 2 workqueue masks, 3 kernel threads, 2 RP
     );
     assert!(!text.contains("boot line"), "{text}");
 
-    // On, nothing exclusive.
-    doc.housekeeping = Some(api::Housekeeping {
+    // On, nothing exclusive: once all is back, and while it goes back.
+    let mut none = api::Housekeeping {
         on: true,
         ..api::Housekeeping::default()
-    });
+    };
+    doc.housekeeping = Some(none.clone());
     let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
     let line = text.lines().find(|l| l.starts_with("Quiet CPUs:")).unwrap();
     assert_eq!(line, "Quiet CPUs:  none now (housekeeping on)");
+    none.moved = status_doc::housekeeping(&doc).moved.split_off(5);
+    doc.housekeeping = Some(none);
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    let line = text.lines().find(|l| l.starts_with("Quiet CPUs:")).unwrap();
+    assert_eq!(
+        line,
+        "Quiet CPUs:  none now (housekeeping on); 2 RPS/XPS masks being put back"
+    );
 }

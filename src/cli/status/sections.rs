@@ -142,7 +142,12 @@ pub(super) fn render_housekeeping(
         };
         format!("housekeeping off: {what} being put back")
     } else if hk.away.is_empty() {
-        "none now (housekeeping on)".to_string()
+        // The last exclusive CPU released: what was moved is going back.
+        if hk.moved.is_empty() {
+            "none now (housekeeping on)".to_string()
+        } else {
+            format!("none now (housekeeping on); {moved} being put back")
+        }
     } else {
         let moved = if hk.moved.is_empty() {
             "nothing moved".to_string()
