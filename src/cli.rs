@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::alloc::{self, Alignment, Options};
 use crate::api;
+use crate::bootline;
 use crate::client::{Client, ClientError};
 use crate::config::{self, Config, ConfigError};
 use crate::cpuset::CpuSet;
@@ -348,6 +349,11 @@ pub struct PlanArgs {
     /// Print the plan with per-CPU details and its alignment as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also print the kernel command line for a node whose exclusive CPUs
+    /// are the planned ones (isolcpus, nohz_full, rcu_nocbs, irqaffinity): it
+    /// removes what cannot leave them at run time, and takes a reboot.
+    #[arg(long)]
+    pub boot_params: bool,
 }
 
 /// Runs a parsed command, writing its output to `out`.
@@ -775,6 +781,9 @@ struct PlanOutput<'a> {
     count: usize,
     alignment: Alignment,
     details: Vec<&'a CpuInfo>,
+    /// With `--boot-params`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    boot_params: Option<String>,
 }
 
 fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<()> {
@@ -798,17 +807,33 @@ fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<()> {
     };
     let cpus = alloc::allocate(&topo, &free, args.cpus, &opts)
         .with_context(|| format!("cannot plan {} CPUs", args.cpus))?;
+    // Decided before anything is printed: a failure leaves stdout empty.
+    let boot_params = if args.boot_params {
+        match bootline::boot_line(&cpus, topo.online()) {
+            Ok(line) => Some(line),
+            Err(why @ bootline::NoLine::NoHousekeeping { .. }) => bail!(
+                "no kernel command line for the plan: {why}; reserve one with --reserved or --reserved-count"
+            ),
+            Err(why) => bail!("no kernel command line for the plan: {why}"),
+        }
+    } else {
+        None
+    };
     if args.json {
         let output = PlanOutput {
             count: cpus.len(),
             alignment: Alignment::of(&topo, &cpus),
             details: cpus.iter().filter_map(|c| topo.cpu(c)).collect(),
             cpus,
+            boot_params,
         };
         serde_json::to_writer_pretty(&mut *out, &output)?;
         writeln!(out)?;
     } else {
         writeln!(out, "{cpus}")?;
+        if let Some(line) = boot_params {
+            writeln!(out, "{line}")?;
+        }
     }
     Ok(())
 }

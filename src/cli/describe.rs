@@ -1,5 +1,6 @@
 //! `pinctl describe TARGET`: one workload, where its CPUs came from, how they
-//! sit on the machine, its cgroups and its history of writes.
+//! sit on the machine, what of the kernel's stays on them, its cgroups and
+//! its history of writes.
 //!
 //! Which workload TARGET names is [`find`]'s pure rule; the page is
 //! [`render`].
@@ -8,12 +9,13 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::api::{self, Event, EventKind, Workload};
+use crate::bootline::PARAMS;
 use crate::cgroup::{self, layout};
 use crate::cpuset::CpuSet;
 use crate::topology::Topology;
 
 use super::events::{concerns, format_event};
-use super::status::{duration, source_long};
+use super::status::{duration, source_long, stays_nothing, stays_text};
 use super::style::{Style, visible};
 
 /// What TARGET matched.
@@ -371,6 +373,9 @@ pub fn render(
             );
         }
     }
+    if let (Some(cpus), Some(hk)) = (&w.cpus, &status.housekeeping) {
+        render_quiet(&mut s, cpus, hk, style, &field);
+    }
     for f in status
         .failing
         .iter()
@@ -448,6 +453,57 @@ pub fn render(
         let _ = writeln!(s, "  {}", format_event(e, offset, style));
     }
     s
+}
+
+/// `housekeeping` for a pinned workload: whether its CPUs are kept clear,
+/// what stays on each of them, and the node's boot line (for every
+/// exclusive CPU, not these alone: the kernel takes one line) with what each
+/// part of it removes.
+fn render_quiet(
+    s: &mut String,
+    cpus: &CpuSet,
+    hk: &api::Housekeeping,
+    style: Style,
+    field: &dyn Fn(&str) -> String,
+) {
+    let outside = cpus.difference(&hk.away);
+    let quiet = if !hk.on {
+        style.yellow("housekeeping off: what was moved off its CPUs is being put back")
+    } else if outside.is_empty() {
+        "the kernel's movable work is kept off its CPUs (housekeeping)".to_string()
+    } else {
+        style.yellow(&format!(
+            "housekeeping on, but CPUs {outside} were not kept clear at its last pass"
+        ))
+    };
+    let _ = writeln!(s, "{}{quiet}", field("Quiet"));
+    let mut stays: Vec<&api::Stays> = (hk.stays.iter())
+        .filter(|st| cpus.contains(st.cpu) && !stays_nothing(st))
+        .collect();
+    stays.sort_by_key(|st| st.cpu);
+    for (i, st) in stays.iter().enumerate() {
+        let name = if i == 0 {
+            field("Stays")
+        } else {
+            " ".repeat(12)
+        };
+        let _ = writeln!(s, "{name}CPU {}: {}", st.cpu, stays_text(st, 8, 4));
+    }
+    if let Some(boot) = &hk.boot {
+        let _ = writeln!(s, "{}{}", field("Boot line"), visible(boot));
+        let _ = writeln!(
+            s,
+            "{:12}{}",
+            "",
+            style.dim(
+                "the node's, for all its exclusive CPUs; would remove what stays; needs a reboot:"
+            )
+        );
+        let width = PARAMS.iter().map(|p| p.name.len()).max().unwrap_or(0);
+        for p in PARAMS {
+            let _ = writeln!(s, "{:12}  {:width$}  {}", "", p.name, p.removes);
+        }
+    }
 }
 
 fn plural_writes(n: usize) -> String {

@@ -1,8 +1,8 @@
 //! `pinctl status`: the daemon's [`api::Status`] as an operator reads it.
 //!
-//! - A summary, the per-CPU map ([`render_map`]), the exclusive workloads
-//!   (the map's legend), the pending ones, failing cgroups and the watchdog's
-//!   findings.
+//! - A summary (with a line per optional feature: `sections.rs`), the
+//!   per-CPU map ([`render_map`]), the exclusive workloads (the map's
+//!   legend), the pending ones, failing cgroups and the watchdog's findings.
 //! - Rendering is pure: the document, the time and a [`Style`] in, text out,
 //!   so it is tested on synthetic documents of any size.
 
@@ -15,7 +15,11 @@ use crate::cpuset::CpuSet;
 use crate::topology::Topology;
 
 use super::style::{Style, visible};
-use sections::{render_interrupts, render_partitions, render_power, render_runs, render_slurm};
+use sections::{
+    render_housekeeping, render_interrupts, render_partitions, render_power, render_runs,
+    render_slurm,
+};
+pub(crate) use sections::{stays_nothing, stays_text};
 
 mod sections;
 
@@ -368,6 +372,9 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     }
     if let Some(power) = &status.power {
         render_power(&mut s, power, style, &fieldw);
+    }
+    if let Some(hk) = &status.housekeeping {
+        render_housekeeping(&mut s, hk, style, &fieldw);
     }
     if let Some(parts) = &status.partitions {
         render_partitions(&mut s, parts, style, &fieldw);

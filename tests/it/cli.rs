@@ -172,6 +172,66 @@ fn plan_honours_available_reserved_and_options() {
     assert_eq!(got.iter().filter(|c| c % 16 < 8).count(), 12, "{got}");
 }
 
+/// `--boot-params`: the kernel command line for a node whose exclusive CPUs
+/// are the planned ones, on the line after them; `boot_params` in JSON.
+#[test]
+fn plan_boot_params_names_the_planned_cpus_and_keeps_the_others_for_the_kernel() {
+    let sysfs = fixture("intel-2s-smt");
+    let s = sysfs.to_str().unwrap();
+    let args = ["plan", "--cpus", "4", "--reserved", "0,16", "--sysfs", s];
+    assert_eq!(ok(&args), "1-2,17-18\n");
+    let line = "isolcpus=managed_irq,domain,1-2,17-18 nohz_full=1-2,17-18 rcu_nocbs=1-2,17-18 irqaffinity=0,3-16,19-31";
+    let with = [&args[..], &["--boot-params"]].concat();
+    assert_eq!(ok(&with), format!("1-2,17-18\n{line}\n"));
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&[&with[..], &["--json"]].concat())).unwrap();
+    assert_eq!(json["cpus"], "1-2,17-18");
+    assert_eq!(json["boot_params"], line);
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&[&args[..], &["--json"]].concat())).unwrap();
+    assert!(json.get("boot_params").is_none(), "only when asked: {json}");
+
+    // Offline CPUs 3 and 7 take no interrupts: they are not housekeeping CPUs.
+    let sysfs = fixture("offline-cpus");
+    let s = sysfs.to_str().unwrap();
+    let out = ok(&["plan", "--cpus", "2", "--sysfs", s, "--boot-params"]);
+    let [cpus, line] = out.lines().collect::<Vec<_>>()[..] else {
+        panic!("two lines: {out:?}")
+    };
+    let cpus: pinctl::CpuSet = cpus.parse().unwrap();
+    let online = pinctl::sysfs::Sysfs::new(&sysfs)
+        .topology()
+        .unwrap()
+        .online()
+        .clone();
+    let irqaffinity: pinctl::CpuSet = line
+        .rsplit_once(" irqaffinity=")
+        .unwrap()
+        .1
+        .parse()
+        .unwrap();
+    assert_eq!(irqaffinity, online.difference(&cpus), "{line}");
+    assert!(
+        !irqaffinity.contains(3) && !irqaffinity.contains(7),
+        "{line}"
+    );
+}
+
+/// A plan that takes every online CPU has no line: the kernel must keep a
+/// CPU of its own. Nothing is printed, not even the CPUs.
+#[test]
+fn plan_boot_params_refuses_a_node_without_a_housekeeping_cpu() {
+    let sysfs = fixture("intel-2s-smt");
+    let s = sysfs.to_str().unwrap();
+    assert_eq!(ok(&["plan", "--cpus", "32", "--sysfs", s]), "0-31\n");
+    let (code, err) = fails(&["plan", "--cpus", "32", "--sysfs", s, "--boot-params"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        "pinctl: no kernel command line for the plan: CPUs 0-31 leave no online CPU: a node must keep a housekeeping CPU; reserve one with --reserved or --reserved-count\n"
+    );
+}
+
 #[test]
 fn plan_failures_say_why_and_exit_1() {
     let sysfs = fixture("intel-2s-smt");

@@ -435,6 +435,80 @@ mod describe {
         assert!(text.contains(&format!("  {app}  (")), "{text}");
     }
 
+    /// `housekeeping`: whether its CPUs are kept clear, what stays on each
+    /// of them (its CPUs alone), and the node's boot line, for every
+    /// exclusive CPU, with what each part removes.
+    #[test]
+    fn the_page_says_what_stays_on_its_cpus_and_the_nodes_boot_line() {
+        let mut doc = doc();
+        let plain = render(&doc, &doc.workloads[2], &[], 0, Style::OFF);
+        assert!(!plain.contains("Quiet:"), "{plain}");
+        doc.housekeeping = Some(status_doc::housekeeping(&doc));
+        let hk = doc.housekeeping.clone().unwrap();
+        let w = &doc.workloads[1];
+        let cpus = w.cpus.clone().unwrap();
+        let text = render(&doc, w, &[], 0, Style::OFF);
+        println!("{text}");
+        assert!(
+            text.contains(
+                "Quiet:      the kernel's movable work is kept off its CPUs (housekeeping)\n"
+            ),
+            "{text}"
+        );
+        let stays: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("Stays:"))
+            .take_while(|l| l.starts_with("Stays:") || l.starts_with("            CPU "))
+            .collect();
+        assert_eq!(
+            stays.len(),
+            cpus.len(),
+            "a line per CPU of its own:\n{text}"
+        );
+        for (line, cpu) in stays.iter().zip(cpus.iter()) {
+            let st = hk.stays.iter().find(|s| s.cpu == cpu).unwrap();
+            let threads = st.threads.join(", ");
+            assert!(
+                line[12..].starts_with(&format!("CPU {cpu}: {threads}")),
+                "{line}"
+            );
+        }
+        // The node's line, not one for its CPUs alone.
+        let node = hk.boot.clone().unwrap();
+        assert_ne!(
+            Some(node.clone()),
+            pinctl::bootline::boot_params(&cpus, &doc.online)
+        );
+        assert!(text.contains(&format!("Boot line:  {node}\n")), "{text}");
+        for p in pinctl::bootline::PARAMS {
+            assert!(
+                text.lines()
+                    .any(|l| l.trim_start().starts_with(p.name) && l.ends_with(p.removes)),
+                "{} in:\n{text}",
+                p.name
+            );
+        }
+        // Its CPUs not yet clear; housekeeping off.
+        let mut partly = hk.clone();
+        partly.away = partly.away.difference(&cpus);
+        doc.housekeeping = Some(partly);
+        let text = render(&doc, w, &[], 0, Style::OFF);
+        assert!(
+            text.contains(&format!(
+                "Quiet:      housekeeping on, but CPUs {cpus} were not kept clear at its last pass\n"
+            )),
+            "{text}"
+        );
+        doc.housekeeping = Some(api::Housekeeping { on: false, ..hk });
+        let text = render(&doc, w, &[], 0, Style::OFF);
+        assert!(
+            text.contains(
+                "Quiet:      housekeeping off: what was moved off its CPUs is being put back\n"
+            ),
+            "{text}"
+        );
+    }
+
     #[test]
     fn a_v1_path_may_name_its_controller() {
         let mut doc = doc();
@@ -587,7 +661,8 @@ mod hostile_text {
 
     /// A status whose every free-text field carries `bad`: keys, cgroups,
     /// the bundle's path, a pending workload, failing cgroups, the
-    /// watchdog's paths and task names, the configuration's error.
+    /// watchdog's paths and task names, the configuration's error, and the
+    /// kernel threads, interrupts and failures of `housekeeping`.
     fn doc(bad: &str) -> api::Status {
         let mut app = pod(1, "app", 2);
         app.key = format!("pod:1/{bad}");
@@ -632,6 +707,13 @@ mod hostile_text {
         doc.config.file = Some(format!("/etc/{bad}.toml").into());
         doc.config.restart_pending = vec![bad.into()];
         doc.config.reload_error = Some(format!("/etc/x.toml:1:1: unknown key `{bad}`"));
+        let mut hk = status_doc::housekeeping(&doc);
+        hk.stays[0].threads[0] = format!("kworker/{bad}");
+        hk.stays[0].interrupts[0] = format!("41 {bad}");
+        hk.moved[2].what = format!("kthread 7 ({bad})");
+        hk.failed = vec![format!("kthread 7 ({bad}): Invalid argument")];
+        hk.error = Some(format!("cannot read /proc/{bad}"));
+        doc.housekeeping = Some(hk);
         doc
     }
 
@@ -724,6 +806,11 @@ mod hostile_text {
             ),
             format!("  kubepods.slice/{SHOWN}.scope frozen for 1m 30s"),
             format!("  missing /sys/fs/cgroup/{SHOWN}: cannot mkdir: {SHOWN}"),
+            format!(
+                "             stays on CPU 1: kworker/{SHOWN}, migration/1, ksoftirqd/1 and 2 more; interrupt 41 {SHOWN}\n"
+            ),
+            format!("             kthread 7 ({SHOWN}): Invalid argument\n"),
+            format!("             cannot read /proc/{SHOWN}\n"),
         ] {
             assert!(text.contains(&want), "missing {want:?} in:\n{text}");
         }
@@ -766,6 +853,9 @@ mod hostile_text {
             format!("the OCI annotation pinctl.io/cpus.{SHOWN} in /run/{SHOWN}/config.json\n"),
             format!("Cgroups:    kubepods.slice/{SHOWN}.scope\n"),
             format!("Stuck:      task 7 ({SHOWN}) in D state"),
+            format!(
+                "Stays:      CPU 1: kworker/{SHOWN}, migration/1, ksoftirqd/1, kworker/1:0H, kworker/1:1; interrupt 41 {SHOWN}\n"
+            ),
             format!(
                 "write kubepods.slice/{SHOWN}.scope cpuset.cpus ? -> 1,9  exclusive CPUs of pod:1/{SHOWN} (annotation)  FAILED: write {SHOWN}: busy"
             ),
@@ -1372,5 +1462,106 @@ fn status_power_line_says_classes_failures_and_advice() {
     assert!(
         text.contains("Power:       no power files on this node: classes cannot be set"),
         "{text}"
+    );
+}
+
+/// The `Quiet CPUs:` line (issue #42): the CPUs kept clear, what was moved
+/// by kind, what stays on the first few exclusive CPUs (long lists cut with
+/// a count), and the boot line that would remove it.
+#[test]
+fn status_quiet_cpus_line_counts_what_moved_and_says_what_stays() {
+    let mut doc = status_doc::status(SHAPE_16, "0,8", &[pod(1, "app", 4), job(2, 2)]);
+    let plain = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    assert!(!plain.contains("Quiet CPUs"), "{plain}");
+    doc.housekeeping = Some(status_doc::housekeeping(&doc));
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    println!("{text}");
+    check_layout(&text, 400);
+    let want = "\
+Quiet CPUs:  1-3,9-11 (housekeeping): moved 2 workqueue masks, 3 kernel threads, 2 RPS/XPS masks; 7 originals kept
+             stays on CPU 1: cpuhp/1, migration/1, ksoftirqd/1 and 2 more; interrupt 41 nvme0q1
+             stays on CPU 2: cpuhp/2, migration/2, ksoftirqd/2 and 2 more; interrupts 42 nvme0q2, 62 virtio0-input.2 and 1 more
+             stays on CPU 3: cpuhp/3, migration/3, ksoftirqd/3 and 2 more
+             stays on CPU 9: cpuhp/9, migration/9, ksoftirqd/9 and 2 more
+             and 2 more CPUs (pinctl describe shows a workload's)
+             the boot line would remove what stays; needs a reboot:
+             isolcpus=managed_irq,domain,1-3,9-11 nohz_full=1-3,9-11 rcu_nocbs=1-3,9-11 irqaffinity=0,4-8,12-15
+";
+    assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    // Under the power line's place, above the activity counters.
+    let quiet = text.find("Quiet CPUs:").unwrap();
+    assert!(quiet < text.find("Activity:").unwrap(), "{text}");
+    // Colour on: the same text with escape codes.
+    let coloured = status::render(&doc, Mode::Online, Style::ON, NOW);
+    assert_eq!(strip_ansi(&coloured), text);
+}
+
+/// Failures and errors under the line in red, the count on it; off, what
+/// is left is being put back; on without exclusive CPUs, none now.
+#[test]
+fn status_quiet_cpus_line_says_failures_and_put_backs() {
+    let mut doc = status_doc::status(SHAPE_16, "0,8", &[pod(1, "app", 2)]);
+    let mut hk = status_doc::housekeeping(&doc);
+    hk.stays.clear();
+    hk.failed = vec![
+        "kthread 15 (rcu_preempt): write /proc/15/task/15: Invalid argument".into(),
+        "xps eth0 tx-0: Permission denied".into(),
+    ];
+    hk.error = Some("cannot save /run/pinctl/housekeeping.json: Read-only file system".into());
+    doc.housekeeping = Some(hk.clone());
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    check_layout(&text, 400);
+    let want = "\
+Quiet CPUs:  1,9 (housekeeping): moved 2 workqueue masks, 3 kernel threads, 2 RPS/XPS masks; 7 originals kept; 2 failing
+             cannot save /run/pinctl/housekeeping.json: Read-only file system
+             kthread 15 (rcu_preempt): write /proc/15/task/15: Invalid argument
+             the boot line would remove what stays; needs a reboot:
+";
+    assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    assert!(
+        !text.contains("Permission denied"),
+        "the first failure only"
+    );
+    let coloured = status::render(&doc, Mode::Online, Style::ON, NOW);
+    assert!(coloured.contains("\x1b[31m2 failing\x1b[0m"), "{coloured}");
+
+    // Off: what was moved is being put back; once it is, the originals.
+    hk.on = false;
+    hk.failed.clear();
+    hk.error = None;
+    hk.moved.truncate(2);
+    doc.housekeeping = Some(hk.clone());
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    assert!(
+        text.contains("Quiet CPUs:  housekeeping off: 2 workqueue masks being put back\n"),
+        "{text}"
+    );
+    hk.moved.clear();
+    hk.originals = 1;
+    hk.boot = None;
+    doc.housekeeping = Some(hk.clone());
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    assert!(
+        text.contains("Quiet CPUs:  housekeeping off: 1 original being put back\n"),
+        "{text}"
+    );
+    assert!(!text.contains("boot line"), "{text}");
+
+    // On, nothing exclusive: once all is back, and while it goes back.
+    let mut none = api::Housekeeping {
+        on: true,
+        ..api::Housekeeping::default()
+    };
+    doc.housekeeping = Some(none.clone());
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    let line = text.lines().find(|l| l.starts_with("Quiet CPUs:")).unwrap();
+    assert_eq!(line, "Quiet CPUs:  none now (housekeeping on)");
+    none.moved = status_doc::housekeeping(&doc).moved.split_off(5);
+    doc.housekeeping = Some(none);
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    let line = text.lines().find(|l| l.starts_with("Quiet CPUs:")).unwrap();
+    assert_eq!(
+        line,
+        "Quiet CPUs:  none now (housekeeping on); 2 RPS/XPS masks being put back"
     );
 }

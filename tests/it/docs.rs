@@ -1,7 +1,8 @@
 //! The words kept true: every link in the README, ARCHITECTURE.md and the
 //! book (`docs/`) resolves, to a file and to a heading; the book's summary
 //! lists every page; the configuration page lists every key the shipped
-//! file has, and no other; every command and flag is on a page. The metrics
+//! file has, and no other; the Quiet CPUs page explains the boot line as
+//! `bootline::PARAMS` does; every command and flag is on a page. The metrics
 //! page is kept by `metrics.rs`'s tests.
 
 use std::collections::BTreeSet;
@@ -204,6 +205,20 @@ fn the_configuration_page_lists_every_shipped_key() {
         assert!(
             shipped.contains(key),
             "docs/src/configuration.md has `{key}`, the shipped file does not"
+        );
+    }
+}
+
+/// The Quiet CPUs page explains each part of the boot line as
+/// `bootline::PARAMS` does (what `describe` prints), word for word.
+#[test]
+fn the_quiet_cpus_page_explains_each_part_of_the_boot_line() {
+    let page = read(&repo("docs/src/housekeeping.md"));
+    for p in pinctl::bootline::PARAMS {
+        let row = format!("| `{}` | {} |", p.name, p.removes);
+        assert!(
+            page.lines().any(|l| l == row),
+            "docs/src/housekeeping.md lacks the row {row:?}"
         );
     }
 }

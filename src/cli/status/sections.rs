@@ -1,6 +1,6 @@
 //! The optional lines of `pinctl status`, each with what lies below it:
-//! `Interrupts:` (`irq_affinity`), `Power:` (`[power]`), `Partitions:`
-//! (`isolation`),
+//! `Interrupts:` (`irq_affinity`), `Power:` (`[power]`), `Quiet CPUs:`
+//! (`housekeeping`), `Partitions:` (`isolation`),
 //! `Slurm:` (Slurm's jobs and their conflicts) and `Runs:` (`pinctl run`).
 
 use std::fmt::Write as _;
@@ -119,6 +119,154 @@ pub(super) fn render_power(
     for advice in &power.advice {
         let _ = writeln!(s, "{:13}{}", "", style.yellow(&visible(advice)));
     }
+}
+
+/// At most this many exclusive CPUs get a line of what stays on them.
+const STAYS_CPUS: usize = 4;
+
+/// The `Quiet CPUs:` line (`housekeeping`): the CPUs kept clear and what
+/// was moved off them by kind, what fails, then what stays on the first few
+/// CPUs and the boot line that would remove it.
+pub(super) fn render_housekeeping(
+    s: &mut String,
+    hk: &api::Housekeeping,
+    style: Style,
+    fieldw: &dyn Fn(&str) -> String,
+) {
+    let moved = moved_kinds(&hk.moved);
+    let mut line = if !hk.on {
+        let what = if hk.moved.is_empty() {
+            plural(hk.originals, "original", "originals")
+        } else {
+            moved
+        };
+        format!("housekeeping off: {what} being put back")
+    } else if hk.away.is_empty() {
+        // The last exclusive CPU released: what was moved is going back.
+        if hk.moved.is_empty() {
+            "none now (housekeeping on)".to_string()
+        } else {
+            format!("none now (housekeeping on); {moved} being put back")
+        }
+    } else {
+        let moved = if hk.moved.is_empty() {
+            "nothing moved".to_string()
+        } else {
+            format!("moved {moved}")
+        };
+        format!(
+            "{} (housekeeping): {moved}; {} kept",
+            hk.away,
+            plural(hk.originals, "original", "originals")
+        )
+    };
+    if !hk.failed.is_empty() {
+        let _ = write!(
+            line,
+            "; {}",
+            style.red(&format!("{} failing", hk.failed.len()))
+        );
+    }
+    let _ = writeln!(s, "{}{line}", fieldw("Quiet CPUs"));
+    for e in hk.error.iter().chain(hk.failed.first()) {
+        let _ = writeln!(s, "{:13}{}", "", style.red(&visible(e)));
+    }
+    let mut stays: Vec<&api::Stays> = hk.stays.iter().filter(|st| !stays_nothing(st)).collect();
+    stays.sort_by_key(|st| st.cpu);
+    for st in stays.iter().take(STAYS_CPUS) {
+        let _ = writeln!(
+            s,
+            "{:13}stays on CPU {}: {}",
+            "",
+            st.cpu,
+            stays_text(st, 3, 2)
+        );
+    }
+    if let Some(more) = stays.len().checked_sub(STAYS_CPUS).filter(|&n| n > 0) {
+        let _ = writeln!(
+            s,
+            "{:13}and {more} more {} (pinctl describe shows a workload's)",
+            "",
+            if more == 1 { "CPU" } else { "CPUs" }
+        );
+    }
+    if let Some(boot) = &hk.boot {
+        let _ = writeln!(
+            s,
+            "{:13}{}",
+            "",
+            style.dim("the boot line would remove what stays; needs a reboot:")
+        );
+        let _ = writeln!(s, "{:13}{}", "", visible(boot));
+    }
+}
+
+/// What was moved, counted by kind (the start of each `what`):
+/// `3 workqueue masks, 41 kernel threads, 4 RPS/XPS masks`.
+fn moved_kinds(moved: &[api::Moved]) -> String {
+    let (mut wq, mut kthreads, mut steering, mut other) = (0, 0, 0, 0);
+    for m in moved {
+        let kind = m.what.split_whitespace().next().unwrap_or("");
+        match kind {
+            "workqueue" => wq += 1,
+            "kthread" => kthreads += 1,
+            "rps" | "xps" => steering += 1,
+            _ => other += 1,
+        }
+    }
+    let parts: Vec<String> = [
+        (wq, "workqueue mask", "workqueue masks"),
+        (kthreads, "kernel thread", "kernel threads"),
+        (steering, "RPS/XPS mask", "RPS/XPS masks"),
+        (other, "other", "others"),
+    ]
+    .into_iter()
+    .filter(|(n, _, _)| *n > 0)
+    .map(|(n, one, many)| plural(n, one, many))
+    .collect();
+    if parts.is_empty() {
+        "nothing".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// Whether nothing of the kernel's stays on this CPU.
+pub(crate) fn stays_nothing(st: &api::Stays) -> bool {
+    st.threads.is_empty() && st.interrupts.is_empty()
+}
+
+/// What stays on one CPU, in short: its first `threads` kernel threads and
+/// `irqs` interrupts by name, the rest counted
+/// (`ksoftirqd/3, migration/3 and 4 more; interrupt 45 nvme0q3`).
+pub(crate) fn stays_text(st: &api::Stays, threads: usize, irqs: usize) -> String {
+    let mut parts = Vec::new();
+    if !st.threads.is_empty() {
+        parts.push(cut(&st.threads, threads));
+    }
+    if !st.interrupts.is_empty() {
+        let word = if st.interrupts.len() == 1 {
+            "interrupt"
+        } else {
+            "interrupts"
+        };
+        parts.push(format!("{word} {}", cut(&st.interrupts, irqs)));
+    }
+    parts.join("; ")
+}
+
+/// The first `max` names, each made visible, and `and N more`.
+fn cut(names: &[String], max: usize) -> String {
+    let shown: Vec<String> = names
+        .iter()
+        .take(max.max(1))
+        .map(|n| visible(n).into_owned())
+        .collect();
+    let mut text = shown.join(", ");
+    if names.len() > shown.len() {
+        let _ = write!(text, " and {} more", names.len() - shown.len());
+    }
+    text
 }
 
 /// The `Partitions:` line (`isolation = "partition"`), with each failing

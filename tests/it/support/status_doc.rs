@@ -153,3 +153,64 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
         config: api::RunningConfig::default(),
     }
 }
+
+/// The `housekeeping` section of a daemon that keeps `doc`'s exclusive CPUs
+/// clear: two workqueue masks, three kernel threads and an RPS and an XPS
+/// mask moved; on each exclusive CPU its per-CPU threads, and managed
+/// interrupts on the first two (one on the first, three on the second); the
+/// node's boot line.
+pub fn housekeeping(doc: &api::Status) -> api::Housekeeping {
+    let away = doc
+        .workloads
+        .iter()
+        .filter_map(|w| w.cpus.as_ref())
+        .fold(pinctl::CpuSet::new(), |all, c| all.union(c));
+    let rest = doc.online.difference(&away);
+    let moved = |what: &str| api::Moved {
+        what: what.into(),
+        was: doc.online.clone(),
+        set: rest.clone(),
+    };
+    let stays = away
+        .iter()
+        .enumerate()
+        .map(|(i, cpu)| api::Stays {
+            cpu,
+            threads: ["cpuhp", "migration", "ksoftirqd"]
+                .iter()
+                .map(|t| format!("{t}/{cpu}"))
+                .chain([format!("kworker/{cpu}:0H"), format!("kworker/{cpu}:1")])
+                .collect(),
+            interrupts: match i {
+                0 => vec![format!("{} nvme0q{cpu}", 40 + cpu)],
+                1 => vec![
+                    format!("{} nvme0q{cpu}", 40 + cpu),
+                    format!("{} virtio0-input.{cpu}", 60 + cpu),
+                    format!("{} virtio0-output.{cpu}", 80 + cpu),
+                ],
+                _ => Vec::new(),
+            },
+        })
+        .collect();
+    api::Housekeeping {
+        on: true,
+        away: away.clone(),
+        moved: [
+            "workqueue cpumask",
+            "workqueue writeback",
+            "kthread 2 (kthreadd)",
+            "kthread 15 (rcu_preempt)",
+            "kthread 61 (kcompactd0)",
+            "rps eth0 rx-0",
+            "xps eth0 tx-0",
+        ]
+        .into_iter()
+        .map(moved)
+        .collect(),
+        failed: Vec::new(),
+        stays,
+        boot: pinctl::bootline::boot_params(&away, &doc.online),
+        originals: 7,
+        error: None,
+    }
+}
