@@ -133,11 +133,18 @@ impl Fs for FakeKernel {
         }
         Ok(())
     }
+    /// tracefs removes an instance with its files, but not while one is
+    /// open (`trace_pipe`): EBUSY.
     fn rmdir(&self, path: &Path) -> io::Result<()> {
-        if path.parent().is_some_and(|p| p.ends_with("instances")) {
-            return std::fs::remove_dir_all(path);
+        if !path.parent().is_some_and(|p| p.ends_with("instances")) {
+            return std::fs::remove_dir(path);
         }
-        std::fs::remove_dir(path)
+        for fd in std::fs::read_dir("/proc/self/fd")? {
+            if std::fs::read_link(fd?.path()).is_ok_and(|f| f.starts_with(path)) {
+                return Err(io::Error::from_raw_os_error(libc::EBUSY));
+            }
+        }
+        std::fs::remove_dir_all(path)
     }
     fn exists(&self, path: &Path) -> io::Result<bool> {
         RealFs.exists(path)
