@@ -12,6 +12,7 @@ mod apply;
 mod checks;
 mod configure;
 mod irq;
+mod noise;
 mod notify;
 mod partition;
 mod power;
