@@ -95,6 +95,20 @@ pub struct ResultLabel {
     pub result: LabelValue,
 }
 
+/// Labels of the per-CPU interrupt gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExclusiveCpuLabel {
+    pub cpu: LabelValue,
+}
+
+/// Labels of the per-CPU softirq gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SoftirqLabel {
+    pub cpu: LabelValue,
+    /// The row of `/proc/softirqs`: `TIMER`, `NET_RX`, `RCU`, ...
+    pub kind: LabelValue,
+}
+
 /// Labels of the node-wide alignment gauges.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BoundaryLabel {
@@ -154,6 +168,13 @@ pub struct Metrics {
     pub partitions_failing: Gauge,
     pub state_save_failures: Counter,
     pub unwatched_cgroups: Gauge,
+    /// Each exclusive CPU's interrupts since boot (every row of
+    /// `/proc/interrupts`), as the last full round of checks read them.
+    /// Gauges holding the kernel's running totals: prometheus-client's
+    /// counters can only be increased, not set.
+    pub exclusive_cpu_interrupts: Family<ExclusiveCpuLabel, Gauge>,
+    /// Each exclusive CPU's softirqs since boot, by kind (`/proc/softirqs`).
+    pub exclusive_cpu_softirqs: Family<SoftirqLabel, Gauge>,
     /// Connections to the socket open now.
     pub socket_connections: Gauge,
     /// Connections closed at once because [`crate::server::Limits::max_connections`] were
@@ -212,6 +233,8 @@ impl Metrics {
             partitions_failing: Gauge::default(),
             state_save_failures: Counter::default(),
             unwatched_cgroups: Gauge::default(),
+            exclusive_cpu_interrupts: Family::default(),
+            exclusive_cpu_softirqs: Family::default(),
             socket_connections: Gauge::default(),
             socket_connections_refused: Counter::default(),
         };
@@ -370,6 +393,16 @@ impl Metrics {
             "health",
             "The daemon's health (1 for the current state)",
             m.health.clone(),
+        );
+        registry.register(
+            "exclusive_cpu_interrupts",
+            "Interrupts each exclusive CPU took since boot, all sources (the kernel's running total)",
+            m.exclusive_cpu_interrupts.clone(),
+        );
+        registry.register(
+            "exclusive_cpu_softirqs",
+            "Softirqs each exclusive CPU ran since boot, by kind (the kernel's running total)",
+            m.exclusive_cpu_softirqs.clone(),
         );
         registry.register(
             "socket_connections",
@@ -735,6 +768,15 @@ mod tests {
             pool: "shared".into(),
         };
         m.cpu_pool.get_or_create(&cpu).set(1);
+        m.exclusive_cpu_interrupts
+            .get_or_create(&ExclusiveCpuLabel { cpu: "1".into() })
+            .set(1);
+        m.exclusive_cpu_softirqs
+            .get_or_create(&SoftirqLabel {
+                cpu: "1".into(),
+                kind: "TIMER".into(),
+            })
+            .set(1);
         let result = ResultLabel {
             result: "ok".into(),
         };

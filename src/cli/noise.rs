@@ -30,6 +30,9 @@ use crate::noise::{self, Class, Report};
 /// place under debugfs on older systems.
 pub const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
+/// The most rows of one class a CPU's table shows, the busiest first.
+pub const MAX_ROWS: usize = 12;
+
 /// How to measure and print.
 #[derive(Debug, Clone)]
 pub struct How {
@@ -107,7 +110,16 @@ pub fn run_with(
         })
         .context("cannot handle signals")?;
     let interrupted = Cell::new(false);
+    let what = match cpus.len() {
+        1 => format!("CPU {cpus}"),
+        _ => format!("CPUs {cpus}"),
+    };
+    // Called once tracing is on.
     let mut wait = |d: Duration| {
+        eprintln!(
+            "pinctl: measuring the noise on {what} for {} (Ctrl-C ends it early)",
+            seconds(d.as_secs_f64())
+        );
         let start = Instant::now();
         let [int, term, hup] = &mut signals;
         rt.block_on(async {
@@ -120,10 +132,6 @@ pub fn run_with(
         });
         start.elapsed()
     };
-    eprintln!(
-        "pinctl: measuring the noise on CPUs {cpus} for {} (Ctrl-C ends it early)",
-        seconds(how.duration.as_secs_f64())
-    );
     let report = noise::measure(fs, &noise_roots, &target, how.duration, &mut wait)
         .context("cannot measure the noise")?;
     for note in &report.notes {
@@ -211,24 +219,35 @@ pub fn render(report: &Report, keys: &BTreeMap<u32, &str>, style: Style) -> Stri
             "  {:<width$}  {:>7}  {:>8}  {:<9}  WHY / CURE",
             "SOURCE", "COUNT", "PER MIN", "CLASS"
         );
-        for src in rows {
-            let mut why = visible(&src.why).into_owned();
-            if let Some(cure) = &src.cure {
-                let _ = write!(why, "; cure: {}", visible(cure));
+        for class in Class::ALL {
+            let of: Vec<&&noise::Source> = rows.iter().filter(|x| x.class == class).collect();
+            for src in of.iter().take(MAX_ROWS) {
+                let mut why = visible(&src.why).into_owned();
+                if let Some(cure) = &src.cure {
+                    let _ = write!(why, "; cure: {}", visible(cure));
+                }
+                let class = format!("{:<9}", class.as_str());
+                let class = if src.class.fails() {
+                    style.red(&class)
+                } else {
+                    class
+                };
+                let name = label(src);
+                let pad = width.saturating_sub(name.chars().count());
+                let _ = writeln!(
+                    s,
+                    "  {name}{:pad$}  {:>7}  {:>8.1}  {class}  {why}",
+                    "", src.count, src.per_minute
+                );
             }
-            let class = format!("{:<9}", src.class.as_str());
-            let class = if src.class.fails() {
-                style.red(&class)
-            } else {
-                class
-            };
-            let name = label(src);
-            let pad = width.saturating_sub(name.chars().count());
-            let _ = writeln!(
-                s,
-                "  {name}{:pad$}  {:>7}  {:>8.1}  {class}  {why}",
-                "", src.count, src.per_minute
-            );
+            if of.len() > MAX_ROWS {
+                let _ = writeln!(
+                    s,
+                    "  ... and {} more {} sources (--json lists them all)",
+                    of.len() - MAX_ROWS,
+                    class.as_str()
+                );
+            }
         }
     }
     let p = &report.per_minute;
@@ -303,9 +322,9 @@ mod tests {
              \n\
              CPU 1  cgroup:a\n\
              \x20 SOURCE                         COUNT   PER MIN  CLASS      WHY / CURE\n\
+             \x20 evil\\x1b[2J (9)                    1       6.0  neighbour  why\n\
              \x20 kworker/u4:2 (123)                 2      12.0  movable    why\n\
              \x20 LOC: Local timer interrupts      100     600.0  interrupt  why; cure: nohz_full=1-2\n\
-             \x20 evil\\x1b[2J (9)                    1       6.0  neighbour  why\n\
              \n\
              CPU 2  cgroup:b\n\
              \x20 nothing ran but the workload\n\
@@ -316,6 +335,24 @@ mod tests {
         assert_eq!(
             verdict(&report).unwrap_err().to_string(),
             "2 sources ran on exclusive CPUs that should not (1 neighbour, 1 movable)"
+        );
+    }
+
+    #[test]
+    fn a_long_class_shows_its_busiest_rows_and_counts_the_rest() {
+        let mut report = Report::nothing();
+        report.cpus = "1".parse().unwrap();
+        report.movable = true;
+        report.sources = (0..MAX_ROWS as u32 + 2)
+            .map(|i| source(1, Class::Neighbour, "n", Some(i), 100 - u64::from(i)))
+            .collect();
+        let text = render(&report, &BTreeMap::new(), Style::OFF);
+        assert_eq!(text.matches("  neighbour  why").count(), MAX_ROWS, "{text}");
+        assert!(text.contains("n (11) "), "{text}");
+        assert!(!text.contains("n (12) "), "{text}");
+        assert!(
+            text.contains("  ... and 2 more neighbour sources (--json lists them all)\n"),
+            "{text}"
         );
     }
 }

@@ -203,6 +203,7 @@ impl Daemon {
         if let Some(frozen) = found.frozen {
             self.act_on_frozen(frozen).await;
         }
+        self.count_interrupts(found.counters);
         match found.slurm {
             Some(Ok(found)) => self.dog.slurm_jobs = found.jobs,
             Some(Err(e)) => warn!(error = %e, "cannot list Slurm's jobs"),
@@ -382,6 +383,8 @@ pub(super) struct Findings {
     frozen: Option<Vec<(Rel, Option<u32>)>>,
     /// Slurm's jobs, if the round looked.
     slurm: Option<Result<slurm::Found, String>>,
+    /// Interrupts and softirqs per CPU, if the round looked.
+    counters: Option<super::noise::Counters>,
 }
 
 /// The reads of one round of checks, every one a timed I/O call of its own
@@ -448,6 +451,10 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
         }
     };
 
+    let counters = match &proc_root {
+        Some(root) => Some(super::noise::read(&pool, root).await),
+        None => None,
+    };
     let sleepers = match proc_root {
         None => None,
         Some(proc_root) => {
@@ -513,6 +520,7 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
         sleepers,
         frozen,
         slurm,
+        counters,
     }
 }
 

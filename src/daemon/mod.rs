@@ -13,6 +13,7 @@ mod checks;
 mod configure;
 mod housekeeping;
 mod irq;
+mod noise;
 mod notify;
 mod partition;
 mod power;

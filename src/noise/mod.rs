@@ -462,6 +462,8 @@ pub fn measure(
         }
     }
     lost = lost.max(tally.lost.values().fold(0u64, |a, &b| a.saturating_add(b)));
+    // An instance whose trace_pipe is open cannot be removed (EBUSY).
+    drop(pipes);
     for instance in [Some(main), moves].into_iter().flatten() {
         if let Err(e) = instance.remove() {
             notes.push(crate::io::chain(&e));

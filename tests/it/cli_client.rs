@@ -581,3 +581,60 @@ fn verify_over_the_socket_exits_1_on_problems_and_0_when_clean() {
         "{err}"
     );
 }
+
+/// `verify --noise` through the binary: no tracefs is an error naming
+/// the path it looked at (exit 1); no exclusive CPUs is said, and exit 0.
+#[test]
+fn verify_noise_names_a_missing_tracefs_and_passes_without_exclusive_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cgroup");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("cgroup.controllers"), "cpuset cpu\n").unwrap();
+    let proc_root = dir.path().join("proc");
+    std::fs::create_dir_all(&proc_root).unwrap();
+    let mut doc = status_doc::status(SHAPE_16, "0,8", &[job(1, 2)]);
+    doc.hierarchy = "v2".into();
+    let fake = serve(&doc, vec![]);
+    let tracefs = dir.path().join("tracing");
+    std::fs::create_dir_all(&tracefs).unwrap();
+    let (r, p, t) = (
+        root.to_str().unwrap(),
+        proc_root.to_str().unwrap(),
+        tracefs.to_str().unwrap(),
+    );
+    let args = [
+        "verify",
+        "--noise",
+        "1s",
+        "--cgroup-root",
+        r,
+        "--proc-root",
+        p,
+        "--tracefs",
+        t,
+    ];
+    let (code, out, err) = run(&fake, &args);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(
+        err,
+        format!(
+            "pinctl: cannot measure the noise: no tracefs at {t}: it has no instances/ (mount it: mount -t tracefs nodev {t})\n"
+        )
+    );
+    assert_eq!(out, "");
+
+    fake.canned.status.lock().unwrap()["workloads"] = serde_json::json!([]);
+    let (code, out, err) = run(&fake, &args);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "No exclusive CPUs: nothing to measure\n"),
+        "{err}"
+    );
+    let mut json = args.to_vec();
+    json.push("--json");
+    let (code, out, _) = run(&fake, &json);
+    assert_eq!(code, 0);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["cpus"], "");
+    assert_eq!(report["movable"], false);
+}

@@ -133,11 +133,18 @@ impl Fs for FakeKernel {
         }
         Ok(())
     }
+    /// tracefs removes an instance with its files, but not while one is
+    /// open (`trace_pipe`): EBUSY.
     fn rmdir(&self, path: &Path) -> io::Result<()> {
-        if path.parent().is_some_and(|p| p.ends_with("instances")) {
-            return std::fs::remove_dir_all(path);
+        if !path.parent().is_some_and(|p| p.ends_with("instances")) {
+            return std::fs::remove_dir(path);
         }
-        std::fs::remove_dir(path)
+        for fd in std::fs::read_dir("/proc/self/fd")? {
+            if std::fs::read_link(fd?.path()).is_ok_and(|f| f.starts_with(path)) {
+                return Err(io::Error::from_raw_os_error(libc::EBUSY));
+            }
+        }
+        std::fs::remove_dir_all(path)
     }
     fn exists(&self, path: &Path) -> io::Result<bool> {
         RealFs.exists(path)
@@ -706,4 +713,109 @@ fn real_trace_of_cpu_0() {
         .filter(|n| n.starts_with(&format!("pinctl-noise-{}", std::process::id())))
         .collect();
     assert!(left.is_empty(), "instances left: {left:?}");
+}
+
+/// The daemon's side (issue #42's last line): at each round of checks it
+/// reads `/proc/interrupts` and `/proc/softirqs` and serves the exclusive
+/// CPUs' totals, and only theirs, as gauges.
+mod metrics {
+    use std::fmt::Write as _;
+
+    use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, uid};
+    use crate::support::world::{Options, World};
+
+    /// 32 CPUs: interrupt 36 took 10 × N on CPU N, `LOC` 1000 + N; the
+    /// `TIMER` softirq ran N times, `RCU` 7. `ERR` is machine-wide.
+    fn tables() -> (String, String) {
+        let cpus = 0..32u32;
+        let header: String = cpus.clone().map(|c| format!(" CPU{c}")).collect();
+        let row = |label: &str, n: &dyn Fn(u32) -> u32, desc: &str| {
+            let mut line = format!("{label}:");
+            for c in cpus.clone() {
+                let _ = write!(line, " {:>10}", n(c));
+            }
+            format!("{line} {desc}\n")
+        };
+        let interrupts = format!(
+            "{header}\n{}{} ERR:          5\n",
+            row(
+                "  36",
+                &|c| 10 * c,
+                "PCI-MSIX-0000:00:02.0 1-edge virtio1-req.0"
+            ),
+            row(" LOC", &|c| 1000 + c, "Local timer interrupts"),
+        );
+        let softirqs = format!(
+            "{header}\n{}{}",
+            row("  TIMER", &|c| c, ""),
+            row("    RCU", &|_| 7, "")
+        );
+        (interrupts, softirqs)
+    }
+
+    fn metrics(w: &World) -> Result<String, String> {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(pinctl::client::Client::new(&w.socket).get("/metrics"))
+            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn exclusive_cpus_interrupts_and_softirqs_are_gauges() {
+        let opts = Options {
+            keys: vec!["watchdog_interval = \"200ms\"".into()],
+            ..Options::default()
+        };
+        let mut w = World::new("pinctld-noise", Version::V2, Driver::Systemd, &opts);
+        let (interrupts, softirqs) = tables();
+        std::fs::write(w.proc_root.join("interrupts"), interrupts).unwrap();
+        std::fs::write(w.proc_root.join("softirqs"), softirqs).unwrap();
+        w.start();
+        let pod = w.k.pod(Qos::Guaranteed, &uid(1));
+        w.tree.create(&pod, &Spec::limit(2));
+        let app = w.k.container(&pod, &container_id(1));
+        w.tree.create(&app, &Spec::limit(2));
+        let cpus = w.wait_pinned(&app, 2);
+        let mut want = Vec::new();
+        for c in cpus.iter() {
+            want.push(format!(
+                "pinctl_exclusive_cpu_interrupts{{cpu=\"{c}\"}} {}",
+                11 * c + 1000
+            ));
+            want.push(format!(
+                "pinctl_exclusive_cpu_softirqs{{cpu=\"{c}\",kind=\"TIMER\"}} {c}"
+            ));
+            want.push(format!(
+                "pinctl_exclusive_cpu_softirqs{{cpu=\"{c}\",kind=\"RCU\"}} 7"
+            ));
+        }
+        let text = w.wait_for("the exclusive CPUs' interrupt gauges", || {
+            let text = metrics(&w)?;
+            match want.iter().find(|l| !text.contains(l.as_str())) {
+                None => Ok(text),
+                Some(l) => Err(format!("no {l}")),
+            }
+        });
+        let samples = |name: &str| {
+            text.lines()
+                .filter(|l| l.starts_with(&format!("{name}{{")))
+                .count()
+        };
+        assert_eq!(samples("pinctl_exclusive_cpu_interrupts"), 2, "{text}");
+        assert_eq!(samples("pinctl_exclusive_cpu_softirqs"), 4, "{text}");
+
+        // The pin ends: its CPUs' series go.
+        w.tree.remove(&app);
+        w.wait_for("no interrupt gauges", || {
+            let text = metrics(&w)?;
+            match text.contains("pinctl_exclusive_cpu_interrupts{") {
+                false => Ok(()),
+                true => Err(text),
+            }
+        });
+        w.stop();
+    }
 }
