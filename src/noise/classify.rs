@@ -252,7 +252,7 @@ fn movable(
                 (None, Some(f)) if f.allowed.as_ref().is_some_and(|a| !a.contains(cpu)) => {
                     "housekeeping is on and has moved it since (it was born since the last round of checks)".to_string()
                 }
-                (None, Some(_)) if unbound => "housekeeping is on, but the workqueue cpumask still lets it run here (born since the last round of checks, or the kernel refused: see pinctl status)".to_string(),
+                (None, Some(_)) if unbound => "housekeeping is on, but it still ran here: before Linux 6.9 an ordered workqueue's workers keep their CPUs when the workqueue cpumask changes (isolcpus=domain at boot keeps them off); else it was born since the last round of checks, or the kernel refused (see pinctl status)".to_string(),
                 (None, Some(_)) => "housekeeping is on, but it may still run here (born since the last round of checks, or the kernel refused: see pinctl status)".to_string(),
             }
         }

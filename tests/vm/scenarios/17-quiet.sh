@@ -6,12 +6,21 @@
 # view: Cpus_allowed_list), and `pinctl verify --noise` finds nothing
 # movable there. A reload that turns it off puts every original back, and
 # verify --noise then finds movable kernel work there. The job's end puts
-# everything back as before the daemon started. Runs on 2s2n/v2 and
-# 1s4c2t/v1 only: one boot per hierarchy, each about a minute.
+# everything back as before the daemon started. Runs on 2s2n/v2,
+# 1s4c2t/v1 and the 6.12 boot only, about 2 minutes each.
+# Before Linux 6.9 the workers of ordered workqueues (netns's, which the
+# neighbour's namespaces use) keep their CPUs when the workqueue mask
+# changes: there, verify --noise may find only those (named, not failed);
+# on 6.12 it must find nothing movable.
+_major=$(uname -r | cut -d. -f1)
+_minor=$(uname -r | cut -d. -f2)
+NEW_WQ=""
+[ "$_major" -gt 6 ] || { [ "$_major" = 6 ] && [ "$_minor" -ge 9 ]; } && NEW_WQ=1
 case "$TOPO/$HIER" in
     2s2n/v2 | 1s4c2t/v1) ;;
+    */v2) [ -n "$NEW_WQ" ] || { note "runs on 2s2n/v2, 1s4c2t/v1 and 6.9+ only"; return 0; } ;;
     *)
-        note "runs on 2s2n/v2 and 1s4c2t/v1 only"
+        note "runs on 2s2n/v2, 1s4c2t/v1 and 6.9+ only"
         return 0
         ;;
 esac
@@ -60,6 +69,10 @@ _noise() {
 
 WQ_BEFORE=$(cat "$WQ")
 KT_BEFORE=$(_kthreads)
+# This shell, and so the daemon and the neighbour, in a shared cgroup:
+# the root cgroup's tasks may run anywhere (v2 cannot confine them).
+ME=$(sh -c 'echo $PPID')
+echo "$ME" > "$CS/system.slice/cgroup.procs"
 write_config 1h 'housekeeping = true
 watchdog_interval = "1s"'
 daemon_start || return
@@ -86,7 +99,16 @@ _line=$(pinctl status 2>&1 | grep -i -A2 'housekeeping' | tr '\n' ' ')
 check quiet-status "pinctl status: $(echo "$_line" | head -c 200)" [ -n "$_line" ]
 
 _noise 10s
-check quiet-noise-on "verify --noise 10s exit $NOISE_RC; per minute: $NOISE_SUM; movable: ${NOISE_MOV:-none} $(tail -c 300 /tmp/noise.err)" [ "$NOISE_RC" = 0 ]
+_msg="verify --noise 10s exit $NOISE_RC; per minute: $NOISE_SUM; movable: ${NOISE_MOV:-none} $(tail -c 300 /tmp/noise.err)"
+_nb=$(echo "$NOISE_SUM" | sed -n 's/.*"neighbour":\([0-9.]*\).*/\1/p')
+_other=$(echo "$NOISE_MOV" | tr ' ' '\n' | grep -v '^kworker/u' | grep . | tr '\n' ' ')
+if [ "$NOISE_RC" = 0 ]; then
+    pass quiet-noise-on "$_msg"
+elif [ -z "$NEW_WQ" ] && [ "$_nb" = 0 -o "$_nb" = 0.0 ] && [ -z "$_other" ] && [ -s /tmp/noise.json ]; then
+    pass quiet-noise-on "$_msg (Linux $(uname -r): ordered workqueues' workers stay before 6.9)"
+else
+    fail quiet-noise-on "$_msg"
+fi
 # Sampled again after the 10 s: the kernel started no thread there since
 # that a round of checks has not moved.
 check quiet-still "on $X: $(_on "$X" | tr '\n' ' ' | head -c 300)" _quiet "$X"
@@ -119,6 +141,7 @@ fi
 
 # Whatever happened, the next scenario gets the node as it was.
 daemon_stop
+echo "$ME" > "$CS/cgroup.procs"
 echo "$WQ_BEFORE" > "$WQ" 2>/dev/null
 echo "$KT_BEFORE" | while read -r _p _a; do
     [ -e "/proc/$_p" ] && taskset -pc "$_a" "$_p" >/dev/null 2>&1
