@@ -37,10 +37,6 @@ use crate::procfs;
 pub use classify::{Class, TaskFacts};
 use parse::{Counts, TraceEvent};
 
-/// The start of the names of a measurement's tracing instances
-/// (`pinctl-noise-PID`, `pinctl-noise-PID-moves`).
-pub const INSTANCE_PREFIX: &str = trace::PREFIX;
-
 /// Where the kernel's files are.
 #[derive(Debug, Clone)]
 pub struct Roots {

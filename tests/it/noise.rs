@@ -590,6 +590,19 @@ fn lost_events_are_said_and_a_failure_removes_the_instances() {
         "{text}"
     );
     assert_eq!(w.instances(), ["pinctl-noise-100"]);
+
+    // A failure with the pipes open: they are closed before the removal.
+    let mut w = World::new(None);
+    w.fs.counts[0].0 = "garbage\n".into();
+    let e = w.measure().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: no header of CPU columns: \"garbage\"",
+            w.roots().proc_root.join("interrupts").display()
+        )
+    );
+    assert_eq!(w.instances(), ["pinctl-noise-100"]);
 }
 
 #[test]
