@@ -1,3 +1,6 @@
+//! The pure plan of `housekeeping`: what moves, what goes back, what a
+//! thread born of `kthreadd` had, what is remembered, and what stays.
+
 use super::*;
 use crate::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
 
