@@ -150,6 +150,34 @@ pub fn list_pids(fs: &dyn Fs, proc_root: &Path) -> io::Result<Vec<u32>> {
     Ok(pids)
 }
 
+/// Runs `job` for every process under `proc_root` on the I/O pool: the
+/// list in one job, then one timed step per process (a process whose
+/// files hang costs its own step). Each result beside its pid; `Err` when
+/// the list could not be read.
+pub async fn each_pid<T, F>(
+    pool: &crate::io::IoPool,
+    proc_root: &Path,
+    job: F,
+) -> Result<Vec<(u32, Result<T, crate::io::IoError>)>, crate::io::IoError>
+where
+    T: Send + 'static,
+    F: Fn(&dyn Fs, &Path, u32) -> io::Result<T> + Send + Sync + 'static,
+{
+    let root = proc_root.to_path_buf();
+    let pids = pool
+        .run_op("list", proc_root, move |fs| list_pids(fs, &root))
+        .await?;
+    let items: Vec<(PathBuf, u32)> = pids
+        .iter()
+        .map(|pid| (proc_root.join(pid.to_string()), *pid))
+        .collect();
+    let root = proc_root.to_path_buf();
+    let results = pool
+        .run_batch("read", items, move |fs, _, pid| job(fs, &root, *pid))
+        .await;
+    Ok(pids.into_iter().zip(results).collect())
+}
+
 /// The thread ids of process `pid`: the entries of `/proc/PID/task`. When
 /// that cannot be listed (a fake tree may have only `/proc/PID/status`) the
 /// process counts as its one thread.

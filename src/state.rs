@@ -142,6 +142,17 @@ pub enum Peeked<T> {
     Invalid { reason: String },
 }
 
+/// What a file of originals (power's, housekeeping's) held.
+#[derive(Debug)]
+pub enum Found<T> {
+    /// What it kept.
+    Kept(T),
+    /// None: the first start since boot, or nothing was ever written.
+    Missing,
+    /// The file was not valid and was moved aside; why, for the log.
+    Quarantined(String),
+}
+
 /// The daemon's state file at one path. Holds only the path; every call goes to
 /// the filesystem.
 #[derive(Debug, Clone, PartialEq, Eq)]

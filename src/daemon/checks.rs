@@ -458,24 +458,17 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
     let sleepers = match proc_root {
         None => None,
         Some(proc_root) => {
-            let root = proc_root.clone();
-            match pool
-                .run_op("list", &proc_root, move |fs| procfs::list_pids(fs, &root))
-                .await
+            match procfs::each_pid(&pool, &proc_root, move |fs, root, pid| {
+                procfs::read_dstate(fs, root, pid, version)
+            })
+            .await
             {
-                Ok(pids) => {
-                    let items: Vec<(PathBuf, u32)> = pids
-                        .into_iter()
-                        .map(|pid| (proc_root.join(pid.to_string()), pid))
-                        .collect();
-                    let root = proc_root.clone();
-                    let read = pool
-                        .run_batch("read", items, move |fs, _, pid| {
-                            procfs::read_dstate(fs, &root, *pid, version)
-                        })
-                        .await;
-                    Some(read.into_iter().flatten().flatten().collect())
-                }
+                Ok(read) => Some(
+                    read.into_iter()
+                        .filter_map(|(_, r)| r.ok())
+                        .flatten()
+                        .collect(),
+                ),
                 Err(e) => {
                     warn!(error = %chain(&e), "cannot list processes");
                     None

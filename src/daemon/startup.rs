@@ -36,72 +36,40 @@ pub(super) async fn root_balances(pool: &IoPool, hier: &Hierarchy) -> bool {
     pool.read(&flag).await.is_ok_and(|t| t.trim() == "1")
 }
 
-/// The power originals kept by an earlier run since boot, on an I/O
-/// thread; an unusable file is moved aside and said (its values are lost:
-/// the files keep what they hold). A file that cannot be read at all
-/// (permissions, EIO) is the error returned: no class is set then, so its
-/// originals are not written over.
-async fn load_power_originals(
+/// The originals that `what` (`power`, `housekeeping`) kept in `path` in
+/// an earlier run since boot, read by `load` on an I/O thread (`count`:
+/// how many). An unusable file is moved aside and said: its values are
+/// lost, and the kernel keeps what it holds. A file that cannot be read at
+/// all (permissions, EIO) is the error returned: nothing new is written
+/// then, so its originals are not written over.
+async fn load_originals<T: Default + Send + 'static>(
     pool: &IoPool,
-    cfg: &Config,
-) -> (BTreeMap<crate::power::Knob, String>, Option<String>) {
-    use crate::power::originals::{Found, load};
-    let path = cfg.power_originals.clone();
-    let file = path.clone();
+    path: &std::path::Path,
+    what: &'static str,
+    load: fn(&std::path::Path) -> Result<crate::state::Found<T>, crate::state::StateError>,
+    count: fn(&T) -> usize,
+) -> (T, Option<String>) {
+    use crate::state::Found;
+    let file = path.to_path_buf();
     let found = pool
-        .run_op("read", &path, move |_| {
+        .run_op("read", path, move |_| {
             load(&file).map_err(std::io::Error::other)
         })
         .await;
     match found {
         Ok(Found::Kept(kept)) => {
-            info!(path = %path.display(), files = kept.len(), "power originals loaded: put back where no class wants them");
+            info!(path = %path.display(), originals = count(&kept), "{what} originals loaded: put back once no longer wanted");
             (kept, None)
         }
-        Ok(Found::Missing) => (BTreeMap::new(), None),
-        // Moved aside: its values are lost, the files keep what they hold.
+        Ok(Found::Missing) => (T::default(), None),
         Ok(Found::Quarantined(why)) => {
-            warn!(path = %path.display(), %why, "power originals file unusable; the power files keep what they hold");
-            (BTreeMap::new(), None)
+            warn!(path = %path.display(), %why, "{what} originals file unusable; what the daemon wrote keeps what it holds");
+            (T::default(), None)
         }
         Err(e) => {
             let e = chain(&e);
-            warn!(error = %e, "cannot read the power originals file");
-            (BTreeMap::new(), Some(e))
-        }
-    }
-}
-
-/// What `housekeeping` moved in an earlier run since boot, on an I/O
-/// thread, as [`load_power_originals`] does: an unusable file is moved aside
-/// and said (what it held is lost: the kernel keeps what it holds); one that
-/// cannot be read at all is the error returned, and nothing new is moved.
-async fn load_housekeeping_originals(
-    pool: &IoPool,
-    cfg: &Config,
-) -> (crate::housekeeping::Memory, Option<String>) {
-    use crate::housekeeping::originals::{Found, load};
-    let path = cfg.housekeeping_originals.clone();
-    let file = path.clone();
-    let found = pool
-        .run_op("read", &path, move |_| {
-            load(&file).map_err(std::io::Error::other)
-        })
-        .await;
-    match found {
-        Ok(Found::Kept(kept)) => {
-            info!(path = %path.display(), originals = kept.len(), "housekeeping originals loaded: put back when their CPUs stop being exclusive");
-            (kept, None)
-        }
-        Ok(Found::Missing) => (Default::default(), None),
-        Ok(Found::Quarantined(why)) => {
-            warn!(path = %path.display(), %why, "housekeeping originals file unusable; what was moved keeps what it holds");
-            (Default::default(), None)
-        }
-        Err(e) => {
-            let e = chain(&e);
-            warn!(error = %e, "cannot read the housekeeping originals file");
-            (Default::default(), Some(e))
+            warn!(error = %e, "cannot read the {what} originals file");
+            (T::default(), Some(e))
         }
     }
 }
@@ -188,8 +156,22 @@ impl Daemon {
             .as_mut()
             .map(|s| std::mem::take(&mut s.partitions))
             .unwrap_or_default();
-        let (power_originals, power_error) = load_power_originals(&pool, &cfg).await;
-        let (housekept, housekeeping_error) = load_housekeeping_originals(&pool, &cfg).await;
+        let (power_originals, power_error) = load_originals(
+            &pool,
+            &cfg.power_originals,
+            "power",
+            crate::power::originals::load,
+            BTreeMap::len,
+        )
+        .await;
+        let (housekept, housekeeping_error) = load_originals(
+            &pool,
+            &cfg.housekeeping_originals,
+            "housekeeping",
+            crate::housekeeping::originals::load,
+            BTreeMap::len,
+        )
+        .await;
         let mut engine = Engine::new(topo, settings, saved);
         // The partitions made by the last run take their CPUs out of every
         // other cgroup's effective set from the start.

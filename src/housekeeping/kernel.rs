@@ -304,23 +304,8 @@ pub async fn pass(pool: &IoPool, ask: Ask) -> Pass {
             Err(e) => reading.errors.push(chain(&e)),
         }
     }
-    let root = proc_root.clone();
-    match pool
-        .run_op("list", &proc_root, move |fs| procfs::list_pids(fs, &root))
-        .await
-    {
-        Ok(pids) => {
-            let items: Vec<(PathBuf, u32)> = pids
-                .into_iter()
-                .map(|pid| (proc_root.join(pid.to_string()), pid))
-                .collect();
-            let root = proc_root.clone();
-            let pids: Vec<u32> = items.iter().map(|(_, pid)| *pid).collect();
-            let results = pool
-                .run_batch("read", items, move |fs, _, pid| {
-                    read_kthread(fs, &root, *pid)
-                })
-                .await;
+    match procfs::each_pid(pool, &proc_root, read_kthread).await {
+        Ok(results) => {
             let remembered: BTreeSet<u32> = memory
                 .keys()
                 .filter_map(|k| match k {
@@ -328,7 +313,7 @@ pub async fn pass(pool: &IoPool, ask: Ask) -> Pass {
                     _ => None,
                 })
                 .collect();
-            for (pid, r) in pids.into_iter().zip(results) {
+            for (pid, r) in results {
                 match r {
                     Ok(Some(k)) => reading.kthreads.push(k),
                     Ok(None) => {}

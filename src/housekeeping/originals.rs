@@ -29,14 +29,7 @@ struct Body {
 }
 
 /// What [`load`] found.
-#[derive(Debug)]
-pub enum Found {
-    Kept(Memory),
-    /// None: the first start since boot, or nothing was ever moved.
-    Missing,
-    /// The file was not valid and was moved aside; why, for the log.
-    Quarantined(String),
-}
+pub type Found = crate::state::Found<Memory>;
 
 /// Reads the originals file at `path`.
 pub fn load(path: &Path) -> Result<Found, StateError> {

@@ -32,15 +32,7 @@ struct Body {
 }
 
 /// What [`load`] found.
-#[derive(Debug)]
-pub enum Found {
-    /// The originals kept.
-    Kept(BTreeMap<Knob, String>),
-    /// None: the first start since boot (or nothing was ever written).
-    Missing,
-    /// The file was not valid and was moved aside; why, for the log.
-    Quarantined(String),
-}
+pub type Found = crate::state::Found<BTreeMap<Knob, String>>;
 
 /// Reads the originals file at `path`.
 pub fn load(path: &Path) -> Result<Found, StateError> {
