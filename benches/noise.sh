@@ -214,6 +214,9 @@ model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1 |
     sed 's/ @ .*//; s/(R)//g; s/(TM)//g; s/ CPU\b//; s/ Processor\b//; s/ [0-9]*-Core\b//; s/  */ /g')
 MACHINE=${PINCTL_BENCH_MACHINE:-"$model, host $(hostname)"}
 KERNEL=$(cat /proc/sys/kernel/osrelease)
+# Every row of a run has its start as date, as benches/support/record.rs
+# writes it (`benches/plot.py --add --last` keeps a file's newest run).
+RUN_DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
 COLUMNS="date,machine,kernel,cpus,setup,hierarchy,duration_s,neighbour,movable,per_cpu,interrupt,softirq,lost_events,oslat_s,oslat_10us,oslat_32us,oslat_max_us"
 mkdir -p "$CSV_DIR"
@@ -353,7 +356,7 @@ one() {
         say "$name: oslat failed (exit $orc): $(tail -c 400 "$TMP/oslat.out")"
         return 1
     fi
-    row="$(date -u +%Y-%m-%dT%H:%M:%SZ),$(csv_cell "$MACHINE"),$KERNEL,$NCPUS,$name,$HIER,$(key duration_s "$top")$cells,$(key lost_events "$top"),$o"
+    row="$RUN_DATE,$(csv_cell "$MACHINE"),$KERNEL,$NCPUS,$name,$HIER,$(key duration_s "$top")$cells,$(key lost_events "$top"),$o"
     echo "$row" >>"$OUT_CSV"
     say "$name on CPU $X: $(echo "$pm" | tr -d '"'); oslat (s, >=10us, >=32us, max us): $o"
     # The movable sources, for the reader.
