@@ -10,7 +10,8 @@
 #   5-housekeeping  pinctld, housekeeping = true, irq_affinity = true
 #
 # Each set-up: a Burstable pod's container (kubepods/burstable/pod<uid>/<id>)
-# runs stress-ng (2 CPU hogs and a disk writer) on the shared CPUs; a
+# runs stress-ng (a CPU hog per online CPU, int64 arithmetic, which qemu's
+# TCG CPU runs too, and a disk writer) on the shared CPUs; a
 # Guaranteed pod's container (kubepods/pod<uid>/<id>, 1 CPU of quota) gets
 # the exclusive CPU X from pinctld and runs rt-tests' oslat on X alone;
 # `pinctl verify --noise` traces X over the same window (its per-minute
@@ -307,8 +308,8 @@ one() {
     b=$TOP/kubepods/burstable/pod0000beef-0000-4000-8000-00000000000b
     mk "$b"
     mk "$b/b0b0b0b0"
-    in_cg "$b/b0b0b0b0" stress-ng --cpu 2 --hdd 1 --hdd-bytes 64M --temp-path "$TMP" \
-        --timeout $((DUR + 30))s --quiet
+    in_cg "$b/b0b0b0b0" stress-ng --cpu "$NCPUS" --cpu-method int64 --hdd 1 --hdd-bytes 64M \
+        --temp-path "$TMP" --timeout $((DUR + 30))s --quiet
     KIDS="$KIDS $!"
     if [ "$s" = 1 ]; then
         taskset -c "$X" oslat -c "$X" -C "$X" -D $((DUR + 4)) -b 32 >"$TMP/oslat.out" 2>&1 &
@@ -349,9 +350,13 @@ one() {
     top=$(echo "$j" | sed 's/"sources":.*//')
     cells=""
     for k in neighbour movable per_cpu interrupt softirq; do cells="$cells,$(key "$k" "$pm")"; done
-    o=$(awk '$2 == "(us):" && $1 ~ /^[0-9]+$/ { b = $1 + 0; n = $3 + 0; if (b >= 10) a += n; if (b >= 32) c += n }
+    # The bucket's label without its leading zeros: busybox awk reads 032
+    # as octal.
+    o=$(awk '$2 == "(us):" && $1 ~ /^[0-9]+$/ { x = $1; sub(/^0+/, "", x); b = x + 0; n = $3 + 0; if (b >= 10) a += n; if (b >= 32) c += n }
         /Maximum:/ { m = $2 } /Duration:/ { d = $2 }
         END { printf "%s,%d,%d,%s", d, a, c, m }' "$TMP/oslat.out")
+    # oslat's own summary, for the log: the last buckets and the extremes.
+    sed -n '/ 03[0-2] (us)/p; /Maximum:/p; /Duration:/p' "$TMP/oslat.out" | sed 's/^ */oslat: /'
     if [ "$orc" != 0 ] || [ "${o%%,*}" = "" ]; then
         say "$name: oslat failed (exit $orc): $(tail -c 400 "$TMP/oslat.out")"
         return 1
