@@ -423,6 +423,8 @@ def noise_svg(rows):
             for j, c in enumerate(CLASSES):
                 v = median([float(r[c]) for r in rs])
                 if v <= 0:
+                    out.append(f'<text x="{x0 + j * bar + bar / 2:.1f}" y="{y0 + NOISE_H - 4}" '
+                               f'text-anchor="middle" font-size="10" fill="{NOISE_COLOURS[c]}">0</text>')
                     continue
                 y = py(v)
                 out.append(f'<rect x="{x0 + j * bar:.1f}" y="{y:.1f}" width="{bar - 1:.1f}" '
