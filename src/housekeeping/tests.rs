@@ -1,3 +1,7 @@
+//! Tests of housekeeping's plans over readings made in memory: what moves
+//! off the exclusive CPUs, what is left alone, what goes back and which
+//! originals are kept. No kernel file is read or written.
+
 use super::*;
 use crate::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
 
