@@ -5,9 +5,12 @@ The benchmarks append their figures to target/bench/<bench>.csv
 (benches/support/record.rs); the rows worth keeping are copied to
 docs/src/benchmarks/<bench>.csv. From those this script writes
 docs/src/benchmarks/pin.svg (pin p50 and shared pool narrowed p50 against
-live containers, one series per machine and hierarchy) and
+live containers, one series per machine and hierarchy),
+docs/src/benchmarks/noise.svg (switches per minute on the exclusive CPU by
+class and set-up, a panel per machine and hierarchy) and
 docs/src/benchmarks/runs.md (a table per benchmark, a row per run and
-size), which docs/src/benchmarks.md includes.
+size; noise: a row per machine, hierarchy and set-up, medians over the
+runs), which docs/src/benchmarks.md includes.
 
     benches/plot.py                     write pin.svg and runs.md
     benches/plot.py --check             exit 1 naming the file the CSV no longer gives
@@ -16,7 +19,8 @@ size), which docs/src/benchmarks.md includes.
                                         then write: FILE is a benchmark's CSV
                                         (target/bench/<bench>.csv) or a VM test
                                         bed log (its BENCH-CSV| lines, rows of
-                                        real_cgroup); --last keeps only FILE's
+                                        real_cgroup or noise, by their header);
+                                        --last keeps only FILE's
                                         newest run. Rows already there are skipped.
 
 Python's standard library only; the output depends on the CSV alone.
@@ -35,8 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "src" / "benchmarks"
 SVG = DATA / "pin.svg"
+NOISE_SVG = DATA / "noise.svg"
 TABLE = DATA / "runs.md"
-BENCHES = ("real_cgroup", "daemon", "planner", "allocator")
+BENCHES = ("real_cgroup", "daemon", "planner", "allocator", "noise")
 VM_PREFIX = "BENCH-CSV| "
 
 
@@ -175,6 +180,7 @@ def runs_md(data):
     lines += section("fake", fake_table(data["daemon"]))
     lines += section("planner", criterion_table(data["planner"], "live"))
     lines += section("allocator", criterion_table(data["allocator"], "CPUs"))
+    lines += section("noise", noise_table(data["noise"]))
     return "\n".join(lines)
 
 
@@ -315,35 +321,156 @@ def pin_svg(data):
     return "\n".join(out) + "\n"
 
 
+# --- noise (benches/noise.sh) -----------------------------------------------
+
+CLASSES = ("neighbour", "movable", "per_cpu", "interrupt", "softirq")
+SETUPS = {
+    "1-taskset": "1 taskset alone",
+    "2-kubelet": "2 kubelet-like",
+    "3-defaults": "3 defaults",
+    "4-irq-unthrottle": "4 irq + unthrottle",
+    "5-housekeeping": "5 housekeeping",
+}
+
+
+def machine_label(machine, hier):
+    return f"{machine}, cgroup {hier}" + (" (emulated)" if emulated(machine) else "")
+
+
+def noise_groups(rows):
+    """{(machine, hierarchy): {setup: [rows]}}, set-ups in order."""
+    out = {}
+    for r in rows:
+        out.setdefault((r["machine"], r["hierarchy"]), {}).setdefault(r["setup"], []).append(r)
+    return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
+
+
+def per_min(count, seconds):
+    return float(count) * 60.0 / float(seconds) if float(seconds) > 0 else 0.0
+
+
+def rate(x):
+    return f"{x:,.0f}" if x >= 10 else f"{x:.1f}"
+
+
+def noise_table(rows):
+    header = ["machine", "set-up", "runs", "neighbour", "movable", "per_cpu",
+              "interrupt", "softirq", "oslat ≥ 10 µs", "oslat ≥ 32 µs", "oslat max µs"]
+    body = []
+    for (machine, hier), setups in noise_groups(rows).items():
+        for setup, rs in setups.items():
+            cells = [rate(median([float(r[c]) for r in rs])) for c in CLASSES]
+            ten = median([per_min(r["oslat_10us"], r["oslat_s"]) for r in rs])
+            big = median([per_min(r["oslat_32us"], r["oslat_s"]) for r in rs])
+            mx = median([float(r["oslat_max_us"]) for r in rs])
+            body.append([machine_label(machine, hier), SETUPS.get(setup, setup), str(len(rs)),
+                         *cells, rate(ten), rate(big), f"{mx:,.0f}"])
+    return table(header, body)
+
+
+NOISE_W, NOISE_H = 640, 240
+NOISE_COLOURS = dict(zip(CLASSES, ["#d62728", "#ff7f0e", "#2ca02c", "#1f77b4", "#9467bd"]))
+
+
+def noise_svg(rows):
+    groups = noise_groups(rows)
+    left, top, gap = 70, 40, 80
+    height = top + max(len(groups), 1) * (NOISE_H + gap) + 20
+    width = left + NOISE_W + 30
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        "<title>switches per minute on the exclusive CPU, by class and set-up</title>",
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+    ]
+    for i, c in enumerate(CLASSES):
+        x = left + i * 110
+        out.append(f'<rect x="{x}" y="{top - 30}" width="10" height="10" fill="{NOISE_COLOURS[c]}"/>')
+        out.append(f'<text x="{x + 14}" y="{top - 21}">{c}</text>')
+    if not groups:
+        out.append(f'<text x="{left}" y="{top + 20}">no runs recorded</text>')
+    values = [float(r[c]) for r in rows for c in CLASSES if float(r[c]) > 0]
+    lo, hi = decades(values) if values else (0, 1)
+    lo = max(lo, 0)
+    for g, ((machine, hier), setups) in enumerate(groups.items()):
+        y0 = top + 20 + g * (NOISE_H + gap)
+
+        def py(v):
+            v = max(v, 10.0 ** lo)
+            return y0 + NOISE_H - (math.log10(v) - lo) / (hi - lo) * NOISE_H
+
+        out.append(f'<text x="{left + NOISE_W / 2:.1f}" y="{y0 - 6}" text-anchor="middle" '
+                   f'font-weight="bold">{escape(machine_label(machine, hier))}</text>')
+        out.append(f'<rect x="{left}" y="{y0}" width="{NOISE_W}" height="{NOISE_H}" '
+                   'fill="none" stroke="#444"/>')
+        for e in range(lo, hi + 1):
+            y = py(10.0 ** e)
+            out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + NOISE_W}" y2="{y:.1f}" stroke="#ddd"/>')
+            out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick_label(e)}</text>')
+        out.append(f'<text transform="translate({left - 50},{y0 + NOISE_H / 2:.1f}) rotate(-90)" '
+                   'text-anchor="middle">per minute, median</text>')
+        slot = NOISE_W / len(SETUPS)
+        bar = slot * 0.8 / len(CLASSES)
+        for k, (setup, name) in enumerate(SETUPS.items()):
+            x0 = left + k * slot + slot * 0.1
+            out.append(f'<text x="{left + k * slot + slot / 2:.1f}" y="{y0 + NOISE_H + 16}" '
+                       f'text-anchor="middle">{escape(name)}</text>')
+            rs = setups.get(setup)
+            if not rs:
+                out.append(f'<text x="{left + k * slot + slot / 2:.1f}" y="{y0 + NOISE_H / 2:.1f}" '
+                           'text-anchor="middle" fill="#888">not run</text>')
+                continue
+            for j, c in enumerate(CLASSES):
+                v = median([float(r[c]) for r in rs])
+                if v <= 0:
+                    out.append(f'<text x="{x0 + j * bar + bar / 2:.1f}" y="{y0 + NOISE_H - 4}" '
+                               f'text-anchor="middle" font-size="10" fill="{NOISE_COLOURS[c]}">0</text>')
+                    continue
+                y = py(v)
+                out.append(f'<rect x="{x0 + j * bar:.1f}" y="{y:.1f}" width="{bar - 1:.1f}" '
+                           f'height="{y0 + NOISE_H - y:.1f}" fill="{NOISE_COLOURS[c]}">'
+                           f'<title>{escape(name)}: {c} {rate(v)}/min</title></rect>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 # --- the command ------------------------------------------------------------
 
 
 def outputs():
     data = {b: read_rows(b) for b in BENCHES}
-    return {SVG: pin_svg(data), TABLE: runs_md(data)}
+    return {SVG: pin_svg(data), NOISE_SVG: noise_svg(data["noise"]), TABLE: runs_md(data)}
 
 
 def rows_of(path):
-    """(bench, header, rows) of a benchmark's CSV or a VM bed log."""
+    """[(bench, header, rows)] of a benchmark's CSV or a VM bed log (whose
+    BENCH-CSV| rows are real_cgroup's or noise's, each after its header)."""
     text = path.read_text()
     if path.suffix == ".log":
-        bench = "real_cgroup"
         text = "".join(line[len(VM_PREFIX):] + "\n" for line in text.splitlines()
                        if line.startswith(VM_PREFIX))
-    else:
-        bench = path.stem
-        if bench not in BENCHES:
-            sys.exit(f"benches/plot.py: {path}: not a benchmark's CSV ({', '.join(BENCHES)})")
+        records = list(csv.reader(io.StringIO(text)))
+        out = []
+        for r in records:
+            if r and r[0] == "date":
+                out.append(("noise" if "setup" in r else "real_cgroup", r, []))
+            elif out:
+                out[-1][2].append(r)
+        if not out:
+            sys.exit(f"benches/plot.py: {path}: no rows")
+        return out
+    bench = path.stem
+    if bench not in BENCHES:
+        sys.exit(f"benches/plot.py: {path}: not a benchmark's CSV ({', '.join(BENCHES)})")
     records = list(csv.reader(io.StringIO(text)))
     if not records:
         sys.exit(f"benches/plot.py: {path}: no rows")
     header, rows = records[0], [r for r in records[1:] if r != records[0]]
-    return bench, header, rows
+    return [(bench, header, rows)]
 
 
 def add(paths, last):
-    for path in map(Path, paths):
-        bench, header, rows = rows_of(path)
+    for path, (bench, header, rows) in ((p, x) for p in map(Path, paths) for x in rows_of(p)):
         if last and rows:
             newest = max(r[0] for r in rows)
             rows = [r for r in rows if r[0] == newest]

@@ -250,6 +250,22 @@ pub struct VerifyArgs {
     /// /sys/kernel/debug/tracing].
     #[arg(long, value_name = "DIR", requires = "noise")]
     pub tracefs: Option<PathBuf>,
+    /// With --noise: measure these CPUs (1,3-4) instead of the daemon's
+    /// exclusive ones. Neither the daemon nor its state is asked: this
+    /// measures any CPUs, before pinctl is deployed too. procfs is
+    /// --proc-root, else /proc.
+    #[arg(
+        long,
+        value_name = "LIST",
+        requires = "noise",
+        conflicts_with = "offline"
+    )]
+    pub cpus: Option<CpuSet>,
+    /// With --cpus: process PID and its threads (and what they fork while
+    /// measured) are the workload there; repeat it for more. Everything
+    /// else that runs there is noise.
+    #[arg(long = "pid", value_name = "PID", requires = "cpus")]
+    pub pids: Vec<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -602,6 +618,23 @@ fn describe_cmd(args: &DescribeArgs, style: Style, out: &mut dyn Write) -> Resul
 }
 
 fn verify_cmd(args: &VerifyArgs, style: Style, out: &mut dyn Write) -> Result<()> {
+    let how = |duration| noise::How {
+        tracefs: args.tracefs.clone(),
+        duration,
+        json: args.json,
+        style,
+    };
+    if let (Some(duration), Some(cpus)) = (args.noise, &args.cpus) {
+        let given = noise::Given {
+            cpus: cpus.clone(),
+            pids: args.pids.clone(),
+        };
+        let proc_root = args
+            .proc_root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/proc"));
+        return noise::run_given(&given, &proc_root, &how(duration), out);
+    }
     let config = load_config(args.connect.config.as_deref())?;
     let status = if args.offline {
         offline::build(&config)?.status
@@ -628,13 +661,7 @@ fn verify_cmd(args: &VerifyArgs, style: Style, out: &mut dyn Write) -> Result<()
         sysfs_root: args.sysfs_root.clone().unwrap_or(running.sysfs_root),
     };
     if let Some(duration) = args.noise {
-        let how = noise::How {
-            tracefs: args.tracefs.clone(),
-            duration,
-            json: args.json,
-            style,
-        };
-        return noise::run(&status, &roots, &how, out);
+        return noise::run(&status, &roots, &how(duration), out);
     }
     let scope = crate::cgroup::Scope::new(running.managed, running.shared_cgroups, Vec::new());
     let report = verify::verify(&status, &roots, &scope)?;

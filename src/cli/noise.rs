@@ -1,5 +1,8 @@
 //! `pinctl verify --noise DURATION`: the CLI's side of [`crate::noise`].
 //!
+//! - It measures the daemon's exclusive CPUs ([`run`]), or any CPUs and
+//!   processes that `--cpus` and `--pid` name ([`run_given`]), without a
+//!   daemon: before pinctl is deployed, or to compare with it.
 //! - It knows the default tracefs roots ([`TRACEFS`]), finds each
 //!   workload's threads as `verify` does ([`verify::workload_threads`]),
 //!   and waits on this thread until the time is up or a signal (Ctrl-C,
@@ -12,7 +15,7 @@
 //!   daemon's. Nothing but its own tracing instances is written.
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,8 +26,11 @@ use anyhow::{Context as _, Result, bail};
 use super::style::{Style, visible};
 use super::verify;
 use crate::api;
+use crate::cgroup::Version;
+use crate::cpuset::CpuSet;
 use crate::io::{Fs, RealFs};
 use crate::noise::{self, Class, Report};
+use crate::procfs;
 
 /// Where tracefs is looked for, in order: its own mount point, then its
 /// place under debugfs on older systems.
@@ -56,6 +62,75 @@ pub fn tracefs_root(given: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(TRACEFS[0]))
 }
 
+/// What `--cpus` and `--pid` name: CPUs to measure without a daemon, and
+/// the processes whose threads are the workload there (none: everything
+/// that runs there is noise).
+#[derive(Debug, Clone)]
+pub struct Given {
+    pub cpus: CpuSet,
+    pub pids: Vec<u32>,
+}
+
+/// Measures the CPUs `given` names, as `how` says, with procfs at
+/// `proc_root`, and prints the report to `out`; no daemon is asked. Fails
+/// when a neighbour or movable work ran there.
+pub fn run_given(given: &Given, proc_root: &Path, how: &How, out: &mut dyn Write) -> Result<()> {
+    run_given_with(&RealFs, given, proc_root, how, out)
+}
+
+/// [`run_given`], reading and writing through `fs`.
+pub fn run_given_with(
+    fs: &dyn Fs,
+    given: &Given,
+    proc_root: &Path,
+    how: &How,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let target = given_target(fs, given, proc_root)?;
+    measure_and_print(fs, &target, proc_root, how, out)
+}
+
+/// The target of `given`: one workload, `pid P,Q` (or `no workload`), of
+/// the processes' threads now, on every CPU named. The hierarchy (for the
+/// neighbours' cgroups) is the first process's, else this one's.
+pub fn given_target(fs: &dyn Fs, given: &Given, proc_root: &Path) -> Result<noise::Target> {
+    if given.cpus.is_empty() {
+        bail!("--cpus names no CPU");
+    }
+    let mut tids = BTreeSet::new();
+    for &pid in &given.pids {
+        let dir = proc_root.join(pid.to_string());
+        if !fs.exists(&dir.join("stat")).unwrap_or(false) {
+            bail!(
+                "--pid {pid}: no such process ({} is missing)",
+                dir.display()
+            );
+        }
+        tids.extend(procfs::threads(fs, proc_root, pid));
+    }
+    let key = match given.pids.as_slice() {
+        [] => "no workload".to_string(),
+        pids => {
+            let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+            format!("pid {}", list.join(","))
+        }
+    };
+    let who = given
+        .pids
+        .first()
+        .map_or_else(|| "self".to_string(), u32::to_string);
+    let version = match fs.read(&proc_root.join(who).join("cgroup")) {
+        Ok(text) if procfs::parse_cgroup(&text, Version::V1).is_some() => Version::V1,
+        _ => Version::V2,
+    };
+    let workload = noise::Workload {
+        key,
+        cgroups: Vec::new(),
+        tids,
+    };
+    Ok(noise::Target::given(&given.cpus, workload, version))
+}
+
 /// Measures the exclusive CPUs of `status` as `how` says, under `roots`
 /// (procfs, and the cgroup tree for the workloads' threads), and prints
 /// the report to `out`. Fails when a neighbour or movable work ran there.
@@ -78,6 +153,18 @@ pub fn run_with(
 ) -> Result<()> {
     let threads = verify::workload_threads(fs, status, roots)?;
     let target = noise::Target::of(status, &threads);
+    measure_and_print(fs, &target, &roots.proc_root, how, out)
+}
+
+/// Measures `target` (procfs at `proc_root`) as `how` says and prints the
+/// report to `out`.
+fn measure_and_print(
+    fs: &dyn Fs,
+    target: &noise::Target,
+    proc_root: &Path,
+    how: &How,
+    out: &mut dyn Write,
+) -> Result<()> {
     let cpus = target.cpus();
     if cpus.is_empty() {
         if how.json {
@@ -91,7 +178,7 @@ pub fn run_with(
     }
     let noise_roots = noise::Roots {
         tracefs: tracefs_root(how.tracefs.as_deref()),
-        proc_root: roots.proc_root.clone(),
+        proc_root: proc_root.to_path_buf(),
     };
     // The handlers are in place before the instances are made: a signal
     // from now on ends the wait, and the instances are removed.
@@ -132,7 +219,7 @@ pub fn run_with(
         });
         start.elapsed()
     };
-    let report = noise::measure(fs, &noise_roots, &target, how.duration, &mut wait)
+    let report = noise::measure(fs, &noise_roots, target, how.duration, &mut wait)
         .context("cannot measure the noise")?;
     for note in &report.notes {
         eprintln!("pinctl: note: {}", visible(note));

@@ -10,6 +10,9 @@
 //!   the forks and cgroup moves seen) is a source, judged by
 //!   [`classify`]: a neighbour, movable kernel work, per-CPU kernel work,
 //!   an interrupt or a softirq.
+//! - What is measured comes in as a [`Target`]: the daemon's exclusive
+//!   CPUs and workloads ([`Target::of`]), or any CPUs and processes
+//!   ([`Target::given`], `--cpus` and `--pid`, no daemon).
 //! - The roots (tracefs, procfs) and the wait come in as arguments; control
 //!   files and `/proc` are read through [`Fs`]. Blocking: the CLI runs it on
 //!   its own thread, never the daemon.
@@ -97,6 +100,19 @@ impl Target {
             },
             housekeeping: status.housekeeping.clone(),
             interrupts: status.interrupts.clone(),
+        }
+    }
+
+    /// `cpus` measured without a daemon: `workload` (its cgroups may be
+    /// none) is the one workload of every CPU; nothing is known of
+    /// housekeeping or interrupts.
+    pub fn given(cpus: &CpuSet, workload: Workload, version: Version) -> Target {
+        Target {
+            owners: cpus.iter().map(|cpu| (cpu, 0)).collect(),
+            workloads: vec![workload],
+            version,
+            housekeeping: None,
+            interrupts: None,
         }
     }
 

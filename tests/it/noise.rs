@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use pinctl::api;
 use pinctl::cgroup::Version;
-use pinctl::cli::noise::{How, render, run_with, verdict};
+use pinctl::cli::noise::{Given, How, given_target, render, run_given_with, run_with, verdict};
 use pinctl::cli::style::Style;
 use pinctl::cli::verify::{self, Roots};
 use pinctl::io::{Entry, Fs, RealFs};
@@ -831,4 +831,131 @@ mod metrics {
         });
         w.stop();
     }
+}
+
+/// `--cpus` and `--pid`: no daemon, no status. The processes named (and
+/// their threads, and what they fork) are the workload; everything else is
+/// judged as it would be beside a daemon, a task moved into the job's
+/// cgroup included (the cgroup is no workload's now). Without `--pid`
+/// every task is noise; a `--pid` that is no process is an error.
+#[test]
+fn cpus_and_pids_are_measured_without_a_daemon() {
+    let w = World::new(None);
+    let how = How {
+        tracefs: Some(w.tracefs()),
+        duration: Duration::from_millis(100),
+        json: true,
+        style: Style::OFF,
+    };
+    let proc_root = w.roots().proc_root;
+    let given = Given {
+        cpus: "1-2".parse().unwrap(),
+        pids: vec![100],
+    };
+    let target = given_target(&w.fs, &given, &proc_root).unwrap();
+    assert_eq!(target.version, Version::V2);
+    assert_eq!(target.workloads.len(), 1);
+    assert_eq!(target.workloads[0].key, "pid 100");
+    assert!(target.workloads[0].cgroups.is_empty());
+    assert_eq!(target.workloads[0].tids, BTreeSet::from([100, 101]));
+    assert_eq!(target.cpus().to_string(), "1-2");
+
+    let mut out = Vec::new();
+    let err = run_given_with(&w.fs, &given, &proc_root, &how, &mut out).unwrap_err();
+    let report: Report = serde_json::from_slice(&out).unwrap();
+    let tasks: Vec<(u32, &str, Class)> = report
+        .sources
+        .iter()
+        .filter(|s| s.pid.is_some())
+        .map(|s| (s.cpu, s.name.as_str(), s.class))
+        .collect();
+    assert_eq!(
+        tasks,
+        [
+            (1, "runc:[2:INIT]", Class::Neighbour),
+            (1, "rcu_preempt", Class::Movable),
+            (1, "kworker/u8:2", Class::Movable),
+            (2, "stress", Class::Neighbour),
+            (2, "kworker/u8:3", Class::Movable),
+            (2, "ksoftirqd/2", Class::PerCpu),
+        ]
+    );
+    assert_eq!(
+        err.to_string(),
+        "5 sources ran on exclusive CPUs that should not (2 neighbour, 3 movable)"
+    );
+    assert_eq!(w.instances(), ["pinctl-noise-100"]);
+
+    // No --pid: the job's own threads are noise too.
+    let none = Given {
+        cpus: "1".parse().unwrap(),
+        pids: Vec::new(),
+    };
+    let mut out = Vec::new();
+    run_given_with(&w.fs, &none, &proc_root, &how, &mut out).unwrap_err();
+    let report: Report = serde_json::from_slice(&out).unwrap();
+    assert!(
+        report
+            .sources
+            .iter()
+            .any(|s| s.pid == Some(100) && s.class == Class::Neighbour),
+        "{:?}",
+        report.sources
+    );
+
+    let gone = Given {
+        cpus: "1".parse().unwrap(),
+        pids: vec![4_000_000],
+    };
+    let e = given_target(&w.fs, &gone, &proc_root).unwrap_err();
+    assert!(
+        e.to_string().starts_with("--pid 4000000: no such process"),
+        "{e}"
+    );
+}
+
+/// The flags as the binary takes them: `--pid` needs `--cpus`, which needs
+/// `--noise` and excludes `--offline`; with them no configuration or
+/// daemon is read (a missing tracefs is the first thing it meets).
+#[test]
+fn the_binary_takes_cpus_and_pid_with_noise_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pinctl"))
+            .args(args)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let missing = dir.path().join("no-tracefs");
+    let missing = missing.to_str().unwrap();
+    for bad in [
+        &["verify", "--pid", "1"][..],
+        &["verify", "--noise", "1s", "--pid", "1"],
+        &["verify", "--cpus", "1"],
+        &["verify", "--noise", "1s", "--cpus", "1", "--offline"],
+        &["verify", "--noise", "1s", "--cpus", "x"],
+    ] {
+        let out = run(bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {out:?}");
+    }
+    let me = std::process::id().to_string();
+    let out = run(&[
+        "verify",
+        "--noise",
+        "1s",
+        "--cpus",
+        "0",
+        "--pid",
+        &me,
+        "--tracefs",
+        missing,
+        "--config",
+        "/nonexistent/pinctld.toml",
+        "--socket",
+        "/nonexistent/pinctl.sock",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("no tracefs at {missing}")), "{err}");
 }
