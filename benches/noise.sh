@@ -32,12 +32,13 @@
 # Without PINCTL_REAL_CGROUP=1, not root, or without oslat or stress-ng it
 # says why and exits 0.
 #
-# Set-up 5 changes system-wide kernel settings (the workqueue masks, the
-# kernel threads' affinity, default_smp_affinity, RPS/XPS): it runs only
-# with PINCTL_NOISE_HOUSEKEEPING=1, which only the VM bed sets. Set-up 4
-# moves device interrupts off X while it runs; the daemon puts them back
-# when it stops, and this script checks that it did (and writes back any
-# it did not). tracefs is mounted if it is not, and unmounted at the end.
+# Set-ups 4 and 5 change system-wide kernel settings (4: device interrupts
+# and default_smp_affinity; 5: also the workqueue masks, the kernel
+# threads' affinity, RPS/XPS): they run only with PINCTL_NOISE_SYSTEM=1,
+# which only the VM bed sets. Whatever ran, the interrupts' affinity and
+# default_smp_affinity are checked at the end and written back if the
+# daemon did not put them back. tracefs is mounted if it is not, and
+# unmounted at the end.
 #
 # It makes its own cgroups below pinctl-test-noise-<pid> (removed at the
 # end, with every process it started) and its daemon's configuration, state
@@ -51,7 +52,7 @@
 #   PINCTL_NOISE_DURATION=20     seconds measured per set-up
 #   PINCTL_NOISE_SETUPS=1,2,3,4,5  the set-ups to run, in order
 #   PINCTL_NOISE_RUNS=1          rounds of every set-up
-#   PINCTL_NOISE_HOUSEKEEPING=1  allow set-up 5 (the VM bed only)
+#   PINCTL_NOISE_SYSTEM=1        allow set-ups 4 and 5 (the VM bed only)
 #   PINCTL_BENCH_BIN_DIR=DIR     pinctld and pinctl (default the release build)
 #   PINCTL_BENCH_MACHINE=TEXT    the machine column (default: CPU model, host name)
 #   PINCTL_CGROUP_ROOT=/sys/fs/cgroup
@@ -113,7 +114,7 @@ MOUNTED=""
 
 # The IRQs' affinity before anything ran, to check it is back at the end.
 irq_snapshot() {
-    for f in /proc/irq/[0-9]*/smp_affinity_list; do
+    for f in /proc/irq/default_smp_affinity /proc/irq/[0-9]*/smp_affinity_list; do
         printf '%s %s\n' "$f" "$(cat "$f" 2>/dev/null)"
     done
 }
@@ -289,8 +290,8 @@ one() {
             return 1
             ;;
     esac
-    if [ "$s" = 5 ] && [ "${PINCTL_NOISE_HOUSEKEEPING:-}" != 1 ]; then
-        say "$name: skipped: housekeeping = true changes system-wide kernel settings; it runs in the VM bed only (PINCTL_NOISE_HOUSEKEEPING=1)"
+    if [ "$s" -ge 4 ] && [ "${PINCTL_NOISE_SYSTEM:-}" != 1 ]; then
+        say "$name: skipped: it changes system-wide kernel settings (interrupts$([ "$s" = 5 ] && echo ', workqueues, kernel threads')); it runs in the VM bed only (PINCTL_NOISE_SYSTEM=1)"
         return 0
     fi
     skeleton

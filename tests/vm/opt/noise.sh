@@ -20,7 +20,7 @@ fi
 _host=$(cat /vm/bench-host 2>/dev/null || echo "an unnamed host")
 note "noise benchmark, 5 set-ups of ${NOISE_DURATION:-20} s"
 {
-    PINCTL_REAL_CGROUP=1 PINCTL_NOISE_HOUSEKEEPING=1 PINCTL_NOISE_DURATION=${NOISE_DURATION:-20} \
+    PINCTL_REAL_CGROUP=1 PINCTL_NOISE_SYSTEM=1 PINCTL_NOISE_DURATION=${NOISE_DURATION:-20} \
         PINCTL_BENCH_BIN_DIR=/bin PINCTL_BENCH_CSV_DIR=/tmp/noise-csv \
         PINCTL_BENCH_MACHINE="VM $TOPO (qemu TCG on $_host)" \
         sh /vm/noise-bench.sh 2>&1
