@@ -18,6 +18,14 @@ fn kthread(pid: u32, comm: &str, allowed: &str, flags: u32) -> Kthread {
     }
 }
 
+/// A plan's writes as (what, CPU list).
+fn writes(p: &Plan) -> Vec<(String, String)> {
+    p.writes
+        .iter()
+        .map(|(_, what, s)| (what.clone(), s.to_string()))
+        .collect()
+}
+
 fn reading() -> Reading {
     Reading {
         masks: vec![Found {
@@ -46,13 +54,8 @@ fn reading() -> Reading {
 fn movable_work_leaves_the_exclusive_cpus_and_the_rest_is_left_alone() {
     let (away, online) = (set("2-3"), set("0-3"));
     let p = plan(&reading(), &Memory::new(), &away, &online);
-    let writes: Vec<(String, String)> = p
-        .writes
-        .iter()
-        .map(|(_, what, s)| (what.clone(), s.to_string()))
-        .collect();
     assert_eq!(
-        writes,
+        writes(&p),
         [
             ("workqueue cpumask".to_string(), "0-1".to_string()),
             ("kthread 2 (kthreadd)".into(), "0-1".into()),
@@ -86,13 +89,8 @@ fn with_nothing_exclusive_everything_goes_back() {
     // One from before with the same set (kcompactd0) is left as it is.
     now.kthreads.push(kthread(50, "kdamond.0", "0-1", 0));
     let back = plan(&now, &first.memory, &CpuSet::new(), &online);
-    let writes: Vec<(String, String)> = back
-        .writes
-        .iter()
-        .map(|(_, what, s)| (what.clone(), s.to_string()))
-        .collect();
     assert_eq!(
-        writes,
+        writes(&back),
         [
             ("workqueue cpumask".to_string(), "0-3".to_string()),
             ("kthread 2 (kthreadd)".into(), "0-3".into()),
