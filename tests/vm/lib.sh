@@ -297,7 +297,9 @@ setx() { vm-helper setxattr "$CS/$1" user.pinctl.cpus "$2"; }
 # (ENOSPC): retried until the daemon has filled it, or WAIT seconds.
 _join() { echo "$2" > "$CS/$1/cgroup.procs" 2>/dev/null; }
 spawn() {
-    sleep 1000 </dev/null >/dev/null 2>&1 &
+    # Longer than any boot: a Debian boot's last scenario checks the
+    # processes its second one made, over 1,000 s later in a slow CI run.
+    sleep 86400 </dev/null >/dev/null 2>&1 &
     _pid=$!
     if ! wait_for "$WAIT" _join "$1" "$_pid"; then
         echo "$1" "$_pid" >> /run/spawn-errors

@@ -6,8 +6,8 @@
 # view: Cpus_allowed_list), and `pinctl verify --noise` finds nothing
 # movable there. A reload that turns it off puts every original back, and
 # verify --noise then finds movable kernel work there. The job's end puts
-# everything back as before the daemon started. Runs on 2s2n/v2,
-# 1s4c2t/v1 and the 6.12 boot only, about 2 minutes each.
+# everything back as before the daemon started. The bed runs it on
+# 1s4c2t/v1 and the 6.12 boot (tests/vm/run's WHERE), about 1-4 minutes.
 # Before Linux 6.9 the workers of ordered workqueues (netns's, which the
 # neighbour's namespaces use) keep their CPUs when the workqueue mask
 # changes: there, verify --noise may find only those (named, not failed);
@@ -16,14 +16,6 @@ _major=$(uname -r | cut -d. -f1)
 _minor=$(uname -r | cut -d. -f2)
 NEW_WQ=""
 [ "$_major" -gt 6 ] || { [ "$_major" = 6 ] && [ "$_minor" -ge 9 ]; } && NEW_WQ=1
-case "$TOPO/$HIER" in
-    2s2n/v2 | 1s4c2t/v1) ;;
-    */v2) [ -n "$NEW_WQ" ] || { note "runs on 2s2n/v2, 1s4c2t/v1 and 6.9+ only"; return 0; } ;;
-    *)
-        note "runs on 2s2n/v2, 1s4c2t/v1 and 6.9+ only"
-        return 0
-        ;;
-esac
 WQ=/sys/devices/virtual/workqueue/cpumask
 if [ ! -w "$WQ" ]; then
     note "no writable $WQ on this kernel: skipped"
