@@ -121,6 +121,9 @@ fn round(e: &mut Engine) {
             numa: Vec::new(),
             whole_cores: false,
             class: None,
+            near: Vec::new(),
+            device_alignment: None,
+            devices: Vec::new(),
         }),
     );
     let plan = e.plan();

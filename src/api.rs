@@ -362,6 +362,89 @@ pub struct Workload {
     /// A resize that could not be made: it keeps `cpus` (absent when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resize: Option<Pending>,
+    /// The devices it drives and whether its CPUs sit near them (absent
+    /// when it names none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near: Option<Near>,
+}
+
+/// A workload's devices and where its CPUs sit beside them (issue #43).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Near {
+    pub devices: Vec<Device>,
+    /// The NUMA nodes of the devices placed (empty: none is).
+    pub nodes: Vec<u32>,
+    /// `prefer`, `require` or `none`: the workload's own, else the file's.
+    pub alignment: String,
+    /// How many of its CPUs lie on `nodes`, while it is pinned and `nodes`
+    /// is not empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_near: Option<usize>,
+}
+
+impl Near {
+    /// Whether every CPU of a pinned workload holding `cpus` lies on its
+    /// devices' nodes: `None` when that does not apply (not pinned, or no
+    /// device placed).
+    pub fn aligned(&self, cpus: Option<&CpuSet>) -> Option<bool> {
+        Some(self.cpus_near? == cpus?.len())
+    }
+
+    /// What a workload's devices and CPUs say, as the status shows it.
+    pub fn of(
+        topo: &Topology,
+        devices: &[crate::devices::Located],
+        alignment: crate::config::DeviceAlignment,
+        cpus: Option<&CpuSet>,
+    ) -> Option<Near> {
+        if devices.is_empty() {
+            return None;
+        }
+        let nodes = crate::devices::nodes_of(topo, devices);
+        let near: CpuSet = nodes
+            .iter()
+            .filter_map(|n| topo.numa_nodes().get(n))
+            .fold(CpuSet::new(), |acc, c| acc.union(c));
+        Some(Near {
+            devices: devices
+                .iter()
+                .map(|l| Device {
+                    name: l.device.what.to_string(),
+                    found: l.device.found.to_string(),
+                    pci: l.place.as_ref().ok().and_then(|p| p.pci.clone()),
+                    nodes: l
+                        .place
+                        .as_ref()
+                        .map(|p| crate::devices::nodes_of_place(topo, p))
+                        .unwrap_or_default(),
+                    unknown: l.place.as_ref().err().cloned(),
+                })
+                .collect(),
+            cpus_near: cpus
+                .filter(|_| !nodes.is_empty())
+                .map(|c| c.intersection(&near).len()),
+            nodes,
+            alignment: alignment.as_str().to_string(),
+        })
+    }
+}
+
+/// One device of a workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    /// As it was named: `0000:3b:00.0`, `ib0`, `/dev/nvme0n1`, `char:195:0`.
+    pub name: String,
+    /// How pinctl learnt of it (`xattr user.pinctl.near`, `bundle's
+    /// linux.devices`, ...).
+    pub found: String,
+    /// Its PCI address, when it is or hangs off a PCI device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci: Option<String>,
+    /// Its NUMA nodes on this machine (empty: not known).
+    pub nodes: Vec<u32>,
+    /// Why where it sits is not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown: Option<String>,
 }
 
 /// Where a request came from, highest precedence first.

@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cgroup::layout::{Kind, Qos, classify, standalone_container};
 use crate::cgroup::{CpuLimit, Hierarchy, Observed, Reads, Rel, Version, observe};
-use crate::config::Config;
+use crate::config::{Config, DeviceAlignment};
+use crate::devices::{Device, DeviceRef, Found, Located, NodeKind};
 use crate::io::{FileId, Fs, Owner};
 
 /// The OCI annotation that asks for exclusive CPUs: as it is, for the pod's
@@ -35,6 +36,15 @@ pub const ANNOTATION_CPUS: &str = "pinctl.io/cpus";
 /// The OCI annotation that chooses a power class: as it is, for the pod's
 /// containers; followed by `.<container name>`, for that container.
 pub const ANNOTATION_CLASS: &str = "pinctl.io/cpu-class";
+
+/// The OCI annotation that names the devices a container drives
+/// ([`crate::devices::parse_list`]): as it is, for the pod's containers;
+/// followed by `.<container name>`, for that container.
+pub const ANNOTATION_NEAR: &str = "pinctl.io/near";
+
+/// The OCI annotation that chooses a container's `device_alignment`
+/// (`prefer`, `require`, `none`), as [`ANNOTATION_NEAR`] does.
+pub const ANNOTATION_DEVICE_ALIGNMENT: &str = "pinctl.io/device-alignment";
 
 /// The annotations by which each runtime marks a pod's sandbox (pause)
 /// container's bundle: containerd, CRI-O, cri-dockerd. A sandbox asks for
@@ -91,6 +101,18 @@ pub struct Intent {
     /// Whether the name is a class is the daemon's to judge (a reload may
     /// change the classes).
     pub class: Option<String>,
+    /// The devices it drives (issue #43): the list it names (the xattr
+    /// `user.pinctl.near`, else the annotation `pinctl.io/near`, else its
+    /// rule's `near`), else what the runtime wrote in its bundle
+    /// ([`Bundle::devices`]).
+    pub near: Vec<Device>,
+    /// Its own `device_alignment` (the xattr
+    /// `user.pinctl.device-alignment`, the annotation
+    /// `pinctl.io/device-alignment`, its rule's), over the file's.
+    pub device_alignment: Option<DeviceAlignment>,
+    /// Where each of `near` sits, looked up by [`read`] under the sysfs
+    /// root ([`crate::devices::locate`]).
+    pub devices: Vec<Located>,
 }
 
 impl Intent {
@@ -117,6 +139,18 @@ pub const MAX_BUNDLE_BYTES: u64 = 4 << 20;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Bundle {
     pub path: PathBuf,
+    /// The devices the runtime gave it: `linux.devices` (but the ones
+    /// every container has: `/dev/null`, ttys) and the SR-IOV device
+    /// plugin's `PCIDEVICE_*` variables in `process.env`. Empty when there
+    /// are more than [`crate::devices::MAX_DEVICES`] (a privileged
+    /// container gets the host's every device: `devices_problem` says so).
+    pub devices: Vec<Device>,
+    /// Why its devices were not taken, if they were not.
+    pub devices_problem: Option<String>,
+    /// The annotation `pinctl.io/near`, raw.
+    pub near: Option<String>,
+    /// The annotation `pinctl.io/device-alignment`, raw.
+    pub device_alignment: Option<String>,
     /// The annotation that asks for CPUs, key and raw value: the container's
     /// own `pinctl.io/cpus.<name>`, else the pod's `pinctl.io/cpus`.
     pub cpus: Option<(String, String)>,
@@ -169,6 +203,111 @@ impl Bundle {
 struct OciConfig {
     #[serde(default)]
     annotations: BTreeMap<String, String>,
+    /// Read on their own ([`bundle_devices`]): a shape pinctl does not
+    /// expect there must not cost the annotations.
+    #[serde(default)]
+    linux: Option<Box<serde_json::value::RawValue>>,
+    #[serde(default)]
+    process: Option<Box<serde_json::value::RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct OciLinux {
+    #[serde(default)]
+    devices: Vec<OciDevice>,
+}
+
+#[derive(Deserialize)]
+struct OciDevice {
+    #[serde(rename = "type")]
+    kind: String,
+    major: Option<i64>,
+    minor: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct OciProcess {
+    #[serde(default)]
+    env: Vec<String>,
+}
+
+/// Character majors every container has, whatever it drives: memory
+/// devices (`/dev/null`, `/dev/zero`, `/dev/random`), ttys, the console,
+/// pseudo-terminals. They sit on no bus.
+fn ordinary_major(major: u32) -> bool {
+    matches!(major, 1 | 4 | 5 | 136..=143)
+}
+
+/// The devices a bundle's `linux` and `process` say the container has
+/// ([`Bundle::devices`]), or why they were not taken.
+fn bundle_devices(
+    linux: Option<&serde_json::value::RawValue>,
+    process: Option<&serde_json::value::RawValue>,
+) -> (Vec<Device>, Option<String>) {
+    let mut out = Vec::new();
+    if let Some(raw) = linux {
+        match serde_json::from_str::<OciLinux>(raw.get()) {
+            Ok(l) => {
+                for d in l.devices {
+                    let kind = match d.kind.as_str() {
+                        "c" | "u" => NodeKind::Char,
+                        "b" => NodeKind::Block,
+                        _ => continue,
+                    };
+                    let number = |n: Option<i64>| n.and_then(|n| u32::try_from(n).ok());
+                    let (Some(major), Some(minor)) = (number(d.major), number(d.minor)) else {
+                        continue;
+                    };
+                    if kind == NodeKind::Char && ordinary_major(major) {
+                        continue;
+                    }
+                    out.push(Device {
+                        what: DeviceRef::Number { kind, major, minor },
+                        found: Found::BundleDevice,
+                    });
+                }
+            }
+            Err(e) => {
+                return (
+                    Vec::new(),
+                    Some(format!("its linux.devices: {}", cut(&e.to_string()))),
+                );
+            }
+        }
+    }
+    if let Some(raw) = process
+        && let Ok(p) = serde_json::from_str::<OciProcess>(raw.get())
+    {
+        for var in &p.env {
+            let Some((name, value)) = var.split_once('=') else {
+                continue;
+            };
+            if !name.starts_with("PCIDEVICE_") {
+                continue;
+            }
+            for word in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+                if let Ok(what @ DeviceRef::Pci(_)) = word.parse::<DeviceRef>() {
+                    out.push(Device {
+                        what,
+                        found: Found::Env(name.chars().take(80).collect()),
+                    });
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup_by(|a, b| a.what == b.what);
+    if out.len() > crate::devices::MAX_DEVICES {
+        return (
+            Vec::new(),
+            Some(format!(
+                "it has {} devices, more than one workload drives (a privileged \
+                 container's every device): name them in {ANNOTATION_NEAR}",
+                out.len()
+            )),
+        );
+    }
+    (out, None)
 }
 
 /// Reads the annotations pinctl uses from an OCI `config.json`. An error
@@ -215,9 +354,32 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json
                 // characters, so 65 are enough to say which it is not.
                 .map(|v| v.chars().take(65).collect())
         });
+    let (devices, devices_problem) =
+        bundle_devices(config.linux.as_deref(), config.process.as_deref());
+    // The container's own `KEY.<name>`, else the pod's `KEY`; cut to a
+    // size no list of devices needs.
+    let raw_annotation = |key: &str| {
+        container_name
+            .as_ref()
+            .map(|name| format!("{key}.{name}"))
+            .into_iter()
+            .chain([key.to_string()])
+            .find_map(|k| {
+                config
+                    .annotations
+                    .get(&k)
+                    .map(|v| v.trim())
+                    .filter(|v| !v.is_empty())
+                    .map(|v| v.chars().take(4096).collect::<String>())
+            })
+    };
     Ok(Bundle {
         path: path.to_path_buf(),
         unusable: None,
+        devices,
+        devices_problem,
+        near: raw_annotation(ANNOTATION_NEAR),
+        device_alignment: raw_annotation(ANNOTATION_DEVICE_ALIGNMENT),
         cpus,
         class,
         pod_uid: get(&["io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"]),
@@ -401,14 +563,44 @@ pub fn read(
     if bundle.is_none() && container.is_some() && bundle_error.is_none() {
         bundle = Some(Bundle::summary());
     }
-    let (mut intent, problem) = decide(&kind, &obs, bundle.as_deref(), cfg);
-    // The xattr's class, over the annotation's and the rule's: read only
-    // where a trusted cgroup wants CPUs (decide dropped the rest), so
-    // whoever may ask for the CPUs may choose their class.
-    if let Some(i) = intent.as_mut().filter(|i| i.wants())
-        && let Some(class) = crate::cgroup::kept_class(fs, hier, rel)
-    {
-        i.class = Some(class);
+    let (mut intent, mut problem) = decide(&kind, &obs, bundle.as_deref(), cfg);
+    // The xattrs' class and devices, over the annotations' and the rule's:
+    // read only where a trusted cgroup wants CPUs (decide dropped the
+    // rest), so whoever may ask for the CPUs may choose their class and
+    // name their devices. Then where each device sits.
+    if let Some(i) = intent.as_mut().filter(|i| i.wants()) {
+        if let Some(class) = crate::cgroup::kept_class(fs, hier, rel) {
+            i.class = Some(class);
+        }
+        if let Some(raw) = crate::cgroup::kept_text(fs, hier, rel, crate::cgroup::XATTR_NEAR) {
+            match crate::devices::parse_list(&raw) {
+                Ok(list) => {
+                    i.near = list
+                        .into_iter()
+                        .map(|what| Device {
+                            what,
+                            found: Found::Xattr,
+                        })
+                        .collect();
+                }
+                Err(e) => {
+                    problem.get_or_insert(format!(
+                        "ignoring xattr {}: {e}",
+                        crate::cgroup::XATTR_NEAR
+                    ));
+                }
+            }
+        }
+        let key = crate::cgroup::XATTR_DEVICE_ALIGNMENT;
+        if let Some(raw) = crate::cgroup::kept_text(fs, hier, rel, key) {
+            match raw.parse() {
+                Ok(a) => i.device_alignment = Some(a),
+                Err(why) => {
+                    problem.get_or_insert(format!("ignoring xattr {key}: {why}"));
+                }
+            }
+        }
+        i.devices = crate::devices::locate_all(fs, &cfg.sysfs_root, &cfg.proc_root, &i.near);
     }
     // The identity matters only for a workload that wants CPUs; it may come
     // from a bundle remembered as a summary (not when one was just looked
@@ -523,13 +715,80 @@ fn requested(
     bundle: Option<&Bundle>,
     config: &Config,
 ) -> (Option<Intent>, Option<String>) {
-    let (mut intent, problem) = requested_cpus(kind, obs, bundle, config);
+    let (mut intent, mut problem) = requested_cpus(kind, obs, bundle, config);
     if let Some(i) = intent.as_mut().filter(|i| i.wants()) {
+        let rule = config.rule_for(&obs.rel);
         i.class = bundle
             .and_then(|b| b.class.clone())
-            .or_else(|| config.rule_for(&obs.rel).and_then(|r| r.class.clone()));
+            .or_else(|| rule.and_then(|r| r.class.clone()));
+        let mut trouble = None;
+        (i.near, i.device_alignment) = devices_asked(bundle, rule, &mut trouble);
+        if let Some(t) = trouble {
+            problem.get_or_insert(t);
+        }
     }
     (intent, problem)
+}
+
+/// The devices a workload drives, and its own `device_alignment`, as its
+/// bundle and rule say (the xattrs come over them in [`read`]): the list
+/// it names (the annotation, else the rule's `near`), else what the
+/// runtime wrote in the bundle. A value that cannot be used is noted in
+/// `trouble` and passed over.
+fn devices_asked(
+    bundle: Option<&Bundle>,
+    rule: Option<&crate::config::Rule>,
+    trouble: &mut Option<String>,
+) -> (Vec<Device>, Option<DeviceAlignment>) {
+    let named = |list: &Vec<DeviceRef>, found: Found| {
+        list.iter()
+            .map(|what| Device {
+                what: what.clone(),
+                found: found.clone(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let annotated = bundle.and_then(|b| {
+        let raw = b.near.as_ref()?;
+        crate::devices::parse_list(raw)
+            .map_err(|e| {
+                trouble.get_or_insert(format!(
+                    "ignoring annotation {ANNOTATION_NEAR} in {}: {e}",
+                    b.path.display()
+                ))
+            })
+            .ok()
+    });
+    let near = match (annotated, rule) {
+        (Some(list), _) => named(&list, Found::Annotation),
+        (None, Some(r)) if !r.near.is_empty() => named(&r.near, Found::Rule),
+        _ => match bundle {
+            Some(b) => {
+                if let Some(p) = &b.devices_problem {
+                    trouble.get_or_insert(format!(
+                        "ignoring the devices of bundle {}: {p}",
+                        b.path.display()
+                    ));
+                }
+                b.devices.clone()
+            }
+            None => Vec::new(),
+        },
+    };
+    let alignment = bundle
+        .and_then(|b| {
+            let raw = b.device_alignment.as_ref()?;
+            raw.parse::<DeviceAlignment>()
+                .map_err(|why| {
+                    trouble.get_or_insert(format!(
+                        "ignoring annotation {ANNOTATION_DEVICE_ALIGNMENT} in {}: {why}",
+                        b.path.display()
+                    ))
+                })
+                .ok()
+        })
+        .or_else(|| rule.and_then(|r| r.device_alignment));
+    (near, alignment)
 }
 
 /// What a cgroup's xattr, bundle, rules and limit ask, before [`trusted`].
@@ -553,6 +812,9 @@ fn requested_cpus(
                         numa,
                         whole_cores,
                         class: None,
+                        near: Vec::new(),
+                        device_alignment: None,
+                        devices: Vec::new(),
                     }),
                     None,
                 );
@@ -594,6 +856,9 @@ fn requested_cpus(
                         numa: Vec::new(),
                         whole_cores: false,
                         class: None,
+                        near: Vec::new(),
+                        device_alignment: None,
+                        devices: Vec::new(),
                     }),
                     problem,
                 );
@@ -618,6 +883,9 @@ fn requested_cpus(
                 numa: rule.numa.clone(),
                 whole_cores: false,
                 class: None,
+                near: Vec::new(),
+                device_alignment: None,
+                devices: Vec::new(),
             }),
             problem,
         );
@@ -640,6 +908,9 @@ fn requested_cpus(
                 numa: Vec::new(),
                 whole_cores: false,
                 class: None,
+                near: Vec::new(),
+                device_alignment: None,
+                devices: Vec::new(),
             }),
             problem,
         );
@@ -1126,6 +1397,9 @@ mod tests {
             numa: Vec::new(),
             whole_cores: false,
             class: None,
+            near: Vec::new(),
+            device_alignment: None,
+            devices: Vec::new(),
         };
         let kubelet = asks(2, Source::Kubelet);
         let pod = crate::cgroup::parent(&rel).unwrap();

@@ -13,6 +13,7 @@ pub mod client;
 pub mod config;
 pub mod cpuset;
 pub mod daemon;
+pub mod devices;
 pub mod engine;
 pub mod housekeeping;
 pub mod intent;

@@ -134,6 +134,9 @@ pub struct Metrics {
     pub l3_groups: Family<WorkloadLabel, Gauge>,
     pub whole_cores: Family<WorkloadLabel, Gauge>,
     pub shared_cores: Family<WorkloadLabel, Gauge>,
+    /// Per pinned workload with devices placed: 1 when every CPU of it is
+    /// on its devices' NUMA nodes, else 0.
+    pub device_aligned: Family<WorkloadLabel, Gauge>,
     /// Pinned workloads that sit within the fewest groups their size allows
     /// (whole cores for `physical_cpu`), and those that do not, by boundary.
     pub aligned: Family<BoundaryLabel, Gauge>,
@@ -209,6 +212,7 @@ impl Metrics {
             l3_groups: Family::default(),
             whole_cores: Family::default(),
             shared_cores: Family::default(),
+            device_aligned: Family::default(),
             aligned: Family::default(),
             split: Family::default(),
             // 1 ms to ~65 s.
@@ -299,13 +303,18 @@ impl Metrics {
             m.shared_cores.clone(),
         );
         registry.register(
+            "workload_device_aligned",
+            "1 when every CPU of a pinned workload is on its devices' NUMA nodes, else 0 (workloads with devices placed)",
+            m.device_aligned.clone(),
+        );
+        registry.register(
             "workloads_aligned",
-            "Pinned workloads within the fewest groups their size allows, by boundary",
+            "Pinned workloads within the fewest groups their size allows, by boundary (device: on their devices' NUMA nodes)",
             m.aligned.clone(),
         );
         registry.register(
             "workloads_split",
-            "Pinned workloads over more groups than their size needs, by boundary",
+            "Pinned workloads over more groups than their size needs, by boundary (device: off their devices' NUMA nodes)",
             m.split.clone(),
         );
         registry.register(
@@ -484,6 +493,7 @@ impl Metrics {
             &self.l3_groups,
             &self.whole_cores,
             &self.shared_cores,
+            &self.device_aligned,
         ];
         for family in per_workload {
             family.clear();
@@ -492,6 +502,7 @@ impl Metrics {
             ("numa_node", 0, 0),
             ("l3_cache", 0, 0),
             ("physical_cpu", 0, 0),
+            ("device", 0, 0),
         ];
         for w in workloads {
             let Some(cpus) = &w.cpus else {
@@ -503,6 +514,13 @@ impl Metrics {
             self.exclusive_cpus
                 .get_or_create(&label)
                 .set(cpus.len() as i64);
+            if let Some(near) = w.near.as_ref().and_then(|n| n.aligned(Some(cpus))) {
+                self.device_aligned
+                    .get_or_create(&label)
+                    .set(i64::from(near));
+                let (_, yes, no) = &mut counts[3];
+                *if near { yes } else { no } += 1;
+            }
             let Some(a) = &w.alignment else {
                 continue;
             };
@@ -516,7 +534,7 @@ impl Metrics {
                 family.get_or_create(&label).set(value as i64);
             }
             let aligned = [a.numa_aligned, a.l3_aligned, a.shared_cores == 0];
-            for ((_, yes, no), aligned) in counts.iter_mut().zip(aligned) {
+            for ((_, yes, no), aligned) in counts[..3].iter_mut().zip(aligned) {
                 *if aligned { yes } else { no } += 1;
             }
         }
@@ -692,11 +710,27 @@ mod tests {
                 available: 0,
                 reason: "below the baseline".into(),
             }),
+            near: None,
+        };
+        // One near its devices, one that could not be.
+        let near = |cpus_near| api::Near {
+            devices: Vec::new(),
+            nodes: vec![0],
+            alignment: "prefer".into(),
+            cpus_near: Some(cpus_near),
+        };
+        let whole = api::Workload {
+            near: Some(near(2)),
+            ..workload("cgroup:whole", Some(core0), false)
+        };
+        let split = api::Workload {
+            near: Some(near(1)),
+            ..workload("cgroup:split", Some(split), true)
         };
         let metrics = Metrics::new();
         metrics.set_workloads(&[
-            workload("cgroup:whole", Some(core0), false),
-            workload("cgroup:split", Some(split), true),
+            whole,
+            split,
             workload("cgroup:waits", None, false),
         ]);
         let text = metrics.encode();
@@ -716,6 +750,8 @@ mod tests {
         samples.sort();
         let want = [
             r#"pinctl_resizes_pending 1"#,
+            r#"pinctl_workload_device_aligned{workload="cgroup:split"} 0"#,
+            r#"pinctl_workload_device_aligned{workload="cgroup:whole"} 1"#,
             r#"pinctl_workload_exclusive_cpus{workload="cgroup:split"} 2"#,
             r#"pinctl_workload_exclusive_cpus{workload="cgroup:whole"} 2"#,
             r#"pinctl_workload_l3_groups{workload="cgroup:split"} 2"#,
@@ -726,9 +762,11 @@ mod tests {
             r#"pinctl_workload_shared_cores{workload="cgroup:whole"} 0"#,
             r#"pinctl_workload_whole_cores{workload="cgroup:split"} 0"#,
             r#"pinctl_workload_whole_cores{workload="cgroup:whole"} 1"#,
+            r#"pinctl_workloads_aligned{boundary="device"} 1"#,
             r#"pinctl_workloads_aligned{boundary="l3_cache"} 1"#,
             r#"pinctl_workloads_aligned{boundary="numa_node"} 1"#,
             r#"pinctl_workloads_aligned{boundary="physical_cpu"} 1"#,
+            r#"pinctl_workloads_split{boundary="device"} 1"#,
             r#"pinctl_workloads_split{boundary="l3_cache"} 1"#,
             r#"pinctl_workloads_split{boundary="numa_node"} 1"#,
             r#"pinctl_workloads_split{boundary="physical_cpu"} 1"#,
@@ -750,6 +788,7 @@ mod tests {
             &m.l3_groups,
             &m.whole_cores,
             &m.shared_cores,
+            &m.device_aligned,
         ];
         for family in per_workload {
             family.get_or_create(&workload).set(1);

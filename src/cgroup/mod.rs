@@ -83,6 +83,15 @@ pub const XATTR_BASELINE: &str = "user.pinctl.baseline";
 /// CPUs (`"latency"`), read where the cgroup asks for CPUs and may.
 pub const XATTR_CLASS: &str = "user.pinctl.class";
 
+/// The extended attribute that names the devices a workload drives
+/// (`"ib0,0000:3b:00.0"`, [`crate::devices::parse_list`]), read where the
+/// cgroup asks for CPUs and may. `pinctl run --near` writes it.
+pub const XATTR_NEAR: &str = "user.pinctl.near";
+
+/// The extended attribute that chooses a workload's `device_alignment`
+/// (`prefer`, `require`, `none`), read as [`XATTR_NEAR`] is.
+pub const XATTR_DEVICE_ALIGNMENT: &str = "user.pinctl.device-alignment";
+
 /// Which cgroup version manages cpusets here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -511,6 +520,14 @@ pub fn kept_class(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<String> {
     crate::config::class_name_problem(name)
         .is_none()
         .then(|| name.to_string())
+}
+
+/// The text of extended attribute `name` on `rel`, trimmed: `None` when it
+/// is absent, empty, or cannot be read or is not UTF-8.
+pub fn kept_text(fs: &dyn Fs, h: &Hierarchy, rel: &str, name: &str) -> Option<String> {
+    let raw = fs.get_xattr(&h.dir(rel), name).ok()??;
+    let text = std::str::from_utf8(&raw).ok()?.trim();
+    (!text.is_empty()).then(|| text.to_string())
 }
 
 /// Parses a CPU or memory node list read from `path`; one that does not

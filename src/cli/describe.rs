@@ -322,6 +322,9 @@ pub fn render(
         parts.push(cores);
         let _ = writeln!(s, "{}{}", field("Alignment"), parts.join("; "));
     }
+    if let Some(near) = &w.near {
+        render_near(&mut s, w.cpus.as_ref(), near, style, &field);
+    }
     let _ = writeln!(
         s,
         "{}{}",
@@ -459,6 +462,71 @@ pub fn render(
 /// what stays on each of them, and the node's boot line (for every
 /// exclusive CPU, not these alone: the kernel takes one line) with what each
 /// part of it removes.
+/// The devices a workload drives, one line each (how each was found, where
+/// it sits or why that is not known), then whether its CPUs sit near them.
+fn render_near(
+    s: &mut String,
+    cpus: Option<&CpuSet>,
+    near: &api::Near,
+    style: Style,
+    field: &dyn Fn(&str) -> String,
+) {
+    for (i, d) in near.devices.iter().enumerate() {
+        let name = if i == 0 {
+            field("Devices")
+        } else {
+            " ".repeat(12)
+        };
+        let place = match (&d.unknown, d.nodes.as_slice()) {
+            (Some(why), _) => style.yellow(&format!("not placed: {}", visible(why))),
+            (None, []) => style.yellow("on no NUMA node of this machine"),
+            (None, nodes) => {
+                let pci = d.pci.as_ref().map(|p| format!("PCI {p}, "));
+                format!("{}{}", pci.unwrap_or_default(), nodes_text(nodes))
+            }
+        };
+        let _ = writeln!(
+            s,
+            "{name}{} ({}): {place}",
+            visible(&d.name),
+            visible(&d.found)
+        );
+    }
+    let line = match (cpus, near.cpus_near) {
+        _ if near.alignment == "none" => {
+            "device_alignment \"none\": its devices are not looked at".to_string()
+        }
+        _ if near.nodes.is_empty() => style.yellow("no device placed: its CPUs go anywhere"),
+        (Some(c), Some(n)) if n == c.len() => format!(
+            "its CPUs on its devices' {} ({})",
+            nodes_text(&near.nodes),
+            near.alignment
+        ),
+        (Some(c), Some(n)) => style.yellow(&format!(
+            "{n} of its {} CPUs on its devices' {}, the rest elsewhere: no more room \
+             there when it was placed ({})",
+            c.len(),
+            nodes_text(&near.nodes),
+            near.alignment
+        )),
+        _ => format!(
+            "its CPUs go on its devices' {} ({})",
+            nodes_text(&near.nodes),
+            near.alignment
+        ),
+    };
+    let _ = writeln!(s, "{}{line}", field("Near"));
+}
+
+/// `NUMA node 1`, `NUMA nodes 0,1`.
+fn nodes_text(nodes: &[u32]) -> String {
+    let list: Vec<String> = nodes.iter().map(u32::to_string).collect();
+    match nodes.len() {
+        1 => format!("NUMA node {}", list[0]),
+        _ => format!("NUMA nodes {}", list.join(",")),
+    }
+}
+
 fn render_quiet(
     s: &mut String,
     cpus: &CpuSet,

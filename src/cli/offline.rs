@@ -133,6 +133,15 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
             cgroups: cgroups.iter().map(|a| a.rel.clone()).collect(),
             alignment: cpus.as_ref().map(|c| api::Alignment::of(&topo, c)),
             resize: None,
+            near: api::Near::of(
+                &topo,
+                &first.intent.devices,
+                first
+                    .intent
+                    .device_alignment
+                    .unwrap_or(config.device_alignment),
+                cpus.as_ref(),
+            ),
             cpus,
             pending,
         });

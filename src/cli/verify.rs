@@ -754,6 +754,7 @@ mod tests {
                 pending: None,
                 alignment: None,
                 resize: None,
+                near: None,
             }],
             ..api::Status::starting()
         }

@@ -166,6 +166,9 @@ pub struct Config {
     /// Whether an exclusive workload's cgroup becomes an isolated cgroup v2
     /// partition.
     pub isolation: Isolation,
+    /// How a workload's CPUs follow the NUMA nodes of the devices it drives
+    /// ([`crate::devices`]), unless it says otherwise.
+    pub device_alignment: DeviceAlignment,
     /// Directories holding OCI bundles by container id (absolute).
     pub bundle_dirs: Vec<PathBuf>,
     /// The Unix socket of the bus systemd is on (absolute, at most 107
@@ -300,6 +303,48 @@ impl Isolation {
     }
 }
 
+/// The `device_alignment` key: how a workload's CPUs follow the NUMA
+/// nodes of the devices it drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DeviceAlignment {
+    /// On those nodes when there is room there, else as near as the rest
+    /// allows (the default).
+    #[default]
+    Prefer,
+    /// On those nodes alone: it waits in the shared pool until they have
+    /// room.
+    Require,
+    /// Its devices are not looked at.
+    None,
+}
+
+impl DeviceAlignment {
+    /// The value as written in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceAlignment::Prefer => "prefer",
+            DeviceAlignment::Require => "require",
+            DeviceAlignment::None => "none",
+        }
+    }
+}
+
+impl std::str::FromStr for DeviceAlignment {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<DeviceAlignment, String> {
+        match s {
+            "prefer" => Ok(DeviceAlignment::Prefer),
+            "require" => Ok(DeviceAlignment::Require),
+            "none" => Ok(DeviceAlignment::None),
+            other => Err(format!(
+                "invalid value {:?}: expected one of prefer, require, none",
+                other.chars().take(40).collect::<String>()
+            )),
+        }
+    }
+}
+
 /// The `log_level` key, from least to most verbose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LogLevel {
@@ -328,6 +373,11 @@ pub struct Rule {
     /// The power class its cgroups' CPUs get, instead of `[power]`'s
     /// `exclusive` (one of [`Config::classes`]).
     pub class: Option<String>,
+    /// The devices its cgroups drive ([`crate::devices`]): their CPUs go
+    /// on those devices' NUMA nodes.
+    pub near: Vec<crate::devices::DeviceRef>,
+    /// Its own `device_alignment`, over the file's.
+    pub device_alignment: Option<DeviceAlignment>,
     /// A set of the one glob: unlike `GlobMatcher`, whose construction
     /// panics when the regex cannot be built, a set reports it.
     matcher: GlobSet,
@@ -576,6 +626,7 @@ impl Default for Config {
             irq_affinity: false,
             housekeeping: false,
             isolation: Isolation::None,
+            device_alignment: DeviceAlignment::Prefer,
             bundle_dirs: DEFAULT_BUNDLE_DIRS.iter().map(PathBuf::from).collect(),
             systemd_bus: Some("/run/dbus/system_bus_socket".into()),
             log_level: LogLevel::Info,
@@ -679,6 +730,7 @@ impl Config {
             irq_affinity,
             housekeeping,
             isolation,
+            device_alignment,
             bundle_dirs,
             systemd_bus,
             log_level,
@@ -718,6 +770,7 @@ impl Config {
         compare!(irq_affinity);
         compare!(housekeeping);
         compare!(isolation);
+        compare!(device_alignment);
         compare!(bundle_dirs);
         compare!(systemd_bus);
         compare!(log_level);
@@ -907,6 +960,8 @@ impl PartialEq for Rule {
             && self.cpus == other.cpus
             && self.numa == other.numa
             && self.class == other.class
+            && self.near == other.near
+            && self.device_alignment == other.device_alignment
             && self.line == other.line
     }
 }

@@ -48,6 +48,7 @@ pub(super) struct RawConfig {
     pub(super) irq_affinity: Option<bool>,
     pub(super) housekeeping: Option<bool>,
     pub(super) isolation: Option<Spanned<String>>,
+    pub(super) device_alignment: Option<Spanned<String>>,
     pub(super) bundle_dirs: Option<Vec<Spanned<String>>>,
     pub(super) systemd_bus: Option<Spanned<String>>,
     pub(super) log_level: Option<Spanned<String>>,
@@ -82,6 +83,8 @@ pub(super) struct RawRule {
     pub(super) cpus: Spanned<RawInt>,
     pub(super) numa: Option<Spanned<String>>,
     pub(super) class: Option<Spanned<String>>,
+    pub(super) near: Option<Vec<Spanned<String>>>,
+    pub(super) device_alignment: Option<Spanned<String>>,
 }
 
 /// Any TOML integer, range-checked later so the message can say which range.

@@ -226,6 +226,12 @@ impl Validator<'_> {
             Some(i) => errors.keep(self.isolation(&i)).unwrap_or(d.isolation),
             None => d.isolation,
         };
+        let device_alignment = match raw.device_alignment {
+            Some(a) => errors
+                .keep(self.device_alignment(&a, "device_alignment"))
+                .unwrap_or(d.device_alignment),
+            None => d.device_alignment,
+        };
         let log_level = match raw.log_level {
             Some(l) => errors.keep(self.log_level(&l)).unwrap_or(d.log_level),
             None => d.log_level,
@@ -288,6 +294,7 @@ impl Validator<'_> {
             irq_affinity: raw.irq_affinity.unwrap_or(d.irq_affinity),
             housekeeping: raw.housekeeping.unwrap_or(d.housekeeping),
             isolation,
+            device_alignment,
             bundle_dirs,
             systemd_bus,
             log_level,
@@ -534,6 +541,46 @@ impl Validator<'_> {
         }
     }
 
+    fn device_alignment(
+        &self,
+        raw: &Spanned<String>,
+        key: &str,
+    ) -> Result<DeviceAlignment, ConfigError> {
+        raw.get_ref()
+            .parse()
+            .map_err(|why| self.error(&raw.span(), key, why))
+    }
+
+    /// A rule's `near`: each string a device ([`crate::devices::DeviceRef`]).
+    fn near(
+        &self,
+        raw: Vec<Spanned<String>>,
+    ) -> Result<Vec<crate::devices::DeviceRef>, ConfigError> {
+        if raw.len() > crate::devices::MAX_DEVICES {
+            return Err(self.error(
+                &raw[crate::devices::MAX_DEVICES].span(),
+                "rule.near",
+                format!(
+                    "more than {} devices for one rule",
+                    crate::devices::MAX_DEVICES
+                ),
+            ));
+        }
+        let mut out = Vec::with_capacity(raw.len());
+        for word in raw {
+            let d = word
+                .get_ref()
+                .parse()
+                .map_err(|e: crate::devices::BadDevice| {
+                    self.error(&word.span(), "rule.near", e.to_string())
+                })?;
+            if !out.contains(&d) {
+                out.push(d);
+            }
+        }
+        Ok(out)
+    }
+
     fn log_level(&self, raw: &Spanned<String>) -> Result<LogLevel, ConfigError> {
         match raw.get_ref().as_str() {
             "error" => Ok(LogLevel::Error),
@@ -613,12 +660,22 @@ impl Validator<'_> {
             None => None,
             Some(c) => Some(self.class_ref(&c, "rule.class", classes)?),
         };
+        let near = match raw.near {
+            None => Vec::new(),
+            Some(near) => self.near(near)?,
+        };
+        let device_alignment = match raw.device_alignment {
+            None => None,
+            Some(a) => Some(self.device_alignment(&a, "rule.device_alignment")?),
+        };
         Ok(Located {
             value: Rule {
                 pattern,
                 cpus,
                 numa,
                 class,
+                near,
+                device_alignment,
                 matcher,
                 line,
             },

@@ -38,6 +38,7 @@ impl Daemon {
             empty_inherits: current.empty_inherits,
             quiet_balance: current.quiet_balance,
             strict_reservation: cfg.strict_reservation,
+            device_alignment: cfg.device_alignment,
         };
         // What leaves the subtrees is no longer the daemon's (its cpusets
         // stay as they are); what joins is found by the reconcile.

@@ -11,6 +11,7 @@ use super::entry::CgroupEntry;
 use super::{Engine, Pending, Resized, Settings, Workload};
 use crate::alloc::{self, AllocError};
 use crate::cgroup::Rel;
+use crate::config::DeviceAlignment;
 use crate::cpuset::CpuSet;
 use crate::intent::ANNOTATION_CPUS;
 use crate::topology::Topology;
@@ -22,17 +23,86 @@ struct Allocator<'a> {
     reserved: &'a CpuSet,
 }
 
+/// Where a workload's devices want its CPUs ([`Allocator::near`]).
+struct Near {
+    /// Their NUMA nodes, ascending.
+    nodes: Vec<u32>,
+    /// On those nodes alone.
+    required: bool,
+}
+
 impl Allocator<'_> {
-    /// Plans `n` CPUs from `free` with the configured options.
-    fn allocate(&self, free: &CpuSet, w: &Workload) -> Result<CpuSet, AllocError> {
+    /// The NUMA nodes of workload `w`'s devices and whether its CPUs must
+    /// lie there: none when it names its nodes itself (a rule's `numa`,
+    /// the xattr's `@NODES`), when no device of it is placed, or with
+    /// `device_alignment = "none"`.
+    fn near(&self, w: &Workload) -> Near {
+        let mode = w.device_alignment.unwrap_or(self.settings.device_alignment);
+        if !w.numa.is_empty() || mode == DeviceAlignment::None {
+            return Near {
+                nodes: Vec::new(),
+                required: false,
+            };
+        }
+        let nodes = crate::devices::nodes_of(self.topo, &w.devices);
+        Near {
+            required: mode == DeviceAlignment::Require && !nodes.is_empty(),
+            nodes,
+        }
+    }
+
+    /// The online CPUs of NUMA nodes `nodes`.
+    fn node_cpus(&self, nodes: &[u32]) -> CpuSet {
+        nodes
+            .iter()
+            .filter_map(|n| self.topo.numa_nodes().get(n))
+            .fold(CpuSet::new(), |acc, c| acc.union(c))
+    }
+
+    /// Plans `n` CPUs from `free` with the configured options: on its
+    /// devices' nodes first ([`Self::near`]), or alone.
+    fn allocate(&self, free: &CpuSet, w: &Workload) -> Result<CpuSet, Pending> {
+        let near = self.near(w);
+        let mut free = free.clone();
+        if near.required {
+            free = free.intersection(&self.node_cpus(&near.nodes));
+        }
+        let numa_preference = match near.nodes.is_empty() {
+            true => w.numa.clone(),
+            false => near.nodes.clone(),
+        };
         let opts = alloc::Options {
             reserved: self.reserved.clone(),
-            numa_preference: w.numa.clone(),
+            numa_preference,
             full_pcpus_only: self.settings.alloc.full_pcpus_only || w.whole_cores,
             ..self.settings.alloc.clone()
         };
         let n = w.requested;
-        alloc::allocate(self.topo, free, n, &opts)
+        alloc::allocate(self.topo, &free, n, &opts).map_err(|e| {
+            let available = match &e {
+                AllocError::NotEnough { available, .. }
+                | AllocError::NotEnoughWholeCores { available, .. } => *available,
+                _ => free.len(),
+            };
+            let reason = match near.required {
+                true => format!(
+                    "{n} CPUs asked on NUMA {} {} (near {}), {available} free there ({e})",
+                    if near.nodes.len() == 1 {
+                        "node"
+                    } else {
+                        "nodes"
+                    },
+                    join_nodes(&near.nodes),
+                    placed_devices(w)
+                ),
+                false => e.to_string(),
+            };
+            Pending {
+                requested: n,
+                available,
+                reason,
+            }
+        })
     }
 
     /// Resizes workload `w` to the count it asks for, around the CPUs it
@@ -135,7 +205,8 @@ impl Allocator<'_> {
 
     /// `need` more CPUs for a workload on `has`, from `free`: first the free
     /// threads of its own cores (unless it takes whole cores), then the
-    /// allocator's pick, its NUMA nodes first (the affinity only grows).
+    /// allocator's pick, its NUMA nodes first, then its devices' (the
+    /// affinity only grows). With `require`, from its devices' nodes alone.
     fn grow(
         &self,
         has: &CpuSet,
@@ -143,6 +214,11 @@ impl Allocator<'_> {
         need: usize,
         w: &Workload,
     ) -> Result<CpuSet, AllocError> {
+        let near = self.near(w);
+        let free = match near.required {
+            true => &free.intersection(&self.node_cpus(&near.nodes)),
+            false => free,
+        };
         let whole = self.settings.alloc.full_pcpus_only || w.whole_cores;
         let mut extra = CpuSet::new();
         if !whole {
@@ -159,7 +235,7 @@ impl Allocator<'_> {
         let rest = need - extra.len();
         if rest > 0 {
             let mut numa = self.topo.numa_of(has);
-            for n in &w.numa {
+            for n in w.numa.iter().chain(&near.nodes) {
                 if !numa.contains(n) {
                     numa.push(*n);
                 }
@@ -203,17 +279,8 @@ impl Allocator<'_> {
                 w.tried = None;
                 Some(true)
             }
-            Err(e) => {
-                let available = match &e {
-                    AllocError::NotEnough { available, .. }
-                    | AllocError::NotEnoughWholeCores { available, .. } => *available,
-                    _ => free.len(),
-                };
-                w.pending = Some(Pending {
-                    requested: w.requested,
-                    available,
-                    reason: e.to_string(),
-                });
+            Err(pending) => {
+                w.pending = Some(pending);
                 w.tried = Some(free);
                 Some(false)
             }
@@ -403,6 +470,22 @@ struct Candidate {
     /// The state file or a kept baseline says it was the workload's; else
     /// only its size says so.
     proven: bool,
+}
+
+/// NUMA nodes as the kernel lists them (`0-1,3`).
+fn join_nodes(nodes: &[u32]) -> String {
+    nodes.iter().copied().collect::<CpuSet>().to_string()
+}
+
+/// The devices of `w` that are placed, as a message names them.
+fn placed_devices(w: &Workload) -> String {
+    let names: Vec<String> = w
+        .devices
+        .iter()
+        .filter(|l| l.place.is_ok())
+        .map(|l| l.device.what.to_string())
+        .collect();
+    names.join(", ")
 }
 
 /// The `n` CPUs of `has` a shrink keeps: all of `baseline` (which `n` is

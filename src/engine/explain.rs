@@ -127,6 +127,12 @@ impl Engine {
                 pending: w.pending.as_ref().map(api::Pending::from),
                 alignment: w.cpus.as_ref().map(|c| api::Alignment::of(&self.topo, c)),
                 resize: w.resize.as_ref().map(api::Pending::from),
+                near: api::Near::of(
+                    &self.topo,
+                    &w.devices,
+                    w.device_alignment.unwrap_or(self.settings.device_alignment),
+                    w.cpus.as_ref(),
+                ),
             })
             .collect()
     }

@@ -73,6 +73,9 @@ pub struct Settings {
     /// the shared pool get it without the reserved CPUs
     /// ([`Engine::strict`]); `shared_cgroups` keep them.
     pub strict_reservation: bool,
+    /// `device_alignment`: how a workload's CPUs follow its devices' NUMA
+    /// nodes, unless it says otherwise ([`Workload::device_alignment`]).
+    pub device_alignment: crate::config::DeviceAlignment,
 }
 
 /// A cgroup's role: it gives the cgroup's target cpuset.
@@ -144,6 +147,12 @@ pub struct Workload {
     pub whole_cores: bool,
     /// The power class it asks for ([`Intent::class`]).
     pub class: Option<String>,
+    /// The devices it drives and where they sit ([`Intent::devices`]).
+    #[serde(skip)]
+    pub devices: Vec<crate::devices::Located>,
+    /// Its own `device_alignment` ([`Intent::device_alignment`]).
+    #[serde(skip)]
+    pub device_alignment: Option<crate::config::DeviceAlignment>,
     pub cgroups: BTreeSet<Rel>,
     /// Its exclusive CPUs, once assigned.
     pub cpus: Option<CpuSet>,

@@ -108,6 +108,8 @@ impl Engine {
                     numa: Vec::new(),
                     whole_cores: false,
                     class: None,
+                    devices: Vec::new(),
+                    device_alignment: None,
                     cgroups: BTreeSet::new(),
                     cpus: None,
                     pending: None,
@@ -142,6 +144,7 @@ impl Engine {
             };
             if (w.requested, &w.numa, w.whole_cores)
                 != (intent.cpus, &intent.numa, intent.whole_cores)
+                || (&w.devices, w.device_alignment) != (&intent.devices, intent.device_alignment)
             {
                 w.tried = None;
             }
@@ -150,6 +153,8 @@ impl Engine {
             w.numa = intent.numa.clone();
             w.whole_cores = intent.whole_cores;
             w.class = intent.class.clone();
+            w.devices = intent.devices.clone();
+            w.device_alignment = intent.device_alignment;
         }
         // Workloads without cgroups are released.
         self.workloads.retain(|_, w| {

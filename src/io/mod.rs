@@ -169,6 +169,27 @@ pub trait Fs: Send + Sync + 'static {
             Err(io::Error::last_os_error())
         }
     }
+    /// The path with every symbolic link followed (`realpath(3)`): where a
+    /// sysfs link such as `/sys/class/net/NAME` leads.
+    fn canonicalize(&self, path: &Path) -> io::Result<std::path::PathBuf> {
+        std::fs::canonicalize(path)
+    }
+    /// The device number of a device node (following symbolic links):
+    /// `None` when the path is not a character or block device.
+    fn device_number(
+        &self,
+        path: &Path,
+    ) -> io::Result<Option<(crate::devices::NodeKind, u32, u32)>> {
+        use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+        let meta = std::fs::metadata(path)?;
+        let kind = match meta.file_type() {
+            t if t.is_char_device() => crate::devices::NodeKind::Char,
+            t if t.is_block_device() => crate::devices::NodeKind::Block,
+            _ => return Ok(None),
+        };
+        let rdev = meta.rdev();
+        Ok(Some((kind, libc::major(rdev), libc::minor(rdev))))
+    }
     /// Who owns the path (following symbolic links) and its permission bits.
     fn owner(&self, path: &Path) -> io::Result<Owner> {
         use std::os::unix::fs::MetadataExt as _;

@@ -531,6 +531,7 @@ fn verify_over_the_socket_exits_1_on_problems_and_0_when_clean() {
         pending: None,
         alignment: None,
         resize: None,
+        near: None,
     }];
     w("hpc.slice", "cpuset.effective_cpus", "0-15\n");
     w(

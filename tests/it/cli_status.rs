@@ -1125,6 +1125,7 @@ mod verify {
             pending: None,
             alignment: None,
             resize: None,
+            near: None,
         }
     }
 

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use pinctl::CpuSet;
 use pinctl::config::{
-    self, Config, ConfigError, HierarchyMode, Isolation, LogLevel, MAX_DURATION, MAX_FILE_SIZE,
-    MAX_GLOB_NESTING, MAX_ITEMS, MAX_STRING, Reserved, Unthrottle, parse, parse_duration,
+    self, Config, ConfigError, DeviceAlignment, HierarchyMode, Isolation, LogLevel, MAX_DURATION,
+    MAX_FILE_SIZE, MAX_GLOB_NESTING, MAX_ITEMS, MAX_STRING, Reserved, Unthrottle, parse,
+    parse_duration,
 };
 use proptest::prelude::*;
 
@@ -197,6 +198,7 @@ unthrottle_exclusive = "all"
 irq_affinity = true
 housekeeping = true
 isolation = "partition"
+device_alignment = "require"
 bundle_dirs = ["/run/mine"]
 systemd_bus = "/run/bus"
 log_level = "debug"
@@ -207,6 +209,8 @@ housekeeping_originals = "/tmp/housekeeping.json"
 match = "hpc.slice/job-*.scope"
 cpus = 4
 numa = "0-1,3"
+near = ["ib0", "3B:00.0", "/dev/nvidia0"]
+device_alignment = "none"
 
 [run]
 enabled = true
@@ -242,6 +246,7 @@ groups = ["hpc"]
         irq_affinity: true,
         housekeeping: true,
         isolation: Isolation::Partition,
+        device_alignment: DeviceAlignment::Require,
         bundle_dirs: vec![PathBuf::from("/run/mine")],
         systemd_bus: Some("/run/bus".into()),
         log_level: LogLevel::Debug,
@@ -261,7 +266,10 @@ groups = ["hpc"]
     assert_eq!(rule.pattern, "hpc.slice/job-*.scope");
     assert_eq!(rule.cpus, 4);
     assert_eq!(rule.numa, [0, 1, 3]);
-    assert_eq!(rule.line, 37);
+    assert_eq!(rule.line, 38);
+    let near: Vec<String> = rule.near.iter().map(|d| d.to_string()).collect();
+    assert_eq!(near, ["ib0", "0000:3b:00.0", "/dev/nvidia0"]);
+    assert_eq!(rule.device_alignment, Some(DeviceAlignment::None));
 
     let v2 = ok("hierarchy = \"v2\"\nspread_cores = true\nlog_level = \"trace\"\n");
     assert_eq!(v2.hierarchy, HierarchyMode::V2);

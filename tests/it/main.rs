@@ -27,6 +27,7 @@ mod cli_client;
 mod cli_status;
 mod config;
 mod daemon;
+mod devices;
 mod docs;
 mod hostile_input;
 mod housekeeping;

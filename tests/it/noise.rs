@@ -361,6 +361,7 @@ fn pinctl_status() -> api::Status {
             pending: None,
             alignment: None,
             resize: None,
+            near: None,
         }],
         ..api::Status::starting()
     }

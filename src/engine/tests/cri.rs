@@ -21,6 +21,9 @@ fn a_pod_annotation_serves_one_container_at_a_time() {
             numa: Vec::new(),
             whole_cores: false,
             class: None,
+            near: Vec::new(),
+            device_alignment: None,
+            devices: Vec::new(),
         })
     };
     let mut e = engine();

@@ -106,6 +106,9 @@ fn want(cpus: usize) -> Option<Intent> {
         numa: Vec::new(),
         whole_cores: false,
         class: None,
+        near: Vec::new(),
+        device_alignment: None,
+        devices: Vec::new(),
     })
 }
 
@@ -626,6 +629,7 @@ fn without_reserved_cpus_the_lowest_is_held_back() {
 }
 
 mod cri;
+mod devices;
 mod memory;
 mod resize;
 mod sequences;

@@ -76,6 +76,9 @@ proptest! {
                         numa: Vec::new(),
                         whole_cores: false,
                         class: None,
+                        near: Vec::new(),
+                        device_alignment: None,
+                        devices: Vec::new(),
                     };
                     reading(&mut e, obs, Some(intent), &format!("pod:{}/w{i}", i % 3));
                 }

@@ -17,6 +17,7 @@
 
 #[macro_use]
 pub mod fake_cgroup;
+pub mod fake_devices;
 pub mod fake_power;
 pub mod fake_systemd;
 pub mod kubelet;

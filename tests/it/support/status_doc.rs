@@ -110,6 +110,7 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
             pending,
             alignment,
             resize: None,
+            near: None,
         });
     }
     api::Status {

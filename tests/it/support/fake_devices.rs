@@ -1,0 +1,85 @@
+//! Devices in a fake sysfs and procfs, laid out as the kernel lays them
+//! out: device directories under `devices/` with `numa_node` (and
+//! `local_cpulist` for PCI functions), and the relative links of
+//! `bus/pci/devices/`, `class/net/` and `dev/{char,block}/` that lead to
+//! them. On the `intel-2s-smt` fixture NUMA node 1 is CPUs 8-15,24-31.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+
+/// A NIC on node 1: `ib0`.
+pub const NIC: &str = "0000:3b:00.0";
+/// An NVMe drive on node 1: `nvme0n1`, block 259:0.
+pub const NVME: &str = "0000:5e:00.0";
+/// A GPU whose firmware says no node (`numa_node` -1) but whose
+/// `local_cpulist` is node 1's: its render node is char 226:128, and it is
+/// NVIDIA's minor 0 (`char:195:0`, found through `proc/driver/nvidia/gpus`).
+pub const GPU: &str = "0000:00:02.0";
+/// Node 1's CPUs on the fixture.
+pub const NODE1: &str = "8-15,24-31";
+
+fn put(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+fn link(at: &Path, to: &str) {
+    fs::create_dir_all(at.parent().unwrap()).unwrap();
+    symlink(to, at).unwrap();
+}
+
+/// Adds the devices above to sysfs `sys` and procfs `proc_root`.
+pub fn add(sys: &Path, proc_root: &Path) {
+    let nic = sys.join("devices/pci0000:3a/0000:3a:00.0").join(NIC);
+    put(&nic.join("numa_node"), "1\n");
+    put(&nic.join("local_cpulist"), &format!("{NODE1}\n"));
+    put(&nic.join("net/ib0/ifindex"), "3\n");
+    let nvme = sys.join("devices/pci0000:5d/0000:5d:00.0").join(NVME);
+    put(&nvme.join("numa_node"), "1\n");
+    put(&nvme.join("local_cpulist"), &format!("{NODE1}\n"));
+    put(&nvme.join("nvme/nvme0/nvme0n1/dev"), "259:0\n");
+    let gpu = sys.join("devices/pci0000:00").join(GPU);
+    put(&gpu.join("numa_node"), "-1\n");
+    put(&gpu.join("local_cpulist"), &format!("{NODE1}\n"));
+    put(&gpu.join("drm/renderD128/dev"), "226:128\n");
+    put(&sys.join("devices/virtual/net/lo/ifindex"), "1\n");
+    put(
+        &sys.join("devices/platform/serial8250/tty/ttyS0/dev"),
+        "4:64\n",
+    );
+    link(
+        &sys.join("bus/pci/devices").join(NIC),
+        &format!("../../../devices/pci0000:3a/0000:3a:00.0/{NIC}"),
+    );
+    link(
+        &sys.join("bus/pci/devices").join(GPU),
+        &format!("../../../devices/pci0000:00/{GPU}"),
+    );
+    link(
+        &sys.join("class/net/ib0"),
+        &format!("../../devices/pci0000:3a/0000:3a:00.0/{NIC}/net/ib0"),
+    );
+    link(&sys.join("class/net/lo"), "../../devices/virtual/net/lo");
+    link(
+        &sys.join("dev/block/259:0"),
+        &format!("../../devices/pci0000:5d/0000:5d:00.0/{NVME}/nvme/nvme0/nvme0n1"),
+    );
+    link(
+        &sys.join("dev/char/226:128"),
+        &format!("../../devices/pci0000:00/{GPU}/drm/renderD128"),
+    );
+    link(
+        &sys.join("dev/char/4:64"),
+        "../../devices/platform/serial8250/tty/ttyS0",
+    );
+    // A link someone made that leads out of sysfs.
+    link(&sys.join("dev/char/9:9"), "/tmp");
+    put(
+        &proc_root
+            .join("driver/nvidia/gpus")
+            .join(GPU)
+            .join("information"),
+        "Model: \t\t NVIDIA H100\nIRQ:   \t\t 42\nDevice Minor: \t 0\n",
+    );
+}
