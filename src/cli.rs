@@ -154,6 +154,17 @@ pub struct RunArgs {
     /// so nothing runs on a sibling (N a multiple of the threads per core).
     #[arg(long)]
     pub full_cores: bool,
+    /// A device the command drives, its CPUs taken on its NUMA node: a
+    /// network interface (ib0), a PCI address (0000:3b:00.0) or a device
+    /// path (/dev/nvidia0); repeatable.
+    #[arg(long, value_name = "DEVICE")]
+    pub near: Vec<String>,
+    /// How the CPUs follow --near's devices: prefer (there when they have
+    /// room), require (there alone: refused, or waits with --wait, when
+    /// they have too few free) or none [default: the daemon's
+    /// device_alignment].
+    #[arg(long, value_name = "HOW")]
+    pub device_alignment: Option<crate::config::DeviceAlignment>,
     /// Also set OMP_NUM_THREADS to the CPUs' count, OMP_PLACES to one
     /// place per CPU and OMP_PROC_BIND=close: an OpenMP program's threads
     /// then stay one per CPU.
@@ -362,6 +373,17 @@ pub struct PlanArgs {
     /// Widen the NUMA preference to the sockets of those nodes.
     #[arg(long, requires = "numa")]
     pub align_by_socket: bool,
+    /// A device the workload drives (ib0, 0000:3b:00.0, /dev/nvidia0),
+    /// found under --sysfs: its NUMA node first; repeatable.
+    #[arg(long, value_name = "DEVICE")]
+    pub near: Vec<String>,
+    /// How the CPUs follow --near's devices: prefer, require (there
+    /// alone) or none.
+    #[arg(long, value_name = "HOW", default_value = "prefer")]
+    pub device_alignment: crate::config::DeviceAlignment,
+    /// The procfs where NVIDIA's driver says which GPU a /dev/nvidiaN is.
+    #[arg(long = "proc", value_name = "DIR", default_value = "/proc")]
+    pub proc_root: PathBuf,
     /// Print the plan with per-CPU details and its alignment as JSON.
     #[arg(long)]
     pub json: bool,
@@ -469,6 +491,12 @@ fn run_cmd(args: &RunArgs) -> Result<()> {
         numa: args.numa_node.iter().flat_map(CpuSet::iter).collect(),
         mem: args.mem,
         full_cores: args.full_cores,
+        near: crate::devices::parse_list(&args.near.join(","))
+            .context("--near")?
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        device_alignment: args.device_alignment.map(|a| a.as_str().to_string()),
     };
     let wait = args.wait.unwrap_or_default();
     let grant = crate::run::ask(&socket, &ask, wait + Duration::from_secs(90), |q| {
@@ -824,16 +852,37 @@ fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<()> {
         (None, Some(count)) => topo.lowest_cores(count),
         (None, None) => CpuSet::new(),
     };
+    let mut numa_preference: Vec<u32> = args.numa.iter().flat_map(|s| s.iter()).collect();
+    let mut free = free;
+    let near = near_nodes(args, &topo)?;
+    if numa_preference.is_empty() && !near.is_empty() {
+        if args.device_alignment == crate::config::DeviceAlignment::Require {
+            free = near
+                .iter()
+                .filter_map(|n| topo.numa_nodes().get(n))
+                .fold(CpuSet::new(), |acc, c| acc.union(c))
+                .intersection(&free);
+        }
+        numa_preference = near.clone();
+    }
     let opts = Options {
         reserved,
         full_pcpus_only: args.full_pcpus_only,
         distribute_across_numa: args.distribute_across_numa,
         spread_cores: args.spread_cores,
-        numa_preference: args.numa.iter().flat_map(|s| s.iter()).collect(),
+        numa_preference,
         align_by_socket: args.align_by_socket,
     };
-    let cpus = alloc::allocate(&topo, &free, args.cpus, &opts)
-        .with_context(|| format!("cannot plan {} CPUs", args.cpus))?;
+    let cpus =
+        alloc::allocate(&topo, &free, args.cpus, &opts).with_context(|| match near.is_empty() {
+            true => format!("cannot plan {} CPUs", args.cpus),
+            false => format!(
+                "cannot plan {} CPUs near {} (NUMA nodes {})",
+                args.cpus,
+                args.near.join(", "),
+                near.iter().copied().collect::<CpuSet>()
+            ),
+        })?;
     // Decided before anything is printed: a failure leaves stdout empty.
     let boot_params = if args.boot_params {
         match bootline::boot_line(&cpus, topo.online()) {
@@ -863,6 +912,38 @@ fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The NUMA nodes of `pinctl plan --near`'s devices, read under its
+/// `--sysfs`: empty with no `--near` or `--device-alignment none`; an
+/// error names a device that cannot be placed.
+fn near_nodes(args: &PlanArgs, topo: &Topology) -> Result<Vec<u32>> {
+    let near = crate::devices::parse_list(&args.near.join(",")).context("--near")?;
+    if near.is_empty() || args.device_alignment == crate::config::DeviceAlignment::None {
+        return Ok(Vec::new());
+    }
+    let devices: Vec<crate::devices::Device> = near
+        .into_iter()
+        .map(|what| crate::devices::Device {
+            what,
+            found: crate::devices::Found::Xattr,
+        })
+        .collect();
+    let fs = crate::io::RealFs;
+    let located = crate::devices::locate_all(&fs, &args.source.sysfs, &args.proc_root, &devices);
+    for l in &located {
+        if let Err(why) = &l.place {
+            bail!("--near {}: {why}", l.device.what);
+        }
+    }
+    let nodes = crate::devices::nodes_of(topo, &located);
+    if nodes.is_empty() {
+        bail!(
+            "--near {}: on no NUMA node of this machine",
+            args.near.join(",")
+        );
+    }
+    Ok(nodes)
 }
 
 fn list_or_none(set: &CpuSet) -> String {

@@ -728,11 +728,7 @@ mod tests {
             ..workload("cgroup:split", Some(split), true)
         };
         let metrics = Metrics::new();
-        metrics.set_workloads(&[
-            whole,
-            split,
-            workload("cgroup:waits", None, false),
-        ]);
+        metrics.set_workloads(&[whole, split, workload("cgroup:waits", None, false)]);
         let text = metrics.encode();
         let mut samples: Vec<String> = text
             .lines()

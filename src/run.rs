@@ -45,6 +45,13 @@ pub struct Ask {
     /// Whole physical cores only: no other workload on a sibling thread.
     #[serde(default)]
     pub full_cores: bool,
+    /// The devices the command drives (`--near`), each a word of
+    /// [`crate::devices::parse_list`]: its CPUs go on their NUMA nodes.
+    #[serde(default)]
+    pub near: Vec<String>,
+    /// Its own `device_alignment` (`prefer`, `require`, `none`).
+    #[serde(default)]
+    pub device_alignment: Option<String>,
 }
 
 /// Where a run's memory goes: the NUMA nodes of its CPUs, as

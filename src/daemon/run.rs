@@ -371,7 +371,11 @@ async fn start_of(pool: &IoPool, proc_root: &Path, pid: u32) -> Option<u64> {
 impl Daemon {
     /// An ask from the run socket: decided, set up, answered; or, with
     /// `--wait` and not enough CPUs free, put in line.
-    pub(super) async fn run_asked(&mut self, asked: Asked) {
+    pub(super) async fn run_asked(&mut self, mut asked: Asked) {
+        if let Err(refusal) = self.near_nodes(&mut asked.ask).await {
+            self.answer(asked, Err(refusal));
+            return;
+        }
         let ahead = self.door.waiting.len();
         let result = if ahead == 0 {
             self.grant(&asked.peer, &asked.ask).await
@@ -437,6 +441,61 @@ impl Daemon {
                 result => self.answer(w.asked, result),
             }
         }
+    }
+
+    /// Where the devices an ask names (`--near`) sit. Each must be placed,
+    /// or the ask is refused saying why. With `require` (its own, else the
+    /// configuration's) and no `--numa-node`, their nodes become the ask's
+    /// NUMA nodes, which it takes its CPUs from alone (or waits for); with
+    /// `prefer` the run's cgroup names them (`user.pinctl.near`) and the
+    /// allocator takes them first.
+    async fn near_nodes(&self, ask: &mut Ask) -> Result<(), Refusal> {
+        let bad = |why: String| Refusal::Bad { why };
+        let near = crate::devices::parse_list(&ask.near.join(","))
+            .map_err(|e| bad(format!("--near: {e}")))?;
+        let alignment = match &ask.device_alignment {
+            Some(a) => a
+                .parse::<crate::config::DeviceAlignment>()
+                .map_err(|why| bad(format!("--device-alignment: {why}")))?,
+            None => self.cfg.device_alignment,
+        };
+        ask.near = near.iter().map(ToString::to_string).collect();
+        if near.is_empty() || alignment == crate::config::DeviceAlignment::None {
+            return Ok(());
+        }
+        let devices: Vec<crate::devices::Device> = near
+            .into_iter()
+            .map(|what| crate::devices::Device {
+                what,
+                found: crate::devices::Found::Xattr,
+            })
+            .collect();
+        let (sys, proc_root) = (self.cfg.sysfs_root.clone(), self.cfg.proc_root.clone());
+        // sysfs can hang: an I/O job.
+        let located = self
+            .pool
+            .run(&sys.clone(), move |fs| {
+                Ok(crate::devices::locate_all(fs, &sys, &proc_root, &devices))
+            })
+            .await
+            .map_err(|e| Refusal::Failed {
+                why: format!("cannot look up --near's devices: {}", chain(&e)),
+            })?;
+        if let Some(l) = located.iter().find(|l| l.place.is_err()) {
+            let why = l.place.as_ref().err().cloned().unwrap_or_default();
+            return Err(bad(format!("--near {}: {why}", l.device.what)));
+        }
+        let nodes = crate::devices::nodes_of(self.engine.topology(), &located);
+        if nodes.is_empty() {
+            return Err(bad(format!(
+                "--near {}: on no NUMA node of this machine",
+                ask.near.join(",")
+            )));
+        }
+        if alignment == crate::config::DeviceAlignment::Require && ask.numa.is_empty() {
+            ask.numa = nodes;
+        }
+        Ok(())
     }
 
     /// Sends an ask its answer, and says so in the log.
@@ -665,7 +724,15 @@ impl Daemon {
         if ask.full_cores {
             count.push_str(crate::intent::FULL_CORES);
         }
-        for (name, value) in [(XATTR_RUN, held), (XATTR_CPUS, count)] {
+        let mut marks = vec![(XATTR_RUN, held)];
+        if !ask.near.is_empty() {
+            marks.push((cgroup::XATTR_NEAR, ask.near.join(",")));
+        }
+        if let Some(a) = &ask.device_alignment {
+            marks.push((cgroup::XATTR_DEVICE_ALIGNMENT, a.clone()));
+        }
+        marks.push((XATTR_CPUS, count));
+        for (name, value) in marks {
             self.pool
                 .set_xattr(&dir, name, value.as_bytes())
                 .await

@@ -115,6 +115,53 @@ fn plan_prints_a_list_and_json_explains_it() {
     );
 }
 
+/// `plan --near`: the device's node first (node 0 would come first
+/// without it); with `require` on it alone, refused with too few there; a
+/// device that cannot be placed is refused by name.
+#[test]
+fn plan_near_a_device_takes_its_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sys = tmp.path().join("sys");
+    let proc_root = tmp.path().join("proc");
+    crate::support::copy_dir(&fixture("intel-2s-smt"), &sys);
+    crate::support::fake_devices::add(&sys, &proc_root);
+    let (s, p) = (sys.to_str().unwrap(), proc_root.to_str().unwrap());
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["plan", "--sysfs", s, "--proc", p];
+        args.extend_from_slice(extra);
+        pinctl(&args)
+    };
+    let node1: pinctl::CpuSet = crate::support::fake_devices::NODE1.parse().unwrap();
+    for device in ["ib0", "char:195:0", crate::support::fake_devices::GPU] {
+        let out = plan(&["--cpus", "4", "--near", device]);
+        let got: pinctl::CpuSet = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        assert!(got.is_subset(&node1), "{device}: {got}");
+    }
+    let out = plan(&["--cpus", "20", "--near", "ib0"]);
+    let got: pinctl::CpuSet = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert_eq!(got.intersection(&node1).len(), 16, "{got}");
+    let out = plan(&[
+        "--cpus",
+        "20",
+        "--near",
+        "ib0",
+        "--device-alignment",
+        "require",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot plan 20 CPUs near ib0 (NUMA nodes 1)"),
+        "{err}"
+    );
+    let out = plan(&["--cpus", "2", "--near", "lo"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--near lo: "),
+        "{err}"
+    );
+}
+
 #[test]
 fn plan_honours_available_reserved_and_options() {
     let sysfs = fixture("intel-2s-smt");

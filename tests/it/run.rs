@@ -17,12 +17,15 @@ use crate::support::world::{Options, SYSTEM, World};
 /// A v2 world with `[run]` on for this process's user and the `[run]`
 /// lines `run`, and `extra` keys; started.
 fn world_with(run: &str, extra: &[String]) -> World {
-    let mut w = World::new(
-        "pinctld-run",
-        Version::V2,
-        Driver::Systemd,
-        &Options::default(),
-    );
+    world_of(run, extra, &Options::default())
+}
+
+/// [`world_with`] made with `opts`.
+fn world_of(run: &str, extra: &[String], opts: &Options) -> World {
+    let mut w = World::new("pinctld-run", Version::V2, Driver::Systemd, opts);
+    if opts.copy_sysfs {
+        crate::support::fake_devices::add(&w.sysfs, &w.proc_root);
+    }
     let me = nix::unistd::User::from_uid(nix::unistd::getuid())
         .ok()
         .flatten()
@@ -55,13 +58,18 @@ fn world() -> World {
 /// makes transient scopes in the world's tree; `None`, said, without
 /// `dbus-daemon`.
 fn with_systemd_and(run: &str) -> Option<(tempfile::TempDir, FakeSystemd, World)> {
+    with_systemd_of(run, &Options::default())
+}
+
+/// [`with_systemd_and`] with the world made with `opts`.
+fn with_systemd_of(run: &str, opts: &Options) -> Option<(tempfile::TempDir, FakeSystemd, World)> {
     let bus_dir = tempfile::tempdir().unwrap();
     let Some(systemd) = FakeSystemd::start(bus_dir.path()) else {
         eprintln!("skipped: no dbus-daemon (Debian's package dbus-daemon; .ci/run installs it)");
         return None;
     };
     let bus = format!("systemd_bus = {:?}", systemd.socket.display().to_string());
-    let w = world_with(run, &[bus]);
+    let w = world_of(run, &[bus], opts);
     systemd.make_scopes_under(w.tree.root());
     Some((bus_dir, systemd, w))
 }
@@ -416,6 +424,55 @@ fn a_run_takes_its_cpus_from_the_numa_nodes_named_alone() {
         Refusal::NotEnough { free, .. } => assert!(free <= 12, "{free}"),
         other => panic!("not a NotEnough: {other}"),
     }
+}
+
+/// `--near` (on the fake devices of `support::fake_devices`): the CPUs go
+/// on the device's NUMA node though node 0 has room first, and the run's
+/// cgroup names the device; with `require` a node without room refuses;
+/// a device that cannot be placed is refused, saying why.
+#[test]
+fn a_run_near_a_device_takes_its_cpus_on_the_devices_node() {
+    let opts = Options {
+        copy_sysfs: true,
+        ..Options::default()
+    };
+    let Some((_bus, _systemd, w)) = with_systemd_of("max_cpus = 16", &opts) else {
+        return;
+    };
+    let near = |cpus, devices: &[&str], alignment: Option<&str>, name: &str| {
+        let a = Ask {
+            cpus,
+            name: Some(name.into()),
+            near: devices.iter().map(|d| d.to_string()).collect(),
+            device_alignment: alignment.map(str::to_string),
+            ..Ask::default()
+        };
+        ask_for(&w, &a)
+    };
+    let node1 = set(crate::support::fake_devices::NODE1);
+    let grant = near(2, &["ib0"], None, "nic").expect("granted near ib0");
+    assert!(grant.cpus.is_subset(&node1), "{}", grant.cpus);
+    let dir = w.tree.dir("pinctl.slice/run-nic.scope");
+    assert_eq!(
+        xattr::get(&dir, "user.pinctl.near").unwrap().as_deref(),
+        Some(&b"ib0"[..])
+    );
+    // prefer: 15 CPUs do not fit on node 1 (2 taken): granted, split.
+    let grant = near(15, &["/dev/null", "ib0"], None, "wide");
+    let why = refused(grant).to_string();
+    assert!(why.contains("--near /dev/null:"), "{why}");
+    let grant = near(15, &["0000:3b:00.0"], None, "wide").expect("granted, split");
+    assert_eq!(grant.cpus.intersection(&node1).len(), 14, "{}", grant.cpus);
+    // require: too few free on node 1, refused as --numa-node is.
+    match refused(near(2, &["ib0"], Some("require"), "strict")) {
+        Refusal::NotEnough { free, .. } => assert_eq!(free, 0),
+        other => panic!("not a NotEnough: {other}"),
+    }
+    let why = refused(near(1, &["lo"], None, "virtual")).to_string();
+    assert!(
+        why.contains("--near lo:") && why.contains("not on a bus"),
+        "{why}"
+    );
 }
 
 /// A client that dies as systemd moves it into its scope gets nothing, and
