@@ -401,10 +401,7 @@ impl Near {
             return None;
         }
         let nodes = crate::devices::nodes_of(topo, devices);
-        let near: CpuSet = nodes
-            .iter()
-            .filter_map(|n| topo.numa_nodes().get(n))
-            .fold(CpuSet::new(), |acc, c| acc.union(c));
+        let near = topo.cpus_of_nodes(&nodes);
         Some(Near {
             devices: devices
                 .iter()

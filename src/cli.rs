@@ -857,11 +857,7 @@ fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<()> {
     let near = near_nodes(args, &topo)?;
     if numa_preference.is_empty() && !near.is_empty() {
         if args.device_alignment == crate::config::DeviceAlignment::Require {
-            free = near
-                .iter()
-                .filter_map(|n| topo.numa_nodes().get(n))
-                .fold(CpuSet::new(), |acc, c| acc.union(c))
-                .intersection(&free);
+            free = topo.cpus_of_nodes(&near).intersection(&free);
         }
         numa_preference = near.clone();
     }
@@ -922,28 +918,9 @@ fn near_nodes(args: &PlanArgs, topo: &Topology) -> Result<Vec<u32>> {
     if near.is_empty() || args.device_alignment == crate::config::DeviceAlignment::None {
         return Ok(Vec::new());
     }
-    let devices: Vec<crate::devices::Device> = near
-        .into_iter()
-        .map(|what| crate::devices::Device {
-            what,
-            found: crate::devices::Found::Xattr,
-        })
-        .collect();
     let fs = crate::io::RealFs;
-    let located = crate::devices::locate_all(&fs, &args.source.sysfs, &args.proc_root, &devices);
-    for l in &located {
-        if let Err(why) = &l.place {
-            bail!("--near {}: {why}", l.device.what);
-        }
-    }
-    let nodes = crate::devices::nodes_of(topo, &located);
-    if nodes.is_empty() {
-        bail!(
-            "--near {}: on no NUMA node of this machine",
-            args.near.join(",")
-        );
-    }
-    Ok(nodes)
+    crate::devices::nodes_named(&fs, &args.source.sysfs, &args.proc_root, topo, &near)
+        .map_err(anyhow::Error::msg)
 }
 
 fn list_or_none(set: &CpuSet) -> String {

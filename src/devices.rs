@@ -395,6 +395,38 @@ pub fn locate_all(fs: &dyn Fs, sys: &Path, proc_root: &Path, devices: &[Device])
         .collect()
 }
 
+/// The NUMA nodes of the devices an operator names (`pinctl run --near`,
+/// `pinctl plan --near`): each must be placed, and on a node of `topo`;
+/// else `Err` says which and why, as `--near WORD: why`.
+pub fn nodes_named(
+    fs: &dyn Fs,
+    sys: &Path,
+    proc_root: &Path,
+    topo: &Topology,
+    named: &[DeviceRef],
+) -> Result<Vec<u32>, String> {
+    let devices: Vec<Device> = named
+        .iter()
+        .map(|what| Device {
+            what: what.clone(),
+            found: Found::Xattr,
+        })
+        .collect();
+    let located = locate_all(fs, sys, proc_root, &devices);
+    for l in &located {
+        if let Err(why) = &l.place {
+            return Err(format!("--near {}: {why}", l.device.what));
+        }
+        if nodes_of(topo, std::slice::from_ref(l)).is_empty() {
+            return Err(format!(
+                "--near {}: on no NUMA node of this machine",
+                l.device.what
+            ));
+        }
+    }
+    Ok(nodes_of(topo, &located))
+}
+
 /// The NUMA node of a place on this machine: its node where the topology
 /// has it, else the nodes of its local CPUs when they are not every online
 /// CPU (a firmware that says nothing lists them all). Empty when neither

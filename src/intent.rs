@@ -11,8 +11,9 @@
 //!
 //! - A pod's sandbox asks only by its xattr ([`SANDBOX_MARKERS`]).
 //! - Only a cgroup root owns and alone may write asks for anything
-//!   ([`trusted`]). The power class ([`Intent::class`]) follows the same
-//!   order and trust.
+//!   ([`trusted`]). The power class ([`Intent::class`]) and the devices it
+//!   drives ([`Intent::near`], placed in [`Intent::devices`]) follow the
+//!   same order and trust.
 //! - Also the workload key ([`workload_key`]).
 //! - [`decide`] and [`parse_bundle`] are pure. [`read`] is the one read path
 //!   of a cgroup, for the daemon and `--offline` alike.
@@ -140,7 +141,7 @@ pub const MAX_BUNDLE_BYTES: u64 = 4 << 20;
 pub struct Bundle {
     pub path: PathBuf,
     /// The devices the runtime gave it: `linux.devices` (but the ones
-    /// every container has: `/dev/null`, ttys) and the SR-IOV device
+    /// every container has: `/dev/null`, `/dev/tty`, pseudo-terminals) and the SR-IOV device
     /// plugin's `PCIDEVICE_*` variables in `process.env`. Empty when there
     /// are more than [`crate::devices::MAX_DEVICES`] (a privileged
     /// container gets the host's every device: `devices_problem` says so).
@@ -232,10 +233,11 @@ struct OciProcess {
 }
 
 /// Character majors every container has, whatever it drives: memory
-/// devices (`/dev/null`, `/dev/zero`, `/dev/random`), ttys, the console,
-/// pseudo-terminals. They sit on no bus.
+/// devices (`/dev/null`, `/dev/zero`, `/dev/random`), `/dev/tty`, the
+/// console, `/dev/ptmx` and pseudo-terminals. They sit on no bus. (A
+/// serial port, major 4, may be a device a workload drives.)
 fn ordinary_major(major: u32) -> bool {
-    matches!(major, 1 | 4 | 5 | 136..=143)
+    matches!(major, 1 | 5 | 136..=143)
 }
 
 /// The devices a bundle's `linux` and `process` say the container has

@@ -312,6 +312,14 @@ impl Topology {
             .collect()
     }
 
+    /// The online CPUs of NUMA nodes `nodes` (a node it lacks adds none).
+    pub fn cpus_of_nodes(&self, nodes: &[u32]) -> CpuSet {
+        nodes
+            .iter()
+            .filter_map(|n| self.numa_nodes.get(n))
+            .fold(CpuSet::new(), |acc, c| acc.union(c))
+    }
+
     /// The NUMA nodes that `cpus` touch.
     pub fn numa_of(&self, cpus: &CpuSet) -> Vec<u32> {
         distinct(cpus.iter().filter_map(|c| self.cpu(c)).map(|c| c.numa))

@@ -463,35 +463,21 @@ impl Daemon {
         if near.is_empty() || alignment == crate::config::DeviceAlignment::None {
             return Ok(());
         }
-        let devices: Vec<crate::devices::Device> = near
-            .into_iter()
-            .map(|what| crate::devices::Device {
-                what,
-                found: crate::devices::Found::Xattr,
-            })
-            .collect();
         let (sys, proc_root) = (self.cfg.sysfs_root.clone(), self.cfg.proc_root.clone());
+        let topo = self.engine.topology().clone();
         // sysfs can hang: an I/O job.
-        let located = self
+        let nodes = self
             .pool
             .run(&sys.clone(), move |fs| {
-                Ok(crate::devices::locate_all(fs, &sys, &proc_root, &devices))
+                Ok(crate::devices::nodes_named(
+                    fs, &sys, &proc_root, &topo, &near,
+                ))
             })
             .await
             .map_err(|e| Refusal::Failed {
                 why: format!("cannot look up --near's devices: {}", chain(&e)),
-            })?;
-        if let Some(l) = located.iter().find(|l| l.place.is_err()) {
-            let why = l.place.as_ref().err().cloned().unwrap_or_default();
-            return Err(bad(format!("--near {}: {why}", l.device.what)));
-        }
-        let nodes = crate::devices::nodes_of(self.engine.topology(), &located);
-        if nodes.is_empty() {
-            return Err(bad(format!(
-                "--near {}: on no NUMA node of this machine",
-                ask.near.join(",")
-            )));
-        }
+            })?
+            .map_err(bad)?;
         if alignment == crate::config::DeviceAlignment::Require && ask.numa.is_empty() {
             ask.numa = nodes;
         }

@@ -51,21 +51,13 @@ impl Allocator<'_> {
         }
     }
 
-    /// The online CPUs of NUMA nodes `nodes`.
-    fn node_cpus(&self, nodes: &[u32]) -> CpuSet {
-        nodes
-            .iter()
-            .filter_map(|n| self.topo.numa_nodes().get(n))
-            .fold(CpuSet::new(), |acc, c| acc.union(c))
-    }
-
     /// Plans `n` CPUs from `free` with the configured options: on its
     /// devices' nodes first ([`Self::near`]), or alone.
     fn allocate(&self, free: &CpuSet, w: &Workload) -> Result<CpuSet, Pending> {
         let near = self.near(w);
         let mut free = free.clone();
         if near.required {
-            free = free.intersection(&self.node_cpus(&near.nodes));
+            free = free.intersection(&self.topo.cpus_of_nodes(&near.nodes));
         }
         let numa_preference = match near.nodes.is_empty() {
             true => w.numa.clone(),
@@ -216,7 +208,7 @@ impl Allocator<'_> {
     ) -> Result<CpuSet, AllocError> {
         let near = self.near(w);
         let free = match near.required {
-            true => &free.intersection(&self.node_cpus(&near.nodes)),
+            true => &free.intersection(&self.topo.cpus_of_nodes(&near.nodes)),
             false => free,
         };
         let whole = self.settings.alloc.full_pcpus_only || w.whole_cores;

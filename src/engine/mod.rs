@@ -754,9 +754,7 @@ impl Engine {
 
     /// The online CPUs of NUMA nodes `numa`.
     pub fn numa_cpus(&self, numa: &[u32]) -> CpuSet {
-        numa.iter()
-            .filter_map(|n| self.topo.numa_nodes().get(n))
-            .fold(CpuSet::new(), |acc, c| acc.union(c))
+        self.topo.cpus_of_nodes(numa)
     }
 
     /// The CPUs of the workload cgroup `rel` belongs to, when it is pinned.
