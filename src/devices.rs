@@ -108,6 +108,11 @@ impl FromStr for DeviceRef {
             return Err(bad("empty"));
         }
         if word.starts_with('/') {
+            // Only device nodes are looked at: a word from a pod's
+            // annotation must not make the daemon stat the host's files.
+            if !word.starts_with("/dev/") || word.split('/').any(|c| c == "..") {
+                return Err(bad("a device path is below /dev"));
+            }
             return Ok(DeviceRef::Path(PathBuf::from(word)));
         }
         if let Some(addr) = pci_address(word) {
@@ -192,9 +197,6 @@ pub enum Found {
     BundleDevice,
     /// An SR-IOV device plugin's variable in the bundle's environment.
     Env(String),
-    /// A CDI device named by the bundle's annotations (the name), whose
-    /// node the runtime put in `linux.devices`.
-    Cdi(String),
 }
 
 impl fmt::Display for Found {
@@ -205,7 +207,6 @@ impl fmt::Display for Found {
             Found::Annotation => f.write_str("annotation pinctl.io/near"),
             Found::BundleDevice => f.write_str("bundle's linux.devices"),
             Found::Env(var) => write!(f, "bundle's environment {var}"),
-            Found::Cdi(name) => write!(f, "CDI device {name}"),
         }
     }
 }
@@ -502,6 +503,8 @@ mod tests {
     fn a_word_that_names_nothing_is_refused_and_quoted() {
         for word in [
             "",
+            "/etc/shadow",
+            "/dev/../etc/shadow",
             "char:195",
             "block:x:1",
             "a/b",

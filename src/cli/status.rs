@@ -521,6 +521,30 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
         }
     }
 
+    let off: Vec<(&api::Workload, &api::Near)> = (status.workloads.iter())
+        .filter_map(|w| Some((w, w.near.as_ref()?)))
+        .filter(|(w, n)| n.aligned(w.cpus.as_ref()) == Some(false))
+        .collect();
+    if !off.is_empty() {
+        let _ = writeln!(s, "\n{}", style.bold("Placed off their devices:"));
+        for (w, n) in off {
+            let cpus = w.cpus.as_ref().map_or(0, CpuSet::len);
+            let nodes: Vec<String> = n.nodes.iter().map(u32::to_string).collect();
+            let _ = writeln!(s, "  {}  ({})", visible(&w.key), source_short(&w.source));
+            let _ = writeln!(
+                s,
+                "    {}",
+                style.yellow(&format!(
+                    "{} of its {cpus} CPUs on its devices' NUMA {} {} ({})",
+                    n.cpus_near.unwrap_or(0),
+                    if nodes.len() == 1 { "node" } else { "nodes" },
+                    nodes.join(","),
+                    visible(&n.alignment)
+                ))
+            );
+        }
+    }
+
     // --- trouble ---------------------------------------------------------------
     if !status.failing.is_empty() {
         let _ = writeln!(s, "\n{}", style.bold("Failing cgroups:"));

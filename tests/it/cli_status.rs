@@ -283,6 +283,33 @@ fn status_lists_resizes_pending() {
     check_layout(&text, 400);
 }
 
+/// A workload placed partly off its devices' nodes (`prefer` with no room
+/// there) is listed with the split; one placed on them is not.
+#[test]
+fn status_lists_workloads_placed_off_their_devices() {
+    let mut doc = status_doc::status(SHAPE_16, "0,8", &[pod(1, "app", 2), pod(2, "db", 2)]);
+    for (w, cpus_near) in doc.workloads.iter_mut().zip([1, 2]) {
+        w.near = Some(pinctl::api::Near {
+            devices: Vec::new(),
+            nodes: vec![1],
+            alignment: "prefer".into(),
+            cpus_near: Some(cpus_near),
+        });
+    }
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    let (off, on) = (&doc.workloads[0].key, &doc.workloads[1].key);
+    for want in [
+        "Placed off their devices:\n".to_string(),
+        format!("  {off}  ("),
+        "    1 of its 2 CPUs on its devices' NUMA node 1 (prefer)\n".to_string(),
+    ] {
+        assert!(text.contains(&want), "missing {want:?} in:\n{text}");
+    }
+    let section = text.split("Placed off their devices:").nth(1).unwrap();
+    assert!(!section.contains(&format!("  {on}  (")), "{text}");
+    check_layout(&text, 400);
+}
+
 fn strip_ansi(s: &str) -> String {
     let mut out = String::new();
     let mut chars = s.chars();
