@@ -566,6 +566,18 @@ pub fn read(
         bundle = Some(Bundle::summary());
     }
     let (mut intent, mut problem) = decide(&kind, &obs, bundle.as_deref(), cfg);
+    // The identity matters only for a workload that wants CPUs; it may come
+    // from a bundle remembered as a summary (not when one was just looked
+    // for: a pin's read looks once). What the whole bundle says beside the
+    // request (its devices, its class) is then decided from it: a summary
+    // keeps none of that.
+    let wants = intent.as_ref().is_some_and(Intent::wants);
+    if wants && !looked && bundle.as_deref().is_some_and(Bundle::is_summary) {
+        bundle = read_bundle(&mut bundle_error);
+        if bundle.is_some() {
+            (intent, problem) = decide(&kind, &obs, bundle.as_deref(), cfg);
+        }
+    }
     // The xattrs' class and devices, over the annotations' and the rule's:
     // read only where a trusted cgroup wants CPUs (decide dropped the
     // rest), so whoever may ask for the CPUs may choose their class and
@@ -603,13 +615,6 @@ pub fn read(
             }
         }
         i.devices = crate::devices::locate_all(fs, &cfg.sysfs_root, &cfg.proc_root, &i.near);
-    }
-    // The identity matters only for a workload that wants CPUs; it may come
-    // from a bundle remembered as a summary (not when one was just looked
-    // for: a pin's read looks once).
-    let wants = intent.as_ref().is_some_and(Intent::wants);
-    if wants && !looked && bundle.as_deref().is_some_and(Bundle::is_summary) {
-        bundle = read_bundle(&mut bundle_error);
     }
     if let Some(e) = &bundle_error {
         obs.error.get_or_insert_with(|| crate::io::chain(e));

@@ -291,13 +291,18 @@ impl Engine {
                 let Some(a) = self.cgroups.get(anc) else {
                     break;
                 };
-                match targets.get(anc).or(a.target.as_ref()) {
+                match (targets.get(anc), a.target.as_ref()) {
                     // An ancestor with a target of its own carries it
                     // further; one only widened does not (none is kept).
-                    Some(at) if t.is_subset(at) => break,
-                    Some(_) => return None,
-                    None if self.lacks(a, t) => return None,
-                    None => {}
+                    (Some(at), _) if t.is_subset(at) => break,
+                    (Some(_), _) => return None,
+                    // A kept target is what the last plan wanted, not
+                    // always what the cgroup has (a release's widening
+                    // replaced before it was written): it must hold both.
+                    (None, Some(at)) if t.is_subset(at) && !self.lacks(a, t) => break,
+                    (None, Some(_)) => return None,
+                    (None, None) if self.lacks(a, t) => return None,
+                    (None, None) => {}
                 }
                 p = cgroup::parent(anc);
             }

@@ -98,6 +98,26 @@ impl Env {
     /// its limit, whose bundle holds `linux` and `env` (as containerd
     /// writes them before the cgroup appears): its cgroup.
     fn container(&self, n: u32, cpus: u32, linux: serde_json::Value, env: &[&str]) -> String {
+        let app = self.bundled(n, cpus, linux, env);
+        self.tree.create(&app, &Spec::limit(cpus));
+        app
+    }
+
+    /// [`Self::container`] whose limit is written after its cgroup
+    /// appeared, as a runtime does: it is first read asking for nothing,
+    /// its bundle remembered as a summary, then read whole.
+    fn container_limited_later(&self, n: u32, cpus: u32, linux: serde_json::Value) -> String {
+        let app = self.bundled(n, cpus, linux, &[]);
+        self.tree.create(&app, &self.existing());
+        // Long enough for the daemon to read it, asking nothing, first.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        self.limit_later(&app, cpus);
+        app
+    }
+
+    /// The bundle of container `n`, its pod made: the container's cgroup
+    /// (not made).
+    fn bundled(&self, n: u32, cpus: u32, linux: serde_json::Value, env: &[&str]) -> String {
         let id = container_id(n);
         let dir = self.tmp.path().join("bundles").join(&id);
         std::fs::create_dir_all(&dir).unwrap();
@@ -114,9 +134,24 @@ impl Env {
         std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
         let pod = self.k.pod(Qos::Guaranteed, &uid(n));
         self.tree.create(&pod, &Spec::limit(cpus));
-        let app = self.k.container(&pod, &id);
-        self.tree.create(&app, &Spec::limit(cpus));
-        app
+        self.k.container(&pod, &id)
+    }
+
+    /// Writes a CPU limit of `cpus` on `rel` after it appeared, as a
+    /// runtime does: the cgroup was first read asking for nothing.
+    fn limit_later(&self, rel: &str, cpus: u32) {
+        let quota = u64::from(cpus) * 100_000;
+        let (file, text) = match self.tree.version() {
+            Version::V2 => (
+                self.tree.dir(rel).join("cpu.max"),
+                format!("{quota} 100000\n"),
+            ),
+            Version::V1 => (
+                self.tree.cpu_dir(rel).join("cpu.cfs_quota_us"),
+                format!("{quota}\n"),
+            ),
+        };
+        std::fs::write(&file, text).unwrap();
     }
 
     /// A cgroup of a Burstable pod of its own asking for `cpus` by xattr,
@@ -158,7 +193,12 @@ fn near_its_devices(version: Version) {
         ],
     );
     let named = env.asking(3, 2, "ib0");
-    for rel in [&drive, &vf, &named] {
+    let late = env.container_limited_later(
+        4,
+        2,
+        serde_json::json!({"devices": [{"path": "/dev/dri/renderD128", "type": "c", "major": 226, "minor": 128}]}),
+    );
+    for rel in [&drive, &vf, &named, &late] {
         let got = env.wait_pinned(rel, 2);
         assert!(got.is_subset(&node1), "{rel}: {got}");
     }
@@ -166,7 +206,7 @@ fn near_its_devices(version: Version) {
     let status = env.wait_for("the status to show the three pinned", || {
         let status = env.served()?;
         match status.workloads.iter().filter(|w| w.cpus.is_some()).count() {
-            3 => Ok(status),
+            4 => Ok(status),
             n => Err(format!("{n} pinned")),
         }
     });

@@ -666,6 +666,34 @@ fn a_new_pin_goes_ahead_of_the_shared_pool() {
     );
 }
 
+/// A release planned but not yet written (the shared pool's widening waits
+/// for a quiet tree), then a pin of the CPUs released under another shared
+/// parent that has not got them back (v2): the parent's kept target holds them,
+/// but the parent does not, so the plan widens it first. Seen in the VM
+/// bed: a `pinctl run --wait` served at a release got CPUs its slice
+/// lacked, and the kernel gave the run fewer.
+#[test]
+fn a_pin_of_released_cpus_widens_a_parent_that_lacks_them_first() {
+    let mut e = engine_v2();
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/a", "", want(2));
+    apply(&mut e);
+    e.end_startup();
+    let held = target(&e, "kubepods/a");
+    assert!(held.is_disjoint(&target(&e, "system.slice")));
+    e.forget("kubepods/a");
+    let release = e.plan();
+    assert_eq!(release.urgent, 0, "{:?}", release.writes);
+    // Its writes never made: a newer plan comes first.
+    add(&mut e, "system.slice/b", "", want(2));
+    let plan = e.plan();
+    let cpus = target(&e, "system.slice/b");
+    assert_eq!(cpus, held, "the released CPUs again");
+    made(&mut e, &plan.writes[..plan.urgent]);
+    let got = v2_effective(&e)["system.slice/b"].clone();
+    assert_eq!(got, cpus, "the kernel gives it {got}: {:?}", plan.writes);
+}
+
 /// A plan waits for the report of each of its writes, made or found gone:
 /// until then a newer plan over a reach counts it cut short (it makes only
 /// its urgent writes and owes a full plan). What is reported of an older
