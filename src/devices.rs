@@ -195,6 +195,8 @@ pub enum Found {
     Annotation,
     /// The bundle's `linux.devices`.
     BundleDevice,
+    /// A device node the bundle mounts from the host (`mounts`).
+    BundleMount,
     /// An SR-IOV device plugin's variable in the bundle's environment.
     Env(String),
 }
@@ -206,6 +208,7 @@ impl fmt::Display for Found {
             Found::Rule => f.write_str("rule's near"),
             Found::Annotation => f.write_str("annotation pinctl.io/near"),
             Found::BundleDevice => f.write_str("bundle's linux.devices"),
+            Found::BundleMount => f.write_str("bundle's mounts"),
             Found::Env(var) => write!(f, "bundle's environment {var}"),
         }
     }

@@ -210,7 +210,25 @@ struct OciConfig {
     linux: Option<Box<serde_json::value::RawValue>>,
     #[serde(default)]
     process: Option<Box<serde_json::value::RawValue>>,
+    #[serde(default)]
+    mounts: Option<Box<serde_json::value::RawValue>>,
 }
+
+#[derive(Deserialize)]
+struct OciMount {
+    #[serde(default)]
+    source: Option<String>,
+}
+
+/// Directories below `/dev` whose mounts every container has: no device
+/// of a workload's.
+const ORDINARY_DEV_MOUNTS: [&str; 5] = [
+    "/dev/pts",
+    "/dev/shm",
+    "/dev/mqueue",
+    "/dev/hugepages",
+    "/dev/console",
+];
 
 #[derive(Deserialize)]
 struct OciLinux {
@@ -240,13 +258,34 @@ fn ordinary_major(major: u32) -> bool {
     matches!(major, 1 | 5 | 136..=143)
 }
 
-/// The devices a bundle's `linux` and `process` say the container has
-/// ([`Bundle::devices`]), or why they were not taken.
+/// The devices a bundle's `linux`, `mounts` and `process` say the
+/// container has ([`Bundle::devices`]), or why they were not taken.
 fn bundle_devices(
     linux: Option<&serde_json::value::RawValue>,
+    mounts: Option<&serde_json::value::RawValue>,
     process: Option<&serde_json::value::RawValue>,
 ) -> (Vec<Device>, Option<String>) {
     let mut out = Vec::new();
+    // Device nodes mounted in from the host (`--volume /dev/nvidia0:...`,
+    // a hook's bind mounts): found by their path below /dev.
+    if let Some(raw) = mounts
+        && let Ok(list) = serde_json::from_str::<Vec<OciMount>>(raw.get())
+    {
+        for source in list.into_iter().filter_map(|m| m.source) {
+            let ordinary = ORDINARY_DEV_MOUNTS
+                .iter()
+                .any(|d| source == *d || source.starts_with(&format!("{d}/")));
+            if ordinary || source == "/dev" {
+                continue;
+            }
+            if let Ok(what @ DeviceRef::Path(_)) = source.parse::<DeviceRef>() {
+                out.push(Device {
+                    what,
+                    found: Found::BundleMount,
+                });
+            }
+        }
+    }
     if let Some(raw) = linux {
         match serde_json::from_str::<OciLinux>(raw.get()) {
             Ok(l) => {
@@ -356,8 +395,11 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json
                 // characters, so 65 are enough to say which it is not.
                 .map(|v| v.chars().take(65).collect())
         });
-    let (devices, devices_problem) =
-        bundle_devices(config.linux.as_deref(), config.process.as_deref());
+    let (devices, devices_problem) = bundle_devices(
+        config.linux.as_deref(),
+        config.mounts.as_deref(),
+        config.process.as_deref(),
+    );
     // The container's own `KEY.<name>`, else the pod's `KEY`; cut to a
     // size no list of devices needs.
     let raw_annotation = |key: &str| {
@@ -1047,6 +1089,67 @@ pub fn workload_key(kind: &Kind, rel: &str, bundle: Option<&Bundle>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bundle's devices: `linux.devices` but what every container has,
+    /// device nodes mounted in from `/dev` but `/dev/shm` and the like, the
+    /// SR-IOV plugin's variables; the container's own annotations first. A
+    /// `linux` of another shape costs the devices, never the request.
+    #[test]
+    fn a_bundle_names_the_devices_its_container_drives() {
+        let config = r#"{
+            "process": {"env": ["PATH=/bin", "PCIDEVICE_INTEL_COM_SRIOV=0000:3b:02.1,not-pci"]},
+            "mounts": [
+                {"destination": "/dev/shm", "source": "shm"},
+                {"destination": "/dev/pts", "source": "/dev/pts/ptmx"},
+                {"destination": "/dev/nvidia0", "source": "/dev/nvidia0", "options": ["bind"]},
+                {"destination": "/etc/hosts", "source": "/etc/hosts"}
+            ],
+            "linux": {"devices": [
+                {"path": "/dev/null", "type": "c", "major": 1, "minor": 3},
+                {"path": "/dev/ttyS4", "type": "c", "major": 4, "minor": 68},
+                {"path": "/dev/nvme0n1", "type": "b", "major": 259, "minor": 0},
+                {"path": "/dev/fifo", "type": "p"}
+            ]},
+            "annotations": {
+                "io.kubernetes.cri.container-name": "app",
+                "pinctl.io/cpus": "2",
+                "pinctl.io/near": "eth0",
+                "pinctl.io/near.app": "ib0",
+                "pinctl.io/device-alignment": "require"
+            }
+        }"#;
+        let b = parse_bundle(Path::new("/b"), config).unwrap();
+        let names: Vec<String> = b
+            .devices
+            .iter()
+            .map(|d| format!("{} ({})", d.what, d.found))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "0000:3b:02.1 (bundle's environment PCIDEVICE_INTEL_COM_SRIOV)",
+                "/dev/nvidia0 (bundle's mounts)",
+                "char:4:68 (bundle's linux.devices)",
+                "block:259:0 (bundle's linux.devices)",
+            ]
+        );
+        assert_eq!(b.near.as_deref(), Some("ib0"));
+        assert_eq!(b.device_alignment.as_deref(), Some("require"));
+        let odd = config.replace(
+            r#""linux": {"devices": ["#,
+            r#""linux": {"devices": "x", "y": ["#,
+        );
+        let b = parse_bundle(Path::new("/b"), &odd).unwrap();
+        assert!(b.devices_problem.is_some() && b.devices.is_empty());
+        assert_eq!(b.cpus, Some(("pinctl.io/cpus".into(), "2".into())));
+        let many: Vec<String> = (0..=crate::devices::MAX_DEVICES)
+            .map(|n| format!(r#"{{"type": "c", "major": 195, "minor": {n}}}"#))
+            .collect();
+        let privileged = format!(r#"{{"linux": {{"devices": [{}]}}}}"#, many.join(","));
+        let b = parse_bundle(Path::new("/b"), &privileged).unwrap();
+        assert!(b.devices.is_empty(), "{:?}", b.devices);
+        assert!(b.devices_problem.unwrap().contains("pinctl.io/near"));
+    }
 
     #[test]
     fn reads_containerd_and_crio_annotations() {
