@@ -361,8 +361,13 @@ impl FakeSystemd {
             .build()
             .unwrap();
         let state = Shared::default();
-        let conn = rt.block_on(async {
-            zbus::connection::Builder::address(format!("unix:path={}", socket.display()).as_str())
+        // The socket is there from bind(2), connections are taken from
+        // listen(2): on a busy machine the first tries may be refused.
+        let conn = loop {
+            let built = rt.block_on(async {
+                zbus::connection::Builder::address(
+                    format!("unix:path={}", socket.display()).as_str(),
+                )
                 .unwrap()
                 .name("org.freedesktop.systemd1")
                 .unwrap()
@@ -370,8 +375,15 @@ impl FakeSystemd {
                 .unwrap()
                 .build()
                 .await
-                .expect("fake systemd on the bus")
-        });
+            });
+            match built {
+                Ok(conn) => break conn,
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("fake systemd on the bus: {e}"),
+            }
+        };
         Some(FakeSystemd {
             socket,
             bus,
