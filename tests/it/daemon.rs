@@ -1921,6 +1921,16 @@ fn a_reconcile_does_not_take_back_what_the_daemon_wrote_since_it_read() {
     let held = env.container(&hpod, 1, &Spec::limit(1));
     env.start();
     let held_cpus = env.wait_pinned(&held, 1);
+    // The quota pass keeps its limit and baseline in xattrs after the pin:
+    // the echo of those writes (IN_ATTRIB) is read in the loop, and must
+    // come before the FIFO, which only the reconcile is to read.
+    env.wait_for("the held workload's baseline kept", || {
+        match xattr::get(env.tree.dir(&held), "user.pinctl.baseline") {
+            Ok(Some(v)) if !v.is_empty() => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
     let file = env.tree.dir(&held).join("cpuset.mems");
     let mems = fs::read_to_string(&file).unwrap();
     fifo_in_place_of(&file);
