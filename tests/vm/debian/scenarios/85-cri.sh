@@ -19,6 +19,7 @@
 # pins app alone, on 1 CPU; a daemon-reload while the pins are held, every
 # shared cgroup sampled every 10 ms: none is ever on an exclusive CPU; every
 # pause process is on the shared pool; the teardown gives every CPU back.
+v2_only && return 0
 . /vm/debian/cri/cri.sh
 
 # The shared pool: online minus the exclusive sets of the earlier scenarios

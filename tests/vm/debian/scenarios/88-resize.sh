@@ -28,6 +28,7 @@
 # its first 2 CPUs, is never on another workload's exclusive CPUs, and
 # never holds a CPU outside its sets before and after. The teardown gives
 # the CPUs back and leaves the neighbour where it was.
+v2_only && return 0
 . /vm/debian/cri/cri.sh
 RUNC_ROOT=/run/containerd/runc/k8s.io
 # The exclusive CPUs of the earlier scenarios (none when only install ran).
