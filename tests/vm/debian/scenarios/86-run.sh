@@ -64,12 +64,14 @@ _over() {
 check run-over-ask "an over-ask is refused with the free count and who holds the rest" _over
 shared_ok run-shared "$(cl union "$EXCL" "$AL")" burstable=$B_PID
 
-# --wait: the free CPUs all taken by "big" for 8 s; a waiting ask is told
-# it waits, then runs once they are back; a waiting client killed leaves
-# the line with nothing held; an ask without --wait meanwhile is refused,
-# told that one waits before it.
+# --wait: the free CPUs all taken by "big" until the checks let it end
+# (/run/big.done: a fixed time was too short under a loaded host's
+# emulation); a waiting ask is told it waits, then runs once they are
+# back; a waiting client killed leaves the line with nothing held; an ask
+# without --wait meanwhile is refused, told that one waits before it.
 FREE=$(pinctl run -n 16 -- true 2>&1 | sed -n 's/.*asked, \([0-9]*\) free.*/\1/p')
-pinctl run -n "${FREE:-1}" --name big -- sleep 8 >/dev/null 2>&1 &
+rm -f /run/big.done
+pinctl run -n "${FREE:-1}" --name big -- sh -c 'until [ -e /run/big.done ]; do sleep 0.2; done' >/dev/null 2>&1 &
 _big() { [ -d "$CS/pinctl.slice/run-big.scope" ]; }
 wait_for 20 _big
 pinctl run -n 1 --wait 60s --name waiter -- grep Cpus_allowed_list /proc/self/status >/run/run-wait.out 2>/run/run-wait.err &
@@ -83,6 +85,7 @@ sleep 1
 kill -9 "$D_PID" 2>/dev/null
 _behind() { ! pinctl run -n 1 -- true >/run/run-behind.out 2>&1 && grep "wait before it" /run/run-behind.out; }
 check run-wait-in-order "an ask without --wait is refused while others wait" _behind
+touch /run/big.done
 # (check runs its command in a subshell, where `wait` cannot wait for it.)
 _ended() { ! kill -0 "$1" 2>/dev/null; }
 wait_for 40 _ended "$W_PID"
