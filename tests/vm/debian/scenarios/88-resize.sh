@@ -2,8 +2,9 @@
 # containerd (1.6, its CRI plugin, runc) driven by the bed's CRI client
 # (cri.sh, cri.py), run with runc's systemd driver and its cgroupfs
 # driver, as cri_drivers says (the guest: one per hierarchy by default).
-# A Guaranteed pod's container of 2 CPUs is pinned by the kubelet rule; the pod's limit is written as the kubelet writes it (CPUQuota= on
-# the pod's slice through systemd, or the pod cgroup's own files), and the
+# A Guaranteed pod's container of 2 CPUs is pinned by the kubelet rule;
+# the pod's limit is written as the kubelet writes it (CPUQuota= on the
+# pod's slice through systemd, or the pod cgroup's own files), and the
 # container is resized as the kubelet resizes it, with CRI
 # UpdateContainerResources (containerd runs `runc update`): on a grow the
 # pod's limit first, then the container's; on a shrink the other way round.
