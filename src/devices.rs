@@ -235,6 +235,16 @@ pub struct Place {
     pub local_cpus: Option<CpuSet>,
 }
 
+/// The devices `what` names, each found by `found`.
+pub fn named(what: &[DeviceRef], found: &Found) -> Vec<Device> {
+    what.iter()
+        .map(|what| Device {
+            what: what.clone(),
+            found: found.clone(),
+        })
+        .collect()
+}
+
 /// A device and where it sits, or why that is not known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Located {
@@ -409,14 +419,7 @@ pub fn nodes_named(
     topo: &Topology,
     named: &[DeviceRef],
 ) -> Result<Vec<u32>, String> {
-    let devices: Vec<Device> = named
-        .iter()
-        .map(|what| Device {
-            what: what.clone(),
-            found: Found::Xattr,
-        })
-        .collect();
-    let located = locate_all(fs, sys, proc_root, &devices);
+    let located = locate_all(fs, sys, proc_root, &self::named(named, &Found::Xattr));
     for l in &located {
         if let Err(why) = &l.place {
             return Err(format!("--near {}: {why}", l.device.what));

@@ -380,29 +380,9 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json
                 .clone();
             Some((key, value))
         });
-    let class = container_name
-        .as_ref()
-        .map(|name| format!("{ANNOTATION_CLASS}.{name}"))
-        .into_iter()
-        .chain([ANNOTATION_CLASS.to_string()])
-        .find_map(|key| {
-            config
-                .annotations
-                .get(&key)
-                .map(|v| v.trim())
-                .filter(|v| !v.is_empty())
-                // Someone else's value: no class name is longer than 64
-                // characters, so 65 are enough to say which it is not.
-                .map(|v| v.chars().take(65).collect())
-        });
-    let (devices, devices_problem) = bundle_devices(
-        config.linux.as_deref(),
-        config.mounts.as_deref(),
-        config.process.as_deref(),
-    );
-    // The container's own `KEY.<name>`, else the pod's `KEY`; cut to a
-    // size no list of devices needs.
-    let raw_annotation = |key: &str| {
+    // The container's own `KEY.<name>`, else the pod's `KEY`, trimmed and
+    // cut to `max` characters (someone else's value).
+    let own_or_pod = |key: &str, max: usize| {
         container_name
             .as_ref()
             .map(|name| format!("{key}.{name}"))
@@ -414,16 +394,24 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json
                     .get(&k)
                     .map(|v| v.trim())
                     .filter(|v| !v.is_empty())
-                    .map(|v| v.chars().take(4096).collect::<String>())
+                    .map(|v| v.chars().take(max).collect::<String>())
             })
     };
+    // No class name is longer than 64 characters, so 65 are enough to say
+    // which it is not; no list of devices needs more than 4096.
+    let class = own_or_pod(ANNOTATION_CLASS, 65);
+    let (devices, devices_problem) = bundle_devices(
+        config.linux.as_deref(),
+        config.mounts.as_deref(),
+        config.process.as_deref(),
+    );
     Ok(Bundle {
         path: path.to_path_buf(),
         unusable: None,
         devices,
         devices_problem,
-        near: raw_annotation(ANNOTATION_NEAR),
-        device_alignment: raw_annotation(ANNOTATION_DEVICE_ALIGNMENT),
+        near: own_or_pod(ANNOTATION_NEAR, 4096),
+        device_alignment: own_or_pod(ANNOTATION_DEVICE_ALIGNMENT, 4096),
         cpus,
         class,
         pod_uid: get(&["io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"]),
@@ -630,15 +618,7 @@ pub fn read(
         }
         if let Some(raw) = crate::cgroup::kept_text(fs, hier, rel, crate::cgroup::XATTR_NEAR) {
             match crate::devices::parse_list(&raw) {
-                Ok(list) => {
-                    i.near = list
-                        .into_iter()
-                        .map(|what| Device {
-                            what,
-                            found: Found::Xattr,
-                        })
-                        .collect();
-                }
+                Ok(list) => i.near = crate::devices::named(&list, &Found::Xattr),
                 Err(e) => {
                     problem.get_or_insert(format!(
                         "ignoring xattr {}: {e}",
@@ -789,14 +769,6 @@ fn devices_asked(
     rule: Option<&crate::config::Rule>,
     trouble: &mut Option<String>,
 ) -> (Vec<Device>, Option<DeviceAlignment>) {
-    let named = |list: &Vec<DeviceRef>, found: Found| {
-        list.iter()
-            .map(|what| Device {
-                what: what.clone(),
-                found: found.clone(),
-            })
-            .collect::<Vec<_>>()
-    };
     let annotated = bundle.and_then(|b| {
         let raw = b.near.as_ref()?;
         crate::devices::parse_list(raw)
@@ -809,8 +781,8 @@ fn devices_asked(
             .ok()
     });
     let near = match (annotated, rule) {
-        (Some(list), _) => named(&list, Found::Annotation),
-        (None, Some(r)) if !r.near.is_empty() => named(&r.near, Found::Rule),
+        (Some(list), _) => crate::devices::named(&list, &Found::Annotation),
+        (None, Some(r)) if !r.near.is_empty() => crate::devices::named(&r.near, &Found::Rule),
         _ => match bundle {
             Some(b) => {
                 if let Some(p) = &b.devices_problem {

@@ -42,6 +42,18 @@ fn near(n: usize, devices: Vec<Located>, mode: Option<DeviceAlignment>) -> Optio
     Some(i)
 }
 
+/// `n` CPUs near a device on node 1, with `mode`.
+fn near1(n: usize, mode: Option<DeviceAlignment>) -> Option<Intent> {
+    near(n, vec![device(Some(1), None)], mode)
+}
+
+/// The status document's workload of cgroup `rel`.
+fn shown(e: &Engine, rel: &str) -> api::Workload {
+    let key = format!("cgroup:{rel}");
+    let found = e.status_workloads().into_iter().find(|w| w.key == key);
+    found.unwrap_or_else(|| panic!("no workload {key}"))
+}
+
 fn workload<'e>(e: &'e Engine, rel: &str) -> &'e Workload {
     &e.workloads()[&format!("cgroup:{rel}")]
 }
@@ -55,12 +67,7 @@ fn a_workload_gets_its_cpus_on_its_devices_node_though_another_has_room_first() 
     let mut e = engine();
     kube_tree(&mut e);
     add(&mut e, "kubepods/plain", "0-15", want(2));
-    add(
-        &mut e,
-        "kubepods/gpu",
-        "0-15",
-        near(2, vec![device(Some(1), None)], None),
-    );
+    add(&mut e, "kubepods/gpu", "0-15", near1(2, None));
     add(
         &mut e,
         "kubepods/silent",
@@ -77,18 +84,13 @@ fn a_workload_gets_its_cpus_on_its_devices_node_though_another_has_room_first() 
         let got = cpus(&e, rel).unwrap();
         assert!(got.is_subset(&set(NODE1)), "{rel}: {got}");
         // The status says so.
-        let shown = e
-            .status_workloads()
-            .into_iter()
-            .find(|w| w.key == format!("cgroup:{rel}"))
-            .unwrap();
+        let shown = shown(&e, rel);
         let n = shown.near.clone().unwrap();
         assert_eq!((n.nodes.as_slice(), n.cpus_near), (&[1][..], Some(2)));
         assert_eq!(n.aligned(shown.cpus.as_ref()), Some(true));
     }
     // The device that is not placed is listed, and says why.
-    let shown = e.status_workloads();
-    let silent = shown.iter().find(|w| w.key.ends_with("silent")).unwrap();
+    let silent = shown(&e, "kubepods/silent");
     let devices = &silent.near.as_ref().unwrap().devices;
     assert_eq!(devices[0].unknown.as_deref(), Some("a virtual device"));
     assert_eq!(devices[1].nodes, [1]);
@@ -98,24 +100,13 @@ fn a_workload_gets_its_cpus_on_its_devices_node_though_another_has_room_first() 
 fn prefer_takes_what_the_node_has_and_the_rest_nearby_and_shows_the_split() {
     let mut e = engine();
     kube_tree(&mut e);
-    add(
-        &mut e,
-        "kubepods/big",
-        "0-15",
-        near(6, vec![device(Some(1), None)], None),
-    );
+    add(&mut e, "kubepods/big", "0-15", near1(6, None));
     apply(&mut e);
-    add(
-        &mut e,
-        "kubepods/nic",
-        "0-15",
-        near(4, vec![device(Some(1), None)], None),
-    );
+    add(&mut e, "kubepods/nic", "0-15", near1(4, None));
     apply(&mut e);
     let got = cpus(&e, "kubepods/nic").unwrap();
     assert_eq!(got.intersection(&set(NODE1)).len(), 2, "{got}");
-    let shown = e.status_workloads();
-    let nic = shown.iter().find(|w| w.key.ends_with("nic")).unwrap();
+    let nic = shown(&e, "kubepods/nic");
     let n = nic.near.as_ref().unwrap();
     assert_eq!(n.cpus_near, Some(2));
     assert_eq!(n.aligned(nic.cpus.as_ref()), Some(false));
@@ -125,20 +116,10 @@ fn prefer_takes_what_the_node_has_and_the_rest_nearby_and_shows_the_split() {
 fn require_waits_for_room_on_the_devices_node_and_says_why() {
     let mut e = engine();
     kube_tree(&mut e);
-    add(
-        &mut e,
-        "kubepods/big",
-        "0-15",
-        near(6, vec![device(Some(1), None)], None),
-    );
+    add(&mut e, "kubepods/big", "0-15", near1(6, None));
     apply(&mut e);
     let need = Some(DeviceAlignment::Require);
-    add(
-        &mut e,
-        "kubepods/nic",
-        "0-15",
-        near(4, vec![device(Some(1), None)], need),
-    );
+    add(&mut e, "kubepods/nic", "0-15", near1(4, need));
     apply(&mut e);
     let w = workload(&e, "kubepods/nic");
     assert_eq!(w.cpus, None);
@@ -154,12 +135,7 @@ fn require_waits_for_room_on_the_devices_node_and_says_why() {
     let mut s = e.settings().clone();
     s.device_alignment = DeviceAlignment::Require;
     e.set_settings(s);
-    add(
-        &mut e,
-        "kubepods/nic2",
-        "0-15",
-        near(2, vec![device(Some(1), None)], None),
-    );
+    add(&mut e, "kubepods/nic2", "0-15", near1(2, None));
     apply(&mut e);
     assert_eq!(
         cpus(&e, "kubepods/nic2").map(|c| c.is_subset(&set(NODE1))),
@@ -177,16 +153,11 @@ fn require_waits_for_room_on_the_devices_node_and_says_why() {
 fn nodes_named_by_the_workload_or_none_leave_the_devices_out() {
     let mut e = engine();
     kube_tree(&mut e);
-    let mut named = near(2, vec![device(Some(1), None)], None);
+    let mut named = near1(2, None);
     named.as_mut().unwrap().numa = vec![0];
     add(&mut e, "kubepods/named", "0-15", named);
     let none = Some(DeviceAlignment::None);
-    add(
-        &mut e,
-        "kubepods/blind",
-        "0-15",
-        near(2, vec![device(Some(1), None)], none),
-    );
+    add(&mut e, "kubepods/blind", "0-15", near1(2, none));
     apply(&mut e);
     for rel in ["kubepods/named", "kubepods/blind"] {
         let got = cpus(&e, rel).unwrap();
@@ -198,20 +169,10 @@ fn nodes_named_by_the_workload_or_none_leave_the_devices_out() {
 fn a_grow_prefers_the_devices_node() {
     let mut e = engine();
     kube_tree(&mut e);
-    add(
-        &mut e,
-        "kubepods/gpu",
-        "0-15",
-        near(2, vec![device(Some(1), None)], None),
-    );
+    add(&mut e, "kubepods/gpu", "0-15", near1(2, None));
     apply(&mut e);
     let first = cpus(&e, "kubepods/gpu").unwrap();
-    add(
-        &mut e,
-        "kubepods/gpu",
-        &first.to_string(),
-        near(6, vec![device(Some(1), None)], None),
-    );
+    add(&mut e, "kubepods/gpu", &first.to_string(), near1(6, None));
     apply(&mut e);
     let grown = cpus(&e, "kubepods/gpu").unwrap();
     assert!(
