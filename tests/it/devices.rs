@@ -111,7 +111,8 @@ impl Env {
         self.tree.create(&app, &self.existing());
         // Long enough for the daemon to read it, asking nothing, first.
         std::thread::sleep(std::time::Duration::from_millis(500));
-        self.limit_later(&app, cpus);
+        self.tree
+            .write_quota(&app, &(u64::from(cpus) * 100_000).to_string());
         app
     }
 
@@ -135,23 +136,6 @@ impl Env {
         let pod = self.k.pod(Qos::Guaranteed, &uid(n));
         self.tree.create(&pod, &Spec::limit(cpus));
         self.k.container(&pod, &id)
-    }
-
-    /// Writes a CPU limit of `cpus` on `rel` after it appeared, as a
-    /// runtime does: the cgroup was first read asking for nothing.
-    fn limit_later(&self, rel: &str, cpus: u32) {
-        let quota = u64::from(cpus) * 100_000;
-        let (file, text) = match self.tree.version() {
-            Version::V2 => (
-                self.tree.dir(rel).join("cpu.max"),
-                format!("{quota} 100000\n"),
-            ),
-            Version::V1 => (
-                self.tree.cpu_dir(rel).join("cpu.cfs_quota_us"),
-                format!("{quota}\n"),
-            ),
-        };
-        std::fs::write(&file, text).unwrap();
     }
 
     /// A cgroup of a Burstable pod of its own asking for `cpus` by xattr,

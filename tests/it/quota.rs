@@ -67,24 +67,7 @@ impl Env {
 
     /// [`Self::set_quota`] of a quota in µs per 100 ms period.
     fn set_quota_text(&self, rel: &str, quota: &str) {
-        use std::io::Write as _;
-        let (path, text) = match self.tree.version() {
-            Version::V2 => (
-                self.tree.dir(rel).join("cpu.max"),
-                format!("{quota} 100000"),
-            ),
-            Version::V1 => (
-                self.tree.cpu_dir(rel).join("cpu.cfs_quota_us"),
-                quota.to_string(),
-            ),
-        };
-        let old = std::fs::read_to_string(&path).map_or(0, |t| t.len());
-        let text = format!("{text:<0$}\n", old.saturating_sub(1));
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(text.as_bytes()))
-            .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        self.tree.write_quota(rel, quota);
     }
 
     /// A quota of `quota` µs per 100 ms period (any value, not only whole

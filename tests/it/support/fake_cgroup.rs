@@ -350,6 +350,29 @@ impl FakeCgroup {
         write(&self.dir(rel).join("cpuset.cpus"), text);
     }
 
+    /// Writes a CFS quota of `quota` µs per 100 ms period on `rel`
+    /// (`cpu.max` on v2, `cpu.cfs_quota_us` on v1) in one write, never
+    /// truncating the file: a fake tree's truncated file would be read
+    /// empty for a moment (no limit), which the kernel's never is. Padded
+    /// with blanks to the old text's length.
+    pub fn write_quota(&self, rel: &str, quota: &str) {
+        use std::io::Write as _;
+        let (path, text) = match self.version {
+            Version::V2 => (self.dir(rel).join("cpu.max"), format!("{quota} 100000")),
+            Version::V1 => (
+                self.cpu_dir(rel).join("cpu.cfs_quota_us"),
+                quota.to_string(),
+            ),
+        };
+        let old = fs::read_to_string(&path).map_or(0, |t| t.len());
+        let text = format!("{text:<0$}\n", old.saturating_sub(1));
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
+
     /// Sets the `user.pinctl.cpus` xattr on the cgroup directory.
     pub fn set_xattr(&self, rel: &str, value: &str) {
         xattr::set(self.dir(rel), "user.pinctl.cpus", value.as_bytes()).unwrap();
