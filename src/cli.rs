@@ -155,8 +155,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub full_cores: bool,
     /// A device the command drives, its CPUs taken on its NUMA node: a
-    /// network interface (ib0), a PCI address (0000:3b:00.0) or a device
-    /// path (/dev/nvidia0); repeatable.
+    /// network interface (ib0), a PCI address (0000:3b:00.0), a device
+    /// path (/dev/nvidia0) or a CDI device (nvidia.com/gpu=0, through the
+    /// daemon's cdi_spec_dirs); repeatable.
     #[arg(long, value_name = "DEVICE")]
     pub near: Vec<String>,
     /// How the CPUs follow --near's devices: prefer (there when they have
@@ -373,8 +374,9 @@ pub struct PlanArgs {
     /// Widen the NUMA preference to the sockets of those nodes.
     #[arg(long, requires = "numa")]
     pub align_by_socket: bool,
-    /// A device the workload drives (ib0, 0000:3b:00.0, /dev/nvidia0),
-    /// found under --sysfs: its NUMA node first; repeatable.
+    /// A device the workload drives (ib0, 0000:3b:00.0, /dev/nvidia0,
+    /// nvidia.com/gpu=0), found under --sysfs: its NUMA node first;
+    /// repeatable.
     #[arg(long, value_name = "DEVICE")]
     pub near: Vec<String>,
     /// How the CPUs follow --near's devices: prefer, require (there
@@ -384,6 +386,10 @@ pub struct PlanArgs {
     /// The procfs where NVIDIA's driver says which GPU a /dev/nvidiaN is.
     #[arg(long = "proc", value_name = "DIR", default_value = "/proc")]
     pub proc_root: PathBuf,
+    /// A directory of CDI spec files, where --near's CDI devices are
+    /// found; repeatable, a later one's device winning.
+    #[arg(long = "cdi-spec-dir", value_name = "DIR", default_values = ["/etc/cdi", "/var/run/cdi"])]
+    pub cdi_spec_dirs: Vec<PathBuf>,
     /// Print the plan with per-CPU details and its alignment as JSON.
     #[arg(long)]
     pub json: bool,
@@ -919,8 +925,12 @@ fn near_nodes(args: &PlanArgs, topo: &Topology) -> Result<Vec<u32>> {
         return Ok(Vec::new());
     }
     let fs = crate::io::RealFs;
-    crate::devices::nodes_named(&fs, &args.source.sysfs, &args.proc_root, topo, &near)
-        .map_err(anyhow::Error::msg)
+    let roots = crate::devices::Roots {
+        sys: &args.source.sysfs,
+        proc_root: &args.proc_root,
+        cdi_dirs: &args.cdi_spec_dirs,
+    };
+    crate::devices::nodes_named(&fs, roots, topo, &near).map_err(anyhow::Error::msg)
 }
 
 fn list_or_none(set: &CpuSet) -> String {

@@ -3,12 +3,14 @@
 //! exclusive CPUs (and, with `align_memory`, its memory) can be taken there.
 //!
 //! - [`DeviceRef`] names a device: a PCI address, a network interface, a
-//!   device node's path, or a device number (`char:195:0`, as an OCI
-//!   bundle's `linux.devices` gives it). [`parse_list`] reads an operator's
+//!   device node's path, a device number (`char:195:0`, as an OCI
+//!   bundle's `linux.devices` gives it), or a CDI device. [`parse_list`] reads an operator's
 //!   list (`user.pinctl.near`, a rule's `near`, `pinctl run --near`).
 //! - [`locate`] finds where one sits, under a sysfs root (and, for NVIDIA's
 //!   own character devices, a procfs root) passed in. Blocking `std::fs`
 //!   calls through [`Fs`]: the daemon calls it on its I/O threads.
+//!   A CDI name (`nvidia.com/gpu=0`) is located as the device nodes its
+//!   spec file lists ([`crate::cdi`], in [`locate_all`]).
 //! - [`nodes_of`] is pure: places and a topology in, NUMA nodes out.
 //! - Nothing is guessed. A device that cannot be placed (gone, virtual, a
 //!   firmware that says nothing) is a [`Located`] whose `place` says why,
@@ -70,6 +72,9 @@ pub enum DeviceRef {
         major: u32,
         minor: u32,
     },
+    /// A CDI device (`nvidia.com/gpu=0`): the device nodes its spec file
+    /// lists ([`crate::cdi`]).
+    Cdi(String),
 }
 
 impl fmt::Display for DeviceRef {
@@ -81,6 +86,7 @@ impl fmt::Display for DeviceRef {
             DeviceRef::Number { kind, major, minor } => {
                 write!(f, "{}:{major}:{minor}", kind.sys_dir())
             }
+            DeviceRef::Cdi(name) => f.write_str(name),
         }
     }
 }
@@ -98,7 +104,8 @@ impl FromStr for DeviceRef {
 
     /// A path (it starts with `/`), a PCI address (`0000:3b:00.0`, or
     /// `3b:00.0` in PCI domain 0), a device number (`char:195:0`,
-    /// `block:259:0`), else a network interface name.
+    /// `block:259:0`), a CDI device (`nvidia.com/gpu=0`), else a network
+    /// interface name.
     fn from_str(word: &str) -> Result<DeviceRef, BadDevice> {
         let bad = |why| BadDevice {
             word: word.chars().take(80).collect(),
@@ -127,6 +134,9 @@ impl FromStr for DeviceRef {
                 return Ok(DeviceRef::Number { kind, major, minor });
             }
         }
+        if crate::cdi::is_qualified(word) {
+            return Ok(DeviceRef::Cdi(word.to_string()));
+        }
         if word.len() > MAX_IFNAME
             || word == "."
             || word == ".."
@@ -135,8 +145,8 @@ impl FromStr for DeviceRef {
                 .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
         {
             return Err(bad(
-                "not a path, a PCI address (0000:3b:00.0), a device number (char:195:0) \
-                 or a network interface name",
+                "not a path, a PCI address (0000:3b:00.0), a device number (char:195:0), \
+                 a CDI device (nvidia.com/gpu=0) or a network interface name",
             ));
         }
         Ok(DeviceRef::Net(word.to_string()))
@@ -199,6 +209,10 @@ pub enum Found {
     BundleMount,
     /// An SR-IOV device plugin's variable in the bundle's environment.
     Env(String),
+    /// A CDI annotation of the bundle (`cdi.k8s.io/...`), by its key.
+    BundleCdi(String),
+    /// A node of CDI device NAME, as its spec file lists it.
+    Cdi(String),
 }
 
 impl fmt::Display for Found {
@@ -210,6 +224,8 @@ impl fmt::Display for Found {
             Found::BundleDevice => f.write_str("bundle's linux.devices"),
             Found::BundleMount => f.write_str("bundle's mounts"),
             Found::Env(var) => write!(f, "bundle's environment {var}"),
+            Found::BundleCdi(key) => write!(f, "bundle's annotation {key}"),
+            Found::Cdi(name) => write!(f, "CDI device {name}"),
         }
     }
 }
@@ -273,6 +289,11 @@ pub fn locate(
             sys.join("dev")
                 .join(kind.sys_dir())
                 .join(format!("{major}:{minor}"))
+        }
+        DeviceRef::Cdi(name) => {
+            return Err(format!(
+                "CDI device {name} is placed through its spec's nodes"
+            ));
         }
         DeviceRef::Path(path) => {
             let number = fs
@@ -398,15 +419,47 @@ fn nvidia_gpu(fs: &dyn Fs, proc_root: &Path, minor: u32) -> Result<Option<String
     Ok(None)
 }
 
-/// Locates each device ([`locate`]).
-pub fn locate_all(fs: &dyn Fs, sys: &Path, proc_root: &Path, devices: &[Device]) -> Vec<Located> {
-    devices
+/// Where devices are looked up: under a sysfs root, a procfs root (for
+/// NVIDIA's GPUs), and in CDI spec directories (for CDI names).
+#[derive(Debug, Clone, Copy)]
+pub struct Roots<'a> {
+    pub sys: &'a Path,
+    pub proc_root: &'a Path,
+    pub cdi_dirs: &'a [PathBuf],
+}
+
+/// Locates each device ([`locate`]). A CDI device becomes the device nodes
+/// its spec lists, each located ([`crate::cdi`]; the spec files are read
+/// once, and only when one is named); one no spec names stays as it is,
+/// its place saying why.
+pub fn locate_all(fs: &dyn Fs, roots: Roots<'_>, devices: &[Device]) -> Vec<Located> {
+    let registry = devices
         .iter()
-        .map(|d| Located {
-            device: d.clone(),
-            place: locate(fs, sys, proc_root, &d.what),
-        })
-        .collect()
+        .any(|d| matches!(d.what, DeviceRef::Cdi(_)))
+        .then(|| crate::cdi::Registry::load(fs, roots.cdi_dirs));
+    let at = |device: Device| Located {
+        place: locate(fs, roots.sys, roots.proc_root, &device.what),
+        device,
+    };
+    let mut out = Vec::with_capacity(devices.len());
+    for d in devices {
+        match (&d.what, &registry) {
+            (DeviceRef::Cdi(name), Some(registry)) => match registry.nodes(name) {
+                Ok(nodes) => out.extend(nodes.iter().map(|what| {
+                    at(Device {
+                        what: what.clone(),
+                        found: Found::Cdi(name.clone()),
+                    })
+                })),
+                Err(why) => out.push(Located {
+                    device: d.clone(),
+                    place: Err(why),
+                }),
+            },
+            _ => out.push(at(d.clone())),
+        }
+    }
+    out
 }
 
 /// The NUMA nodes of the devices an operator names (`pinctl run --near`,
@@ -414,21 +467,22 @@ pub fn locate_all(fs: &dyn Fs, sys: &Path, proc_root: &Path, devices: &[Device])
 /// else `Err` says which and why, as `--near WORD: why`.
 pub fn nodes_named(
     fs: &dyn Fs,
-    sys: &Path,
-    proc_root: &Path,
+    roots: Roots<'_>,
     topo: &Topology,
     named: &[DeviceRef],
 ) -> Result<Vec<u32>, String> {
-    let located = locate_all(fs, sys, proc_root, &self::named(named, &Found::Xattr));
+    let located = locate_all(fs, roots, &self::named(named, &Found::Xattr));
     for l in &located {
+        // A CDI device's node is named with its device.
+        let word = match &l.device.found {
+            Found::Cdi(name) => format!("{name} ({})", l.device.what),
+            _ => l.device.what.to_string(),
+        };
         if let Err(why) = &l.place {
-            return Err(format!("--near {}: {why}", l.device.what));
+            return Err(format!("--near {word}: {why}"));
         }
         if nodes_of(topo, std::slice::from_ref(l)).is_empty() {
-            return Err(format!(
-                "--near {}: on no NUMA node of this machine",
-                l.device.what
-            ));
+            return Err(format!("--near {word}: on no NUMA node of this machine"));
         }
     }
     Ok(nodes_of(topo, &located))

@@ -47,6 +47,11 @@ pub const ANNOTATION_NEAR: &str = "pinctl.io/near";
 /// (`prefer`, `require`, `none`), as [`ANNOTATION_NEAR`] does.
 pub const ANNOTATION_DEVICE_ALIGNMENT: &str = "pinctl.io/device-alignment";
 
+/// The prefix of the annotations that name a container's CDI devices
+/// (`cdi.k8s.io/<plugin>: nvidia.com/gpu=0,...`), resolved through the
+/// spec files of `cdi_spec_dirs` ([`crate::cdi`]).
+pub const ANNOTATION_CDI_PREFIX: &str = "cdi.k8s.io/";
+
 /// The annotations by which each runtime marks a pod's sandbox (pause)
 /// container's bundle: containerd, CRI-O, cri-dockerd. A sandbox asks for
 /// nothing but by its xattr: runtimes copy the pod's annotations into its
@@ -141,8 +146,10 @@ pub const MAX_BUNDLE_BYTES: u64 = 4 << 20;
 pub struct Bundle {
     pub path: PathBuf,
     /// The devices the runtime gave it: `linux.devices` (but the ones
-    /// every container has: `/dev/null`, `/dev/tty`, pseudo-terminals) and the SR-IOV device
-    /// plugin's `PCIDEVICE_*` variables in `process.env`. Empty when there
+    /// every container has: `/dev/null`, `/dev/tty`, pseudo-terminals),
+    /// the device nodes it mounts, the SR-IOV device plugin's
+    /// `PCIDEVICE_*` variables in `process.env`, and the CDI devices its
+    /// `cdi.k8s.io/*` annotations name. Empty when there
     /// are more than [`crate::devices::MAX_DEVICES`] (a privileged
     /// container gets the host's every device: `devices_problem` says so).
     pub devices: Vec<Device>,
@@ -260,12 +267,32 @@ fn ordinary_major(major: u32) -> bool {
 
 /// The devices a bundle's `linux`, `mounts` and `process` say the
 /// container has ([`Bundle::devices`]), or why they were not taken.
-fn bundle_devices(
-    linux: Option<&serde_json::value::RawValue>,
-    mounts: Option<&serde_json::value::RawValue>,
-    process: Option<&serde_json::value::RawValue>,
-) -> (Vec<Device>, Option<String>) {
+fn bundle_devices(config: &OciConfig) -> (Vec<Device>, Option<String>) {
+    let (linux, mounts, process) = (
+        config.linux.as_deref(),
+        config.mounts.as_deref(),
+        config.process.as_deref(),
+    );
     let mut out = Vec::new();
+    // CDI devices the runtime was asked for: their spec files say which
+    // device nodes they are (when the runtime has not put those in
+    // `linux.devices` itself).
+    for (key, value) in config
+        .annotations
+        .range(ANNOTATION_CDI_PREFIX.to_string()..)
+    {
+        if !key.starts_with(ANNOTATION_CDI_PREFIX) {
+            break;
+        }
+        for word in value.split(',').map(str::trim) {
+            if crate::cdi::is_qualified(word) {
+                out.push(Device {
+                    what: DeviceRef::Cdi(word.to_string()),
+                    found: Found::BundleCdi(key.chars().take(80).collect()),
+                });
+            }
+        }
+    }
     // Device nodes mounted in from the host (`--volume /dev/nvidia0:...`,
     // a hook's bind mounts): found by their path below /dev.
     if let Some(raw) = mounts
@@ -400,11 +427,7 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json
     // No class name is longer than 64 characters, so 65 are enough to say
     // which it is not; no list of devices needs more than 4096.
     let class = own_or_pod(ANNOTATION_CLASS, 65);
-    let (devices, devices_problem) = bundle_devices(
-        config.linux.as_deref(),
-        config.mounts.as_deref(),
-        config.process.as_deref(),
-    );
+    let (devices, devices_problem) = bundle_devices(&config);
     Ok(Bundle {
         path: path.to_path_buf(),
         unusable: None,
@@ -636,7 +659,12 @@ pub fn read(
                 }
             }
         }
-        i.devices = crate::devices::locate_all(fs, &cfg.sysfs_root, &cfg.proc_root, &i.near);
+        let roots = crate::devices::Roots {
+            sys: &cfg.sysfs_root,
+            proc_root: &cfg.proc_root,
+            cdi_dirs: &cfg.cdi_spec_dirs,
+        };
+        i.devices = crate::devices::locate_all(fs, roots, &i.near);
     }
     if let Some(e) = &bundle_error {
         obs.error.get_or_insert_with(|| crate::io::chain(e));

@@ -68,6 +68,8 @@ pub const MAX_GLOB_NESTING: usize = 32;
 /// one of them the terminating NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
+const DEFAULT_CDI_SPEC_DIRS: &[&str] = &["/etc/cdi", "/var/run/cdi"];
+
 const DEFAULT_BUNDLE_DIRS: &[&str] = &[
     "/run/containerd/io.containerd.runtime.v2.task/k8s.io",
     "/run/containerd/io.containerd.runtime.v2.task/moby",
@@ -169,6 +171,9 @@ pub struct Config {
     /// How a workload's CPUs follow the NUMA nodes of the devices it drives
     /// ([`crate::devices`]), unless it says otherwise.
     pub device_alignment: DeviceAlignment,
+    /// Directories of CDI spec files (absolute), in CDI's order: a device
+    /// named in a later one wins ([`crate::cdi`]).
+    pub cdi_spec_dirs: Vec<PathBuf>,
     /// Directories holding OCI bundles by container id (absolute).
     pub bundle_dirs: Vec<PathBuf>,
     /// The Unix socket of the bus systemd is on (absolute, at most 107
@@ -627,6 +632,7 @@ impl Default for Config {
             housekeeping: false,
             isolation: Isolation::None,
             device_alignment: DeviceAlignment::Prefer,
+            cdi_spec_dirs: DEFAULT_CDI_SPEC_DIRS.iter().map(PathBuf::from).collect(),
             bundle_dirs: DEFAULT_BUNDLE_DIRS.iter().map(PathBuf::from).collect(),
             systemd_bus: Some("/run/dbus/system_bus_socket".into()),
             log_level: LogLevel::Info,
@@ -731,6 +737,7 @@ impl Config {
             housekeeping,
             isolation,
             device_alignment,
+            cdi_spec_dirs,
             bundle_dirs,
             systemd_bus,
             log_level,
@@ -771,6 +778,7 @@ impl Config {
         compare!(housekeeping);
         compare!(isolation);
         compare!(device_alignment);
+        compare!(cdi_spec_dirs);
         compare!(bundle_dirs);
         compare!(systemd_bus);
         compare!(log_level);

@@ -49,6 +49,7 @@ pub(super) struct RawConfig {
     pub(super) housekeeping: Option<bool>,
     pub(super) isolation: Option<Spanned<String>>,
     pub(super) device_alignment: Option<Spanned<String>>,
+    pub(super) cdi_spec_dirs: Option<Vec<Spanned<String>>>,
     pub(super) bundle_dirs: Option<Vec<Spanned<String>>>,
     pub(super) systemd_bus: Option<Spanned<String>>,
     pub(super) log_level: Option<Spanned<String>>,

@@ -204,6 +204,13 @@ impl Validator<'_> {
             Some(h) => errors.keep(self.hierarchy(&h)).unwrap_or(d.hierarchy),
             None => d.hierarchy,
         };
+        let cdi_spec_dirs = match raw.cdi_spec_dirs {
+            Some(dirs) => dirs
+                .iter()
+                .filter_map(|dir| errors.keep(self.abs_path(dir, "cdi_spec_dirs")))
+                .collect(),
+            None => d.cdi_spec_dirs,
+        };
         let bundle_dirs = match raw.bundle_dirs {
             Some(dirs) => dirs
                 .iter()
@@ -295,6 +302,7 @@ impl Validator<'_> {
             housekeeping: raw.housekeeping.unwrap_or(d.housekeeping),
             isolation,
             device_alignment,
+            cdi_spec_dirs,
             bundle_dirs,
             systemd_bus,
             log_level,

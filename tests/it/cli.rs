@@ -160,6 +160,25 @@ fn plan_near_a_device_takes_its_node() {
         !out.status.success() && err.contains("--near lo: "),
         "{err}"
     );
+    // CDI devices, through the spec files of the directories given.
+    let (etc, run) = (tmp.path().join("etc-cdi"), tmp.path().join("run-cdi"));
+    crate::support::fake_devices::add_cdi(&etc, &run);
+    let (e, r) = (etc.to_str().unwrap(), run.to_str().unwrap());
+    let cdi = |device: &str| {
+        let near = ["--cpus", "4", "--near", device];
+        plan(&[&near[..], &["--cdi-spec-dir", e, "--cdi-spec-dir", r]].concat())
+    };
+    for device in [crate::support::fake_devices::CDI_DRIVE, "example.com/gpu=0"] {
+        let out = cdi(device);
+        let got: pinctl::CpuSet = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        assert!(got.is_subset(&node1), "{device}: {got}");
+    }
+    let out = cdi("example.com/disk=slow");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no CDI spec in") && err.contains("broken.yaml"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -199,6 +199,7 @@ irq_affinity = true
 housekeeping = true
 isolation = "partition"
 device_alignment = "require"
+cdi_spec_dirs = ["/opt/cdi"]
 bundle_dirs = ["/run/mine"]
 systemd_bus = "/run/bus"
 log_level = "debug"
@@ -247,6 +248,7 @@ groups = ["hpc"]
         housekeeping: true,
         isolation: Isolation::Partition,
         device_alignment: DeviceAlignment::Require,
+        cdi_spec_dirs: vec![PathBuf::from("/opt/cdi")],
         bundle_dirs: vec![PathBuf::from("/run/mine")],
         systemd_bus: Some("/run/bus".into()),
         log_level: LogLevel::Debug,
@@ -266,7 +268,7 @@ groups = ["hpc"]
     assert_eq!(rule.pattern, "hpc.slice/job-*.scope");
     assert_eq!(rule.cpus, 4);
     assert_eq!(rule.numa, [0, 1, 3]);
-    assert_eq!(rule.line, 38);
+    assert_eq!(rule.line, 39);
     let near: Vec<String> = rule.near.iter().map(|d| d.to_string()).collect();
     assert_eq!(near, ["ib0", "0000:3b:00.0", "/dev/nvidia0"]);
     assert_eq!(rule.device_alignment, Some(DeviceAlignment::None));

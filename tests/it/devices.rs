@@ -3,7 +3,8 @@
 //! not; a container whose bundle holds an NVMe drive, one with the SR-IOV
 //! device plugin's variable and a cgroup naming its NIC by xattr are each
 //! pinned on node 1 while node 0 has room first; `describe` says so; with
-//! `require` a workload waits, saying why, until node 1 has room.
+//! `require` a workload waits, saying why, until node 1 has room. A bundle's
+//! CDI annotation is resolved through the spec files of `cdi_spec_dirs`.
 //! The VM bed proves the same on a real kernel, with a device qemu puts on
 //! NUMA node 1.
 
@@ -14,7 +15,7 @@ use pinctl::io::RealFs;
 use pinctl::topology::Topology;
 
 use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, set, uid};
-use crate::support::fake_devices::{self, GPU, NIC, NODE1, NVME};
+use crate::support::fake_devices::{self, CDI_DRIVE, GPU, NIC, NODE1, NVME};
 use crate::support::world::{FIXTURE, Options, World};
 
 fn topology() -> Topology {
@@ -119,10 +120,22 @@ impl Env {
     /// The bundle of container `n`, its pod made: the container's cgroup
     /// (not made).
     fn bundled(&self, n: u32, cpus: u32, linux: serde_json::Value, env: &[&str]) -> String {
+        self.annotated(n, cpus, linux, env, &[])
+    }
+
+    /// [`Self::bundled`] with more annotations.
+    fn annotated(
+        &self,
+        n: u32,
+        cpus: u32,
+        linux: serde_json::Value,
+        env: &[&str],
+        more: &[(&str, &str)],
+    ) -> String {
         let id = container_id(n);
         let dir = self.tmp.path().join("bundles").join(&id);
         std::fs::create_dir_all(&dir).unwrap();
-        let config = serde_json::json!({
+        let mut config = serde_json::json!({
             "ociVersion": "1.1.0",
             "process": {"env": env},
             "linux": linux,
@@ -132,6 +145,9 @@ impl Env {
                 "io.kubernetes.cri.container-name": format!("app{n}"),
             },
         });
+        for (k, v) in more {
+            config["annotations"][*k] = serde_json::json!(v);
+        }
         std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
         let pod = self.k.pod(Qos::Guaranteed, &uid(n));
         self.tree.create(&pod, &Spec::limit(cpus));
@@ -237,4 +253,48 @@ fn require_waits_until_the_devices_node_has_room_and_says_why() {
     // Node 0 has room for it all along: it waits on the shared pool.
     env.tree.remove(&big);
     assert!(env.wait_pinned(&small, 4).is_subset(&node1));
+}
+
+/// A container whose runtime left its CDI devices in annotations only: the
+/// spec files say which nodes they are (the later directory's YAML over
+/// the earlier one's JSON), and one no spec names is shown with the reason.
+#[test]
+fn a_cdi_annotation_is_found_through_the_spec_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (etc, run) = (tmp.path().join("etc-cdi"), tmp.path().join("run-cdi"));
+    fake_devices::add_cdi(&etc, &run);
+    let key = format!(
+        "cdi_spec_dirs = [{:?}, {:?}]",
+        etc.display().to_string(),
+        run.display().to_string()
+    );
+    let env = Env::start("pinctld-devices-cdi", Version::V2, &[&key]);
+    let list = format!("{CDI_DRIVE},example.com/disk=gone");
+    let app = env.annotated(
+        1,
+        2,
+        serde_json::json!({}),
+        &[],
+        &[("cdi.k8s.io/disk", &list)],
+    );
+    env.tree.create(&app, &Spec::limit(2));
+    let got = env.wait_pinned(&app, 2);
+    assert!(got.is_subset(&set(NODE1)), "{got}");
+    // The status is published a moment after the writes.
+    env.wait_for("the status to show it pinned", || {
+        let status = env.served()?;
+        match status.workloads.iter().any(|w| w.cpus.is_some()) {
+            true => Ok(()),
+            false => Err("not pinned".to_string()),
+        }
+    });
+    let page = env.described(&app);
+    for want in [
+        "block:259:0 (CDI device example.com/disk=fast)",
+        NVME,
+        "example.com/disk=gone (bundle's annotation cdi.k8s.io/disk)",
+        "no CDI spec in",
+    ] {
+        assert!(page.contains(want), "describe lacks {want:?}:\n{page}");
+    }
 }

@@ -83,3 +83,32 @@ pub fn add(sys: &Path, proc_root: &Path) {
         "Model: \t\t NVIDIA H100\nIRQ:   \t\t 42\nDevice Minor: \t 0\n",
     );
 }
+
+/// The CDI device whose spec in the later directory ([`add_cdi`]) holds the
+/// NVMe drive on node 1, and in the earlier one a serial port on no node.
+pub const CDI_DRIVE: &str = "example.com/disk=fast";
+
+/// CDI spec files in `etc` and `run` (`cdi_spec_dirs` in that order):
+/// [`CDI_DRIVE`] in both (the later, YAML, wins), `example.com/gpu=0` in
+/// the earlier one (JSON, NVIDIA's minor 0 by path), and a file that is
+/// no spec.
+pub fn add_cdi(etc: &Path, run: &Path) {
+    put(
+        &etc.join("example.json"),
+        r#"{"cdiVersion": "0.6.0", "kind": "example.com/disk",
+            "devices": [{"name": "fast", "containerEdits": {"deviceNodes": [
+                {"path": "/dev/ttyS0", "type": "c", "major": 4, "minor": 64}]}}]}"#,
+    );
+    put(
+        &etc.join("gpu.json"),
+        r#"{"cdiVersion": "0.6.0", "kind": "example.com/gpu",
+            "devices": [{"name": "0", "containerEdits": {"deviceNodes": [
+                {"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0}]}}],
+            "containerEdits": {"deviceNodes": [{"path": "/dev/nvidiactl"}]}}"#,
+    );
+    put(&etc.join("broken.yaml"), "kind: [\n");
+    put(
+        &run.join("example.yaml"),
+        "cdiVersion: 0.6.0\nkind: example.com/disk\ndevices:\n- name: fast\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvme0n1\n      type: b\n      major: 259\n      minor: 0\n",
+    );
+}
