@@ -257,7 +257,8 @@ fn require_waits_until_the_devices_node_has_room_and_says_why() {
 
 /// A container whose runtime left its CDI devices in annotations only: the
 /// spec files say which nodes they are (the later directory's YAML over
-/// the earlier one's JSON), and one no spec names is shown with the reason.
+/// the earlier one's JSON), its memory follows with `align_memory`, and
+/// one no spec names is shown with the reason.
 #[test]
 fn a_cdi_annotation_is_found_through_the_spec_files() {
     let tmp = tempfile::tempdir().unwrap();
@@ -268,7 +269,11 @@ fn a_cdi_annotation_is_found_through_the_spec_files() {
         etc.display().to_string(),
         run.display().to_string()
     );
-    let env = Env::start("pinctld-devices-cdi", Version::V2, &[&key]);
+    let env = Env::start(
+        "pinctld-devices-cdi",
+        Version::V2,
+        &[&key, "align_memory = true"],
+    );
     let list = format!("{CDI_DRIVE},example.com/disk=gone");
     let app = env.annotated(
         1,
@@ -280,6 +285,11 @@ fn a_cdi_annotation_is_found_through_the_spec_files() {
     env.tree.create(&app, &Spec::limit(2));
     let got = env.wait_pinned(&app, 2);
     assert!(got.is_subset(&set(NODE1)), "{got}");
+    // With align_memory, its memory follows its CPUs to the device's node.
+    env.wait_for("its memory on node 1", || match env.tree.mems(&app) {
+        m if m == set("1") => Ok(()),
+        m => Err(format!("cpuset.mems {m}")),
+    });
     // The status is published a moment after the writes.
     env.wait_for("the status to show it pinned", || {
         let status = env.served()?;
