@@ -251,6 +251,9 @@ pub struct Peer {
     pub start: u64,
     /// Its primary group and its supplementary groups.
     pub groups: Vec<u32>,
+    /// The Slurm job it runs in, if any: the job's cgroup and name
+    /// ([`crate::slurm::job_of`]).
+    pub slurm_job: Option<(String, String)>,
 }
 
 /// The `[run]` table, with names resolved to ids.
@@ -265,6 +268,8 @@ pub struct Policy {
     pub max_cpus: usize,
     /// The most CPUs one user holds at once (0: no cap).
     pub max_cpus_per_user: usize,
+    /// Serve a peer that runs in a Slurm job (off: refused).
+    pub allow_slurm_jobs: bool,
 }
 
 /// Why an ask is refused: each says what would have been accepted.
@@ -300,6 +305,12 @@ pub enum Refusal {
         waited: u64,
         #[serde(default)]
         ahead: usize,
+    },
+    /// The peer runs in a Slurm job: a run would leave the job's cgroup.
+    InSlurmJob {
+        pid: u32,
+        job: String,
+        cgroup: String,
     },
     /// The daemon could not make the run's cgroup or move the process in.
     Failed { why: String },
@@ -365,6 +376,13 @@ impl fmt::Display for Refusal {
                     n => write!(f, "; {n} asks wait before it (--wait to join the line)"),
                 }
             }
+            Refusal::InSlurmJob { pid, job, cgroup } => write!(
+                f,
+                "pid {pid} runs in Slurm's {job} ({cgroup}): a run would move it out of the \
+                 job's cgroup, and out of Slurm's accounting, limits and scancel. Inside a \
+                 job, bind with srun --cpu-bind=cores, or have pinctld serve it with [run] \
+                 allow_slurm_jobs = true"
+            ),
             Refusal::Failed { why } => write!(f, "pinctld could not set the run up: {why}"),
         }
     }
@@ -423,6 +441,15 @@ impl Policy {
                 groups: self.groups.iter().map(|(n, _)| n.clone()).collect(),
             });
         }
+        if let Some((cgroup, job)) = &peer.slurm_job
+            && !self.allow_slurm_jobs
+        {
+            return Err(Refusal::InSlurmJob {
+                pid: peer.pid,
+                job: job.clone(),
+                cgroup: cgroup.clone(),
+            });
+        }
         ask.check()?;
         if self.max_cpus > 0 && ask.cpus > self.max_cpus {
             return Err(Refusal::TooMany {
@@ -452,6 +479,7 @@ mod tests {
             groups: vec![("hpc".into(), 2000)],
             max_cpus: 8,
             max_cpus_per_user: 12,
+            allow_slurm_jobs: false,
         }
     }
 
@@ -461,7 +489,35 @@ mod tests {
             pid: 4242,
             start: 1,
             groups: groups.to_vec(),
+            slurm_job: None,
         }
+    }
+
+    /// A peer in a Slurm job is refused, root too, with what to do
+    /// instead; served once the file allows it.
+    #[test]
+    fn a_peer_in_a_slurm_job_is_refused_unless_allowed() {
+        let in_job = Peer {
+            slurm_job: Some((
+                "system.slice/slurmstepd.scope/job_42".into(),
+                "job_42".into(),
+            )),
+            ..peer(0, &[0])
+        };
+        let e = policy().admit(&in_job, &ask(2), 0).unwrap_err();
+        let text = e.to_string();
+        for want in [
+            "pid 4242 runs in Slurm's job_42",
+            "srun --cpu-bind",
+            "allow_slurm_jobs",
+        ] {
+            assert!(text.contains(want), "{text}");
+        }
+        let allowed = Policy {
+            allow_slurm_jobs: true,
+            ..policy()
+        };
+        assert_eq!(allowed.admit(&in_job, &ask(2), 0), Ok(()));
     }
 
     fn ask(cpus: usize) -> Ask {

@@ -48,6 +48,39 @@ fn is_scope_name(name: &str) -> bool {
             .is_some_and(|node| !node.is_empty())
 }
 
+/// The Slurm job a process runs in, from its `/proc/<pid>/cgroup`: the
+/// job's cgroup (relative to its hierarchy's root) and name; `None` when
+/// it is in none. On v2 a job is a cgroup just below [`SCOPE`] (not
+/// slurmstepd's own); on v1, Slurm's cgroup plugin makes
+/// `/slurm[_<node>]/uid_<uid>/job_<id>` in each controller.
+pub fn job_of(proc_cgroup: &str) -> Option<(String, String)> {
+    for line in proc_cgroup.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (Some(_), Some(_), Some(path)) = (fields.next(), fields.next(), fields.next()) else {
+            continue;
+        };
+        let names: Vec<&str> = path.split('/').filter(|n| !n.is_empty()).collect();
+        let at = |i: usize| names[..=i].join("/");
+        for (i, name) in names.iter().enumerate() {
+            let next = names.get(i + 1).copied();
+            if is_scope_name(name)
+                && let Some(job) = next.filter(|n| *n != OWN)
+            {
+                return Some((at(i + 1), job.to_string()));
+            }
+            let v1_root = *name == "slurm" || name.starts_with("slurm_");
+            if v1_root
+                && i == 0
+                && names.get(1).is_some_and(|n| n.starts_with("uid_"))
+                && let Some(job) = names.get(2).filter(|n| n.starts_with("job_"))
+            {
+                return Some((at(2), job.to_string()));
+            }
+        }
+    }
+    None
+}
+
 /// One of Slurm's jobs, as the kernel shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
@@ -265,6 +298,45 @@ mod tests {
             name: name.into(),
             cpus: cpus.parse().unwrap(),
             effective: effective.parse().unwrap(),
+        }
+    }
+
+    /// A task of a job on v2 (Slurm 24.11's `task_0` in its step) and on
+    /// v1 (the cgroup plugin's tree in each controller); slurmstepd itself,
+    /// a user's session and a look-alike are in no job.
+    #[test]
+    fn a_process_in_a_job_is_named_by_its_cgroup_file() {
+        let v2 = "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0\n";
+        assert_eq!(
+            job_of(v2),
+            Some((
+                "system.slice/slurmstepd.scope/job_42".to_string(),
+                "job_42".to_string()
+            ))
+        );
+        let node = "0::/system.slice/node1_slurmstepd.scope/job_7/step_batch/user/task_0";
+        assert_eq!(job_of(node).unwrap().1, "job_7");
+        let v1 = "12:cpuset:/slurm/uid_1000/job_9/step_0/task_0\n11:memory:/slurm/uid_1000/job_9/step_0\n1:name=systemd:/system.slice/slurmd.service\n";
+        assert_eq!(
+            job_of(v1),
+            Some(("slurm/uid_1000/job_9".to_string(), "job_9".to_string()))
+        );
+        assert_eq!(
+            job_of("5:cpuset:/slurm_node2/uid_0/job_3/step_1")
+                .unwrap()
+                .1,
+            "job_3"
+        );
+        for none in [
+            "0::/system.slice/slurmstepd.scope/system",
+            "0::/system.slice/slurmstepd.scope",
+            "0::/user.slice/user-1000.slice/session-3.scope",
+            "12:cpuset:/kubepods/slurm/uid_1/job_2",
+            "0::/slurm/job_1",
+            "",
+            "garbage",
+        ] {
+            assert_eq!(job_of(none), None, "{none}");
         }
     }
 

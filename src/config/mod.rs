@@ -222,6 +222,9 @@ pub struct Run {
     pub slice: String,
     /// Where a run's memory goes when it does not say (`--mem`).
     pub mem: crate::run::MemPolicy,
+    /// Serve an ask from a process in a Slurm job (by default refused: the
+    /// run would leave the job's cgroup).
+    pub allow_slurm_jobs: bool,
 }
 
 impl Default for Run {
@@ -235,6 +238,7 @@ impl Default for Run {
             max_cpus_per_user: 0,
             slice: "pinctl.slice".into(),
             mem: crate::run::MemPolicy::Prefer,
+            allow_slurm_jobs: false,
         }
     }
 }

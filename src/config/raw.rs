@@ -74,6 +74,7 @@ pub(super) struct RawRun {
     pub(super) max_cpus_per_user: Option<Spanned<RawInt>>,
     pub(super) slice: Option<Spanned<String>>,
     pub(super) mem: Option<Spanned<String>>,
+    pub(super) allow_slurm_jobs: Option<bool>,
 }
 
 #[derive(Deserialize)]

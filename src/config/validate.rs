@@ -391,6 +391,7 @@ impl Validator<'_> {
             max_cpus_per_user,
             slice,
             mem,
+            allow_slurm_jobs: raw.allow_slurm_jobs.unwrap_or(d.allow_slurm_jobs),
         })
     }
 

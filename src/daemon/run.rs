@@ -210,6 +210,7 @@ pub(super) fn policy(cfg: &crate::config::Run) -> Policy {
         groups,
         max_cpus: cfg.max_cpus,
         max_cpus_per_user: cfg.max_cpus_per_user,
+        allow_slurm_jobs: cfg.allow_slurm_jobs,
     }
 }
 
@@ -320,6 +321,13 @@ async fn peer_and_ask(
     let start = start_of(pool, proc_root, pid)
         .await
         .ok_or_else(|| failed("the asking process is gone".into()))?;
+    // Whether it runs in a Slurm job (a process has this file; one that
+    // cannot be read is in none this daemon can name).
+    let slurm_job = pool
+        .read(&proc_root.join(pid.to_string()).join("cgroup"))
+        .await
+        .ok()
+        .and_then(|text| crate::slurm::job_of(&text));
     let mut groups = vec![cred.gid()];
     groups.extend(
         text.lines()
@@ -334,6 +342,7 @@ async fn peer_and_ask(
             pid,
             start,
             groups,
+            slurm_job,
         },
         ask,
     ))

@@ -156,6 +156,30 @@ fn each_refusal_says_why() {
     );
 }
 
+/// An ask from a process in a Slurm job (its `/proc/PID/cgroup` below
+/// `slurmstepd.scope`) is refused with the reason, unless `[run]` allows
+/// it (then the next check, the cap, answers).
+#[test]
+fn an_ask_from_inside_a_slurm_job_is_refused_unless_allowed() {
+    let in_job = |w: &World| {
+        let me = w.proc_root.join(std::process::id().to_string());
+        let line = "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0\n";
+        std::fs::write(me.join("cgroup"), line).unwrap();
+    };
+    let w = world();
+    in_job(&w);
+    let r = refused(ask(&w, 1, None));
+    assert!(
+        matches!(&r, Refusal::InSlurmJob { job, .. } if job == "job_42"),
+        "{r}"
+    );
+    assert!(r.to_string().contains("srun --cpu-bind"), "{r}");
+    let w = world_with("max_cpus = 4\nallow_slurm_jobs = true", &[]);
+    in_job(&w);
+    let r = refused(ask(&w, 5, None));
+    assert!(matches!(r, Refusal::TooMany { .. }), "{r}");
+}
+
 /// The daemon with `[run]` off serves no run socket.
 #[test]
 fn no_run_socket_unless_enabled() {
