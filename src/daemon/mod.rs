@@ -190,6 +190,8 @@ enum Event {
     Run(run::Asked),
     /// An ask's wait for CPUs ended (the line is served after every turn).
     WaitEnds,
+    /// Runs are held: look whether any has ended ([`run::RUN_END_CHECK`]).
+    RunsDue,
 }
 
 impl Event {
@@ -217,6 +219,7 @@ impl Event {
             Event::Stop => "stop",
             Event::Run(_) => "run asked",
             Event::WaitEnds => "a run's wait ended",
+            Event::RunsDue => "runs looked at for their end",
         }
     }
 }
@@ -228,6 +231,8 @@ struct Timers {
     unwatched: tokio::time::Interval,
     ping: tokio::time::Interval,
     publish: tokio::time::Interval,
+    /// While runs are held ([`run::RUN_END_CHECK`]).
+    runs: tokio::time::Interval,
     /// The intervals they were made with.
     periods: (Duration, Duration),
 }
@@ -248,6 +253,7 @@ impl Timers {
             // after the last: when systemd's watchdog kills.)
             ping: tokio::time::interval(ping_every.map_or(Duration::from_secs(3600), half_ping)),
             publish,
+            runs: every(run::RUN_END_CHECK),
             periods: (cfg.reconcile_interval, cfg.watchdog_interval),
         }
     }
@@ -494,6 +500,7 @@ impl Daemon {
             }
         };
         let wait_ends = self.door.next_deadline();
+        let holds_runs = self.door.holds_runs();
         let wait_ends = async move {
             match wait_ends {
                 Some(_) => at(wait_ends).await,
@@ -527,6 +534,7 @@ impl Daemon {
             Some(done) = self.housekeeping.rx.recv() => Event::Housekept(done),
             Some(asked) = asked => Event::Run(asked),
             () = wait_ends => Event::WaitEnds,
+            _ = timers.runs.tick(), if holds_runs => Event::RunsDue,
             _ = timers.reconcile.tick() => Event::Reconcile,
             _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
             _ = unsure => Event::Unsure,
@@ -568,6 +576,9 @@ impl Daemon {
             Event::Publish => self.publish(),
             Event::Run(asked) => self.run_asked(asked).await,
             Event::WaitEnds => {}
+            Event::RunsDue => {
+                self.remove_empty_runs().await;
+            }
             Event::ChecksDue => {
                 self.start_checks(false);
                 self.follow_irqs(true);

@@ -164,6 +164,12 @@ impl Door {
         !self.waiting.is_empty()
     }
 
+    /// Whether runs hold CPUs: their cgroups are looked at every
+    /// [`RUN_END_CHECK`].
+    pub(super) fn holds_runs(&self) -> bool {
+        !self.held.is_empty()
+    }
+
     /// When the first ask in line stops waiting.
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         self.waiting.iter().map(|w| w.until).min()
@@ -178,6 +184,12 @@ impl Door {
             .sum()
     }
 }
+
+/// How often the cgroups of held runs are read for their end. A run the
+/// daemon made itself (no systemd) leaves an empty cgroup behind, which
+/// inotify does not tell of on v1: its CPUs, and its count against its
+/// user, come back within this (one small read per run).
+pub(super) const RUN_END_CHECK: Duration = Duration::from_millis(500);
 
 /// The `[run]` policy of `cfg`, its names resolved to ids (a name the
 /// system does not know is left out, with a warning).
@@ -527,7 +539,14 @@ impl Daemon {
     }
 
     async fn grant(&mut self, peer: &Peer, ask: &Ask) -> Result<Grant, Refusal> {
-        let held = self.door.held_by(peer.uid);
+        let mut held = self.door.held_by(peer.uid);
+        // The user's run that ended a moment ago (a script's steps back to
+        // back) still counts until it is looked at: look first.
+        if let Err(Refusal::OverUserCap { .. }) = self.door.policy.admit(peer, ask, held)
+            && self.remove_empty_runs().await
+        {
+            held = self.door.held_by(peer.uid);
+        }
         self.door.policy.admit(peer, ask, held)?;
         let tpc = self.engine.topology().threads_per_core();
         if ask.full_cores && !ask.cpus.is_multiple_of(tpc) {

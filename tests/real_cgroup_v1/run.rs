@@ -92,3 +92,44 @@ fn a_command_runs_on_the_exclusive_cpu_and_gives_it_back() {
         "{stderr}"
     );
 }
+
+/// A user's runs back to back under a per-user cap of one run's CPUs are
+/// each served (the last one's CPU counts no more once it has ended), and
+/// the last one's CPU comes back without a round of checks
+/// (`watchdog_interval` is an hour here: the daemon looks at held runs
+/// every half second).
+#[test]
+fn runs_back_to_back_under_a_per_user_cap_are_each_served() {
+    let Some(mut rig) = Rig::new("runs_back_to_back_under_a_per_user_cap_are_each_served") else {
+        return;
+    };
+    let text = std::fs::read_to_string(&rig.config).expect("read the config");
+    let text = text.replace("watchdog_interval = \"1s\"", "watchdog_interval = \"1h\"");
+    std::fs::write(&rig.config, text).expect("write the config");
+    rig.add_run_table();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&rig.config)
+        .expect("open the config");
+    std::io::Write::write_all(&mut f, b"max_cpus_per_user = 1\n").expect("write the cap");
+    rig.start_daemon();
+
+    for name in ["step1", "step2", "step3"] {
+        let out = pinctl_run(&rig, None, &["-n", "1", "--name", name, "--", "true"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {stderr}");
+    }
+    let dir = rig.cs("run.slice/run-step3.scope");
+    wait_for(
+        "the last run's cgroup is removed",
+        Duration::from_secs(10),
+        || {
+            if dir.exists() {
+                Err("still there".into())
+            } else {
+                Ok(())
+            }
+        },
+    );
+    rig.expect_cpus("system.slice", &rig.all.clone());
+}
