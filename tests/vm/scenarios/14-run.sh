@@ -6,7 +6,9 @@
 # launcher's ranks would), and gives them back once the last process ends;
 # --numa-node takes the CPUs of that node alone and --mem sets the
 # command's memory policy there; an over-ask is refused with the free
-# count; a daemon restart keeps a running command where it is.
+# count; a daemon restart keeps a running command where it is; steps back
+# to back under a per-user cap are each served, and the last one's cgroup
+# goes within the daemon's half-second look at held runs.
 RUN="pinctl run --socket /run/pinctl/run.sock"
 write_config 1h "$(printf 'watchdog_interval = "1s"\n[run]\nenabled = true\nsocket = "/run/pinctl/run.sock"')"
 daemon_start || return
@@ -97,3 +99,20 @@ wait_for 20 _gone c
 check run-c-gone "pinctl.slice/run-c.scope is removed once its last process ended" _gone c
 shared_ok run-released "$B" system=$SYS_PID
 kill "$B_PID" 2>/dev/null
+
+# Steps back to back under a per-user cap of one step's CPUs (issue #44):
+# each is served, and the last one's cgroup goes without a round of checks
+# (watchdog_interval is an hour here): the daemon reads the cgroups of
+# held runs every half second.
+daemon_stop
+write_config 1h "$(printf 'watchdog_interval = "1h"\n[run]\nenabled = true\nsocket = "/run/pinctl/run.sock"\nmax_cpus_per_user = 2')"
+daemon_start || return
+_steps() {
+    for _s in 1 2 3; do
+        $RUN -n 2 --name "step$_s" -- true >/run/run-step.out 2>&1 || { echo "step $_s: $(cat /run/run-step.out)"; return 1; }
+    done
+    echo "3 steps of 2 CPUs one after the other, at most 2 per user"
+}
+check run-steps "steps back to back under max_cpus_per_user = 2" _steps
+wait_for 5 _gone step3
+check run-step-gone "the last step's cgroup is removed without a round of checks" _gone step3
