@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::devices::{DeviceRef, MAX_DEVICES, NodeKind};
+use crate::devices::{DeviceRef, MAX_DEVICES};
 use crate::io::Fs;
 
 /// The largest spec file read: real ones are a few KiB (one per device
@@ -88,16 +88,12 @@ impl RawNode {
     /// one, else its host path (its path in the container where that is
     /// the same), which must be below `/dev`.
     fn device(&self) -> Result<DeviceRef, String> {
-        let number = |n: Option<i64>| n.and_then(|n| u32::try_from(n).ok());
-        let kind = match self.kind.as_deref() {
-            Some("c" | "u") => Some(NodeKind::Char),
-            Some("b") => Some(NodeKind::Block),
-            _ => None,
-        };
-        if let (Some(kind), Some(major), Some(minor)) =
-            (kind, number(self.major), number(self.minor))
+        if let Some(number) = self
+            .kind
+            .as_deref()
+            .and_then(|kind| DeviceRef::from_node(kind, self.major, self.minor))
         {
-            return Ok(DeviceRef::Number { kind, major, minor });
+            return Ok(number);
         }
         let path = self.host_path.as_deref().unwrap_or(&self.path);
         match path.parse::<DeviceRef>() {
@@ -230,6 +226,7 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::devices::NodeKind;
 
     #[test]
     fn qualified_names_are_vendor_class_and_name() {

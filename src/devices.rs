@@ -77,6 +77,25 @@ pub enum DeviceRef {
     Cdi(String),
 }
 
+impl DeviceRef {
+    /// A device node as OCI and CDI write one: `type` `c`, `u` or `b`, and
+    /// `major` and `minor`; `None` for another type (a FIFO) or a number
+    /// out of range.
+    pub fn from_node(kind: &str, major: Option<i64>, minor: Option<i64>) -> Option<DeviceRef> {
+        let kind = match kind {
+            "c" | "u" => NodeKind::Char,
+            "b" => NodeKind::Block,
+            _ => return None,
+        };
+        let number = |n: Option<i64>| n.and_then(|n| u32::try_from(n).ok());
+        Some(DeviceRef::Number {
+            kind,
+            major: number(major)?,
+            minor: number(minor)?,
+        })
+    }
+}
+
 impl fmt::Display for DeviceRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

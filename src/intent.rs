@@ -317,20 +317,20 @@ fn bundle_devices(config: &OciConfig) -> (Vec<Device>, Option<String>) {
         match serde_json::from_str::<OciLinux>(raw.get()) {
             Ok(l) => {
                 for d in l.devices {
-                    let kind = match d.kind.as_str() {
-                        "c" | "u" => NodeKind::Char,
-                        "b" => NodeKind::Block,
-                        _ => continue,
-                    };
-                    let number = |n: Option<i64>| n.and_then(|n| u32::try_from(n).ok());
-                    let (Some(major), Some(minor)) = (number(d.major), number(d.minor)) else {
+                    let Some(what) = DeviceRef::from_node(&d.kind, d.major, d.minor) else {
                         continue;
                     };
-                    if kind == NodeKind::Char && ordinary_major(major) {
+                    if let DeviceRef::Number {
+                        kind: NodeKind::Char,
+                        major,
+                        ..
+                    } = what
+                        && ordinary_major(major)
+                    {
                         continue;
                     }
                     out.push(Device {
-                        what: DeviceRef::Number { kind, major, minor },
+                        what,
                         found: Found::BundleDevice,
                     });
                 }

@@ -204,20 +204,17 @@ impl Validator<'_> {
             Some(h) => errors.keep(self.hierarchy(&h)).unwrap_or(d.hierarchy),
             None => d.hierarchy,
         };
-        let cdi_spec_dirs = match raw.cdi_spec_dirs {
-            Some(dirs) => dirs
-                .iter()
-                .filter_map(|dir| errors.keep(self.abs_path(dir, "cdi_spec_dirs")))
-                .collect(),
-            None => d.cdi_spec_dirs,
-        };
-        let bundle_dirs = match raw.bundle_dirs {
-            Some(dirs) => dirs
-                .iter()
-                .filter_map(|dir| errors.keep(self.abs_path(dir, "bundle_dirs")))
-                .collect(),
-            None => d.bundle_dirs,
-        };
+        // A list of absolute paths: each one that is not is an error kept.
+        let mut abs_paths =
+            |raw: Option<Vec<Spanned<String>>>, key: &str, default: Vec<PathBuf>| match raw {
+                Some(dirs) => dirs
+                    .iter()
+                    .filter_map(|dir| errors.keep(self.abs_path(dir, key)))
+                    .collect(),
+                None => default,
+            };
+        let cdi_spec_dirs = abs_paths(raw.cdi_spec_dirs, "cdi_spec_dirs", d.cdi_spec_dirs);
+        let bundle_dirs = abs_paths(raw.bundle_dirs, "bundle_dirs", d.bundle_dirs);
         let systemd_bus = match raw.systemd_bus {
             Some(s) if s.get_ref().is_empty() => None,
             Some(s) => errors.keep(self.socket(&s, "systemd_bus")),

@@ -577,7 +577,7 @@ impl Daemon {
             Event::Run(asked) => self.run_asked(asked).await,
             Event::WaitEnds => {}
             Event::RunsDue => {
-                self.remove_empty_runs().await;
+                self.remove_empty_held_runs().await;
             }
             Event::ChecksDue => {
                 self.start_checks(false);

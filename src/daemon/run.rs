@@ -539,15 +539,21 @@ impl Daemon {
     }
 
     async fn grant(&mut self, peer: &Peer, ask: &Ask) -> Result<Grant, Refusal> {
-        let mut held = self.door.held_by(peer.uid);
+        let mut admitted = self
+            .door
+            .policy
+            .admit(peer, ask, self.door.held_by(peer.uid));
         // The user's run that ended a moment ago (a script's steps back to
         // back) still counts until it is looked at: look first.
-        if let Err(Refusal::OverUserCap { .. }) = self.door.policy.admit(peer, ask, held)
-            && self.remove_empty_runs().await
+        if let Err(Refusal::OverUserCap { .. }) = admitted
+            && self.remove_empty_held_runs().await
         {
-            held = self.door.held_by(peer.uid);
+            admitted = self
+                .door
+                .policy
+                .admit(peer, ask, self.door.held_by(peer.uid));
         }
-        self.door.policy.admit(peer, ask, held)?;
+        admitted?;
         let tpc = self.engine.topology().threads_per_core();
         if ask.full_cores && !ask.cpus.is_multiple_of(tpc) {
             return Err(Refusal::Bad {
@@ -952,7 +958,6 @@ impl Daemon {
         if !self.cfg.run.enabled {
             return false;
         }
-        let mut removed = false;
         let slice = self.cfg.run.slice.clone();
         let runs: Vec<Rel> = self
             .engine
@@ -960,6 +965,25 @@ impl Daemon {
             .filter(|r| cgroup::parent(r) == Some(slice.as_str()))
             .cloned()
             .collect();
+        self.remove_empty_of(runs).await
+    }
+
+    /// [`Self::remove_empty_runs`] over the runs held alone: what the
+    /// loop does every [`RUN_END_CHECK`], without a walk of every cgroup
+    /// known.
+    pub(super) async fn remove_empty_held_runs(&mut self) -> bool {
+        if !self.cfg.run.enabled {
+            return false;
+        }
+        let runs: Vec<Rel> = self.door.held.keys().cloned().collect();
+        self.remove_empty_of(runs).await
+    }
+
+    /// Forgets the held runs the engine no longer knows, then removes
+    /// those of `runs` whose cgroup is empty and adopts the others not
+    /// held yet. Whether any was removed.
+    async fn remove_empty_of(&mut self, runs: Vec<Rel>) -> bool {
+        let mut removed = false;
         let gone: Vec<Rel> = (self.door.held.keys())
             .filter(|r| !self.engine.knows(r))
             .cloned()
@@ -971,7 +995,7 @@ impl Daemon {
         }
         for rel in runs {
             let ours = rel.rsplit('/').next().and_then(run::name_of_unit);
-            if ours.is_none() {
+            if ours.is_none() || !self.engine.knows(&rel) {
                 continue;
             }
             let procs = self.hier.dir(&rel).join(cgroup::file::PROCS);

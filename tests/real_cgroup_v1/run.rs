@@ -23,6 +23,22 @@ fn pinctl_run(rig: &Rig, uid: Option<u32>, args: &[&str]) -> Output {
     cmd.output().expect("run pinctl")
 }
 
+/// Waits up to 10 s for run NAME's cgroup to be removed.
+fn wait_gone(rig: &Rig, name: &str) {
+    let dir = rig.cs(&format!("run.slice/run-{name}.scope"));
+    wait_for(
+        &format!("run {name}'s cgroup is removed"),
+        Duration::from_secs(10),
+        || {
+            if dir.exists() {
+                Err("still there".into())
+            } else {
+                Ok(())
+            }
+        },
+    );
+}
+
 /// The run's command sees the exclusive CPU (and PINCTL_CPUS says so);
 /// its cgroup goes once the command has ended, and the CPU is free again.
 /// Asking for more than is free, or as a user `[run]` does not name, is
@@ -61,19 +77,9 @@ fn a_command_runs_on_the_exclusive_cpu_and_gives_it_back() {
         stdout.contains(&format!("PINCTL_CPUS={exclusive}\n")),
         "{stdout}"
     );
-    // Ended: the cgroup goes at the next round of checks (1 s here).
-    let dir = rig.cs("run.slice/run-first.scope");
-    wait_for(
-        "the run's cgroup is removed",
-        Duration::from_secs(10),
-        || {
-            if dir.exists() {
-                Err("still there".into())
-            } else {
-                Ok(())
-            }
-        },
-    );
+    // Ended: the cgroup goes at once (the daemon looks at held runs every
+    // half second).
+    wait_gone(&rig, "first");
     rig.expect_cpus("system.slice", &rig.all.clone());
 
     let out = pinctl_run(&rig, None, &["-n", "2", "--", "true"]);
@@ -119,17 +125,6 @@ fn runs_back_to_back_under_a_per_user_cap_are_each_served() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{name}: {stderr}");
     }
-    let dir = rig.cs("run.slice/run-step3.scope");
-    wait_for(
-        "the last run's cgroup is removed",
-        Duration::from_secs(10),
-        || {
-            if dir.exists() {
-                Err("still there".into())
-            } else {
-                Ok(())
-            }
-        },
-    );
+    wait_gone(&rig, "step3");
     rig.expect_cpus("system.slice", &rig.all.clone());
 }
