@@ -178,6 +178,13 @@ pub struct Slurm {
     /// Slurm's trees inside the daemon's own subtrees: their holders are
     /// never narrowed, and their other children are confined one by one.
     pub inside: Vec<String>,
+    /// `[slurm] housekeeping` is on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub housekeeping: bool,
+    /// The job cores kept quiet: the online CPUs of the running jobs, but
+    /// reserved ones ([`crate::engine::Engine::job_cores`]).
+    #[serde(default, skip_serializing_if = "CpuSet::is_empty")]
+    pub cores: CpuSet,
 }
 
 impl Slurm {

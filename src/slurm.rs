@@ -1,6 +1,6 @@
 //! Slurm's cgroup trees: named, found and compared, never written.
 //!
-//! Slurm makes `slurmstepd.scope` (in `system.slice` or its `CgroupSlice=`),
+//! Slurm makes `slurmstepd.scope` (in `system.slice`; from Slurm 25.11 in its `CgroupSlice=`),
 //! a cgroup per job below it, and writes each job's `cpuset.cpus` once
 //! (`docs/src/hpc.md`, "Beside Slurm"). So:
 //! - the tree is *foreign*: the engine never writes in it;
@@ -154,25 +154,54 @@ pub fn find(fs: &dyn Fs, h: &Hierarchy, known: &[String]) -> io::Result<Found> {
     }
     found.roots.sort();
     found.roots.dedup();
-    for root in &found.roots {
+    found.jobs = jobs_under(fs, h, &found.roots, &[])?;
+    Ok(found)
+}
+
+/// Reads the jobs below the Slurm trees rooted at `roots` (at most
+/// [`MAX_JOBS`]). A job in `known` whose CPUs Slurm has written is taken
+/// as it is, unread: Slurm writes a job's `cpuset.cpus` once, and the
+/// daemon looks every half second with `[slurm] housekeeping`. A root or
+/// job that vanishes meanwhile is skipped; any other error is returned.
+pub fn jobs_under(
+    fs: &dyn Fs,
+    h: &Hierarchy,
+    roots: &[String],
+    known: &[Job],
+) -> io::Result<Vec<Job>> {
+    let mut jobs = Vec::new();
+    for root in roots {
         let entries = match fs.read_dir(&h.dir(root)) {
             Ok(e) => e,
             Err(e) if cgroup::gone(&e) => continue,
             Err(e) => return Err(e),
         };
         for e in entries.into_iter().filter(|e| e.is_dir && e.name != OWN) {
-            if found.jobs.len() == MAX_JOBS {
-                return Ok(found);
+            if jobs.len() == MAX_JOBS {
+                return Ok(jobs);
             }
             let rel = cgroup::child(root, &e.name);
+            if let Some(job) = known.iter().find(|j| j.cgroup == rel && !j.cpus.is_empty()) {
+                jobs.push(job.clone());
+                continue;
+            }
             match read_job(fs, h, &rel, &e.name) {
-                Ok(job) => found.jobs.push(job),
+                Ok(job) => jobs.push(job),
                 Err(e) if cgroup::gone(&e) => {}
                 Err(e) => return Err(e),
             }
         }
     }
-    Ok(found)
+    Ok(jobs)
+}
+
+/// The CPUs of running `jobs` among the `online` ones: what Slurm wrote
+/// for each (a job whose `cpuset.cpus` is still empty, just made, has
+/// none yet: its effective set is its parent's, every CPU).
+pub fn job_cores(jobs: &[Job], online: &CpuSet) -> CpuSet {
+    jobs.iter()
+        .fold(CpuSet::new(), |acc, j| acc.union(&j.cpus))
+        .intersection(online)
 }
 
 fn read_job(fs: &dyn Fs, h: &Hierarchy, rel: &str, name: &str) -> io::Result<Job> {

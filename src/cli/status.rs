@@ -255,7 +255,7 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     }
     for tree in &status.slurm.inside {
         config_line(format!(
-            "Slurm's jobs run in {}, inside a subtree pinctl confines: the cgroups holding it are never narrowed, their other children are confined one by one, and their own processes are not. Give Slurm a slice of its own (CgroupSlice= in Slurm's cgroup.conf)",
+            "Slurm's jobs run in {}, inside a subtree pinctl confines: the cgroups holding it are never narrowed, their other children are confined one by one, and their own processes are not. Slurm 25.11 and later can run in a slice of its own (CgroupSlice= in cgroup.conf)",
             visible(tree)
         ));
     }

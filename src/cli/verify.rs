@@ -81,6 +81,14 @@ pub enum Problem {
     },
     /// One of Slurm's jobs meets an exclusive workload, or lost CPUs.
     Slurm(slurm::Conflict),
+    /// With `[slurm] housekeeping`, a cgroup pinctld confines may run on
+    /// the cores of a running Slurm job.
+    OnJobCores {
+        cgroup: String,
+        effective: CpuSet,
+        cores: CpuSet,
+        jobs: Vec<String>,
+    },
 }
 
 impl fmt::Display for Problem {
@@ -141,6 +149,16 @@ impl fmt::Display for Problem {
                 "{cgroup} gets CPUs {effective}, including reserved CPUs {reserved}, which strict_reservation keeps for shared_cgroups"
             ),
             Problem::Slurm(c) => c.fmt(f),
+            Problem::OnJobCores {
+                cgroup,
+                effective,
+                cores,
+                jobs,
+            } => write!(
+                f,
+                "{cgroup} gets CPUs {effective}, including CPUs {cores} of Slurm's {}, which [slurm] housekeeping keeps quiet",
+                jobs.join(", ")
+            ),
         }
     }
 }
@@ -452,6 +470,13 @@ pub fn verify_with(
             .map(Problem::Slurm),
     );
 
+    // [slurm] housekeeping: the other cgroups keep off the running jobs'
+    // cores (reserved ones excepted, as the daemon keeps them shared).
+    let job_cores = if status.slurm.housekeeping {
+        slurm::job_cores(&found.jobs, &status.online).difference(&status.reserved)
+    } else {
+        CpuSet::new()
+    };
     // strict_reservation (not falling back): the managed subtrees' other
     // cgroups keep off the reserved CPUs.
     let strict_reserved = status
@@ -493,6 +518,20 @@ pub fn verify_with(
                             cgroup: rel.to_string(),
                             reserved: set.intersection(reserved),
                             effective: set.clone(),
+                        });
+                    }
+                    let on_jobs = set.intersection(&job_cores);
+                    if !on_jobs.is_empty() {
+                        report.problems.push(Problem::OnJobCores {
+                            cgroup: rel.to_string(),
+                            effective: set.clone(),
+                            jobs: found
+                                .jobs
+                                .iter()
+                                .filter(|j| !j.cpus.is_disjoint(&on_jobs))
+                                .map(|j| j.name.clone())
+                                .collect(),
+                            cores: on_jobs,
                         });
                     }
                     let hit = set.intersection(&exclusive);
@@ -832,6 +871,41 @@ mod tests {
                 path: "/nowhere/cgroup/hpc.slice/job.scope/cpuset.cpus.effective".into(),
                 error: "y\n".parse::<CpuSet>().unwrap_err().to_string(),
             }]
+        );
+    }
+
+    /// `[slurm] housekeeping`: a service on a running job's core fails
+    /// (naming the job), one off it passes; without the switch, neither.
+    #[test]
+    fn with_slurm_housekeeping_a_service_on_a_job_core_fails() {
+        let mut fs = MemFs::default();
+        let mut put = |rel: &str, cpus: &str, effective: &str| {
+            fs.put(&format!("/nowhere/cgroup/{rel}cpuset.cpus"), cpus);
+            fs.put(
+                &format!("/nowhere/cgroup/{rel}cpuset.cpus.effective"),
+                effective,
+            );
+        };
+        put("", "", "0-3");
+        put("hpc.slice/", "", "0-3");
+        put("hpc.slice/job.scope/", "2-3", "2-3");
+        put("system.slice/", "", "0-3");
+        put("system.slice/a.service/", "0", "0");
+        put("system.slice/b.service/", "0-1", "0-1");
+        put("system.slice/slurmstepd.scope/", "", "0-3");
+        put("system.slice/slurmstepd.scope/job_9/", "1", "1");
+        fs.put("/nowhere/cgroup/cgroup.controllers", "cpuset cpu\n");
+        let mut status = intent("v2");
+        let r = verify_with(&fs, &status, &roots(), &scope()).unwrap();
+        assert!(r.ok(), "{}", render(&r, super::super::style::Style::OFF));
+        status.slurm.housekeeping = true;
+        let r = verify_with(&fs, &status, &roots(), &scope()).unwrap();
+        let problems: Vec<String> = r.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            problems,
+            [
+                "system.slice/b.service gets CPUs 0-1, including CPUs 1 of Slurm's job_9, which [slurm] housekeeping keeps quiet"
+            ]
         );
     }
 

@@ -187,6 +187,8 @@ pub struct Config {
     pub rules: Vec<Rule>,
     /// The `[run]` table: who may ask for CPUs with `pinctl run`.
     pub run: Run,
+    /// The `[slurm]` table: what pinctld does beside Slurm's jobs.
+    pub slurm: Slurm,
     /// Where the original value of every power file is kept before the
     /// daemon first writes it (absolute): on the runtime directory, which a
     /// reboot empties exactly when sysfs forgets what was written.
@@ -241,6 +243,16 @@ impl Default for Run {
             allow_slurm_jobs: false,
         }
     }
+}
+
+/// The `[slurm]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Slurm {
+    /// Keep the CPUs of Slurm's running jobs quiet (off by default): no
+    /// workload or run gets them, every cgroup pinctld confines leaves them,
+    /// and so do interrupts (`irq_affinity`) and the kernel's movable work
+    /// ([`crate::slurm`]).
+    pub housekeeping: bool,
 }
 
 /// The `reserved_cpus` key: CPUs kept out of every exclusive allocation.
@@ -642,6 +654,7 @@ impl Default for Config {
             log_level: LogLevel::Info,
             rules: Vec::new(),
             run: Run::default(),
+            slurm: Slurm::default(),
             power_originals: "/run/pinctl/power.json".into(),
             housekeeping_originals: "/run/pinctl/housekeeping.json".into(),
             classes: Vec::new(),
@@ -747,6 +760,7 @@ impl Config {
             log_level,
             rules,
             run,
+            slurm,
             power_originals,
             housekeeping_originals,
             classes,
@@ -788,6 +802,7 @@ impl Config {
         compare!(log_level);
         compare!(rules);
         compare!(run);
+        compare!(slurm);
         compare!(power_originals);
         compare!(housekeeping_originals);
         compare!(classes);

@@ -199,6 +199,9 @@ pub struct Power {
     pub shared: Option<String>,
     /// The class of the reserved CPUs.
     pub reserved: Option<String>,
+    /// The class of the CPUs of Slurm's running jobs, with `[slurm]
+    /// housekeeping` (reserved ones excepted).
+    pub slurm: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -222,6 +225,7 @@ pub(super) struct RawPower {
     pub(super) exclusive: Option<Spanned<String>>,
     pub(super) shared: Option<Spanned<String>>,
     pub(super) reserved: Option<Spanned<String>>,
+    pub(super) slurm: Option<Spanned<String>>,
 }
 
 /// Whether `name` is a legal class name.
@@ -453,6 +457,7 @@ impl Validator<'_> {
             exclusive: name(raw.exclusive, "power.exclusive")?,
             shared: name(raw.shared, "power.shared")?,
             reserved: name(raw.reserved, "power.reserved")?,
+            slurm: name(raw.slurm, "power.slurm")?,
         })
     }
 

@@ -58,6 +58,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) rule: Vec<Spanned<RawRule>>,
     pub(super) run: Option<RawRun>,
+    pub(super) slurm: Option<RawSlurm>,
     #[serde(default)]
     pub(super) class: Vec<Spanned<super::power::RawClass>>,
     pub(super) power: Option<super::power::RawPower>,
@@ -75,6 +76,12 @@ pub(super) struct RawRun {
     pub(super) slice: Option<Spanned<String>>,
     pub(super) mem: Option<Spanned<String>>,
     pub(super) allow_slurm_jobs: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSlurm {
+    pub(super) housekeeping: Option<bool>,
 }
 
 #[derive(Deserialize)]

@@ -133,6 +133,7 @@ resume_latency_us = 0
 enabled = true
 exclusive = "latency"
 shared = "efficient"
+slurm = "latency"
 
 [[rule]]
 match = "hpc.slice/*"
@@ -213,6 +214,7 @@ fn classes_and_the_power_table_are_read_with_every_field() {
             exclusive: Some("latency".into()),
             shared: Some("efficient".into()),
             reserved: None,
+            slurm: Some("latency".into()),
         }
     );
     assert_eq!(config.rules[0].class.as_deref(), Some("efficient"));
@@ -236,7 +238,11 @@ fn power_errors_name_file_line_and_field() {
         ),
         (
             POWER.replace("class = \"efficient\"", "class = \"eco\""),
-            "/etc/pinctl/pinctld.toml:27:9: rule.class: unknown class \"eco\": the classes are latency, efficient",
+            "/etc/pinctl/pinctld.toml:28:9: rule.class: unknown class \"eco\": the classes are latency, efficient",
+        ),
+        (
+            POWER.replace("slurm = \"latency\"", "slurm = \"jobs\""),
+            "/etc/pinctl/pinctld.toml:23:9: power.slurm: unknown class \"jobs\": the classes are latency, efficient",
         ),
         (
             POWER.replace("\"2.4GHz\"", "\"2.4Ghz5\""),

@@ -254,6 +254,12 @@ impl Validator<'_> {
             Some(r) => errors.keep(self.run(r)).unwrap_or(d.run),
             None => d.run,
         };
+        let slurm = match raw.slurm {
+            Some(s) => Slurm {
+                housekeeping: s.housekeeping.unwrap_or(d.slurm.housekeeping),
+            },
+            None => d.slurm,
+        };
         // Combinations are judged only on values that are valid one by one, so
         // a conflict is never reported against a default standing in for a
         // rejected value.
@@ -305,6 +311,7 @@ impl Validator<'_> {
             log_level,
             rules: rules.into_iter().map(|r| r.value).collect(),
             run,
+            slurm,
             power_originals,
             housekeeping_originals,
             classes,

@@ -32,8 +32,12 @@ pub(super) struct Watch {
     pub(super) stuck_tasks: Vec<api::StuckTask>,
     frozen: Stuck<Rel>,
     pub(super) frozen_cgroups: Vec<api::Frozen>,
-    /// Slurm's jobs, as the last full round found them.
+    /// Slurm's jobs, as the last full round found them (with `[slurm]
+    /// housekeeping`: as the last look every half second did).
     pub(super) slurm_jobs: Vec<slurm::Job>,
+    /// The roots of Slurm's trees the last full round found, wherever
+    /// they are (the engine knows those in its subtrees alone).
+    pub(super) slurm_roots: Vec<String>,
     rounds: Rounds,
     tx: tokio::sync::mpsc::Sender<(u64, Findings)>,
     pub(super) rx: tokio::sync::mpsc::Receiver<(u64, Findings)>,
@@ -52,6 +56,7 @@ impl Watch {
             frozen: Stuck::new(Duration::MAX),
             frozen_cgroups: Vec::new(),
             slurm_jobs: Vec::new(),
+            slurm_roots: Vec::new(),
             rounds: Rounds::default(),
             tx,
             rx,
@@ -205,7 +210,13 @@ impl Daemon {
         }
         self.count_interrupts(found.counters);
         match found.slurm {
-            Some(Ok(found)) => self.dog.slurm_jobs = found.jobs,
+            Some(Ok(found)) => {
+                self.dog.slurm_jobs = found.jobs;
+                self.dog.slurm_roots = found.roots;
+                if self.take_jobs() {
+                    self.apply().await;
+                }
+            }
             Some(Err(e)) => warn!(error = %e, "cannot list Slurm's jobs"),
             None => {}
         }

@@ -72,11 +72,12 @@ impl Housekeeping {
 }
 
 impl Daemon {
-    /// The CPUs the kernel's movable work is kept off now: the exclusive
-    /// ones, none with the switch off.
+    /// The CPUs the kernel's movable work is kept off now: those outside
+    /// the shared pool (exclusive ones, and Slurm's job cores with `[slurm]
+    /// housekeeping`); with the switch off, the job cores alone.
     fn housekeeping_away(&self) -> CpuSet {
         if !self.cfg.housekeeping {
-            return CpuSet::new();
+            return self.engine.job_cores();
         }
         self.engine
             .topology()
@@ -92,7 +93,7 @@ impl Daemon {
             self.housekeeping_away(),
             self.engine.topology().online().clone(),
         );
-        let on = self.cfg.housekeeping;
+        let on = self.cfg.housekeeping || self.cfg.slurm.housekeeping;
         let h = &mut self.housekeeping;
         if h.running {
             if look || h.asked.as_ref() != Some(&now) {
@@ -209,7 +210,8 @@ impl Daemon {
     /// nothing left to put back.
     pub(super) fn housekeeping_status(&self) -> Option<api::Housekeeping> {
         let h = &self.housekeeping;
-        if !self.cfg.housekeeping && h.memory.is_empty() {
+        let on = self.cfg.housekeeping || self.cfg.slurm.housekeeping;
+        if !on && h.memory.is_empty() {
             return None;
         }
         let away = h.last.as_ref().map(|(a, _)| a.clone()).unwrap_or_default();
@@ -231,7 +233,7 @@ impl Daemon {
         }
         let online = self.engine.topology().online();
         Some(api::Housekeeping {
-            on: self.cfg.housekeeping,
+            on,
             boot: crate::bootline::boot_params(&away, online),
             away,
             moved,

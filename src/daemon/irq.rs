@@ -141,12 +141,14 @@ impl Irqs {
 }
 
 impl Daemon {
-    /// The CPUs interrupts should be kept off now: the exclusive ones,
-    /// none with both `irq_affinity` and `housekeeping` off (the latter
-    /// keeps only the default clear).
+    /// The CPUs interrupts should be kept off now: those outside the
+    /// shared pool (exclusive ones, and Slurm's job cores with `[slurm]
+    /// housekeeping`); with both `irq_affinity` and `housekeeping` off, the
+    /// job cores alone. `housekeeping` and `[slurm] housekeeping` alone keep
+    /// only the default clear.
     fn irq_away(&self) -> CpuSet {
         if !self.cfg.irq_affinity && !self.cfg.housekeeping {
-            return CpuSet::new();
+            return self.engine.job_cores();
         }
         self.engine
             .topology()
@@ -160,7 +162,7 @@ impl Daemon {
     pub(super) fn follow_irqs(&mut self, look: bool) {
         let now = Some((self.irq_away(), self.engine.topology().online().clone()));
         let lines_on = self.cfg.irq_affinity;
-        let on = lines_on || self.cfg.housekeeping;
+        let on = lines_on || self.cfg.housekeeping || self.cfg.slurm.housekeeping;
         let i = &mut self.irqs;
         if i.running {
             if look || i.asked != now {
@@ -435,7 +437,8 @@ impl Daemon {
         // The default alone, kept by `housekeeping`, is its section's.
         let only_default = i.steered.keys().all(|k| *k == Irq::Default);
         if !self.cfg.irq_affinity
-            && (i.steered.is_empty() || (only_default && self.cfg.housekeeping))
+            && (i.steered.is_empty()
+                || (only_default && (self.cfg.housekeeping || self.cfg.slurm.housekeeping)))
         {
             return None;
         }

@@ -21,6 +21,7 @@ mod quota;
 mod report;
 mod resize;
 mod run;
+mod slurm;
 mod stall;
 mod startup;
 mod sweep;
@@ -192,6 +193,9 @@ enum Event {
     WaitEnds,
     /// Runs are held: look whether any has ended ([`run::RUN_END_CHECK`]).
     RunsDue,
+    /// Slurm's job cores are kept quiet: look at the jobs
+    /// ([`slurm::JOB_CHECK`]).
+    JobsDue,
 }
 
 impl Event {
@@ -220,6 +224,7 @@ impl Event {
             Event::Run(_) => "run asked",
             Event::WaitEnds => "a run's wait ended",
             Event::RunsDue => "runs looked at for their end",
+            Event::JobsDue => "Slurm's jobs looked at",
         }
     }
 }
@@ -233,6 +238,8 @@ struct Timers {
     publish: tokio::time::Interval,
     /// While runs are held ([`run::RUN_END_CHECK`]).
     runs: tokio::time::Interval,
+    /// With `[slurm] housekeeping` ([`slurm::JOB_CHECK`]).
+    jobs: tokio::time::Interval,
     /// The intervals they were made with.
     periods: (Duration, Duration),
 }
@@ -254,6 +261,7 @@ impl Timers {
             ping: tokio::time::interval(ping_every.map_or(Duration::from_secs(3600), half_ping)),
             publish,
             runs: every(run::RUN_END_CHECK),
+            jobs: every(slurm::JOB_CHECK),
             periods: (cfg.reconcile_interval, cfg.watchdog_interval),
         }
     }
@@ -484,6 +492,7 @@ impl Daemon {
                 () = std::future::ready(()) => {}
             }
         }
+        let follows_jobs = self.follows_jobs();
         let cpu_tree = async {
             match self.cpu_watcher.as_mut() {
                 Some(w) => w.next().await,
@@ -535,6 +544,7 @@ impl Daemon {
             Some(asked) = asked => Event::Run(asked),
             () = wait_ends => Event::WaitEnds,
             _ = timers.runs.tick(), if holds_runs => Event::RunsDue,
+            _ = timers.jobs.tick(), if follows_jobs => Event::JobsDue,
             _ = timers.reconcile.tick() => Event::Reconcile,
             _ = timers.unwatched.tick(), if !self.unwatched.is_empty() => Event::Unwatched,
             _ = unsure => Event::Unsure,
@@ -579,6 +589,7 @@ impl Daemon {
             Event::RunsDue => {
                 self.remove_empty_held_runs().await;
             }
+            Event::JobsDue => self.look_at_jobs().await,
             Event::ChecksDue => {
                 self.start_checks(false);
                 self.follow_irqs(true);

@@ -108,7 +108,7 @@ impl Daemon {
     /// `user.pinctl.class`, the annotation `pinctl.io/cpu-class`, its rule's
     /// `class`, trusted as its CPU request is), else `[power]`'s
     /// `exclusive`; a reserved CPU `reserved`; the rest of the shared pool
-    /// `shared`.
+    /// `shared`; a job core of Slurm's (`[slurm] housekeeping`) `slurm`.
     fn power_classes(&self) -> BTreeMap<u32, String> {
         let p = &self.cfg.power;
         let mut out = BTreeMap::new();
@@ -118,11 +118,14 @@ impl Daemon {
         let online = self.engine.topology().online();
         let reserved = self.engine.reserved();
         let shared = self.engine.shared_pool();
+        let jobs = self.engine.job_cores();
         for cpu in online.iter() {
             let class = if reserved.contains(cpu) {
                 &p.reserved
             } else if shared.contains(cpu) {
                 &p.shared
+            } else if jobs.contains(cpu) {
+                &p.slurm
             } else {
                 continue;
             };

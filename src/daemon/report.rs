@@ -144,6 +144,8 @@ impl Daemon {
             slurm: api::Slurm {
                 jobs: self.dog.slurm_jobs.clone(),
                 inside: self.engine.slurm_held().map(|r| r.to_string()).collect(),
+                housekeeping: self.cfg.slurm.housekeeping,
+                cores: self.engine.job_cores(),
             },
             runs: self.run_status(),
             counters: api::Counters {

@@ -338,9 +338,13 @@ impl Engine {
             }
         }
         // Pass 1b: resizes, each around the CPUs it keeps (at start-up,
-        // once every set is adopted: below).
+        // once every set is adopted: below). From here Slurm's job cores
+        // count as taken: a set kept above or adopted below may hold some
+        // (a conflict `pinctl verify` names), but no grow or new
+        // assignment takes one, and none is counted free.
         let mut resizes = Vec::new();
         if !self.adopt_live {
+            taken.union_with(&self.jobs);
             resizes = alloc.resize_all(&mut order, &usable, &mut taken);
         }
         // Pass 2, at start-up only: every workload whose live cpuset (or else the
@@ -370,6 +374,7 @@ impl Engine {
             }
             // Then their resizes: a grow made before every set is adopted
             // could take another workload's CPUs.
+            taken.union_with(&self.jobs);
             resizes.extend(alloc.resize_all(&mut order, &usable, &mut taken));
         }
         // Pass 3: the allocator for the rest, earliest first. A workload

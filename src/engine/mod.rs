@@ -341,6 +341,10 @@ pub struct Engine {
     /// The known roots of Slurm's trees ([`crate::slurm::is_root`]): what
     /// lies in them is foreign, what holds them a holder.
     slurm: BTreeSet<Rel>,
+    /// The CPUs of Slurm's running jobs, with `[slurm] housekeeping`
+    /// ([`Engine::set_job_cores`]): no new assignment or grow takes them,
+    /// and they leave the shared pool unless reserved.
+    jobs: CpuSet,
     /// The last plan's targets kept the reserved CPUs for the managed
     /// subtrees' shared cgroups despite `strict_reservation`
     /// ([`Plan::strict_fallback`]).
@@ -379,6 +383,7 @@ impl Engine {
             resizes: Vec::new(),
             kept: BTreeSet::new(),
             slurm: BTreeSet::new(),
+            jobs: CpuSet::new(),
             strict_fallback: false,
         };
         engine.reserved = engine.effective_reserved();
@@ -421,7 +426,8 @@ impl Engine {
         self.hints.clear();
     }
 
-    /// Online CPUs minus every assignment. Never empty.
+    /// Online CPUs minus every assignment and the job cores
+    /// ([`Self::job_cores`]). Never empty: the reserved CPUs stay in it.
     pub fn shared_pool(&self) -> CpuSet {
         (*self.pool).clone()
     }
@@ -437,16 +443,39 @@ impl Engine {
             .then(|| api::Strict::of(&self.pool, &self.reserved))
     }
 
-    /// Works out the shared pool again, after assignments or the online
-    /// CPUs changed.
+    /// Works out the shared pool again, after assignments, the job cores
+    /// or the online CPUs changed.
     fn refresh_pool(&mut self) {
-        let mut pool = self.topo.online().clone();
+        let mut pool = self.topo.online().difference(&self.job_cores());
         for w in self.workloads.values() {
             if let Some(cpus) = &w.cpus {
                 pool.difference_with(cpus);
             }
         }
         self.pool = Arc::new(pool);
+    }
+
+    /// Sets the CPUs of Slurm's running jobs (empty with `[slurm]
+    /// housekeeping` off); `true` when they changed, and then the next plan
+    /// looks at every cgroup. A pinned workload keeps its CPUs even when a
+    /// job has them too (`pinctl verify` names that conflict).
+    pub fn set_job_cores(&mut self, cpus: CpuSet) -> bool {
+        if cpus == self.jobs {
+            return false;
+        }
+        self.jobs = cpus;
+        self.refresh_pool();
+        self.replan_all();
+        true
+    }
+
+    /// The job cores in force: the online CPUs of Slurm's running jobs
+    /// that are not reserved (a reserved CPU stays in the shared pool, so
+    /// that it is never empty).
+    pub fn job_cores(&self) -> CpuSet {
+        self.jobs
+            .intersection(self.topo.online())
+            .difference(&self.reserved)
     }
 
     /// Records what was read of one cgroup.
@@ -725,13 +754,16 @@ impl Engine {
         numa: &[u32],
         whole_cores: bool,
     ) -> Result<(), (usize, Vec<(String, usize)>)> {
-        let mut free = self.topo.online().difference(&self.reserved).difference(
-            &self
-                .workloads
-                .values()
-                .filter_map(|w| w.cpus.as_ref())
-                .fold(CpuSet::new(), |acc, c| acc.union(c)),
-        );
+        let held = self
+            .workloads
+            .values()
+            .filter_map(|w| w.cpus.as_ref())
+            .fold(self.jobs.clone(), |acc, c| acc.union(c));
+        let mut free = self
+            .topo
+            .online()
+            .difference(&self.reserved)
+            .difference(&held);
         if !numa.is_empty() {
             free = free.intersection(&self.numa_cpus(numa));
         }
@@ -742,13 +774,18 @@ impl Engine {
         };
         match alloc::allocate(&self.topo, &free, n, &opts) {
             Ok(_) => Ok(()),
-            Err(_) => Err((
-                free.len(),
-                self.workloads
+            Err(_) => {
+                let jobs = self.job_cores();
+                let mut holders: Vec<(String, usize)> = self
+                    .workloads
                     .values()
                     .filter_map(|w| Some((w.key.clone(), w.cpus.as_ref()?.len())))
-                    .collect(),
-            )),
+                    .collect();
+                if !jobs.is_empty() {
+                    holders.push(("Slurm's jobs".to_string(), jobs.len()));
+                }
+                Err((free.len(), holders))
+            }
         }
     }
 

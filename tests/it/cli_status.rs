@@ -230,6 +230,35 @@ fn status_lists_slurms_jobs_and_their_conflicts() {
     check_layout(&text, 400);
 }
 
+/// `[slurm] housekeeping`: the `Slurm:` line names the job cores kept
+/// quiet and what leaves them, or says there are none yet.
+#[test]
+fn status_names_the_job_cores_kept_quiet() {
+    let mut doc = status_doc::status(SHAPE_16, "0,8", &[pod(1, "app", 2)]);
+    doc.slurm.jobs = vec![pinctl::slurm::Job {
+        cgroup: "system.slice/slurmstepd.scope/job_3".into(),
+        name: "job_3".into(),
+        cpus: set("12-15"),
+        effective: set("12-15"),
+    }];
+    doc.slurm.housekeeping = true;
+    doc.slurm.cores = set("12-15");
+    doc.housekeeping = Some(pinctl::api::Housekeeping {
+        on: true,
+        ..Default::default()
+    });
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    let want = "Slurm:       1 job; job cores 12-15 kept quiet (the shared pool, the kernel's movable work leave them)\n";
+    assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    doc.slurm.cores = pinctl::CpuSet::new();
+    let text = status::render(&doc, Mode::Online, Style::OFF, NOW);
+    assert!(
+        text.contains("Slurm:       1 job; no job cores yet\n"),
+        "{text}"
+    );
+    check_layout(&text, 400);
+}
+
 /// `pinctl run`'s runs: a line each with who asked, the CPUs and the
 /// command, and a line per ask waiting in line.
 #[test]

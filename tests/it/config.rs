@@ -216,6 +216,9 @@ device_alignment = "none"
 [run]
 enabled = true
 groups = ["hpc"]
+
+[slurm]
+housekeeping = true
 "#);
     let want = Config {
         cgroup_root: "/tmp/cg".into(),
@@ -258,6 +261,7 @@ groups = ["hpc"]
             groups: vec!["hpc".into()],
             ..pinctl::config::Run::default()
         },
+        slurm: pinctl::config::Slurm { housekeeping: true },
         power_originals: "/tmp/power.json".into(),
         housekeeping_originals: "/tmp/housekeeping.json".into(),
         classes: Vec::new(),

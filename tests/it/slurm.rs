@@ -3,10 +3,17 @@
 //! it (`system.slice/<node>_slurmstepd.scope`).
 //! The tree is never written, `system.slice` (which holds it) is never
 //! narrowed, the services beside it are confined, and the status lists the
-//! job and says where the tree sits.
+//! job and says where the tree sits. With `[slurm] housekeeping` (v2), a
+//! running job's cores are kept quiet and come back when it ends.
+
+use std::fs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pinctl::CpuSet;
 
 use crate::support::fake_cgroup::{Driver, ONLINE, Qos, Spec, Version, container_id, set, uid};
-use crate::support::world::{Options, SYSTEM, World};
+use crate::support::world::{Options, RESERVED, SYSTEM, World};
 
 const SCOPE: &str = "system.slice/node1_slurmstepd.scope";
 const JOB: &str = "system.slice/node1_slurmstepd.scope/job_7";
@@ -85,4 +92,168 @@ fn slurms_tree_is_left_alone(version: Version) {
         set("4-7"),
         "the step keeps what Slurm gave it"
     );
+}
+
+const PF_KTHREAD: u32 = 0x0020_0000;
+
+/// `[slurm] housekeeping` on a fake v2 tree, with the watchdog's rounds a
+/// minute apart so that only the half-second look can follow the job:
+/// - a job's cores leave the shared pool: a service beside Slurm's tree,
+///   the workqueue mask and an unbound kernel thread leave them, held
+///   while a container is pinned meanwhile off them, and the status names
+///   them;
+/// - a restart and a reload keep them so; a reload that turns the switch
+///   off gives them back, and one that turns it on takes them again;
+/// - when the job ends, everything has them back; the originals return.
+#[test]
+fn a_running_jobs_cores_are_kept_quiet_and_come_back_when_it_ends() {
+    let opts = Options {
+        keys: vec![
+            "watchdog_interval = \"60s\"".into(),
+            "housekeeping = true".into(),
+            "[slurm]\nhousekeeping = true".into(),
+        ],
+        ..Options::default()
+    };
+    let mut w = World::new("pinctld-slurm-quiet", Version::V2, Driver::Systemd, &opts);
+    let wq = w.sysfs.join("devices/virtual/workqueue/cpumask");
+    fs::create_dir_all(wq.parent().unwrap()).unwrap();
+    fs::write(&wq, format!("{}\n", set(ONLINE).to_mask())).unwrap();
+    let rcu = kthread(&w.proc_root, 15, "rcu_preempt", ONLINE);
+    let existing = w.existing();
+    w.tree.create(SERVICE, &existing);
+    w.tree.create(SCOPE, &existing);
+    w.tree.create(&format!("{SCOPE}/system"), &existing);
+    w.start();
+    let pod = w.k.pod(Qos::Guaranteed, &uid(1));
+    w.tree.create(&pod, &Spec::default());
+    let first = w.k.container(&pod, &container_id(1));
+    w.tree.create(&first, &Spec::limit(2));
+    let pinned = w.wait_pinned(&first, 2);
+
+    // A job starts on CPUs 8-15, not yet written, then written.
+    let cores = set("8-15");
+    let job = Spec::default().cpuset("", "");
+    w.tree.create(JOB, &job);
+    w.tree
+        .write_file(JOB, "cpuset.cpus.effective", &format!("{ONLINE}\n"));
+    w.hold(
+        "no job cores before Slurm writes them",
+        Duration::from_millis(800),
+        || match w.served()?.slurm.cores {
+            c if c.is_empty() => Ok(()),
+            c => Err(format!("job cores {c}")),
+        },
+    );
+    w.tree.write_file(JOB, "cpuset.cpus", "8-15\n");
+    w.tree.write_file(JOB, "cpuset.cpus.effective", "8-15\n");
+    let quiet = |w: &World, what: &str| {
+        w.wait_for(what, || {
+            let service = w.tree.effective(SERVICE);
+            let mask = CpuSet::from_mask(fs::read_to_string(&wq).unwrap().trim()).unwrap();
+            let thread = allowed(&rcu);
+            let s = w.served()?;
+            if !service.is_disjoint(&cores) {
+                return Err(format!("cron.service on {service}"));
+            }
+            if !mask.is_disjoint(&cores) || !thread.is_disjoint(&cores) {
+                return Err(format!("workqueue mask {mask}, rcu_preempt on {thread}"));
+            }
+            if s.slurm.cores != cores {
+                return Err(format!("status says job cores {}", s.slurm.cores));
+            }
+            Ok(())
+        })
+    };
+    quiet(&w, "the job's cores kept quiet");
+
+    // While the job runs, a new container is pinned off its cores, and
+    // nothing confined ever gets one.
+    let pod2 = w.k.pod(Qos::Guaranteed, &uid(2));
+    w.tree.create(&pod2, &Spec::default());
+    let second = w.k.container(&pod2, &container_id(2));
+    w.tree.create(&second, &Spec::limit(4));
+    let got = w.wait_pinned(&second, 4);
+    assert!(got.is_disjoint(&cores), "pinned on job cores: {got}");
+    w.hold(
+        "cron.service off the job's cores",
+        Duration::from_secs(1),
+        || match w.tree.effective(SERVICE) {
+            s if s.is_disjoint(&cores) => Ok(()),
+            s => Err(format!("it is on {s}")),
+        },
+    );
+
+    // A restart finds the job before it plans.
+    w.stop();
+    w.start();
+    quiet(&w, "the job's cores kept quiet after a restart");
+    assert_eq!(w.tree.effective(&first), pinned, "a pin never moves");
+
+    // Off by a reload: the service and the kernel's work have them back
+    // (but the exclusive CPUs); on again: they leave.
+    let mut off = opts.clone();
+    off.keys.pop();
+    w.write_config(&off);
+    w.reload();
+    let back = |w: &World, what: &str| {
+        let exclusive = pinned.union(&got);
+        let want = set(ONLINE).difference(&exclusive);
+        w.wait_for(what, || {
+            let service = w.tree.effective(SERVICE);
+            let mask = CpuSet::from_mask(fs::read_to_string(&wq).unwrap().trim()).unwrap();
+            if service != want || mask != want {
+                return Err(format!("cron.service on {service}, workqueue mask {mask}"));
+            }
+            Ok(())
+        })
+    };
+    back(&w, "the job's cores shared again with the switch off");
+    w.write_config(&opts);
+    w.reload();
+    quiet(&w, "the job's cores kept quiet again");
+
+    // The job ends: its cores are back at once, not at the next round.
+    w.tree.remove(JOB);
+    back(&w, "the job's cores back in the shared pool");
+    w.wait_for("the status without job cores", || {
+        match w.served()?.slurm.cores {
+            c if c.is_empty() => Ok(()),
+            c => Err(format!("job cores {c}")),
+        }
+    });
+    assert!(!set(RESERVED).is_disjoint(&w.tree.effective(SERVICE)));
+}
+
+/// Makes kernel thread `pid` in the fake procfs `proc_root`, allowed on
+/// `cpus`: the path of its `status`.
+fn kthread(proc_root: &std::path::Path, pid: u32, comm: &str, cpus: &str) -> PathBuf {
+    let dir = proc_root.join(pid.to_string());
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("stat"),
+        format!("{pid} ({comm}) S 2 0 0 0 -1 {PF_KTHREAD} 0 0 0 0 0 0 0 0 20 0 1 0 2 0 0\n"),
+    )
+    .unwrap();
+    let status = dir.join("status");
+    fs::write(
+        &status,
+        format!(
+            "Name:\t{comm}\nState:\tS (sleeping)\nCpus_allowed:\t{}\nCpus_allowed_list:\t{cpus}\n",
+            set(cpus).to_mask()
+        ),
+    )
+    .unwrap();
+    status
+}
+
+/// The CPUs a task of the fake procfs may run on.
+fn allowed(status: &PathBuf) -> CpuSet {
+    let text = fs::read_to_string(status).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }

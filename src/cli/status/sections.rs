@@ -353,6 +353,23 @@ pub(super) fn render_slurm(
             style.red(&plural(conflicts.len(), "conflict", "conflicts"))
         );
     }
+    let cores = &status.slurm.cores;
+    if !cores.is_empty() {
+        let mut off = vec!["the shared pool"];
+        if status.interrupts.as_ref().is_some_and(|i| i.on) {
+            off.push("interrupts");
+        }
+        if status.housekeeping.is_some() {
+            off.push("the kernel's movable work");
+        }
+        let _ = write!(
+            line,
+            "; job cores {cores} kept quiet ({} leave them)",
+            off.join(", ")
+        );
+    } else if status.slurm.housekeeping {
+        line.push_str("; no job cores yet");
+    }
     let _ = writeln!(s, "{}{line}", fieldw("Slurm"));
     for job in jobs {
         let _ = writeln!(

@@ -17,6 +17,8 @@ enum Op {
     Online,
     /// The daemon restarted, its state file kept or lost (`true`).
     Restart(bool),
+    /// Slurm's running jobs now hold these CPUs (a mask of the 16).
+    Jobs(u16),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -29,6 +31,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..16).prop_map(Op::Offline),
         1 => Just(Op::Online),
         1 => any::<bool>().prop_map(Op::Restart),
+        1 => prop_oneof![Just(0u16), any::<u16>()].prop_map(Op::Jobs),
     ]
 }
 
@@ -45,6 +48,7 @@ proptest! {
         e.set_settings(s);
         kube_tree(&mut e);
         e.end_startup();
+        let mut jobs = CpuSet::new();
         for op in ops {
             // What each workload held: a resize keeps it (issue #34).
             let before: BTreeMap<String, CpuSet> = e
@@ -92,6 +96,10 @@ proptest! {
                 }
                 Op::Online => e.set_topology(topo()),
                 Op::Restart(lost) => e = restarted(e, lost),
+                Op::Jobs(mask) => {
+                    jobs = (0..16).filter(|c| mask & (1 << c) != 0).collect();
+                    e.set_job_cores(jobs.clone());
+                }
             }
             let writes = apply(&mut e);
             let online = e.topology().online().clone();
@@ -134,6 +142,18 @@ proptest! {
                 }
             }
             prop_assert!(!e.shared_pool().is_empty(), "shared pool empty");
+            // Slurm's job cores: out of the shared pool (reserved ones
+            // excepted), and no CPU a workload did not hold is given it.
+            let cores = e.job_cores();
+            prop_assert!(e.shared_pool().is_disjoint(&cores));
+            prop_assert_eq!(cores.clone(), jobs.intersection(&online).difference(e.reserved()));
+            for w in e.workloads().values() {
+                let (Some(c), false) = (&w.cpus, matches!(op, Op::Restart(_))) else {
+                    continue;
+                };
+                let new = c.difference(before.get(&w.key).unwrap_or(&CpuSet::new()));
+                prop_assert!(new.is_disjoint(&cores), "{} given job cores {}", w.key, new.intersection(&cores));
+            }
             // strict_reservation: the managed subtree's cgroups on the
             // shared pool keep off the reserved CPUs unless nothing else is
             // left; system.slice keeps them.
@@ -209,6 +229,9 @@ fn restarted(mut e: Engine, lost: bool) -> Engine {
             mems_read: true,
         });
     }
+    // The daemon reads Slurm's jobs after its first walk, before its
+    // start-up plan.
+    n.set_job_cores(e.jobs.clone());
     apply(&mut n);
     n.end_startup();
     n

@@ -168,3 +168,91 @@ fn kubepods_structure_in_a_shared_subtree_is_shared() {
     assert_eq!(e.cgroups[root].role, Role::Shared);
     assert_eq!(target(&e, root), e.shared_pool());
 }
+
+/// `[slurm] housekeeping`: the running jobs' cores leave the shared pool,
+/// so every confined cgroup leaves them; no workload is given one while
+/// the job runs; a reserved CPU stays shared; when the job ends they come
+/// back, and a workload that waited for them is placed.
+#[test]
+fn job_cores_leave_the_shared_pool_and_are_never_assigned_until_the_job_ends() {
+    let mut e = engine_v2();
+    kube_tree(&mut e);
+    add(&mut e, SERVICE, "", None);
+    add(&mut e, "user.slice", "", None);
+    slurm_tree(&mut e, "");
+    apply(&mut e);
+    // A job on 4-7 and 12-15, and (wrongly) on reserved CPU 0.
+    assert!(e.set_job_cores(set("0,4-7,12-15")));
+    assert!(!e.set_job_cores(set("0,4-7,12-15")), "no change, no replan");
+    assert_eq!(
+        e.job_cores(),
+        set("4-7,12-15"),
+        "reserved CPU 0 stays shared"
+    );
+    apply(&mut e);
+    let pool = e.shared_pool();
+    assert_eq!(pool, set("0-3,8-11"));
+    assert_eq!(target(&e, SERVICE), pool);
+    assert_eq!(
+        target(&e, "kubepods"),
+        pool,
+        "v2: the kubepods tree follows"
+    );
+    let got = v2_effective(&e);
+    assert_eq!(got[STEP], set("4-7"), "the job keeps what Slurm gave it");
+    assert_eq!(
+        target(&e, "system.slice"),
+        set("0-15"),
+        "the holder is never narrowed"
+    );
+
+    // 6 free CPUs (1-3, 9-11): a workload asking for 8 waits, one asking
+    // for 4 is placed off the job cores.
+    add(&mut e, "kubepods/pod9", "", None);
+    add(&mut e, "kubepods/pod9/big", "", want(8));
+    add(&mut e, "kubepods/pod8", "", None);
+    add(&mut e, "kubepods/pod8/small", "", want(4));
+    apply(&mut e);
+    assert!(
+        e.workloads["cgroup:kubepods/pod9/big"].cpus.is_none(),
+        "waits"
+    );
+    let small = target(&e, "kubepods/pod8/small");
+    assert_eq!(small.len(), 4);
+    assert!(small.is_disjoint(&set("4-7,12-15")), "{small}");
+    assert!(e.room_for(4, &[], false).is_err(), "2 free beside the jobs");
+    let (_, holders) = e.room_for(4, &[], false).unwrap_err();
+    assert!(
+        holders.contains(&("Slurm's jobs".to_string(), 8)),
+        "{holders:?}"
+    );
+
+    // The job ends: its cores are shared again, and the waiting workload
+    // is placed on them.
+    assert!(e.set_job_cores(CpuSet::new()));
+    apply(&mut e);
+    let big = target(&e, "kubepods/pod9/big");
+    assert_eq!(big.len(), 8);
+    assert_eq!(
+        target(&e, "kubepods/pod8/small"),
+        small,
+        "a pin never moves"
+    );
+    assert_eq!(
+        e.shared_pool(),
+        set("0-15").difference(&big).difference(&small)
+    );
+    assert_v2_targets_hold(&e).unwrap();
+}
+
+/// A workload pinned before a job took some of its CPUs (a conflict
+/// `pinctl verify` names) keeps them: a pin is never moved.
+#[test]
+fn a_pinned_workload_keeps_its_cpus_when_a_job_has_them_too() {
+    let mut e = engine_v2();
+    let pinned = pin_guaranteed(&mut e);
+    assert!(e.set_job_cores(pinned.clone()));
+    apply(&mut e);
+    assert_eq!(target(&e, GUARANTEED), pinned);
+    assert!(e.shared_pool().is_disjoint(&pinned));
+}

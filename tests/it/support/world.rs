@@ -183,6 +183,13 @@ impl World {
         if !opts.keys.iter().any(|k| k.starts_with("systemd_bus")) {
             let _ = writeln!(toml, "systemd_bus = \"\"");
         }
+        // Never the host's /run: the originals files live in the world.
+        for key in ["power_originals", "housekeeping_originals"] {
+            if !opts.keys.iter().any(|k| k.starts_with(key)) {
+                let file = self.tmp.path().join(format!("{key}.json"));
+                let _ = writeln!(toml, "{key} = {}", p(&file));
+            }
+        }
         for key in &opts.keys {
             let _ = writeln!(toml, "{key}");
         }

@@ -1,0 +1,105 @@
+//! Slurm's job cores kept quiet (`[slurm] housekeeping`): the daemon reads
+//! the jobs below the Slurm trees it knows every [`JOB_CHECK`], and gives
+//! the engine their CPUs ([`crate::engine::Engine::set_job_cores`]).
+//!
+//! - The engine then keeps them out of the shared pool and out of every
+//!   new assignment; the plan's writes move every confined cgroup off them,
+//!   and the passes that follow a plan move interrupts (`irq_affinity`),
+//!   the kernel's movable work and the power class.
+//! - A job that ends gives its CPUs back within [`JOB_CHECK`]: no round of
+//!   checks is waited for. A round of checks reads every job again.
+//! - A job is read once its CPUs are written ([`slurm::jobs_under`]): a
+//!   look costs a directory listing per tree while no job starts or ends.
+
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use super::Daemon;
+use crate::cpuset::CpuSet;
+use crate::slurm;
+
+/// How often the jobs are looked at with `[slurm] housekeeping` on: a
+/// job's cores are quiet, and back in the shared pool, this soon after it
+/// starts or ends.
+pub const JOB_CHECK: Duration = Duration::from_millis(500);
+
+impl Daemon {
+    /// Whether the loop should look at the jobs every [`JOB_CHECK`]: the
+    /// switch is on and a Slurm tree is known, or job cores are still set
+    /// (the switch went off, or the tree went away).
+    pub(super) fn follows_jobs(&self) -> bool {
+        (self.cfg.slurm.housekeeping && !self.slurm_roots().is_empty())
+            || !self.engine.job_cores().is_empty()
+    }
+
+    /// The roots of Slurm's trees: those the engine met in its subtrees
+    /// and those the last round of checks found elsewhere.
+    fn slurm_roots(&self) -> Vec<String> {
+        let mut roots: Vec<String> = self.engine.slurm_roots().map(|r| r.to_string()).collect();
+        roots.extend(self.dog.slurm_roots.iter().cloned());
+        roots.sort();
+        roots.dedup();
+        roots
+    }
+
+    /// Reads the jobs below the known Slurm trees and plans when their
+    /// cores changed.
+    pub(super) async fn look_at_jobs(&mut self) {
+        if self.read_jobs().await {
+            self.apply().await;
+        }
+    }
+
+    /// Reads the jobs below the known Slurm trees and gives the engine
+    /// their cores: `true` when those changed (a plan is due). Also at the
+    /// end of every full reconcile, before its plan: at start-up no
+    /// workload is given a job core before the jobs are known.
+    pub(super) async fn read_jobs(&mut self) -> bool {
+        let roots = self.slurm_roots();
+        if !self.cfg.slurm.housekeeping || roots.is_empty() {
+            return self.take_jobs();
+        }
+        let h = self.hier.clone();
+        let known = self.dog.slurm_jobs.clone();
+        let read = self
+            .pool
+            .run_op("list", &self.hier.cpuset, move |fs| {
+                slurm::jobs_under(fs, &h, &roots, &known)
+            })
+            .await;
+        match read {
+            Ok(jobs) => {
+                self.dog.slurm_jobs = jobs;
+                self.take_jobs()
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot list Slurm's jobs; trying again");
+                false
+            }
+        }
+    }
+
+    /// Gives the engine the cores of the jobs last read (none with the
+    /// switch off, or no tree known): `true` when they changed.
+    pub(super) fn take_jobs(&mut self) -> bool {
+        let on = self.cfg.slurm.housekeeping && !self.slurm_roots().is_empty();
+        let cores = if on {
+            slurm::job_cores(&self.dog.slurm_jobs, self.engine.topology().online())
+        } else {
+            CpuSet::new()
+        };
+        let before = self.engine.job_cores();
+        if !self.engine.set_job_cores(cores) {
+            return false;
+        }
+        info!(
+            cores = %self.engine.job_cores(),
+            was = %before,
+            jobs = self.dog.slurm_jobs.len(),
+            "Slurm's job cores changed: the shared pool follows"
+        );
+        self.socket.dirty = true;
+        true
+    }
+}
