@@ -13,7 +13,8 @@
 # is; with Slurm's spec CPUs (CpuSpecList) on pinctl's exclusive ones, as
 # the README says, `pinctl verify` finds no conflict; a new pin on the CPUs
 # of a job on the whole node, on purpose: the job keeps them all, and
-# `pinctl verify` fails naming it. Then Slurm stops.
+# `pinctl verify` fails naming it. Then [slurm] housekeeping keeps a
+# batch job's cores quiet (below). Then Slurm stops.
 #
 # cgroup v2 only: on v1 Slurm's cgroup/v1 plugin keeps its own tree in each
 # hierarchy's root (slurm/uid_*/job_*), which no configuration of the
@@ -146,9 +147,74 @@ EOF
     }
     check never-written "no event of the daemon in $SCOPE" _untouched
 
-    # Slurm stops: its tree goes, and system.slice is confined again.
+    # [slurm] housekeeping (with irq_affinity, and [run] on for the ask
+    # from inside a job), by a restart: a batch job on 4 CPUs. While it
+    # runs, journald (a service of system.slice), the workqueue mask and
+    # every steerable interrupt leave its CPUs, sampled for 3 s; its own
+    # process keeps them all; the status names them; `pinctl run` from
+    # inside the job is refused, naming it; verify passes. When it ends
+    # journald has them back, timed from the job's cgroup going away.
     scancel -u root
     wait "$WHOLE" 2>/dev/null
+    wait_for 60 _none
+    cp "$CONFIG" /run/pinctld.toml.slurm
+    sed -i 's/^irq_affinity = .*/irq_affinity = true/' "$CONFIG"
+    sed -i '/^\[run\]/,/^\[/ s/^enabled = false$/enabled = true/' "$CONFIG"
+    if grep -q '^\[slurm\]' "$CONFIG"; then
+        sed -i '/^\[slurm\]/,$ s/^housekeeping = .*/housekeeping = true/' "$CONFIG"
+    else
+        printf '\n[slurm]\nhousekeeping = true\n' >>"$CONFIG"
+    fi
+    check quiet-restart "systemctl restart with [slurm] housekeeping = true" systemctl restart pinctld.service
+    sbatch -n1 -c4 -J quiet -o /dev/null --wrap 'sleep 600' >/run/slurm-quiet.out 2>&1
+    wait_for 60 _one
+    _qid=$(squeue -h -t R -o %i)
+    QJOB=$SCOPE/job_$_qid
+    _written() { [ -n "$(cl norm "$(cpus "$QJOB")")" ]; }
+    wait_for 30 _written
+    JC=$(cl norm "$(cpus "$QJOB")")
+    _four() { [ "$(cl count "$JC")" = 4 ] || { echo "$JC"; return 1; }; echo "$JC"; }
+    check quiet-job "a batch job runs on 4 CPUs" _four
+    _off() {
+        _j=$(cl inter "$(allowed "$J_PID")" "$JC")
+        _w=$(cl inter "$(mask_list /sys/devices/virtual/workqueue/cpumask)" "$JC")
+        _s=""
+        for _n in $(stray "$JC"); do refuses "$_n" "$JC" || _s="$_s $_n"; done
+        [ -z "$_j$_w$_s" ] || { echo "journald on '$_j', workqueue mask on '$_w', interrupts$_s"; return 1; }
+    }
+    wait_for 10 _off
+    _sampled() {
+        _end=$(( $(now_ms) + 3000 )); _n=0
+        while [ "$(now_ms)" -lt "$_end" ]; do _off || return 1; _n=$((_n + 1)); sleep 0.2; done
+        echo "$_n samples"
+    }
+    check quiet-off "journald, the workqueue mask and every steerable interrupt keep off $JC" _sampled
+    _qpid=$(find "$CS/$QJOB" -name cgroup.procs -exec cat {} + 2>/dev/null | head -n 1)
+    [ -n "$_qpid" ] && expect quiet-job-process "$JC" allowed "$_qpid"
+    _named() { pinctl status | grep "^Slurm: .*job cores $JC kept quiet"; }
+    wait_for 10 _named >/dev/null
+    check quiet-status "pinctl status names the job cores" _named
+    _in_job() {
+        _out=$(srun --jobid="$_qid" --overlap -n1 pinctl run -n 1 -- true 2>&1) && { echo "served: $_out"; return 1; }
+        echo "$_out" | grep "runs in Slurm's job_$_qid"
+    }
+    check quiet-run-refused "pinctl run from inside the job is refused" _in_job
+    check quiet-verify "pinctl verify passes" pinctl verify
+    scancel "$_qid"
+    _qgone() { [ ! -d "$CS/$QJOB" ]; }
+    wait_for 60 _qgone
+    _t0=$(now_ms)
+    _back() { [ "$(cl inter "$(allowed "$J_PID")" "$JC")" = "$JC" ]; }
+    if wait_for 10 _back; then
+        pass quiet-back "journald has $JC back $(( $(now_ms) - _t0 )) ms after the job's cgroup went"
+    else
+        fail quiet-back "journald on $(allowed "$J_PID") 10 s after the job"
+    fi
+    cp /run/pinctld.toml.slurm "$CONFIG"
+    systemctl restart pinctld.service
+
+    # Slurm stops: its tree goes, and system.slice is confined again.
+    scancel -u root
     systemctl stop slurmd.service slurmctld.service munge.service
     # The scope outlives slurmd (it holds slurmstepd's own cgroup): stopped
     # as an operator would.
