@@ -6,8 +6,10 @@
 //!   new assignment; the plan's writes move every confined cgroup off them,
 //!   and the passes that follow a plan move interrupts (`irq_affinity`),
 //!   the kernel's movable work and the power class.
-//! - A job that ends gives its CPUs back within [`JOB_CHECK`]: no round of
-//!   checks is waited for. A round of checks reads every job again.
+//! - A job's cgroup made, written or removed (an inotify event in a tree
+//!   the daemon watches) is followed at once; every [`JOB_CHECK`] the jobs
+//!   are read again, for trees it does not watch and events it missed. No
+//!   round of checks is waited for; a round reads every job again.
 //! - A job is read once its CPUs are written ([`slurm::jobs_under`]): a
 //!   look costs a directory listing per tree while no job starts or ends.
 
@@ -41,6 +43,12 @@ impl Daemon {
         roots.sort();
         roots.dedup();
         roots
+    }
+
+    /// Whether cgroup `rel` is a job of Slurm's to follow: `[slurm]
+    /// housekeeping` is on and its parent is the root of a Slurm tree.
+    pub(super) fn is_slurm_job(&self, rel: &str) -> bool {
+        self.cfg.slurm.housekeeping && crate::cgroup::parent(rel).is_some_and(slurm::is_root)
     }
 
     /// Reads the jobs below the known Slurm trees and plans when their

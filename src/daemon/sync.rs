@@ -350,6 +350,9 @@ impl Daemon {
         let mut changed = false;
         let mut written: Vec<Rel> = Vec::new();
         let mut limits: Vec<Rel> = Vec::new();
+        // A job of Slurm's made, written or gone: its cores are followed
+        // now, not at the next look ([`super::slurm::JOB_CHECK`]).
+        let mut jobs = false;
         for change in changes {
             let change = match change {
                 Change::CpusWritten(rel) | Change::Changed(rel) | Change::LimitWritten(rel)
@@ -359,6 +362,10 @@ impl Daemon {
                 }
                 c => c,
             };
+            if let Change::Created(rel) | Change::Removed(rel) | Change::CpusWritten(rel) = &change
+            {
+                jobs |= self.is_slurm_job(rel);
+            }
             match change {
                 Change::Created(rel) => {
                     created = true;
@@ -429,6 +436,9 @@ impl Daemon {
         // Written cpusets (mostly the echo of the daemon's own writes), read
         // in one trip to an I/O thread.
         changed |= self.observe_written(written).await;
+        if jobs {
+            changed |= self.read_jobs().await;
+        }
         if changed {
             self.rest.tree_changed();
         }
