@@ -39,6 +39,16 @@ pub fn is_root(rel: &str) -> bool {
     rel.rsplit('/').next().is_some_and(is_scope_name)
 }
 
+/// Whether cgroup `rel` is where Slurm's cgroup/v1 plugin keeps its jobs
+/// in a v1 hierarchy: `slurm` or `slurm_<node>` at its root, with
+/// `uid_<uid>/job_<id>` below.
+fn is_v1_root(rel: &str) -> bool {
+    rel == "slurm"
+        || rel
+            .strip_prefix("slurm_")
+            .is_some_and(|node| !node.is_empty() && !node.contains('/'))
+}
+
 /// Whether a cgroup's name is [`SCOPE`]'s, with or without a node's name.
 fn is_scope_name(name: &str) -> bool {
     name == SCOPE
@@ -126,7 +136,8 @@ impl Found {
 ///
 /// It looks at the root and at slices (`*.slice`) down to
 /// [`MAX_SLICE_DEPTH`], not into the kubepods tree, and takes the trees in
-/// `known` too (those a walk of the daemon's subtrees met). A directory
+/// `known` too (those a walk of the daemon's subtrees met). On v1 it also
+/// takes `slurm/` at the root (Slurm's cgroup/v1 plugin). A directory
 /// that vanishes meanwhile is skipped; any other error is returned.
 pub fn find(fs: &dyn Fs, h: &Hierarchy, known: &[String]) -> io::Result<Found> {
     let mut found = Found {
@@ -142,7 +153,7 @@ pub fn find(fs: &dyn Fs, h: &Hierarchy, known: &[String]) -> io::Result<Found> {
         };
         for e in entries.into_iter().filter(|e| e.is_dir) {
             let child = cgroup::child(&rel, &e.name);
-            if is_scope_name(&e.name) {
+            if is_scope_name(&e.name) || (h.version == Version::V1 && is_v1_root(&child)) {
                 found.roots.push(child);
             } else if depth < MAX_SLICE_DEPTH
                 && e.name.ends_with(".slice")
@@ -170,17 +181,39 @@ pub fn jobs_under(
     known: &[Job],
 ) -> io::Result<Vec<Job>> {
     let mut jobs = Vec::new();
+    // The cgroups that hold jobs: the roots on v2; on v1 the users'
+    // cgroups below `slurm/` (`uid_<uid>`).
+    let mut parents: Vec<String> = Vec::new();
     for root in roots {
-        let entries = match fs.read_dir(&h.dir(root)) {
+        if h.version == Version::V1 && is_v1_root(root) {
+            match fs.read_dir(&h.dir(root)) {
+                Ok(e) => parents.extend(
+                    e.into_iter()
+                        .filter(|e| e.is_dir && e.name.starts_with("uid_"))
+                        .map(|e| cgroup::child(root, &e.name)),
+                ),
+                Err(e) if cgroup::gone(&e) => {}
+                Err(e) => return Err(e),
+            }
+        } else {
+            parents.push(root.clone());
+        }
+    }
+    for parent in &parents {
+        let entries = match fs.read_dir(&h.dir(parent)) {
             Ok(e) => e,
             Err(e) if cgroup::gone(&e) => continue,
             Err(e) => return Err(e),
         };
-        for e in entries.into_iter().filter(|e| e.is_dir && e.name != OWN) {
+        let v1 = h.version == Version::V1 && cgroup::parent(parent).is_some_and(is_v1_root);
+        for e in entries
+            .into_iter()
+            .filter(|e| e.is_dir && e.name != OWN && (!v1 || e.name.starts_with("job_")))
+        {
             if jobs.len() == MAX_JOBS {
                 return Ok(jobs);
             }
-            let rel = cgroup::child(root, &e.name);
+            let rel = cgroup::child(parent, &e.name);
             if let Some(job) = known.iter().find(|j| j.cgroup == rel && !j.cpus.is_empty()) {
                 jobs.push(job.clone());
                 continue;

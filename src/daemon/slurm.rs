@@ -54,18 +54,20 @@ impl Daemon {
     /// Reads the jobs below the known Slurm trees and plans when their
     /// cores changed.
     pub(super) async fn look_at_jobs(&mut self) {
-        if self.read_jobs().await {
+        if self.read_jobs(false).await {
             self.apply().await;
         }
     }
 
     /// Reads the jobs below the known Slurm trees and gives the engine
-    /// their cores: `true` when those changed (a plan is due). Also at the
-    /// end of every full reconcile, before its plan: at start-up no
-    /// workload is given a job core before the jobs are known.
-    pub(super) async fn read_jobs(&mut self) -> bool {
+    /// their cores: `true` when those changed (a plan is due). With
+    /// `discover`, first looks for the trees wherever [`slurm::find`] looks
+    /// (at the end of every full reconcile, before its plan: at start-up
+    /// no workload is given a job core before the jobs are known, and v1's
+    /// `slurm/` is found before the first round of checks).
+    pub(super) async fn read_jobs(&mut self, discover: bool) -> bool {
         let roots = self.slurm_roots();
-        if !self.cfg.slurm.housekeeping || roots.is_empty() {
+        if !self.cfg.slurm.housekeeping || (roots.is_empty() && !discover) {
             return self.take_jobs();
         }
         let h = self.hier.clone();
@@ -73,12 +75,18 @@ impl Daemon {
         let read = self
             .pool
             .run_op("list", &self.hier.cpuset, move |fs| {
-                slurm::jobs_under(fs, &h, &roots, &known)
+                if discover {
+                    slurm::find(fs, &h, &roots)
+                } else {
+                    slurm::jobs_under(fs, &h, &roots, &known)
+                        .map(|jobs| slurm::Found { roots, jobs })
+                }
             })
             .await;
         match read {
-            Ok(jobs) => {
-                self.dog.slurm_jobs = jobs;
+            Ok(found) => {
+                self.dog.slurm_roots = found.roots;
+                self.dog.slurm_jobs = found.jobs;
                 self.take_jobs()
             }
             Err(e) => {

@@ -287,7 +287,7 @@ impl Daemon {
         let scan_us = sweep.scan_started.elapsed().as_micros() as u64;
         self.engine.replan_all();
         self.watch_above_roots();
-        self.read_jobs().await;
+        self.read_jobs(true).await;
         self.apply().await;
         self.forget_leaving();
         release_free_memory();

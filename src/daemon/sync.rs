@@ -437,7 +437,7 @@ impl Daemon {
         // in one trip to an I/O thread.
         changed |= self.observe_written(written).await;
         if jobs {
-            changed |= self.read_jobs().await;
+            changed |= self.read_jobs(false).await;
         }
         if changed {
             self.rest.tree_changed();

@@ -3,8 +3,9 @@
 //! it (`system.slice/<node>_slurmstepd.scope`).
 //! The tree is never written, `system.slice` (which holds it) is never
 //! narrowed, the services beside it are confined, and the status lists the
-//! job and says where the tree sits. With `[slurm] housekeeping` (v2), a
-//! running job's cores are kept quiet and come back when it ends.
+//! job and says where the tree sits. With `[slurm] housekeeping`, a
+//! running job's cores are kept quiet and come back when it ends (v2, and
+//! v1's `slurm/` tree).
 
 use std::fs;
 use std::path::PathBuf;
@@ -113,6 +114,7 @@ fn a_running_jobs_cores_are_kept_quiet_and_come_back_when_it_ends() {
             "housekeeping = true".into(),
             "[slurm]\nhousekeeping = true".into(),
         ],
+        copy_sysfs: true,
         ..Options::default()
     };
     let mut w = World::new("pinctld-slurm-quiet", Version::V2, Driver::Systemd, &opts);
@@ -256,4 +258,66 @@ fn allowed(status: &PathBuf) -> CpuSet {
         .trim()
         .parse()
         .unwrap()
+}
+
+/// On v1, Slurm's cgroup/v1 plugin keeps its jobs in
+/// `slurm/uid_<uid>/job_<id>` at the hierarchy's root, outside every
+/// subtree the daemon watches: the tree is found by the start-up
+/// reconcile, a job started later by the half-second look (the watchdog's
+/// rounds are a minute apart), and their cores are kept quiet until each
+/// job ends.
+#[test]
+fn on_v1_the_jobs_of_slurms_v1_plugin_are_followed_too() {
+    let opts = Options {
+        keys: vec![
+            "watchdog_interval = \"60s\"".into(),
+            "[slurm]\nhousekeeping = true".into(),
+        ],
+        copy_sysfs: true,
+        ..Options::default()
+    };
+    let mut w = World::new("pinctld-slurm-v1", Version::V1, Driver::Systemd, &opts);
+    let existing = w.existing();
+    w.tree.create(SERVICE, &existing);
+    w.tree.create("slurm", &existing);
+    w.tree.create("slurm/uid_0", &existing);
+    w.tree
+        .create("slurm/uid_0/job_5", &Spec::default().cpuset("8-15", "0-1"));
+    w.start();
+    let off = |w: &World, cores: &str| {
+        let cores = set(cores);
+        w.wait_for(&format!("cron.service off {cores}"), || {
+            let service = w.tree.effective(SERVICE);
+            let s = w.served()?;
+            if !service.is_disjoint(&cores) || !cores.is_subset(&s.slurm.cores) {
+                return Err(format!(
+                    "cron.service on {service}, job cores {}",
+                    s.slurm.cores
+                ));
+            }
+            Ok(s)
+        })
+    };
+    let s = off(&w, "8-15");
+    assert!(
+        s.slurm
+            .jobs
+            .iter()
+            .any(|j| j.cgroup == "slurm/uid_0/job_5" && j.name == "job_5"),
+        "{:?}",
+        s.slurm.jobs
+    );
+    w.tree.create("slurm/uid_1000", &existing);
+    w.tree.create(
+        "slurm/uid_1000/job_6",
+        &Spec::default().cpuset("20-23", "0-1"),
+    );
+    off(&w, "8-15,20-23");
+    w.tree.remove("slurm/uid_0/job_5");
+    w.wait_for("8-15 back for cron.service", || {
+        match w.tree.effective(SERVICE) {
+            s if set("8-15").is_subset(&s) && s.is_disjoint(&set("20-23")) => Ok(()),
+            s => Err(format!("it is on {s}")),
+        }
+    });
 }
