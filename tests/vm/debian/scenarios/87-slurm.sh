@@ -1,4 +1,5 @@
-# Slurm beside pinctld (issue #33): Debian's slurmctld and slurmd (22.05)
+# Slurm beside pinctld (issue #33): Debian's slurmctld and slurmd (22.05
+# on Debian 12, 24.11 on Debian 13)
 # on the one node, munge, the cgroup/v2 plugin with ConstrainCores=yes.
 # slurmd makes system.slice/<node>_slurmstepd.scope over D-Bus (before the
 # daemon knew that name, it wrote the shared pool into Slurm's jobs), and a cgroup per
@@ -213,8 +214,8 @@ EOF
         _took=$(( $(now_ms) - _t0 ))
         # When the daemon itself saw it (its log), from the moment the
         # check saw the cgroup gone (polled: it may be earlier).
-        _seen=$(journalctl -u pinctld.service -o short-unix --no-pager --since "@${_t0s%.*}" 2>/dev/null |
-            awk -v t="$_t0s" '/job cores changed/ { printf "%d", ($1 - t) * 1000; exit }')
+        _seen=$(journalctl -u pinctld.service -o short-unix --no-pager --since "@$(( ${_t0s%.*} - 10 ))" 2>/dev/null |
+            awk -v t="$_t0s" '/job cores changed/ { d = sprintf("%d", ($1 - t) * 1000) } END { print d }')
         pass quiet-back "journald has $JQ back $_took ms after the job's cgroup was seen gone (the daemon's log: ${_seen:-?} ms)"
     else
         fail quiet-back "journald on $(allowed "$J_PID") 10 s after the job"
