@@ -446,6 +446,23 @@ structure_ok() {
 
 # --- interrupts (irq_affinity) ------------------------------------------------------
 # Every interrupt line and its affinity, one "N LIST" line each.
+# near_port: the PCI serial port qemu puts on NUMA node 1 (tests/vm/run's
+# NEAR): sets PORT (its sysfs directory), TTY (its tty's name) and DEVNUM
+# (the tty's MAJOR:MINOR); 1 when there is none. Linux 6.1 puts the tty at
+# <port>/tty/ttyS4; later kernels put the serial core's port devices
+# between (<port>/<port>:0/<port>:0.0/tty/ttyS4).
+near_port() {
+    local _d _t
+    PORT="" TTY="" DEVNUM=""
+    for _d in /sys/bus/pci/devices/*; do
+        [ "$(cat "$_d/numa_node" 2>/dev/null)" = 1 ] || continue
+        _t=$(find "$_d/" -maxdepth 4 -type d -path '*/tty/tty*' 2>/dev/null | head -n 1)
+        [ -n "$_t" ] || continue
+        PORT=$_d TTY=${_t##*/} DEVNUM=$(cat "$_t/dev")
+    done
+    [ -n "$PORT" ]
+}
+
 irqs() { for _d in /proc/irq/[0-9]*; do echo "${_d##*/} $(cat "$_d/smp_affinity_list")"; done; }
 # mask_list FILE: a file's hex mask ("ffff", "ff,ffffffff") as a CPU list.
 mask_list() {

@@ -12,17 +12,11 @@ if [ ! -d "$N1" ]; then
     note "one NUMA node: skipped"
     return 0
 fi
-PORT=""
-for _d in /sys/bus/pci/devices/*; do
-    [ "$(cat "$_d/numa_node" 2>/dev/null)" = 1 ] && [ -d "$_d/tty" ] && PORT=$_d
-done
-if [ -z "$PORT" ]; then
+if ! near_port; then
     fail near-device "no PCI device with a tty on NUMA node 1 (tests/vm/run's pxb expander bus)"
     return 0
 fi
 ADDR=${PORT##*/}
-TTY=$(ls "$PORT/tty" | head -n 1)
-DEVNUM=$(cat "$PORT/tty/$TTY/dev")
 NODE1=$(cat "$N1/cpulist")
 pass near-device "$ADDR on NUMA node 1 ($NODE1); its $TTY is char $DEVNUM"
 _on_node1() { [ -n "$1" ] && [ -z "$(cl minus "$1" "$NODE1")" ] || { echo "$1 is not within $NODE1"; return 1; }; echo "$1"; }

@@ -3,15 +3,10 @@
 # 1 (tests/vm/run's NEAR), as a device plugin's would. It is pinned on node
 # 1 though node 0 has room first, and describe names the device. Runs
 # with the hierarchy's runc driver (cri_drivers).
-PORT=""
-for _d in /sys/bus/pci/devices/*; do
-    [ "$(cat "$_d/numa_node" 2>/dev/null)" = 1 ] && [ -d "$_d/tty" ] && PORT=$_d
-done
-if [ -z "$PORT" ]; then
+if ! near_port; then
     fail near-device "no PCI device with a tty on NUMA node 1 (tests/vm/run's NEAR)"
 else
-    _tty=$(ls "$PORT/tty" | head -n 1)
-    _num=$(cat "$PORT/tty/$_tty/dev")
+    _tty=$TTY _num=$DEVNUM
     NODE1=$(cat /sys/devices/system/node/node1/cpulist)
     # The shipped file reserves CPU 0; nothing else is pinned yet.
     _free0=$(cl minus "$(cat /sys/devices/system/node/node0/cpulist)" 0)
