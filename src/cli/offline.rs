@@ -208,6 +208,12 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
         workloads,
         interrupts,
         partitions,
+        // The job cores themselves are read by `verify` from the live
+        // tree; the switch says whether they are kept quiet.
+        slurm: api::Slurm {
+            housekeeping: config.slurm.housekeeping,
+            ..api::Slurm::default()
+        },
         ..api::Status::new(
             api::Daemon::new(0, 0, false, summary),
             health,

@@ -204,8 +204,11 @@ fn a_running_jobs_cores_are_kept_quiet_and_come_back_when_it_ends() {
         w.wait_for(what, || {
             let service = w.tree.effective(SERVICE);
             let mask = CpuSet::from_mask(fs::read_to_string(&wq).unwrap().trim()).unwrap();
-            if service != want || mask != want {
-                return Err(format!("cron.service on {service}, workqueue mask {mask}"));
+            let thread = allowed(&rcu);
+            if service != want || mask != want || thread != want {
+                return Err(format!(
+                    "cron.service on {service}, workqueue mask {mask}, rcu_preempt on {thread}"
+                ));
             }
             Ok(())
         })

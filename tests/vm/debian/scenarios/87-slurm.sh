@@ -205,6 +205,21 @@ EOF
     }
     check quiet-run-refused "pinctl run from inside the job is refused" _in_job
     check quiet-verify "pinctl verify passes" pinctl verify
+    # A conflict on purpose, where the daemon cannot undo it: stopped (a
+    # stop leaves every set as it is), journald's cgroup given every CPU.
+    # `pinctl verify --offline` (the daemon's file, the live tree) fails
+    # naming the job; a start puts journald back off the job's cores.
+    _jcg=$(awk -F: '$1 == "0" { print substr($3, 2) }' "/proc/$J_PID/cgroup")
+    systemctl stop pinctld.service
+    echo "$(online)" >"$CS/$_jcg/cpuset.cpus"
+    _conflict() {
+        ! pinctl verify --offline >/run/verify.out 2>&1 &&
+            grep "$_jcg gets CPUs .* of Slurm's job_$_qid, which \[slurm\] housekeeping keeps quiet" /run/verify.out | head -n 1
+    }
+    check quiet-verify-conflict "pinctl verify --offline fails on journald put on the job's cores" _conflict
+    systemctl start pinctld.service
+    wait_for 30 _off
+    check quiet-restarted "a start puts journald off the job's cores again" _off
     scancel "$_qid"
     _qgone() { [ ! -d "$CS/$QJOB" ]; }
     wait_for 60 _qgone
