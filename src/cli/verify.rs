@@ -711,6 +711,16 @@ mod tests {
             self.0.insert(PathBuf::from(path), text.to_string());
         }
 
+        /// Cgroup `rel` (`""` or ending in `/`) of the v2 tree under
+        /// `/nowhere/cgroup` with its `cpuset.cpus` and effective set.
+        fn put_sets(&mut self, rel: &str, cpus: &str, effective: &str) {
+            self.put(&format!("/nowhere/cgroup/{rel}cpuset.cpus"), cpus);
+            self.put(
+                &format!("/nowhere/cgroup/{rel}cpuset.cpus.effective"),
+                effective,
+            );
+        }
+
         fn is_dir(&self, path: &Path) -> bool {
             self.0.keys().any(|f| f != path && f.starts_with(path))
         }
@@ -879,13 +889,7 @@ mod tests {
     #[test]
     fn with_slurm_housekeeping_a_service_on_a_job_core_fails() {
         let mut fs = MemFs::default();
-        let mut put = |rel: &str, cpus: &str, effective: &str| {
-            fs.put(&format!("/nowhere/cgroup/{rel}cpuset.cpus"), cpus);
-            fs.put(
-                &format!("/nowhere/cgroup/{rel}cpuset.cpus.effective"),
-                effective,
-            );
-        };
+        let mut put = |rel: &str, cpus: &str, effective: &str| fs.put_sets(rel, cpus, effective);
         put("", "", "0-3");
         put("hpc.slice/", "", "0-3");
         put("hpc.slice/job.scope/", "2-3", "2-3");
@@ -917,13 +921,7 @@ mod tests {
     #[test]
     fn a_slurm_job_on_exclusive_cpus_or_clipped_fails_and_its_holder_does_not() {
         let mut fs = MemFs::default();
-        let mut put = |rel: &str, cpus: &str, effective: &str| {
-            fs.put(&format!("/nowhere/cgroup/{rel}cpuset.cpus"), cpus);
-            fs.put(
-                &format!("/nowhere/cgroup/{rel}cpuset.cpus.effective"),
-                effective,
-            );
-        };
+        let mut put = |rel: &str, cpus: &str, effective: &str| fs.put_sets(rel, cpus, effective);
         put("", "", "0-3");
         put("hpc.slice/", "", "0-3");
         put("hpc.slice/job.scope/", "2-3", "2-3");

@@ -15,10 +15,8 @@ use pinctl::CpuSet;
 use pinctl::api;
 
 use crate::support::fake_cgroup::{Driver, ONLINE, Qos, Spec, Version, container_id, set, uid};
+use crate::support::fake_proc::{self, PF_KTHREAD, PF_NO_SETAFFINITY};
 use crate::support::world::{Options, World};
-
-const PF_KTHREAD: u32 = 0x0020_0000;
-const PF_NO_SETAFFINITY: u32 = 0x0400_0000;
 
 struct Env {
     w: World,
@@ -50,34 +48,12 @@ impl Env {
         CpuSet::from_mask(fs::read_to_string(path).unwrap().trim()).unwrap()
     }
 
-    /// Makes task `pid` (a kernel thread when `flags` has `PF_KTHREAD`),
-    /// started at `start`, allowed on `cpus`.
     fn task(&self, pid: u32, comm: &str, cpus: &str, flags: u32, start: u64) {
-        let dir = self.proc_root.join(pid.to_string());
-        fs::create_dir_all(&dir).unwrap();
-        fs::write(
-            dir.join("stat"),
-            format!("{pid} ({comm}) S 2 0 0 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0\n"),
-        )
-        .unwrap();
-        fs::write(
-            dir.join("status"),
-            format!(
-                "Name:\t{comm}\nState:\tS (sleeping)\nCpus_allowed:\t{}\nCpus_allowed_list:\t{cpus}\n",
-                set(cpus).to_mask()
-            ),
-        )
-        .unwrap();
+        fake_proc::task(&self.proc_root, pid, comm, cpus, flags, start);
     }
 
     fn allowed(&self, pid: u32) -> CpuSet {
-        let text = fs::read_to_string(self.proc_root.join(pid.to_string()).join("status")).unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
+        fake_proc::allowed(&self.proc_root, pid)
     }
 
     fn wait_allowed(&self, pid: u32, want: &CpuSet) {

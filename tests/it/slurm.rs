@@ -8,18 +8,20 @@
 //! v1's `slurm/` tree).
 
 use std::fs;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use pinctl::CpuSet;
 
 use crate::support::fake_cgroup::{Driver, ONLINE, Qos, Spec, Version, container_id, set, uid};
+use crate::support::fake_proc::{self, PF_KTHREAD};
 use crate::support::world::{Options, RESERVED, SYSTEM, World};
 
 const SCOPE: &str = "system.slice/node1_slurmstepd.scope";
 const JOB: &str = "system.slice/node1_slurmstepd.scope/job_7";
 const STEP: &str = "system.slice/node1_slurmstepd.scope/job_7/step_0";
 const SERVICE: &str = "system.slice/cron.service";
+/// The pid of the kernel thread of the fake procfs.
+const RCU: u32 = 15;
 
 on_both_versions!(slurms_tree_is_left_alone => slurms_tree_is_left_alone());
 
@@ -95,8 +97,6 @@ fn slurms_tree_is_left_alone(version: Version) {
     );
 }
 
-const PF_KTHREAD: u32 = 0x0020_0000;
-
 /// `[slurm] housekeeping` on a fake v2 tree, with the watchdog's rounds a
 /// minute apart so that only the half-second look can follow the job:
 /// - a job's cores leave the shared pool: a service beside Slurm's tree,
@@ -121,7 +121,7 @@ fn a_running_jobs_cores_are_kept_quiet_and_come_back_when_it_ends() {
     let wq = w.sysfs.join("devices/virtual/workqueue/cpumask");
     fs::create_dir_all(wq.parent().unwrap()).unwrap();
     fs::write(&wq, format!("{}\n", set(ONLINE).to_mask())).unwrap();
-    let rcu = kthread(&w.proc_root, 15, "rcu_preempt", ONLINE);
+    fake_proc::task(&w.proc_root, RCU, "rcu_preempt", ONLINE, PF_KTHREAD, 2);
     let existing = w.existing();
     w.tree.create(SERVICE, &existing);
     w.tree.create(SCOPE, &existing);
@@ -153,7 +153,7 @@ fn a_running_jobs_cores_are_kept_quiet_and_come_back_when_it_ends() {
         w.wait_for(what, || {
             let service = w.tree.effective(SERVICE);
             let mask = CpuSet::from_mask(fs::read_to_string(&wq).unwrap().trim()).unwrap();
-            let thread = allowed(&rcu);
+            let thread = fake_proc::allowed(&w.proc_root, RCU);
             let s = w.served()?;
             if !service.is_disjoint(&cores) {
                 return Err(format!("cron.service on {service}"));
@@ -204,7 +204,7 @@ fn a_running_jobs_cores_are_kept_quiet_and_come_back_when_it_ends() {
         w.wait_for(what, || {
             let service = w.tree.effective(SERVICE);
             let mask = CpuSet::from_mask(fs::read_to_string(&wq).unwrap().trim()).unwrap();
-            let thread = allowed(&rcu);
+            let thread = fake_proc::allowed(&w.proc_root, RCU);
             if service != want || mask != want || thread != want {
                 return Err(format!(
                     "cron.service on {service}, workqueue mask {mask}, rcu_preempt on {thread}"
@@ -228,39 +228,6 @@ fn a_running_jobs_cores_are_kept_quiet_and_come_back_when_it_ends() {
         }
     });
     assert!(!set(RESERVED).is_disjoint(&w.tree.effective(SERVICE)));
-}
-
-/// Makes kernel thread `pid` in the fake procfs `proc_root`, allowed on
-/// `cpus`: the path of its `status`.
-fn kthread(proc_root: &std::path::Path, pid: u32, comm: &str, cpus: &str) -> PathBuf {
-    let dir = proc_root.join(pid.to_string());
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(
-        dir.join("stat"),
-        format!("{pid} ({comm}) S 2 0 0 0 -1 {PF_KTHREAD} 0 0 0 0 0 0 0 0 20 0 1 0 2 0 0\n"),
-    )
-    .unwrap();
-    let status = dir.join("status");
-    fs::write(
-        &status,
-        format!(
-            "Name:\t{comm}\nState:\tS (sleeping)\nCpus_allowed:\t{}\nCpus_allowed_list:\t{cpus}\n",
-            set(cpus).to_mask()
-        ),
-    )
-    .unwrap();
-    status
-}
-
-/// The CPUs a task of the fake procfs may run on.
-fn allowed(status: &PathBuf) -> CpuSet {
-    let text = fs::read_to_string(status).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 /// On v1, Slurm's cgroup/v1 plugin keeps its jobs in

@@ -7,6 +7,8 @@
 //!   sd-notify messages.
 //! - [`status_doc`] and [`status_map`]: synthetic status documents, and the
 //!   CPU map of `pinctl status` read back.
+//! - [`fake_proc`]: tasks of a fake procfs (kernel threads and their
+//!   allowed CPUs).
 //! - [`fake_power`]: a fake sysfs of power files and a file system that
 //!   refuses the writes the kernel refuses (issue #35).
 //! - [`fake_systemd`]: systemd's D-Bus API as the daemon uses it, on a
@@ -19,6 +21,7 @@
 pub mod fake_cgroup;
 pub mod fake_devices;
 pub mod fake_power;
+pub mod fake_proc;
 pub mod fake_systemd;
 pub mod kubelet;
 pub mod pinctld;
