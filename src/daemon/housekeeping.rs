@@ -72,6 +72,13 @@ impl Housekeeping {
 }
 
 impl Daemon {
+    /// Whether the kernel's movable work is kept off anything: off
+    /// exclusive CPUs (`housekeeping`) or off Slurm's job cores (`[slurm]
+    /// housekeeping`).
+    pub(super) fn keeps_kernel_work_off(&self) -> bool {
+        self.cfg.housekeeping || self.cfg.slurm.housekeeping
+    }
+
     /// The CPUs the kernel's movable work is kept off now: those outside
     /// the shared pool (exclusive ones, and Slurm's job cores with `[slurm]
     /// housekeeping`); with the switch off, the job cores alone.
@@ -93,7 +100,7 @@ impl Daemon {
             self.housekeeping_away(),
             self.engine.topology().online().clone(),
         );
-        let on = self.cfg.housekeeping || self.cfg.slurm.housekeeping;
+        let on = self.keeps_kernel_work_off();
         let h = &mut self.housekeeping;
         if h.running {
             if look || h.asked.as_ref() != Some(&now) {
@@ -210,7 +217,7 @@ impl Daemon {
     /// nothing left to put back.
     pub(super) fn housekeeping_status(&self) -> Option<api::Housekeeping> {
         let h = &self.housekeeping;
-        let on = self.cfg.housekeeping || self.cfg.slurm.housekeeping;
+        let on = self.keeps_kernel_work_off();
         if !on && h.memory.is_empty() {
             return None;
         }

@@ -162,7 +162,7 @@ impl Daemon {
     pub(super) fn follow_irqs(&mut self, look: bool) {
         let now = Some((self.irq_away(), self.engine.topology().online().clone()));
         let lines_on = self.cfg.irq_affinity;
-        let on = lines_on || self.cfg.housekeeping || self.cfg.slurm.housekeeping;
+        let on = lines_on || self.keeps_kernel_work_off();
         let i = &mut self.irqs;
         if i.running {
             if look || i.asked != now {
@@ -437,8 +437,7 @@ impl Daemon {
         // The default alone, kept by `housekeeping`, is its section's.
         let only_default = i.steered.keys().all(|k| *k == Irq::Default);
         if !self.cfg.irq_affinity
-            && (i.steered.is_empty()
-                || (only_default && (self.cfg.housekeeping || self.cfg.slurm.housekeeping)))
+            && (i.steered.is_empty() || (only_default && self.keeps_kernel_work_off()))
         {
             return None;
         }

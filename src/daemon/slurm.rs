@@ -30,9 +30,15 @@ impl Daemon {
     /// Whether the loop should look at the jobs every [`JOB_CHECK`]: the
     /// switch is on and a Slurm tree is known, or job cores are still set
     /// (the switch went off, or the tree went away).
+    /// Called before every turn of the loop: it builds no list of roots.
     pub(super) fn follows_jobs(&self) -> bool {
-        (self.cfg.slurm.housekeeping && !self.slurm_roots().is_empty())
+        (self.cfg.slurm.housekeeping && self.knows_slurm_tree())
             || !self.engine.job_cores().is_empty()
+    }
+
+    /// Whether any Slurm tree is known ([`Self::slurm_roots`] not empty).
+    fn knows_slurm_tree(&self) -> bool {
+        self.engine.slurm_roots().next().is_some() || !self.dog.slurm_roots.is_empty()
     }
 
     /// The roots of Slurm's trees: those the engine met in its subtrees
@@ -99,7 +105,7 @@ impl Daemon {
     /// Gives the engine the cores of the jobs last read (none with the
     /// switch off, or no tree known): `true` when they changed.
     pub(super) fn take_jobs(&mut self) -> bool {
-        let on = self.cfg.slurm.housekeeping && !self.slurm_roots().is_empty();
+        let on = self.cfg.slurm.housekeeping && self.knows_slurm_tree();
         let cores = if on {
             slurm::job_cores(&self.dog.slurm_jobs, self.engine.topology().online())
         } else {
