@@ -338,14 +338,15 @@ impl Engine {
             }
         }
         // Pass 1b: resizes, each around the CPUs it keeps (at start-up,
-        // once every set is adopted: below). From here Slurm's job cores
-        // count as taken: a set kept above or adopted below may hold some
-        // (a conflict `pinctl verify` names), but no grow or new
-        // assignment takes one, and none is counted free.
+        // once every set is adopted: below). From here only the open CPUs
+        // are placed: not Slurm's job cores. A set kept above or adopted
+        // below may hold some (a conflict `pinctl verify` names), but no
+        // grow or new assignment takes one, none is counted free, and a
+        // shrink that lets one go does not make it free.
+        let open = usable.difference(&self.jobs);
         let mut resizes = Vec::new();
         if !self.adopt_live {
-            taken.union_with(&self.jobs);
-            resizes = alloc.resize_all(&mut order, &usable, &mut taken);
+            resizes = alloc.resize_all(&mut order, &open, &mut taken);
         }
         // Pass 2, at start-up only: every workload whose live cpuset (or else the
         // state file's hint) is a valid assignment keeps it, before anything is
@@ -374,8 +375,7 @@ impl Engine {
             }
             // Then their resizes: a grow made before every set is adopted
             // could take another workload's CPUs.
-            taken.union_with(&self.jobs);
-            resizes.extend(alloc.resize_all(&mut order, &usable, &mut taken));
+            resizes.extend(alloc.resize_all(&mut order, &open, &mut taken));
         }
         // Pass 3: the allocator for the rest, earliest first. A workload
         // that fails before a later one is pinned tries again once, on what
@@ -388,7 +388,7 @@ impl Engine {
                 if waiting[i] {
                     continue;
                 }
-                match alloc.try_allocate(w, &usable, &mut taken) {
+                match alloc.try_allocate(w, &open, &mut taken) {
                     Some(true) => pinned_after_failure |= failed,
                     Some(false) => failed = true,
                     None => {}
@@ -398,7 +398,7 @@ impl Engine {
                 break;
             }
         }
-        let free = usable.difference(&taken).len();
+        let free = open.difference(&taken).len();
         for (_, w) in order.iter_mut().enumerate().filter(|(i, _)| waiting[*i]) {
             if let Some(p) = &mut w.pending {
                 p.available = free;

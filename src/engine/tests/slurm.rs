@@ -256,3 +256,39 @@ fn a_pinned_workload_keeps_its_cpus_when_a_job_has_them_too() {
     assert_eq!(target(&e, GUARANTEED), pinned);
     assert!(e.shared_pool().is_disjoint(&pinned));
 }
+
+/// A pinned workload that shrinks off CPUs a job has lets them go to the
+/// job, not to a workload waiting for CPUs (found by the property test:
+/// the shrink made them free again).
+#[test]
+fn a_job_core_a_shrink_lets_go_is_not_given_to_a_waiting_workload() {
+    let mut e = engine_v2();
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/pod9", "", None);
+    add(&mut e, GUARANTEED_2, "", want(2));
+    apply(&mut e);
+    let first = target(&e, GUARANTEED_2);
+    // A grow to 4 (first given: 2), then a job on the 2 it grew by and on
+    // every CPU but the reserved one and the pinned ones.
+    add(&mut e, GUARANTEED_2, "", want(4));
+    apply(&mut e);
+    let grown = target(&e, GUARANTEED_2);
+    assert_eq!(grown.len(), 4);
+    let jobs = set("1-15").difference(&first);
+    assert!(e.set_job_cores(jobs.clone()));
+    add(&mut e, "kubepods/pod8", "", None);
+    add(&mut e, "kubepods/pod8/waits", "", want(2));
+    apply(&mut e);
+    assert!(e.workloads["cgroup:kubepods/pod8/waits"].cpus.is_none());
+
+    // Back to 2: the two it lets go are the job's, and the waiting
+    // workload still waits.
+    add(&mut e, GUARANTEED_2, "", want(2));
+    apply(&mut e);
+    assert_eq!(target(&e, GUARANTEED_2), first);
+    let waits = &e.workloads["cgroup:kubepods/pod8/waits"];
+    assert_eq!(waits.cpus, None, "given job cores");
+    assert!(e.shared_pool().is_disjoint(&e.job_cores()));
+}
+
+const GUARANTEED_2: &str = "kubepods/pod9/app";
