@@ -22,6 +22,7 @@ pub mod io;
 pub mod irq;
 pub mod metrics;
 pub mod noise;
+pub mod nri;
 pub mod partition;
 pub mod power;
 pub mod procfs;

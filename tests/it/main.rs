@@ -35,6 +35,7 @@ mod io_pool;
 mod irq;
 mod layout;
 mod noise;
+mod nri;
 mod packaging;
 mod partition;
 mod power;

@@ -24,6 +24,7 @@ pub mod fake_power;
 pub mod fake_proc;
 pub mod fake_systemd;
 pub mod kubelet;
+pub mod nri_runtime;
 pub mod pinctld;
 pub mod status_doc;
 pub mod status_map;
