@@ -107,8 +107,10 @@ node_of() { awk -v c="$1" '$1 == c { print $2 }' "$TOPO_CACHE"; }
 
 # --- reporting ---------------------------------------------------------------------
 now_ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
-pass() { echo "PASS $HIER/$TOPO/$SCEN/$1: $2"; }
-fail() { echo "FAIL $HIER/$TOPO/$SCEN/$1: $2"; echo "$SCEN/$1" >> "$FAILS"; }
+# Each PASS and FAIL line ends with the guest's uptime (" @123.4s"), read
+# without a fork: the log then shows where a boot's time goes.
+pass() { read -r _up _ </proc/uptime; echo "PASS $HIER/$TOPO/$SCEN/$1: $2 @${_up%?}s"; }
+fail() { read -r _up _ </proc/uptime; echo "FAIL $HIER/$TOPO/$SCEN/$1: $2 @${_up%?}s"; echo "$SCEN/$1" >> "$FAILS"; }
 note() { echo "---- $HIER/$TOPO/$SCEN: $*"; echo "----- scenario $SCEN: $*" >> "$LOG"; }
 
 # wait_for SECONDS CMD...: runs CMD every 0.2 s until it succeeds; 1 on timeout.

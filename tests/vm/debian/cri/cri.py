@@ -33,12 +33,6 @@ update sends UpdateContainerResources, the kubelet's in-place resize: the
 container's linux.resources for N CPUs as run-pod makes them (containerd
 1.6 writes them with `runc update`).
 
-affinity reads Cpus_allowed_list of process PID every S seconds until the
-file STOP exists (or MAX seconds passed), writes READY once it has read it
-once, and prints each distinct reading ("seen LIST N FIRST_MS LAST_MS"),
-every reading without a CPU of KEEP or with one of AVOID, then a summary; it
-exits 1 if it saw one, or if the process went away.
-
 sample reads each PATH (a cgroup's cpuset.cpus.effective or
 cpuset.effective_cpus) every S seconds for S seconds, writes FILE once it
 has read them all once, and prints every reading that holds a CPU outside
@@ -233,58 +227,6 @@ def update(a):
     print("updated %s to %g CPU(s)" % (a.id, a.cpus), flush=True)
 
 
-def affinity(a):
-    """Samples one process's CPU affinity until told to stop."""
-    keep, avoid = cpulist(a.keep), cpulist(a.avoid)
-    path = "/proc/%d/status" % a.pid
-    seen = {}  # reading -> [count, first, last]
-    order = []
-    lost = on = n = 0
-    gone = None
-    start = time.monotonic()
-    ready = False
-    while True:
-        t = time.monotonic() - start
-        try:
-            with open(path) as f:
-                got = next((l.split(":", 1)[1].strip() for l in f if l.startswith("Cpus_allowed_list:")), "")
-        except OSError as e:
-            gone = e.strerror
-            break
-        n += 1
-        s = seen.get(got)
-        if s is None:
-            s = seen[got] = [0, t, t]
-            order.append(got)
-        s[0] += 1
-        s[2] = t
-        cpus = cpulist(got)
-        if keep - cpus:
-            lost += 1
-            print("lost %s at %.0f ms (read %s)" % (fmt(keep - cpus), t * 1000, got), flush=True)
-        if cpus & avoid:
-            on += 1
-            print("on %s at %.0f ms (read %s)" % (fmt(cpus & avoid), t * 1000, got), flush=True)
-        if not ready:
-            with open(a.ready, "w") as f:
-                f.write("%d\n" % a.pid)
-            ready = True
-        if os.path.exists(a.stop) or t >= a.max:
-            break
-        time.sleep(a.every)
-    took = time.monotonic() - start
-    for got in order:
-        cnt, first, last = seen[got]
-        print("seen %s %d %.0f %.0f" % (got or "(empty)", cnt, first * 1000, last * 1000))
-    if gone:
-        print("process %d gone after %d readings (%s)" % (a.pid, n, gone))
-    print(
-        "%d readings in %.2f s (one every %.1f ms): %d without a CPU of %s, %d on one of %s"
-        % (n, took, took * 1000 / max(n - 1, 1), lost, a.keep or "(none)", on, a.avoid or "(none)")
-    )
-    sys.exit(1 if lost or on or gone or not n else 0)
-
-
 def pid(a):
     c = Cri()
     try:
@@ -427,15 +369,6 @@ def main():
     s.add_argument("--cpus", type=float, required=True)
     s.add_argument("--qos", choices=["guaranteed", "burstable", "besteffort"], default="guaranteed")
     s.set_defaults(func=update)
-    s = sub.add_parser("affinity")
-    s.add_argument("--pid", type=int, required=True)
-    s.add_argument("--every", type=float, default=0.01)
-    s.add_argument("--max", type=float, default=120.0)
-    s.add_argument("--keep", default="")
-    s.add_argument("--avoid", default="")
-    s.add_argument("--ready", required=True)
-    s.add_argument("--stop", required=True)
-    s.set_defaults(func=affinity)
     s = sub.add_parser("pid")
     s.add_argument("id")
     s.set_defaults(func=pid)

@@ -67,11 +67,10 @@ resize() {
 }
 
 # watch_start TAG KEEP AVOID: the container's process affinity read every
-# 10 ms in the background (cri.py affinity) until watch_stop.
+# 10 ms in the background (vm-helper affinity) until watch_stop.
 watch_start() {
     rm -f "/run/aff-$1.ready" "/run/aff-$1.stop"
-    $CRI affinity --pid "$GP" --keep "$2" --avoid "$3" --ready "/run/aff-$1.ready" --stop "/run/aff-$1.stop" \
-        >"/run/aff-$1.out" 2>&1 &
+    vm-helper affinity "$GP" "$2" "$3" "/run/aff-$1.ready" "/run/aff-$1.stop" >"/run/aff-$1.out" 2>&1 &
     AFF_PID=$!
     wait_for 30 test -e "/run/aff-$1.ready" || note "affinity sampler $1 not ready: $(tr '\n' ';' <"/run/aff-$1.out")"
 }
