@@ -128,8 +128,9 @@ pub struct Settings {
     /// How long the daemon has to answer a call before the fallback
     /// answers it.
     pub budget: Duration,
-    /// How long the runtime has to answer the registration.
-    pub register_within: Duration,
+    /// How long the runtime has to answer a call of pinctld's: the
+    /// registration, `UpdateContainers` (sent as each call's timeout).
+    pub call_within: Duration,
     pub fallback: Fallback,
 }
 
@@ -210,7 +211,7 @@ impl Session {
             plugin_idx: self.settings.registration.index.clone(),
         };
         let registered = self.call("RegisterPlugin", &registration).await?;
-        let deadline = tokio::time::sleep(self.settings.register_within);
+        let deadline = tokio::time::sleep(self.settings.call_within);
         tokio::pin!(deadline);
         let mut registered = Some(registered);
         let mut outgoing_open = true;
@@ -235,7 +236,7 @@ impl Session {
                     }
                 }
                 () = &mut deadline, if registered.is_some() => {
-                    return Err(SessionError::NoRegistration(self.settings.register_within));
+                    return Err(SessionError::NoRegistration(self.settings.call_within));
                 }
                 call = outgoing.recv(), if outgoing_open => match call {
                     Some(Outgoing { request, reply }) => {
@@ -265,16 +266,23 @@ impl Session {
     ) -> Result<oneshot::Receiver<Result<Vec<u8>, String>>, SessionError> {
         let stream = self.next_stream;
         self.next_stream = self.next_stream.wrapping_add(2);
-        let timeout = self.settings.register_within.as_nanos() as i64;
+        let timeout = self.settings.call_within.as_nanos() as i64;
         let message = ttrpc::encode_request(stream, api::RUNTIME_SERVICE, method, body, timeout)?;
         let (tx, rx) = oneshot::channel();
         self.pending.insert(stream, tx);
-        self.send(RUNTIME_CONN, &message).await?;
+        send(&self.out, RUNTIME_CONN, &message).await?;
         Ok(rx)
     }
 
-    async fn send(&self, conn: u32, message: &Message) -> Result<(), SessionError> {
-        send(&self.out, conn, message).await
+    /// Answers the call on stream `stream` of connection `conn` at once.
+    async fn reply(
+        &self,
+        conn: u32,
+        stream: u32,
+        answer: Result<Vec<u8>, (i32, String)>,
+    ) -> Result<(), SessionError> {
+        let message = ttrpc::encode_response(stream, answer)?;
+        send(&self.out, conn, &message).await
     }
 
     async fn frame(&mut self, conn: u32, bytes: &[u8]) -> Result<(), SessionError> {
@@ -292,11 +300,9 @@ impl Session {
                 while let Some(message) = self.runtime.next_message()? {
                     if message.kind != ttrpc::RESPONSE {
                         // pinctld serves nothing on the runtime service.
-                        let refusal = ttrpc::encode_response(
-                            message.stream,
-                            Err((code::UNIMPLEMENTED, "pinctld serves no calls here".into())),
-                        )?;
-                        self.send(RUNTIME_CONN, &refusal).await?;
+                        let refusal = (code::UNIMPLEMENTED, "pinctld serves no calls here".into());
+                        self.reply(RUNTIME_CONN, message.stream, Err(refusal))
+                            .await?;
                         continue;
                     }
                     let response: ttrpc::Response = ttrpc::decode("response", &message.payload)?;
@@ -320,71 +326,53 @@ impl Session {
     async fn request(&mut self, message: Message) -> Result<(), SessionError> {
         let request: ttrpc::Request = ttrpc::decode("request", &message.payload)?;
         let stream = message.stream;
-        let call = if request.service != api::PLUGIN_SERVICE {
-            None
-        } else {
-            match self.call_of(&request.method, &request.payload) {
-                Ok(call) => call,
-                Err(e) => {
-                    let refusal = ttrpc::encode_response(
-                        stream,
-                        Err((code::INVALID_ARGUMENT, e.to_string())),
-                    )?;
-                    return self.send(PLUGIN_CONN, &refusal).await;
-                }
-            }
+        let unimplemented = || {
+            let what = format!("{}/{} is not implemented", request.service, request.method);
+            (code::UNIMPLEMENTED, what)
         };
-        let Some(step) = call else {
-            let refusal = ttrpc::encode_response(
-                stream,
-                Err((
-                    code::UNIMPLEMENTED,
-                    format!("{}/{} is not implemented", request.service, request.method),
-                )),
-            )?;
-            return self.send(PLUGIN_CONN, &refusal).await;
+        let step = match request.service == api::PLUGIN_SERVICE {
+            false => Err(unimplemented()),
+            true => match self.call_of(&request.method, &request.payload) {
+                Ok(Some(step)) => Ok(step),
+                Ok(None) => Err(unimplemented()),
+                Err(e) => Err((code::INVALID_ARGUMENT, e.to_string())),
+            },
         };
-        match step {
-            Step::Answer(bytes) => {
-                let response = ttrpc::encode_response(stream, Ok(bytes))?;
-                self.send(PLUGIN_CONN, &response).await
+        let call = match step {
+            Ok(Step::Ask(call)) => *call,
+            Ok(Step::Answer(bytes)) => return self.reply(PLUGIN_CONN, stream, Ok(bytes)).await,
+            Err(refusal) => return self.reply(PLUGIN_CONN, stream, Err(refusal)).await,
+        };
+        let (tx, rx) = oneshot::channel();
+        // Not queued when the daemon's queue is full: the fallback answers
+        // at once instead.
+        let queued = match self.daemon.try_send(Asked {
+            call: call.clone(),
+            reply: tx,
+        }) {
+            Ok(()) => Some(rx),
+            Err(mpsc::error::TrySendError::Full(_)) => None,
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(SessionError::DaemonGone),
+        };
+        let (fallback, budget, out) = (
+            self.settings.fallback.clone(),
+            self.settings.budget,
+            self.out.clone(),
+        );
+        tokio::spawn(async move {
+            let answer = match queued {
+                Some(rx) => tokio::time::timeout(budget, rx)
+                    .await
+                    .ok()
+                    .and_then(Result::ok),
+                None => None,
+            };
+            let answer = answer.unwrap_or_else(|| fallback(&call));
+            if let Ok(message) = ttrpc::encode_response(stream, encode_answer(&call, answer)) {
+                let _ = send(&out, PLUGIN_CONN, &message).await;
             }
-            Step::Ask(call) => {
-                let call = *call;
-                let (tx, rx) = oneshot::channel();
-                let fallback = self.settings.fallback.clone();
-                let budget = self.settings.budget;
-                let out = self.out.clone();
-                // Not queued when the daemon's queue is full: the
-                // fallback answers at once instead.
-                let queued = match self.daemon.try_send(Asked {
-                    call: call.clone(),
-                    reply: tx,
-                }) {
-                    Ok(()) => true,
-                    Err(mpsc::error::TrySendError::Full(_)) => false,
-                    Err(mpsc::error::TrySendError::Closed(_)) => {
-                        return Err(SessionError::DaemonGone);
-                    }
-                };
-                tokio::spawn(async move {
-                    let answer = if queued {
-                        match tokio::time::timeout(budget, rx).await {
-                            Ok(Ok(answer)) => answer,
-                            _ => fallback(&call),
-                        }
-                    } else {
-                        fallback(&call)
-                    };
-                    if let Ok(message) =
-                        ttrpc::encode_response(stream, encode_answer(&call, answer))
-                    {
-                        let _ = send(&out, PLUGIN_CONN, &message).await;
-                    }
-                });
-                Ok(())
-            }
-        }
+        });
+        Ok(())
     }
 
     /// What to do with a call of the plugin service: `None` when it is not

@@ -84,10 +84,10 @@ impl Decoder {
         if self.buf.len() < HEADER {
             return Ok(None);
         }
-        let header: Vec<u8> = self.buf.iter().take(HEADER).copied().collect();
-        let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
-        let stream = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
-        let kind = header[8];
+        let h = self.buf.make_contiguous();
+        let len = u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize;
+        let stream = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+        let kind = h[8];
         if len > MAX_PAYLOAD {
             return Err(WireError::TooLarge(len));
         }

@@ -22,7 +22,7 @@ fn settings(budget: Duration) -> Settings {
             index: "10".to_string(),
         },
         budget,
-        register_within: Duration::from_secs(5),
+        call_within: Duration::from_secs(5),
         fallback: Arc::new(|call: &Call| match call {
             Call::Create(_) => Answer::Create(api::CreateContainerResponse::default()),
             _ => Answer::Done,

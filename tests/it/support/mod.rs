@@ -9,6 +9,8 @@
 //!   CPU map of `pinctl status` read back.
 //! - [`fake_proc`]: tasks of a fake procfs (kernel threads and their
 //!   allowed CPUs).
+//! - [`nri_runtime`]: a stand-in container runtime speaking NRI to the
+//!   plugin (issue #45).
 //! - [`fake_power`]: a fake sysfs of power files and a file system that
 //!   refuses the writes the kernel refuses (issue #35).
 //! - [`fake_systemd`]: systemd's D-Bus API as the daemon uses it, on a
