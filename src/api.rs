@@ -97,6 +97,26 @@ pub struct Status {
     /// `pinctl run`'s runs and the asks in line; absent when there are none.
     #[serde(default, skip_serializing_if = "Runs::is_empty")]
     pub runs: Runs,
+    /// The NRI front end (`[nri]`); absent when it is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nri: Option<Nri>,
+}
+
+/// The link to the container runtime as an NRI plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Nri {
+    /// The runtime's NRI socket.
+    pub socket: PathBuf,
+    /// Registered with the runtime now.
+    pub connected: bool,
+    /// The runtime's name and version, once it configured pinctld.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// Why there is no link, while there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Exclusive containers announced whose cgroup has not been read yet.
+    pub announced: usize,
 }
 
 /// `strict_reservation` in force: the pool of the non-exclusive cgroups of
@@ -260,6 +280,7 @@ impl Status {
             partitions: None,
             slurm: Slurm::default(),
             runs: Runs::default(),
+            nri: None,
         }
     }
 }

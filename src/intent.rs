@@ -382,6 +382,65 @@ fn bundle_devices(config: &OciConfig) -> (Vec<Device>, Option<String>) {
 /// when it is not a JSON object whose `annotations` map strings to strings.
 pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json::Error> {
     let config: OciConfig = serde_json::from_str(config_json)?;
+    Ok(bundle_of(path, &config))
+}
+
+/// What a runtime says of a container it is about to make (NRI's
+/// `CreateContainer`), in the shape of the `config.json` it will write.
+#[derive(Debug, Default, Serialize)]
+pub struct Announced<'a> {
+    pub annotations: BTreeMap<&'a str, &'a str>,
+    /// `linux.devices`: `type`, `major`, `minor`.
+    pub devices: Vec<AnnouncedDevice<'a>>,
+    /// `process.env`.
+    pub env: Vec<&'a str>,
+    /// The sources of `mounts`.
+    pub mounts: Vec<&'a str>,
+}
+
+/// One of [`Announced::devices`].
+#[derive(Debug, Serialize)]
+pub struct AnnouncedDevice<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    pub major: i64,
+    pub minor: i64,
+}
+
+/// The bundle of a container being made, read from what the runtime
+/// announced ([`Announced`]) exactly as [`parse_bundle`] reads the
+/// `config.json` the runtime writes: the same request, devices and
+/// identity. `path` names where it came from, for messages.
+pub fn announced_bundle(path: &Path, a: &Announced<'_>) -> Bundle {
+    let raw = |v: serde_json::Value| serde_json::value::to_raw_value(&v).ok();
+    let config = OciConfig {
+        annotations: a
+            .annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        linux: (!a.devices.is_empty())
+            .then(|| raw(serde_json::json!({ "devices": a.devices })))
+            .flatten(),
+        process: (!a.env.is_empty())
+            .then(|| raw(serde_json::json!({ "env": a.env })))
+            .flatten(),
+        mounts: (!a.mounts.is_empty())
+            .then(|| {
+                let list: Vec<_> = a
+                    .mounts
+                    .iter()
+                    .map(|m| serde_json::json!({ "source": m }))
+                    .collect();
+                raw(serde_json::Value::Array(list))
+            })
+            .flatten(),
+    };
+    bundle_of(path, &config)
+}
+
+/// [`parse_bundle`]'s reading of a parsed `config.json`.
+fn bundle_of(path: &Path, config: &OciConfig) -> Bundle {
     let get = |keys: &[&str]| {
         keys.iter()
             .find_map(|k| config.annotations.get(*k))
@@ -427,8 +486,8 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json
     // No class name is longer than 64 characters, so 65 are enough to say
     // which it is not; no list of devices needs more than 4096.
     let class = own_or_pod(ANNOTATION_CLASS, 65);
-    let (devices, devices_problem) = bundle_devices(&config);
-    Ok(Bundle {
+    let (devices, devices_problem) = bundle_devices(config);
+    Bundle {
         path: path.to_path_buf(),
         unusable: None,
         devices,
@@ -442,7 +501,7 @@ pub fn parse_bundle(path: &Path, config_json: &str) -> Result<Bundle, serde_json
         sandbox: SANDBOX_MARKERS
             .iter()
             .any(|(k, v)| config.annotations.get(*k).is_some_and(|x| x == v)),
-    })
+    }
 }
 
 /// Finds and reads the bundle of container `id`: `<dir>/<id>/config.json` or

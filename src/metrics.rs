@@ -143,6 +143,8 @@ pub struct Metrics {
     pub split: Family<BoundaryLabel, Gauge>,
     pub reconcile_seconds: Histogram,
     pub event_to_pin_seconds: Histogram,
+    /// From NRI's `CreateContainer` reaching the loop to its answer.
+    pub nri_create_seconds: Histogram,
     pub writes: Counter,
     pub write_errors: Counter,
     pub repairs: Counter,
@@ -219,6 +221,8 @@ impl Metrics {
             reconcile_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
             // 100 µs to ~3 s.
             event_to_pin_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
+            // 50 µs to ~1.6 s.
+            nri_create_seconds: Histogram::new(exponential_buckets(0.00005, 2.0, 16)),
             writes: Counter::default(),
             write_errors: Counter::default(),
             repairs: Counter::default(),
@@ -326,6 +330,11 @@ impl Metrics {
             "event_to_pin_seconds",
             "From an inotify event to its cpuset writes done",
             m.event_to_pin_seconds.clone(),
+        );
+        registry.register(
+            "nri_create_seconds",
+            "From the runtime's NRI CreateContainer reaching the event loop to its answer",
+            m.nri_create_seconds.clone(),
         );
         registry.register("cgroup_writes", "Cgroup file writes", m.writes.clone());
         registry.register(

@@ -189,6 +189,8 @@ pub struct Config {
     pub run: Run,
     /// The `[slurm]` table: what pinctld does beside Slurm's jobs.
     pub slurm: Slurm,
+    /// The `[nri]` table: pinctld as a plugin of the container runtime.
+    pub nri: Nri,
     /// Where the original value of every power file is kept before the
     /// daemon first writes it (absolute): on the runtime directory, which a
     /// reboot empties exactly when sysfs forgets what was written.
@@ -241,6 +243,36 @@ impl Default for Run {
             slice: "pinctl.slice".into(),
             mem: crate::run::MemPolicy::Prefer,
             allow_slurm_jobs: false,
+        }
+    }
+}
+
+/// The `[nri]` table: pinctld as an NRI plugin of containerd or CRI-O, so
+/// that a container is made with its CPUs ([`crate::nri`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nri {
+    /// Register with the runtime at all (off by default).
+    pub enabled: bool,
+    /// The runtime's NRI socket (absolute, at most 107 bytes).
+    pub socket: PathBuf,
+    /// The name pinctld registers as.
+    pub plugin_name: String,
+    /// Its place among the runtime's plugins: two digits, lower first.
+    pub plugin_index: String,
+    /// A container that asks for exclusive CPUs and gets no decision (no
+    /// CPUs free, or none in time) is refused rather than made on the
+    /// shared pool.
+    pub required: bool,
+}
+
+impl Default for Nri {
+    fn default() -> Self {
+        Nri {
+            enabled: false,
+            socket: "/var/run/nri/nri.sock".into(),
+            plugin_name: "pinctl".into(),
+            plugin_index: "10".into(),
+            required: false,
         }
     }
 }
@@ -654,6 +686,7 @@ impl Default for Config {
             log_level: LogLevel::Info,
             rules: Vec::new(),
             run: Run::default(),
+            nri: Nri::default(),
             slurm: Slurm::default(),
             power_originals: "/run/pinctl/power.json".into(),
             housekeeping_originals: "/run/pinctl/housekeeping.json".into(),
@@ -682,7 +715,7 @@ impl Config {
     /// I/O threads, watchers and sockets were set up for them), the I/O
     /// timeout, where bundles are found (a bundle once read is
     /// remembered), the bus to systemd (connected once), `[run]` (its
-    /// socket is bound once), `power_originals` and `housekeeping_originals`
+    /// socket is bound once), `[nri]` (registered once, by name), `power_originals` and `housekeeping_originals`
     /// (the originals saved there must be found there again). In [`Config`]'s order.
     pub const RESTART_KEYS: &[&str] = &[
         "cgroup_root",
@@ -696,6 +729,7 @@ impl Config {
         "bundle_dirs",
         "systemd_bus",
         "run",
+        "nri",
         "power_originals",
         "housekeeping_originals",
     ];
@@ -761,6 +795,7 @@ impl Config {
             rules,
             run,
             slurm,
+            nri,
             power_originals,
             housekeeping_originals,
             classes,
@@ -803,6 +838,7 @@ impl Config {
         compare!(rules);
         compare!(run);
         compare!(slurm);
+        compare!(nri);
         compare!(power_originals);
         compare!(housekeeping_originals);
         compare!(classes);

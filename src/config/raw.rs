@@ -59,6 +59,7 @@ pub(super) struct RawConfig {
     pub(super) rule: Vec<Spanned<RawRule>>,
     pub(super) run: Option<RawRun>,
     pub(super) slurm: Option<RawSlurm>,
+    pub(super) nri: Option<RawNri>,
     #[serde(default)]
     pub(super) class: Vec<Spanned<super::power::RawClass>>,
     pub(super) power: Option<super::power::RawPower>,
@@ -76,6 +77,16 @@ pub(super) struct RawRun {
     pub(super) slice: Option<Spanned<String>>,
     pub(super) mem: Option<Spanned<String>>,
     pub(super) allow_slurm_jobs: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNri {
+    pub(super) enabled: Option<bool>,
+    pub(super) socket: Option<Spanned<String>>,
+    pub(super) plugin_name: Option<Spanned<String>>,
+    pub(super) plugin_index: Option<Spanned<String>>,
+    pub(super) required: Option<bool>,
 }
 
 #[derive(Deserialize)]

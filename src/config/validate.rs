@@ -260,6 +260,10 @@ impl Validator<'_> {
             },
             None => d.slurm,
         };
+        let nri = match raw.nri {
+            Some(n) => errors.keep(self.nri(n)).unwrap_or(d.nri),
+            None => d.nri,
+        };
         // Combinations are judged only on values that are valid one by one, so
         // a conflict is never reported against a default standing in for a
         // rejected value.
@@ -312,6 +316,7 @@ impl Validator<'_> {
             rules: rules.into_iter().map(|r| r.value).collect(),
             run,
             slurm,
+            nri,
             power_originals,
             housekeeping_originals,
             classes,
@@ -396,6 +401,59 @@ impl Validator<'_> {
             slice,
             mem,
             allow_slurm_jobs: raw.allow_slurm_jobs.unwrap_or(d.allow_slurm_jobs),
+        })
+    }
+
+    /// The `[nri]` table; its first wrong value is the error.
+    fn nri(&self, raw: RawNri) -> Result<Nri, ConfigError> {
+        let d = Nri::default();
+        let socket = match raw.socket {
+            Some(s) => self.socket(&s, "nri.socket")?,
+            None => d.socket,
+        };
+        // NRI takes a name of letters, digits and `-_.` (the runtime
+        // refuses others), and an index of two digits.
+        let plugin_name = match raw.plugin_name {
+            None => d.plugin_name,
+            Some(n) => {
+                let text = n.get_ref();
+                let ok = !text.is_empty()
+                    && text.len() <= 64
+                    && text
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+                if !ok {
+                    return Err(self.error(
+                        &n.span(),
+                        "nri.plugin_name",
+                        format!(
+                            "invalid plugin name {text:?}: 1 to 64 letters, digits, '-', '_' or '.'"
+                        ),
+                    ));
+                }
+                n.into_inner()
+            }
+        };
+        let plugin_index = match raw.plugin_index {
+            None => d.plugin_index,
+            Some(i) => {
+                let text = i.get_ref();
+                if text.len() != 2 || !text.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(self.error(
+                        &i.span(),
+                        "nri.plugin_index",
+                        format!("invalid plugin index {text:?}: two digits, \"00\" to \"99\""),
+                    ));
+                }
+                i.into_inner()
+            }
+        };
+        Ok(Nri {
+            enabled: raw.enabled.unwrap_or(d.enabled),
+            socket,
+            plugin_name,
+            plugin_index,
+            required: raw.required.unwrap_or(d.required),
         })
     }
 

@@ -15,6 +15,7 @@ mod housekeeping;
 mod irq;
 mod noise;
 mod notify;
+mod nri;
 mod partition;
 mod power;
 mod quota;
@@ -143,6 +144,8 @@ pub struct Daemon {
     log_level_hook: Option<Box<dyn Fn(LogLevel)>>,
     /// The run socket of `pinctl run` ([`run::Door`]).
     door: run::Door,
+    /// The runtime's calls as an NRI plugin ([`nri::Front`]).
+    nri: nri::Front,
 }
 
 /// Everything the event loop acts on.
@@ -196,6 +199,13 @@ enum Event {
     /// Slurm's job cores are kept quiet: look at the jobs
     /// ([`slurm::JOB_CHECK`]).
     JobsDue,
+    /// A call of the container runtime (`[nri]`).
+    Nri(Box<crate::nri::Asked>),
+    /// The link to the runtime changed.
+    NriLink(crate::nri::Link),
+    /// An announced container's time to make its cgroup ran out
+    /// ([`nri::ANNOUNCED_FOR`]).
+    AnnouncementsDue,
 }
 
 impl Event {
@@ -225,6 +235,12 @@ impl Event {
             Event::WaitEnds => "a run's wait ended",
             Event::RunsDue => "runs looked at for their end",
             Event::JobsDue => "Slurm's jobs looked at",
+            Event::Nri(asked) => match asked.call {
+                crate::nri::Call::Create(_) => "NRI CreateContainer",
+                _ => "NRI call",
+            },
+            Event::NriLink(_) => "NRI link changed",
+            Event::AnnouncementsDue => "NRI announcements ran out",
         }
     }
 }
@@ -373,6 +389,7 @@ impl Daemon {
             })?;
             info!(socket = %self.cfg.run.socket.display(), "serving the run socket");
         }
+        self.open_nri();
         let server = server::serve(
             listener,
             self.socket.snapshot.subscribe(),
@@ -448,6 +465,7 @@ impl Daemon {
             if self.door.has_waiting() {
                 self.serve_waiting().await;
             }
+            self.follow_nri();
             if let Some(s) = &self.stall {
                 s.end();
             }
@@ -467,6 +485,7 @@ impl Daemon {
             port.abort();
         }
         self.door.close();
+        self.nri.close();
         let _ = std::fs::remove_file(&self.cfg.socket);
         self.finish_irqs().await;
         self.finish_power().await;
@@ -522,12 +541,28 @@ impl Daemon {
                 None => std::future::pending().await,
             }
         };
+        let announced = at(self.nri.next_deadline());
+        let nri_call = async {
+            match self.nri.rx.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let nri_link = async {
+            match self.nri.links.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+
         // In this order: what the kernel and the operator say comes before
         // the rest of a plan and a background reconcile, so a new pin never
         // waits behind the shared pool's writes or the reading of the whole
         // tree; those go a chunk per turn when nothing else is ready.
         tokio::select! {
             biased;
+            // A container waits on the runtime's side for this answer.
+            Some(asked) = nri_call => Event::Nri(Box::new(asked)),
             changes = self.watcher.next() => Event::Cgroups(changes),
             changes = cpu_tree => Event::CpuTree(changes),
             _ = signals.term.recv() => Event::Stop,
@@ -542,6 +577,8 @@ impl Daemon {
             Some(done) = self.powers.rx.recv() => Event::Powered(done),
             Some(done) = self.housekeeping.rx.recv() => Event::Housekept(done),
             Some(asked) = asked => Event::Run(asked),
+            Some(link) = nri_link => Event::NriLink(link),
+            () = announced => Event::AnnouncementsDue,
             () = wait_ends => Event::WaitEnds,
             _ = timers.runs.tick(), if holds_runs => Event::RunsDue,
             _ = timers.jobs.tick(), if follows_jobs => Event::JobsDue,
@@ -590,6 +627,9 @@ impl Daemon {
                 self.remove_empty_held_runs().await;
             }
             Event::JobsDue => self.look_at_jobs().await,
+            Event::Nri(asked) => self.nri_asked(*asked).await,
+            Event::NriLink(link) => self.nri_link(link),
+            Event::AnnouncementsDue => self.announcements_due().await,
             Event::ChecksDue => {
                 self.start_checks(false);
                 self.follow_irqs(true);

@@ -148,6 +148,7 @@ impl Daemon {
                 cores: self.engine.job_cores(),
             },
             runs: self.run_status(),
+            nri: self.nri_status(),
             counters: api::Counters {
                 reconciles: self.socket.reconciles,
                 last_reconcile_ms: self.socket.last_reconcile_ms,

@@ -249,6 +249,7 @@ impl Daemon {
             },
             log_level_hook: None,
             door: super::run::Door::closed(),
+            nri: super::nri::Front::closed(cfg.clone()),
         };
         daemon.configure(cfg, reserved);
         Ok(daemon)

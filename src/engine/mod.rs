@@ -163,6 +163,11 @@ pub struct Workload {
     /// A resize that could not be made: it keeps the CPUs it has, and says
     /// why; tried again with each plan.
     pub resize: Option<Pending>,
+    /// Announced by the runtime before its cgroup exists (NRI's
+    /// `CreateContainer`, [`Engine::expect`]): kept without cgroups until
+    /// one joins or the announcement is withdrawn ([`Engine::unexpect`]).
+    #[serde(skip)]
+    pub expected: bool,
     /// Arrival order: earlier workloads are served first.
     #[serde(skip)]
     seq: u64,
@@ -345,6 +350,9 @@ pub struct Engine {
     /// ([`Engine::set_job_cores`]): no new assignment or grow takes them,
     /// and they leave the shared pool unless reserved.
     jobs: CpuSet,
+    /// A workload was announced or withdrawn ([`Self::expect`]): the next
+    /// plan assigns CPUs again.
+    expecting: bool,
     /// The last plan's targets kept the reserved CPUs for the managed
     /// subtrees' shared cgroups despite `strict_reservation`
     /// ([`Plan::strict_fallback`]).
@@ -384,6 +392,7 @@ impl Engine {
             kept: BTreeSet::new(),
             slurm: BTreeSet::new(),
             jobs: CpuSet::new(),
+            expecting: false,
             strict_fallback: false,
         };
         engine.reserved = engine.effective_reserved();
@@ -820,6 +829,68 @@ impl Engine {
     /// daemon's writes there (the watchdog does not thaw it either).
     pub fn is_foreign(&self, rel: &str) -> bool {
         in_slurm_tree(&self.slurm, rel)
+    }
+
+    /// A workload announced before its cgroup exists (NRI's
+    /// `CreateContainer`): it is placed by the next plan as any new one, so
+    /// that the runtime can make its cgroup with the CPUs it gets. The first
+    /// cgroup read with the same key joins it, and from then on it is a
+    /// workload like any other. A key that names a workload already known
+    /// changes nothing (a container made again keeps its CPUs).
+    pub fn expect(&mut self, key: &str, intent: &Intent) {
+        if self.workloads.contains_key(key) {
+            return;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.workloads.insert(
+            key.to_string(),
+            Workload {
+                key: key.to_string(),
+                requested: intent.cpus,
+                source: intent.source.clone(),
+                numa: intent.numa.clone(),
+                whole_cores: intent.whole_cores,
+                class: intent.class.clone(),
+                devices: intent.devices.clone(),
+                device_alignment: intent.device_alignment,
+                cgroups: BTreeSet::new(),
+                cpus: None,
+                pending: None,
+                baseline: None,
+                resize: None,
+                expected: true,
+                seq,
+                tried: None,
+            },
+        );
+        self.expecting = true;
+    }
+
+    /// The CPUs a cgroup at `rel` that runs on the shared pool gets: the
+    /// shared pool, or with `strict_reservation` (in a managed subtree)
+    /// the shared pool without the reserved CPUs, as a plan's target.
+    pub fn shared_for(&self, rel: &str) -> CpuSet {
+        match self.strict() {
+            Some(strict) if !strict.fallback && self.settings.scope.managed(rel) => strict.pool,
+            _ => (*self.pool).clone(),
+        }
+    }
+
+    /// The memory nodes an exclusive workload holding `cpus` gets, with
+    /// `align_memory`: those of its CPUs (`None` without it).
+    pub fn mems_for(&self, cpus: &CpuSet) -> Option<CpuSet> {
+        writes::aligned_mems(&self.topo, &self.settings, cpus)
+    }
+
+    /// Withdraws an announcement ([`Self::expect`]): a workload that no
+    /// cgroup joined is released by the next plan. One that a cgroup joined
+    /// is the cgroups' business.
+    pub fn unexpect(&mut self, key: &str) {
+        if let Some(w) = self.workloads.get_mut(key).filter(|w| w.expected) {
+            w.expected = false;
+            self.expecting = true;
+        }
     }
 
     /// Forgets `rel` and every cgroup below it (they were removed).

@@ -115,6 +115,7 @@ impl Engine {
                     pending: None,
                     baseline: None,
                     resize: None,
+                    expected: false,
                     seq: self.next_seq,
                     tried: None,
                 });
@@ -125,7 +126,7 @@ impl Engine {
             touched.insert(key);
         }
         let mut members = Members {
-            touched: !touched.is_empty(),
+            touched: !touched.is_empty() || std::mem::take(&mut self.expecting),
             moved: moved || self.membership_changed,
             released: false,
             released_cpus: false,
@@ -156,9 +157,10 @@ impl Engine {
             w.devices = intent.devices.clone();
             w.device_alignment = intent.device_alignment;
         }
-        // Workloads without cgroups are released.
+        // Workloads without cgroups are released, but those announced
+        // and waiting for theirs ([`Engine::expect`]).
         self.workloads.retain(|_, w| {
-            let keep = !w.cgroups.is_empty();
+            let keep = !w.cgroups.is_empty() || w.expected;
             if !keep {
                 members.released = true;
                 members.released_cpus |= w.cpus.is_some();
@@ -219,6 +221,8 @@ impl Walk<'_> {
                 match self.workloads.get_mut(new) {
                     Some(w) => {
                         w.cgroups.insert(rel.clone());
+                        // Announced, it is now a workload like any other.
+                        w.expected = false;
                         self.touched.insert(new.into());
                     }
                     None => self

@@ -232,10 +232,27 @@ pub struct Container {
     pub labels: HashMap<String, String>,
     #[prost(map = "string, string", tag = "6")]
     pub annotations: HashMap<String, String>,
+    #[prost(string, repeated, tag = "8")]
+    pub env: Vec<String>,
+    #[prost(message, repeated, tag = "9")]
+    pub mounts: Vec<Mount>,
     #[prost(message, optional, tag = "11")]
     pub linux: Option<LinuxContainer>,
     #[prost(uint32, tag = "12")]
     pub pid: u32,
+}
+
+/// `Mount`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Mount {
+    #[prost(string, tag = "1")]
+    pub destination: String,
+    #[prost(string, tag = "2")]
+    pub r#type: String,
+    #[prost(string, tag = "3")]
+    pub source: String,
+    #[prost(string, repeated, tag = "4")]
+    pub options: Vec<String>,
 }
 
 /// `LinuxContainer`.

@@ -6,6 +6,7 @@
 //! - [`mux`]: NRI's two connections over one socket;
 //! - [`ttrpc`]: ttRPC's framing and envelopes;
 //! - [`api`]: the NRI messages pinctld reads and sends;
+//! - [`container`]: what a container being made asks for;
 //! - [`plugin`]: one session with the runtime;
 //! - [`keep_connected`]: sessions one after another, as the runtime
 //!   comes and goes.
@@ -15,6 +16,7 @@
 //! watcher stays the truth: it sees every container, NRI or not.
 
 pub mod api;
+pub mod container;
 pub mod mux;
 pub mod plugin;
 pub mod ttrpc;

@@ -73,9 +73,22 @@ fn shipped_file_sets_every_key_and_documents_the_rule_example() {
         "log_level",
     ];
     // Each key is set (not commented out), once, in the documented order, and
-    // has a comment right above it; the [run] table comes last, each of its
-    // keys set once.
-    let (top, run) = text.split_once("\n[run]\n").expect("a [run] table");
+    // has a comment right above it; the tables come after them, each of
+    // their keys set once.
+    let (top, tables) = text.split_once("\n[run]\n").expect("a [run] table");
+    let table = |name: &str| {
+        let body = match name {
+            "run" => tables,
+            _ => {
+                tables
+                    .split_once(&format!("\n[{name}]\n"))
+                    .unwrap_or_else(|| panic!("a [{name}] table"))
+                    .1
+            }
+        };
+        body.split("\n[").next().unwrap_or("")
+    };
+    let run = table("run");
     for key in [
         "enabled",
         "socket",
@@ -90,6 +103,20 @@ fn shipped_file_sets_every_key_and_documents_the_rule_example() {
             .filter(|l| l.starts_with(&format!("{key} = ")))
             .count();
         assert_eq!(n, 1, "run.{key} should be set exactly once");
+    }
+    let nri = table("nri");
+    for key in [
+        "enabled",
+        "socket",
+        "plugin_name",
+        "plugin_index",
+        "required",
+    ] {
+        let n = nri
+            .lines()
+            .filter(|l| l.starts_with(&format!("{key} = ")))
+            .count();
+        assert_eq!(n, 1, "nri.{key} should be set exactly once");
     }
     let lines: Vec<&str> = top.lines().collect();
     let mut last = 0;
@@ -219,6 +246,13 @@ groups = ["hpc"]
 
 [slurm]
 housekeeping = true
+
+[nri]
+enabled = true
+socket = "/run/nri/nri.sock"
+plugin_name = "cpus"
+plugin_index = "20"
+required = true
 "#);
     let want = Config {
         cgroup_root: "/tmp/cg".into(),
@@ -262,6 +296,13 @@ housekeeping = true
             ..pinctl::config::Run::default()
         },
         slurm: pinctl::config::Slurm { housekeeping: true },
+        nri: pinctl::config::Nri {
+            enabled: true,
+            socket: "/run/nri/nri.sock".into(),
+            plugin_name: "cpus".into(),
+            plugin_index: "20".into(),
+            required: true,
+        },
         power_originals: "/tmp/power.json".into(),
         housekeeping_originals: "/tmp/housekeeping.json".into(),
         classes: Vec::new(),
@@ -1111,6 +1152,7 @@ fn every_restart_key_is_a_key_and_none_is_applied() {
     file.bundle_dirs = vec!["/x/bundles".into()];
     file.systemd_bus = None;
     file.run.enabled = true;
+    file.nri.enabled = true;
     file.power_originals = "/x/power.json".into();
     file.housekeeping_originals = "/x/housekeeping.json".into();
     let r = defaults.reload(file);
@@ -1394,4 +1436,45 @@ fn the_run_table_is_read_and_each_wrong_value_named() {
         "{}",
         err("[run]\nenable = true\n")
     );
+}
+
+#[test]
+fn the_nri_table_is_read_and_each_wrong_value_named() {
+    let d = pinctl::config::Nri::default();
+    assert!(!d.enabled && !d.required);
+    assert_eq!(d.socket, Path::new("/var/run/nri/nri.sock"));
+    assert_eq!(
+        (d.plugin_name.as_str(), d.plugin_index.as_str()),
+        ("pinctl", "10")
+    );
+    assert_eq!(ok("[nri]\n").nri, d);
+    let c = ok(
+        "[nri]\nenabled = true\nsocket = \"/run/nri.sock\"\nplugin_name = \"pinctl.cpu\"\nplugin_index = \"05\"\nrequired = true\n",
+    );
+    assert!(c.nri.enabled && c.nri.required);
+    assert_eq!(c.nri.socket, Path::new("/run/nri.sock"));
+    assert_eq!(
+        (c.nri.plugin_name.as_str(), c.nri.plugin_index.as_str()),
+        ("pinctl.cpu", "05")
+    );
+    for (text, want) in [
+        (
+            "[nri]\nplugin_index = \"5\"\n",
+            "/etc/pinctl/pinctld.toml:2:16: nri.plugin_index: invalid plugin index \"5\": two digits, \"00\" to \"99\"",
+        ),
+        (
+            "[nri]\nplugin_name = \"pin ctl\"\n",
+            "/etc/pinctl/pinctld.toml:2:15: nri.plugin_name: invalid plugin name \"pin ctl\": 1 to 64 letters, digits, '-', '_' or '.'",
+        ),
+        (
+            "[nri]\nsocket = \"nri.sock\"\n",
+            "/etc/pinctl/pinctld.toml:2:10: nri.socket: invalid path \"nri.sock\": must be absolute",
+        ),
+    ] {
+        assert_eq!(err(text), want, "{text}");
+    }
+    // A change waits for a restart: the registration is made once.
+    let r = ok("").reload(c);
+    assert_eq!(r.deferred, ["nri"]);
+    assert!(!r.config.nri.enabled);
 }

@@ -36,6 +36,7 @@ mod irq;
 mod layout;
 mod noise;
 mod nri;
+mod nri_daemon;
 mod packaging;
 mod partition;
 mod power;

@@ -631,6 +631,7 @@ fn without_reserved_cpus_the_lowest_is_held_back() {
 mod cri;
 mod devices;
 mod memory;
+mod nri;
 mod resize;
 mod sequences;
 mod slurm;

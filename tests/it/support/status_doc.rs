@@ -143,6 +143,7 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
         partitions: None,
         slurm: api::Slurm::default(),
         runs: api::Runs::default(),
+        nri: None,
         counters: api::Counters {
             reconciles: 12,
             last_reconcile_ms: 3,

@@ -1,0 +1,451 @@
+//! The runtime's calls as an NRI plugin (`[nri]`, [`crate::nri`]),
+//! decided by the same engine as every cgroup.
+//!
+//! - `CreateContainer`: what the container asks is decided from the call
+//!   ([`container::decide`]). An exclusive one is announced to the engine
+//!   ([`crate::engine::Engine::expect`]) and placed by a plan at once; the
+//!   answer is its CPUs (and, with `align_memory`, their memory nodes), so
+//!   the runtime makes its cgroup with them. Its cgroup, once read from the
+//!   tree, joins the workload by key. A shared container is answered the
+//!   shared pool.
+//! - `StopContainer` and `RemoveContainer` withdraw an announcement; so
+//!   does time ([`ANNOUNCED_FOR`]), for a container never made.
+//! - The cgroup watcher stays the truth: it sees every container, with NRI
+//!   or without, and pins what NRI did not.
+//! - The loop answers within the session's budget or the fallback does
+//!   ([`fallback`]): the runtime never waits past its own timeout.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::Daemon;
+use crate::config::Config;
+use crate::cpuset::CpuSet;
+use crate::nri::container::{self, Decided};
+use crate::nri::{Answer, Asked, Call, Fallback, Link, Outgoing, Registration, Settings, api};
+
+/// How long an announced container may take to make its cgroup; then the
+/// announcement is withdrawn and its CPUs go back to the shared pool.
+pub(super) const ANNOUNCED_FOR: Duration = Duration::from_secs(300);
+/// How long the loop has to answer a call before the fallback does: well
+/// within the runtime's default of 2 s.
+const BUDGET: Duration = Duration::from_millis(1500);
+/// How long the runtime has to answer pinctld's calls.
+const CALL_WITHIN: Duration = Duration::from_secs(5);
+/// Calls waiting for the loop; beyond, the fallback answers at once.
+const QUEUE: usize = 256;
+
+/// What the fallback answers by, kept current by the loop.
+struct View {
+    cfg: Arc<Config>,
+    /// The shared pool, as a managed cgroup gets it.
+    shared: String,
+}
+
+/// An exclusive container the runtime announced.
+struct Announcement {
+    key: String,
+    until: Instant,
+}
+
+/// The daemon's side of the NRI front end.
+pub(super) struct Front {
+    pub(super) rx: Option<mpsc::Receiver<Asked>>,
+    pub(super) links: Option<mpsc::Receiver<Link>>,
+    /// pinctld's own calls of the runtime (`UpdateContainers`).
+    _outgoing: Option<mpsc::Sender<Outgoing>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    /// The link as last told.
+    pub(super) link: Option<Link>,
+    /// The runtime's name and version, once configured.
+    pub(super) runtime: Option<String>,
+    /// Exclusive containers announced, by container id.
+    announced: BTreeMap<String, Announcement>,
+    view: Arc<RwLock<View>>,
+}
+
+impl Front {
+    /// No front end: `[nri]` is off.
+    pub(super) fn closed(cfg: Arc<Config>) -> Front {
+        Front {
+            rx: None,
+            links: None,
+            _outgoing: None,
+            task: None,
+            link: None,
+            runtime: None,
+            announced: BTreeMap::new(),
+            view: Arc::new(RwLock::new(View {
+                cfg,
+                shared: String::new(),
+            })),
+        }
+    }
+
+    /// Starts dialling the runtime's socket.
+    pub(super) fn open(&mut self, cfg: &crate::config::Nri) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let (links_tx, links_rx) = mpsc::channel(8);
+        let (out_tx, out_rx) = mpsc::channel(16);
+        let view = self.view.clone();
+        let fallback: Fallback = Arc::new(move |call: &Call| match view.read() {
+            Ok(v) => fallback(&v.cfg, &v.shared, call),
+            Err(_) => Answer::Done,
+        });
+        let settings = Settings {
+            registration: Registration {
+                name: cfg.plugin_name.clone(),
+                index: cfg.plugin_index.clone(),
+            },
+            budget: BUDGET,
+            call_within: CALL_WITHIN,
+            fallback,
+        };
+        self.task = Some(tokio::spawn(crate::nri::keep_connected(
+            cfg.socket.clone(),
+            settings,
+            tx,
+            out_rx,
+            links_tx,
+        )));
+        self.rx = Some(rx);
+        self.links = Some(links_rx);
+        self._outgoing = Some(out_tx);
+    }
+
+    pub(super) fn close(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        self.rx = None;
+        self.links = None;
+    }
+
+    /// When the first announcement runs out.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.announced.values().map(|a| a.until).min()
+    }
+
+    /// Keeps what the fallback answers by current.
+    fn follow(&self, cfg: &Arc<Config>, shared: &CpuSet) {
+        if let Ok(mut v) = self.view.write() {
+            if !Arc::ptr_eq(&v.cfg, cfg) {
+                v.cfg = cfg.clone();
+            }
+            let text = shared.to_string();
+            if v.shared != text {
+                v.shared = text;
+            }
+        }
+    }
+}
+
+/// The answer when the loop did not answer in time: the shared pool for a
+/// container in a managed subtree (the watcher pins an exclusive one once
+/// its cgroup is there), nothing for any other; with `required`, a
+/// container that asks for exclusive CPUs is refused.
+fn fallback(cfg: &Config, shared: &str, call: &Call) -> Answer {
+    let Call::Create(req) = call else {
+        return Answer::Done;
+    };
+    let Some(c) = req.container.as_ref() else {
+        return Answer::Done;
+    };
+    let Ok(decided) = container::decide(cfg, c, req.pod.as_ref()) else {
+        return Answer::Done;
+    };
+    if decided.wants() && cfg.nri.required {
+        return Answer::Refuse(format!(
+            "pinctld could not place container {} ({}) in time; refused ([nri] required)",
+            c.name, decided.key
+        ));
+    }
+    let managed = cfg
+        .managed
+        .iter()
+        .any(|m| crate::cgroup::is_within(&decided.rel, m));
+    if !managed || shared.is_empty() {
+        return Answer::Done;
+    }
+    create_answer(shared, "")
+}
+
+/// An answer to `CreateContainer` that sets the container's CPUs (and its
+/// memory nodes, unless `mems` is empty).
+fn create_answer(cpus: &str, mems: &str) -> Answer {
+    Answer::Create(api::CreateContainerResponse {
+        adjust: Some(api::ContainerAdjustment {
+            linux: Some(api::LinuxContainerAdjustment {
+                resources: Some(api::cpuset_resources(cpus, mems)),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+impl Daemon {
+    /// Keeps what the front end's fallback answers by current: after every
+    /// turn of the loop.
+    pub(super) fn follow_nri(&self) {
+        if self.nri.rx.is_some() {
+            let managed = self.cfg.managed.first().map_or("", String::as_str);
+            self.nri.follow(&self.cfg, &self.engine.shared_for(managed));
+        }
+    }
+
+    /// Starts the front end when `[nri]` is on.
+    pub(super) fn open_nri(&mut self) {
+        if self.cfg.nri.enabled {
+            info!(socket = %self.cfg.nri.socket.display(), "registering as an NRI plugin");
+            let cfg = self.cfg.nri.clone();
+            self.nri.open(&cfg);
+            self.follow_nri();
+        }
+    }
+
+    /// The front end in the status document (`None`: `[nri]` is off).
+    pub(super) fn nri_status(&self) -> Option<crate::api::Nri> {
+        self.cfg.nri.enabled.then(|| crate::api::Nri {
+            socket: self.cfg.nri.socket.clone(),
+            connected: self.nri.link == Some(Link::Up),
+            runtime: self.nri.runtime.clone(),
+            error: match &self.nri.link {
+                Some(Link::Down(why)) => Some(why.clone()),
+                _ => None,
+            },
+            announced: self
+                .nri
+                .announced
+                .values()
+                .filter(|a| {
+                    self.engine
+                        .workloads()
+                        .get(&a.key)
+                        .is_some_and(|w| w.expected)
+                })
+                .count(),
+        })
+    }
+
+    /// A change of the link to the runtime.
+    pub(super) fn nri_link(&mut self, link: Link) {
+        match &link {
+            Link::Up => {
+                info!(socket = %self.cfg.nri.socket.display(), "connected to the runtime's NRI socket")
+            }
+            Link::Down(why) => warn!(
+                error = %why,
+                "no NRI link to the runtime: containers start on the shared pool and are pinned as they appear"
+            ),
+        }
+        self.nri.link = Some(link);
+        self.socket.dirty = true;
+    }
+
+    /// Answers one call of the runtime.
+    pub(super) async fn nri_asked(&mut self, asked: Asked) {
+        let Asked { call, reply } = asked;
+        let started = Instant::now();
+        let answer = match call {
+            Call::Configured { runtime, version } => {
+                info!(runtime = %runtime, version = %version, "registered as an NRI plugin");
+                self.nri.runtime = Some(format!("{runtime} {version}"));
+                Answer::Done
+            }
+            Call::Synchronize(req) => {
+                info!(
+                    pods = req.pods.len(),
+                    containers = req.containers.len(),
+                    "NRI synchronized: the cgroup tree is read as at start-up"
+                );
+                Answer::Synchronize(Vec::new())
+            }
+            Call::Create(req) => {
+                let answer = self.nri_create(&req).await;
+                let _ = reply.send(answer);
+                self.socket
+                    .metrics
+                    .nri_create_seconds
+                    .observe(started.elapsed().as_secs_f64());
+                return;
+            }
+            Call::Update(_) => Answer::Done,
+            Call::Stop(req) => {
+                if let Some(c) = &req.container {
+                    self.withdraw(&c.id).await;
+                }
+                Answer::Done
+            }
+            Call::Event(ev) => {
+                if ev.event == api::event::REMOVE_CONTAINER
+                    && let Some(c) = &ev.container
+                {
+                    self.withdraw(&c.id).await;
+                }
+                Answer::Done
+            }
+        };
+        let _ = reply.send(answer);
+    }
+
+    /// `CreateContainer`: the container's CPUs.
+    async fn nri_create(&mut self, req: &api::CreateContainerRequest) -> Answer {
+        let Some(c) = req.container.as_ref() else {
+            return Answer::Done;
+        };
+        let decided = match container::decide(&self.cfg, c, req.pod.as_ref()) {
+            Ok(d) => d,
+            Err(e) => {
+                warn!(error = %e, "NRI CreateContainer: left to the cgroup watcher");
+                return self.refuse_or(&format!("{e}"), Answer::Done, false);
+            }
+        };
+        if let Some(problem) = &decided.problem {
+            warn!(container = %c.name, cgroup = %decided.rel, problem = %problem, "NRI CreateContainer");
+        }
+        if !self.scope().managed(&decided.rel) {
+            return Answer::Done;
+        }
+        if !decided.wants() {
+            let shared = self.engine.shared_for(&decided.rel);
+            return create_answer(&shared.to_string(), "");
+        }
+        self.announce(c, &decided).await
+    }
+
+    /// Announces an exclusive container to the engine and answers with
+    /// what the plan gives it.
+    async fn announce(&mut self, c: &api::Container, d: &Decided) -> Answer {
+        let Some(mut intent) = d.intent.clone() else {
+            return Answer::Done;
+        };
+        if !intent.near.is_empty() {
+            intent.devices = self.locate(&intent.near).await;
+        }
+        self.engine.expect(&d.key, &intent);
+        self.nri.announced.insert(
+            c.id.clone(),
+            Announcement {
+                key: d.key.clone(),
+                until: Instant::now() + ANNOUNCED_FOR,
+            },
+        );
+        self.apply().await;
+        let Some(w) = self.engine.workloads().get(&d.key) else {
+            return Answer::Done;
+        };
+        match &w.cpus {
+            Some(cpus) => {
+                let mems = self
+                    .engine
+                    .mems_for(cpus)
+                    .map(|m| m.to_string())
+                    .unwrap_or_default();
+                info!(
+                    container = %c.name,
+                    workload = %d.key,
+                    cpus = %cpus,
+                    cgroup = %d.rel,
+                    "NRI CreateContainer: made on its exclusive CPUs"
+                );
+                create_answer(&cpus.to_string(), &mems)
+            }
+            None => {
+                let why = w
+                    .pending
+                    .as_ref()
+                    .map(|p| p.reason.clone())
+                    .unwrap_or_else(|| "no CPUs free".to_string());
+                let shared = self.engine.shared_for(&d.rel).to_string();
+                let on_shared = create_answer(&shared, "");
+                let key = d.key.clone();
+                let answer = self.refuse_or(&why, on_shared, true);
+                if matches!(answer, Answer::Refuse(_)) {
+                    self.nri.announced.remove(&c.id);
+                    self.engine.unexpect(&key);
+                    self.apply().await;
+                } else {
+                    info!(container = %c.name, workload = %key, reason = %why, "NRI CreateContainer: made on the shared pool, waits for CPUs");
+                }
+                answer
+            }
+        }
+    }
+
+    /// `answer`, or with `[nri] required` (for a container that asks for
+    /// exclusive CPUs) a refusal saying `why`.
+    fn refuse_or(&self, why: &str, answer: Answer, wants: bool) -> Answer {
+        if wants && self.cfg.nri.required {
+            Answer::Refuse(format!(
+                "pinctld cannot give the container its exclusive CPUs now ([nri] required): {why}"
+            ))
+        } else {
+            answer
+        }
+    }
+
+    /// Where the devices a container drives sit (sysfs, through the I/O
+    /// threads); none when that cannot be read in time.
+    async fn locate(&self, near: &[crate::devices::Device]) -> Vec<crate::devices::Located> {
+        let (sys, proc_root, cdi_dirs) = (
+            self.cfg.sysfs_root.clone(),
+            self.cfg.proc_root.clone(),
+            self.cfg.cdi_spec_dirs.clone(),
+        );
+        let near = near.to_vec();
+        let key = self.cfg.sysfs_root.clone();
+        self.pool
+            .run(&key, move |fs| {
+                let roots = crate::devices::Roots {
+                    sys: &sys,
+                    proc_root: &proc_root,
+                    cdi_dirs: &cdi_dirs,
+                };
+                Ok(crate::devices::locate_all(fs, roots, &near))
+            })
+            .await
+            .unwrap_or_else(|e| {
+                warn!(error = %crate::io::chain(&e), "cannot locate a new container's devices");
+                Vec::new()
+            })
+    }
+
+    /// Withdraws the announcement of container `id`, if any.
+    async fn withdraw(&mut self, id: &str) {
+        let Some(a) = self.nri.announced.remove(id) else {
+            return;
+        };
+        debug!(container = %id, workload = %a.key, "NRI: announcement withdrawn");
+        self.engine.unexpect(&a.key);
+        self.apply().await;
+    }
+
+    /// Withdraws the announcements that ran out.
+    pub(super) async fn announcements_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<String> = self
+            .nri
+            .announced
+            .iter()
+            .filter(|(_, a)| a.until <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in due {
+            if let Some(a) = self.nri.announced.get(&id)
+                && self
+                    .engine
+                    .workloads()
+                    .get(&a.key)
+                    .is_some_and(|w| w.expected)
+            {
+                warn!(container = %id, workload = %a.key, "NRI: the announced container made no cgroup in time; its CPUs go back");
+            }
+            self.withdraw(&id).await;
+        }
+    }
+}

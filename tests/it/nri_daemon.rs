@@ -1,0 +1,287 @@
+//! The real `pinctld` as an NRI plugin (fake v2 tree), driven by the
+//! stand-in runtime (`support::nri_runtime`) as containerd drives it: an
+//! exclusive container is answered its CPUs before its cgroup exists, the
+//! cgroup the runtime then makes with them joins the workload and is not
+//! written again; a shared container gets the shared pool; an announcement
+//! withdrawn gives its CPUs back; `required` refuses what cannot be placed.
+//! The session's own behaviour is `nri.rs`'s; the decision's rules are the
+//! unit tests of `nri::container`.
+
+use pinctl::api::Status;
+use pinctl::cpuset::CpuSet;
+use pinctl::nri::api::{self, event};
+use pinctl::nri::ttrpc::code;
+
+use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, set, uid};
+use crate::support::nri_runtime::{Conn, Runtime, container, pod};
+use crate::support::world::{Options, SYSTEM, World};
+
+struct Env {
+    w: World,
+    conn: Conn,
+    /// The socket the daemon dials.
+    _runtime: Runtime,
+    /// Dropped last: the connection and the socket are its.
+    rt: tokio::runtime::Runtime,
+}
+
+env_of_world!(Env);
+
+/// A started v2 world (systemd's naming) with `[nri]` on and the lines
+/// `nri`, registered with a stand-in runtime that has configured it and
+/// synchronized no containers.
+fn env(nri: &str) -> Env {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut w = World::new(
+        "pinctld-nri",
+        Version::V2,
+        Driver::Systemd,
+        &Options::default(),
+    );
+    let runtime = rt.block_on(async { Runtime::bind(w.tmp.path()) });
+    w.write_config(&Options {
+        keys: vec![format!(
+            "[nri]\nenabled = true\nsocket = {:?}\n{nri}",
+            runtime.path.display().to_string()
+        )],
+        ..Options::default()
+    });
+    w.start();
+    let conn = rt.block_on(async {
+        let mut conn = runtime.accept().await;
+        conn.registration().await;
+        let _: api::ConfigureResponse = conn
+            .ask(
+                "Configure",
+                &api::ConfigureRequest {
+                    config: String::new(),
+                    runtime_name: "stand-in".into(),
+                    runtime_version: "1".into(),
+                },
+            )
+            .await;
+        let _: api::SynchronizeResponse = conn
+            .ask("Synchronize", &api::SynchronizeRequest::default())
+            .await;
+        conn
+    });
+    Env {
+        w,
+        rt,
+        conn,
+        _runtime: runtime,
+    }
+}
+
+impl Env {
+    /// The request the runtime sends for container `n` named `name` of the
+    /// Guaranteed pod `pod_uid`, with a limit of `cpus` whole CPUs and the
+    /// annotations `annotations`.
+    fn request(
+        &self,
+        n: u32,
+        pod_uid: &str,
+        name: &str,
+        cpus: Option<i64>,
+        annotations: &[(&str, &str)],
+    ) -> api::CreateContainerRequest {
+        let pod_rel = self.k.pod(Qos::Guaranteed, pod_uid);
+        let slice = pod_rel.rsplit('/').next().unwrap();
+        let id = container_id(n);
+        let mut c = container(&id, "sandbox", name, cpus.map(|c| (c * 100_000, 100_000)));
+        c.linux.as_mut().unwrap().cgroups_path = format!("{slice}:cri-containerd:{id}");
+        c.annotations = annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        c.annotations
+            .insert("io.kubernetes.cri.container-name".into(), name.into());
+        c.annotations
+            .insert("io.kubernetes.cri.sandbox-uid".into(), pod_uid.into());
+        api::CreateContainerRequest {
+            pod: Some(pod("sandbox", pod_uid)),
+            container: Some(c),
+        }
+    }
+
+    fn create(
+        &mut self,
+        req: &api::CreateContainerRequest,
+    ) -> Result<api::CreateContainerResponse, (i32, String)> {
+        let bytes = self.rt.block_on(self.conn.call("CreateContainer", req))?;
+        Ok(pinctl::nri::ttrpc::decode("answer", &bytes).unwrap())
+    }
+
+    fn event(&mut self, kind: i32, req: &api::CreateContainerRequest) {
+        let ev = api::StateChangeEvent {
+            event: kind,
+            pod: req.pod.clone(),
+            container: req.container.clone(),
+        };
+        let _: api::Empty = self.rt.block_on(self.conn.ask("StateChange", &ev));
+    }
+
+    /// Waits until the kernel would let the tasks of every cgroup in `rels`
+    /// use exactly `want`.
+    fn wait_cpus(&self, rels: &[&str], want: &CpuSet) {
+        self.wait_for(&format!("CPUs = {want} on {rels:?}"), || {
+            for rel in rels {
+                let got = self.tree.effective(rel);
+                if &got != want {
+                    return Err(format!("{rel} has {got:?}"));
+                }
+            }
+            Ok(())
+        });
+    }
+
+    /// The served status once `ok` holds of it.
+    fn status_when(&self, what: &str, ok: impl Fn(&Status) -> bool) -> Status {
+        self.wait_for(&format!("status: {what}"), || {
+            let s = self.w.served()?;
+            if ok(&s) { Ok(s) } else { Err(format!("{s:?}")) }
+        })
+    }
+
+    /// Checks that `ok` holds of the served status for a second.
+    fn hold_status(&self, what: &str, ok: impl Fn(&Status) -> bool) {
+        self.hold(what, std::time::Duration::from_secs(1), || {
+            let s = self.w.served()?;
+            if ok(&s) {
+                Ok(())
+            } else {
+                Err(format!("{s:?}"))
+            }
+        });
+    }
+}
+
+/// The CPUs and memory nodes an answer sets.
+fn sets(r: &api::CreateContainerResponse) -> (String, String) {
+    let cpu = r
+        .adjust
+        .as_ref()
+        .and_then(|a| a.linux.as_ref())
+        .and_then(|l| l.resources.as_ref())
+        .and_then(|r| r.cpu.as_ref())
+        .cloned()
+        .unwrap_or_default();
+    (cpu.cpus, cpu.mems)
+}
+
+/// A Guaranteed container with a whole-number limit is made on its own
+/// CPUs: the answer holds them before any cgroup exists, the shared pool
+/// gives them up, and the cgroup the runtime makes with them joins the
+/// workload without a write. Stopped and removed, they come back.
+#[test]
+fn an_exclusive_container_is_answered_its_cpus_and_its_cgroup_joins() {
+    let mut env = env("");
+    let online = env.tree.effective("");
+    let u = uid(1);
+    let req = env.request(2, &u, "app", Some(4), &[]);
+    let (cpus, _) = sets(&env.create(&req).unwrap());
+    let given = set(&cpus);
+    assert_eq!(given.len(), 4, "answered {cpus:?}");
+    let key = format!("pod:{u}/app");
+    let s = env.status_when("the announced workload", |s| {
+        s.workloads.iter().any(|w| w.key == key)
+    });
+    let w = s.workloads.iter().find(|w| w.key == key).unwrap();
+    assert_eq!(w.cpus.as_ref(), Some(&given));
+    assert!(w.cgroups.is_empty());
+    assert_eq!(
+        s.nri.as_ref().map(|n| (n.connected, n.announced)),
+        Some((true, 1))
+    );
+    env.wait_cpus(&[SYSTEM], &online.difference(&given));
+
+    // The runtime makes the cgroup with what it was answered.
+    env.bundle(2, &u, "app", None);
+    let pod_rel = env.k.pod(Qos::Guaranteed, &u);
+    env.tree.create(&pod_rel, &env.existing());
+    let rel = env.k.container(&pod_rel, &container_id(2));
+    env.tree.create(&rel, &Spec::limit(4).cpuset(&cpus, "0"));
+    env.status_when("the cgroup joins its workload", |s| {
+        s.workloads
+            .iter()
+            .any(|w| w.key == key && w.cgroups == [rel.clone()] && w.cpus.as_ref() == Some(&given))
+    });
+    assert_eq!(env.tree.cpus(&rel), given);
+    let mine = format!("{rel}/cpuset.cpus");
+    let log = env.log();
+    let shrunk = format!("{SYSTEM}/cpuset.cpus");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("written") && l.contains(&shrunk)),
+        "the shared pool's writes are logged so:\n{log}"
+    );
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("written") && l.contains(&mine)),
+        "the daemon wrote the cpuset the runtime made:\n{log}"
+    );
+    env.status_when("no announcement left", |s| {
+        s.nri.as_ref().is_some_and(|n| n.announced == 0)
+    });
+
+    // Stopped and removed: its CPUs come back.
+    let _: api::StopContainerResponse = env.rt.block_on(env.conn.ask(
+        "StopContainer",
+        &api::StopContainerRequest {
+            pod: req.pod.clone(),
+            container: req.container.clone(),
+        },
+    ));
+    env.tree.remove(&rel);
+    env.event(event::REMOVE_CONTAINER, &req);
+    env.wait_cpus(&[SYSTEM], &online);
+}
+
+/// A container that asks for nothing is answered the shared pool; an
+/// annotated one its CPUs. One withdrawn before its cgroup came (removed)
+/// gives them back at once.
+#[test]
+fn a_shared_container_gets_the_pool_and_a_withdrawn_one_gives_back() {
+    let mut env = env("");
+    let online = env.tree.effective("");
+    let plain = env.request(3, &uid(3), "web", None, &[]);
+    let (cpus, mems) = sets(&env.create(&plain).unwrap());
+    assert_eq!(set(&cpus), env.status_when("", |_| true).shared_pool);
+    assert_eq!(mems, "");
+    let annotated = env.request(4, &uid(4), "db", None, &[("pinctl.io/cpus", "2")]);
+    let (cpus, _) = sets(&env.create(&annotated).unwrap());
+    let given = set(&cpus);
+    assert_eq!(given.len(), 2);
+    env.wait_cpus(&[SYSTEM], &online.difference(&given));
+    env.event(event::REMOVE_CONTAINER, &annotated);
+    env.wait_cpus(&[SYSTEM], &online);
+    env.status_when("no workload", |s| s.workloads.is_empty());
+}
+
+/// With `required`, a container that asks for more CPUs than are free is
+/// refused with the reason; without, it is made on the shared pool and
+/// waits.
+#[test]
+fn required_refuses_what_cannot_be_placed_else_it_waits_on_the_pool() {
+    let mut env = env("required = true");
+    let too_many = env.request(5, &uid(5), "big", Some(64), &[]);
+    let (c, why) = env.create(&too_many).unwrap_err();
+    assert_eq!(c, code::FAILED_PRECONDITION);
+    assert!(
+        why.contains("[nri] required") && why.contains("64"),
+        "{why}"
+    );
+    env.hold_status("a refused container holds nothing", |s| {
+        s.workloads.is_empty()
+    });
+
+    let mut env = self::env("");
+    let (cpus, _) = sets(&env.create(&too_many).unwrap());
+    let s = env.status_when("the waiting workload", |s| !s.workloads.is_empty());
+    assert_eq!(set(&cpus), s.shared_pool);
+    let w = &s.workloads[0];
+    assert!(w.cpus.is_none() && w.pending.is_some(), "{w:?}");
+}
