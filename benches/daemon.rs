@@ -46,6 +46,12 @@
 //!   daemon's own `reconcile done ... elapsed_us=` line.
 //! - Memory: `VmRSS` and `VmHWM` from `/proc/<pid>/status` once the daemon has
 //!   reconciled the tree and gone idle, and at the end of run A.
+//! - NRI (`[nri]` on in run A, the stand-in runtime of
+//!   `tests/it/support/nri_runtime.rs` on a socket in the tree): after the
+//!   latency samples, `CreateContainer` of a Guaranteed container of one
+//!   CPU, timed from the request's first byte written to its answer read,
+//!   then `RemoveContainer` (its CPU back), the daemon idle between
+//!   samples. Target: p99 ≤ 5 ms at 1,000 live containers.
 //!
 //! Knobs (environment): `PINCTL_BENCH_SIZES` (comma-separated workload counts),
 //! `PINCTL_BENCH_SAMPLES` (latency samples per size and kind, default 200),
@@ -64,6 +70,11 @@
 //! `PINCTL_BENCH_MACHINE` the machine.
 
 mod support;
+
+// The stand-in runtime of the integration tests, as it is.
+#[allow(dead_code)]
+#[path = "../tests/it/support/nri_runtime.rs"]
+mod nri_runtime;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -112,6 +123,7 @@ const TARGET_BIG: usize = 10_000;
 const TARGET_RECONCILE_CGROUPS: usize = 10_000;
 const TARGET_RECONCILE: Duration = Duration::from_millis(200);
 const TARGET_RSS_KB: u64 = 20 * 1024;
+const TARGET_NRI_P99: Duration = Duration::from_millis(5);
 
 struct Options {
     full: bool,
@@ -566,8 +578,17 @@ impl Tree {
         })
     }
 
-    fn config(&self, log_level: &str) -> String {
+    /// The daemon's configuration; `nri`: with `[nri]` on, on the socket
+    /// of [`Self::nri_socket`].
+    fn config(&self, log_level: &str, nri: bool) -> String {
         let p = |name: &str| self.dir.join(name).display().to_string();
+        let nri = match nri {
+            true => format!(
+                "\n[nri]\nenabled = true\nsocket = \"{}\"\n",
+                self.nri_socket().display()
+            ),
+            false => String::new(),
+        };
         format!(
             r#"cgroup_root = "{cgroup}"
 sysfs_root = "{sysfs}"
@@ -583,7 +604,7 @@ log_level = "{log_level}"
 # No systemd beside a fake tree: with the shipped bus, every write of a
 # slice tried to tell systemd, failed to connect and logged a warning.
 systemd_bus = ""
-"#,
+{nri}"#,
             cgroup = self.cgroup.display(),
             sysfs = self
                 .dir
@@ -595,6 +616,13 @@ systemd_bus = ""
             socket = p("pinctl.sock"),
             bundles = self.bundles.display(),
         )
+    }
+}
+
+impl Tree {
+    /// Where the stand-in runtime listens (`nri_runtime::Runtime::bind`).
+    fn nri_socket(&self) -> PathBuf {
+        self.dir.join("nri.sock")
     }
 }
 
@@ -634,6 +662,8 @@ struct SizeResult {
     mem_start: (u64, u64),
     mem_end: (u64, u64),
     latency: Latency,
+    /// `CreateContainer` to its answer.
+    nri: Stats,
     warnings: Vec<String>,
 }
 
@@ -647,8 +677,12 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
         build.as_secs_f64()
     );
 
-    // Run A: info logging; cold start, latency, memory.
-    let mut d = Daemon::spawn(pinctld, &tree.dir, &tree.config("info"), "a", false)?;
+    // Run A: info logging; cold start, latency, memory, NRI.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let runtime = rt.block_on(async { nri_runtime::Runtime::bind(&tree.dir) });
+    let mut d = Daemon::spawn(pinctld, &tree.dir, &tree.config("info", true), "a", false)?;
     let ready = d.wait_notify("READY=1", |m| m.lines().any(|l| l == "READY=1"))?;
     let cold_ready = ready - d.spawned;
     let cold_settle = d.wait_idle()?;
@@ -668,6 +702,11 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
         latency(&mut tree, &mut d, &mut ino, &mut pool, opts)?
     };
     drop(pool);
+    // The connection outlives the daemon: a link lost is a warning.
+    let (nri, _conn) = {
+        let _perf = Perf::start(opts.perf.as_deref(), &d, &format!("n{n}-nri"))?;
+        rt.block_on(nri_latency(&runtime, &mut tree, &mut d, opts))?
+    };
     let mem_end = d.memory()?;
     let stopped = d.stop()?;
     d.pump_logs();
@@ -677,7 +716,7 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
     drop(d);
 
     // Run B: debug logging; warm restart and full reconciles.
-    let mut d = Daemon::spawn(pinctld, &tree.dir, &tree.config("debug"), "b", true)?;
+    let mut d = Daemon::spawn(pinctld, &tree.dir, &tree.config("debug", false), "b", true)?;
     let ready = d.wait_notify("READY=1", |m| m.lines().any(|l| l == "READY=1"))?;
     let warm_ready = ready - d.spawned;
     d.wait_idle()?;
@@ -707,8 +746,77 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
         mem_start,
         mem_end,
         latency,
+        nri,
         warnings,
     })
+}
+
+/// `CreateContainer` samples, as [`latency`] takes pin samples.
+async fn nri_latency(
+    runtime: &nri_runtime::Runtime,
+    tree: &mut Tree,
+    d: &mut Daemon,
+    opts: &Options,
+) -> Result<(Stats, nri_runtime::Conn)> {
+    use pinctl::nri::api;
+    let mut conn = runtime.accept().await;
+    conn.registration().await;
+    let _: api::ConfigureResponse = conn
+        .ask(
+            "Configure",
+            &api::ConfigureRequest {
+                runtime_name: "bench".into(),
+                runtime_version: "1".into(),
+                ..Default::default()
+            },
+        )
+        .await;
+    let _: api::SynchronizeResponse = conn
+        .ask("Synchronize", &api::SynchronizeRequest::default())
+        .await;
+    let started = Instant::now();
+    let mut answers = Vec::new();
+    while answers.len() < opts.samples
+        && (answers.len() < opts.min_samples || started.elapsed() < opts.budget)
+    {
+        tree.next += 1;
+        let spec = PodSpec::new(tree.next, Qos::Guaranteed);
+        let mut c = nri_runtime::container(&spec.id, "sandbox", "app", Some((100_000, 100_000)));
+        if let Some(l) = c.linux.as_mut() {
+            l.cgroups_path = format!("{}:cri-containerd:{}", spec.pod, spec.id);
+        }
+        for (k, v) in [
+            ("io.kubernetes.cri.container-name", "app"),
+            ("io.kubernetes.cri.sandbox-uid", spec.uid.as_str()),
+        ] {
+            c.annotations.insert(k.into(), v.into());
+        }
+        let req = api::CreateContainerRequest {
+            pod: Some(nri_runtime::pod("sandbox", &spec.uid)),
+            container: Some(c),
+        };
+        let t0 = Instant::now();
+        let answer: api::CreateContainerResponse = conn.ask("CreateContainer", &req).await;
+        answers.push(t0.elapsed());
+        let cpus = answer
+            .adjust
+            .and_then(|a| a.linux?.resources?.cpu)
+            .map(|c| c.cpus)
+            .unwrap_or_default();
+        ensure!(
+            cpus.parse::<u32>().is_ok_and(|c| c != 0),
+            "CreateContainer was answered {cpus:?}, not one exclusive CPU"
+        );
+        d.wait_idle()?;
+        let removed = api::StateChangeEvent {
+            event: api::event::REMOVE_CONTAINER,
+            pod: req.pod,
+            container: req.container,
+        };
+        let _: api::Empty = conn.ask("StateChange", &removed).await;
+        d.wait_idle()?;
+    }
+    Ok((Stats::of(answers).expect("at least one sample"), conn))
 }
 
 /// What was wrong with how the daemon stopped on SIGTERM, if anything.
@@ -1007,6 +1115,28 @@ fn report(results: &[SizeResult]) {
         "  a Burstable container is not written on v2 (it follows its QoS slice): checked once per size, not timed"
     );
 
+    println!();
+    println!(
+        "NRI CreateContainer of a Guaranteed container (1 CPU) → its answer, at the stand-in runtime (ms)"
+    );
+    println!(
+        "{:>9} {:>5} | {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "workloads", "n", "min", "median", "p90", "p99", "max",
+    );
+    for r in results {
+        let s = &r.nri;
+        println!(
+            "{:>9} {:>5} | {:>8} {:>8} {:>8} {:>8} {:>8}",
+            r.workloads,
+            s.n,
+            ms(s.min),
+            ms(s.median),
+            ms(s.p90),
+            ms(s.p99),
+            ms(s.max),
+        );
+    }
+
     for r in results {
         if !r.warnings.is_empty() {
             println!();
@@ -1040,6 +1170,17 @@ fn report(results: &[SizeResult]) {
             );
         }
         None => println!("  latency at {TARGET_LATENCY_AT} workloads: not measured"),
+    }
+    match at(TARGET_LATENCY_AT) {
+        Some(r) => println!(
+            "  NRI CreateContainer at {} workloads (n={}): p99 {} ms ≤ {} ms: {}",
+            r.workloads,
+            r.nri.n,
+            ms(r.nri.p99),
+            ms(TARGET_NRI_P99),
+            verdict(r.nri.p99 <= TARGET_NRI_P99),
+        ),
+        None => println!("  NRI CreateContainer at {TARGET_LATENCY_AT} workloads: not measured"),
     }
     // The smallest tree of at least 10,000 cgroups is the target; every
     // larger one is shown too.

@@ -117,6 +117,21 @@ pub struct Nri {
     pub error: Option<String>,
     /// Exclusive containers announced whose cgroup has not been read yet.
     pub announced: usize,
+    /// Containers whose cgroup the runtime made with other CPUs than
+    /// pinctld answered, the latest last (at most 16).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disagreements: Vec<NriDisagreement>,
+}
+
+/// A container made with other CPUs than pinctld answered over NRI.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NriDisagreement {
+    pub container: String,
+    pub cgroup: String,
+    /// What pinctld answered.
+    pub answered: CpuSet,
+    /// What the cgroup held when it was first read.
+    pub found: CpuSet,
 }
 
 /// `strict_reservation` in force: the pool of the non-exclusive cgroups of

@@ -145,6 +145,8 @@ pub struct Metrics {
     pub event_to_pin_seconds: Histogram,
     /// From NRI's `CreateContainer` reaching the loop to its answer.
     pub nri_create_seconds: Histogram,
+    /// Containers made with other CPUs than pinctld answered over NRI.
+    pub nri_disagreements: Counter,
     pub writes: Counter,
     pub write_errors: Counter,
     pub repairs: Counter,
@@ -223,6 +225,7 @@ impl Metrics {
             event_to_pin_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
             // 50 µs to ~1.6 s.
             nri_create_seconds: Histogram::new(exponential_buckets(0.00005, 2.0, 16)),
+            nri_disagreements: Counter::default(),
             writes: Counter::default(),
             write_errors: Counter::default(),
             repairs: Counter::default(),
@@ -335,6 +338,11 @@ impl Metrics {
             "nri_create_seconds",
             "From the runtime's NRI CreateContainer reaching the event loop to its answer",
             m.nri_create_seconds.clone(),
+        );
+        registry.register(
+            "nri_disagreements",
+            "Containers the runtime made with other CPUs than pinctld answered over NRI",
+            m.nri_disagreements.clone(),
         );
         registry.register("cgroup_writes", "Cgroup file writes", m.writes.clone());
         registry.register(

@@ -89,6 +89,9 @@ pub enum Problem {
         cores: CpuSet,
         jobs: Vec<String>,
     },
+    /// The runtime made a container with other CPUs than pinctld answered
+    /// over NRI: another CPU owner on the node.
+    NriDisagreed(api::NriDisagreement),
 }
 
 impl fmt::Display for Problem {
@@ -158,6 +161,11 @@ impl fmt::Display for Problem {
                 f,
                 "{cgroup} gets CPUs {effective}, including CPUs {cores} of Slurm's {}, which [slurm] housekeeping keeps quiet",
                 jobs.join(", ")
+            ),
+            Problem::NriDisagreed(d) => write!(
+                f,
+                "the runtime made container {} ({}) on CPUs {}, not {} as pinctld answered over NRI: another CPU owner (an NRI plugin after pinctld?)",
+                d.container, d.cgroup, d.found, d.answered
             ),
         }
     }
@@ -399,6 +407,11 @@ pub fn verify_with(
             b: b.to_string(),
             cpus,
         });
+    }
+    if let Some(nri) = &status.nri {
+        report
+            .problems
+            .extend(nri.disagreements.iter().cloned().map(Problem::NriDisagreed));
     }
 
     let kernel = Kernel {

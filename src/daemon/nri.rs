@@ -49,8 +49,17 @@ struct View {
 /// An exclusive container the runtime announced.
 struct Announcement {
     key: String,
+    /// Where its cgroup will be.
+    rel: crate::cgroup::Rel,
+    /// The CPUs it was answered.
+    answered: CpuSet,
+    /// Its cgroup's CPUs were read and compared with `answered`.
+    checked: bool,
     until: Instant,
 }
+
+/// The most disagreements the status keeps, the latest.
+const DISAGREEMENTS_KEPT: usize = 16;
 
 /// The daemon's side of the NRI front end.
 pub(super) struct Front {
@@ -65,6 +74,9 @@ pub(super) struct Front {
     pub(super) runtime: Option<String>,
     /// Exclusive containers announced, by container id.
     announced: BTreeMap<String, Announcement>,
+    /// Containers whose cgroup the runtime made with other CPUs than it
+    /// was answered, the latest last.
+    disagreements: Vec<crate::api::NriDisagreement>,
     view: Arc<RwLock<View>>,
 }
 
@@ -79,6 +91,7 @@ impl Front {
             link: None,
             runtime: None,
             announced: BTreeMap::new(),
+            disagreements: Vec::new(),
             view: Arc::new(RwLock::new(View {
                 cfg,
                 shared: String::new(),
@@ -229,6 +242,7 @@ impl Daemon {
                         .is_some_and(|w| w.expected)
                 })
                 .count(),
+            disagreements: self.nri.disagreements.clone(),
         })
     }
 
@@ -328,17 +342,20 @@ impl Daemon {
             intent.devices = self.locate(&intent.near).await;
         }
         self.engine.expect(&d.key, &intent);
-        self.nri.announced.insert(
-            c.id.clone(),
-            Announcement {
-                key: d.key.clone(),
-                until: Instant::now() + ANNOUNCED_FOR,
-            },
-        );
         self.apply().await;
         let Some(w) = self.engine.workloads().get(&d.key) else {
             return Answer::Done;
         };
+        self.nri.announced.insert(
+            c.id.clone(),
+            Announcement {
+                key: d.key.clone(),
+                rel: d.rel.clone(),
+                answered: w.cpus.clone().unwrap_or_default(),
+                checked: w.cpus.is_none(),
+                until: Instant::now() + ANNOUNCED_FOR,
+            },
+        );
         match &w.cpus {
             Some(cpus) => {
                 let mems = self
@@ -413,6 +430,52 @@ impl Daemon {
                 warn!(error = %crate::io::chain(&e), "cannot locate a new container's devices");
                 Vec::new()
             })
+    }
+
+    /// A reading of cgroup `rel`'s CPUs: the first one of an announced
+    /// container's cgroup that holds any is compared with what the runtime
+    /// was answered. Another set there (another NRI plugin that sets
+    /// cpusets after pinctld, a runtime that ignored the adjustment) is
+    /// logged, counted and kept for the status and `pinctl verify`; the
+    /// engine then writes its own CPUs over it, as over any foreign write.
+    pub(super) fn nri_saw(&mut self, rel: &str, cpus: Option<&CpuSet>) {
+        if self.nri.announced.is_empty() {
+            return;
+        }
+        let Some(cpus) = cpus.filter(|c| !c.is_empty()) else {
+            return;
+        };
+        let Some((id, a)) = self
+            .nri
+            .announced
+            .iter_mut()
+            .find(|(_, a)| !a.checked && &*a.rel == rel)
+        else {
+            return;
+        };
+        a.checked = true;
+        if *cpus == a.answered {
+            return;
+        }
+        warn!(
+            container = %id,
+            cgroup = %rel,
+            answered = %a.answered,
+            found = %cpus,
+            "NRI: the runtime made the container's cgroup with other CPUs than pinctld answered (another CPU owner?); pinctld writes its own"
+        );
+        self.socket.metrics.nri_disagreements.inc();
+        let kept = &mut self.nri.disagreements;
+        if kept.len() == DISAGREEMENTS_KEPT {
+            kept.remove(0);
+        }
+        kept.push(crate::api::NriDisagreement {
+            container: id.clone(),
+            cgroup: rel.to_string(),
+            answered: a.answered.clone(),
+            found: cpus.clone(),
+        });
+        self.socket.dirty = true;
     }
 
     /// Withdraws the announcement of container `id`, if any.

@@ -141,6 +141,7 @@ impl Daemon {
         } else {
             self.unsure.remove(&r.obs.rel);
         }
+        self.nri_saw(&r.obs.rel, r.obs.cpus.as_ref());
         self.engine.upsert(r);
     }
 
@@ -335,7 +336,9 @@ impl Daemon {
                 continue;
             };
             self.mark_sets_fresh(rel, File::Cpus);
-            changed |= self.engine.observe_cpus(rel, text.parse::<CpuSet>().ok());
+            let cpus = text.parse::<CpuSet>().ok();
+            self.nri_saw(rel, cpus.as_ref());
+            changed |= self.engine.observe_cpus(rel, cpus);
         }
         changed
     }

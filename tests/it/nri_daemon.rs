@@ -285,3 +285,57 @@ fn required_refuses_what_cannot_be_placed_else_it_waits_on_the_pool() {
     let w = &s.workloads[0];
     assert!(w.cpus.is_none() && w.pending.is_some(), "{w:?}");
 }
+
+/// A cgroup the runtime makes with other CPUs than pinctld answered
+/// (another NRI plugin after pinctld) is a disagreement: logged, in the
+/// status, a problem for `pinctl verify`; pinctld writes its own CPUs.
+#[test]
+fn a_cgroup_made_with_other_cpus_than_answered_is_a_disagreement() {
+    let mut env = env("");
+    let u = uid(6);
+    let req = env.request(6, &u, "app", Some(2), &[]);
+    let (cpus, _) = sets(&env.create(&req).unwrap());
+    let given = set(&cpus);
+    let pool = env
+        .status_when("the announced workload", |s| !s.workloads.is_empty())
+        .shared_pool;
+    let mut other: Vec<u32> = pool.iter().collect();
+    let other: CpuSet = other.split_off(other.len() - 2).into_iter().collect();
+    env.bundle(6, &u, "app", None);
+    let pod_rel = env.k.pod(Qos::Guaranteed, &u);
+    env.tree.create(&pod_rel, &env.existing());
+    let rel = env.k.container(&pod_rel, &container_id(6));
+    env.tree
+        .create(&rel, &Spec::limit(2).cpuset(&other.to_string(), "0"));
+    let s = env.status_when("a disagreement", |s| {
+        s.nri.as_ref().is_some_and(|n| !n.disagreements.is_empty())
+    });
+    let d = &s.nri.as_ref().unwrap().disagreements[0];
+    assert_eq!(
+        (d.cgroup.as_str(), &d.answered, &d.found),
+        (rel.as_str(), &given, &other)
+    );
+    assert_eq!(d.container, container_id(6));
+    env.wait_for("pinctld writes its own CPUs", || {
+        let got = env.tree.cpus(&rel);
+        if got == given {
+            Ok(())
+        } else {
+            Err(format!("{got}"))
+        }
+    });
+    let roots = pinctl::cli::verify::Roots {
+        cgroup_root: env.tree.root().to_path_buf(),
+        proc_root: env.proc_root.clone(),
+        sysfs_root: env.sysfs.clone(),
+    };
+    let scope =
+        pinctl::cgroup::Scope::new(vec!["kubepods.slice".into()], vec![SYSTEM.into()], vec![]);
+    let report = pinctl::cli::verify::verify(&s, &roots, &scope).unwrap();
+    let said: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+    assert!(
+        said.iter()
+            .any(|p| p.contains("another CPU owner") && p.contains(&rel)),
+        "{said:?}"
+    );
+}

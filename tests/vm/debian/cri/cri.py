@@ -8,7 +8,7 @@ filesystem's protoc), so that no stub generator is needed.
     cri.py image OUT.tar NAME          a one-layer OCI archive of /bin/busybox
     cri.py run-pod --name X --uid U [--namespace NS] [--qos guaranteed|burstable|besteffort]
                    [--driver systemd|cgroupfs] [--cpus N] [--annotation K=V]...
-                   --container NAME[:CPUS]...
+                   [--command SHELL] [--mount HOST:CONTAINER] --container NAME[:CPUS]...
     cri.py rm-pod SANDBOX_ID
     cri.py update CONTAINER_ID --cpus N(.N) [--qos guaranteed|burstable|besteffort]
     cri.py pid SANDBOX_OR_CONTAINER_ID
@@ -20,8 +20,9 @@ that no CNI is needed, the pod's annotations and labels, its resources),
 then CreateContainer and StartContainer for each container in order, with
 the kubelet's linux.resources: a Guaranteed container has requests = limits
 = its CPUs (CPUS, or --cpus), a Burstable one requests 100m and has a limit
-of CPUS when given, a BestEffort one neither. It prints one line per
-process:
+of CPUS when given, a BestEffort one neither. --command runs SHELL with
+/bin/sh -c instead of the image's command, --mount binds a host directory
+in. It prints one line per process:
 
     sandbox ID PID
     container NAME ID PID
@@ -193,6 +194,11 @@ def run_pod(a):
                 security_context=pb.LinuxContainerSecurityContext(namespace_options=host),
             ),
         )
+        if a.command:
+            cc.command.extend(["/bin/sh", "-c", a.command])
+        for m in a.mount:
+            host, _, inside = m.partition(":")
+            cc.mounts.add(host_path=host, container_path=inside)
         cid = c.call(
             "CreateContainer",
             pb.CreateContainerRequest(pod_sandbox_id=sid, config=cc, sandbox_config=config),
@@ -359,6 +365,8 @@ def main():
     s.add_argument("--cgroup-parent", help="instead of the kubelet's name for DRIVER and QOS")
     s.add_argument("--annotation", action="append", default=[])
     s.add_argument("--container", action="append", required=True)
+    s.add_argument("--command", help="run this with /bin/sh -c instead of the image's command")
+    s.add_argument("--mount", action="append", default=[], help="HOST:CONTAINER, a directory bound in")
     s.set_defaults(func=run_pod)
     s = sub.add_parser("rm-pod")
     s.add_argument("ids", nargs="+")

@@ -1,5 +1,5 @@
 # The VM test bed's CRI helpers for the Debian scenarios (sourced by
-# 85-cri.sh and 88-resize.sh): containerd's configuration for runc's
+# 85-cri.sh, 85-nri.sh and 88-resize.sh): containerd's configuration for runc's
 # systemd or cgroupfs driver, the image import, and pods run over CRI by
 # cri.py, each pod's output kept in /run/cri-TAG. DRV names the driver of
 # the pods that run_pod starts.

@@ -1,0 +1,108 @@
+# pinctld as containerd's NRI plugin (Debian 13: containerd 1.7 with NRI
+# v0.6, off by default; Debian 12's 1.6 has none and skips this). Pods run
+# over CRI as the kubelet runs them (cri.sh), runc's systemd driver.
+#
+# - A Guaranteed pod of 2 CPUs: its bundle already holds 2 exclusive CPUs
+#   (pinctld answered CreateContainer), its first process reads them as
+#   its own before anything else runs, runc told systemd (the scope's
+#   AllowedCPUs=), and a daemon-reload changes nothing.
+# - pinctld stopped: the next pod starts unpinned (the runtime goes on
+#   without its plugin); pinctld started again pins it through the watcher.
+# - The teardown gives every CPU back.
+. /vm/debian/cri/cri.sh
+
+_ctd_version=$(containerd --version 2>/dev/null | awk '{ print $3 }')
+case "$_ctd_version" in
+    v1.[0-6].* | 1.[0-6].* | "")
+        note "containerd ${_ctd_version:-missing} has no NRI (1.7 and later): skipped"
+        return 0
+        ;;
+esac
+EXCL=${EXCL:-$X}
+DRV=systemd
+OUT=/run/nri-out
+mkdir -p "$OUT"
+rm -f "$OUT"/*
+rm -rf "${BUNDLES:?}"/*
+
+# containerd with NRI on, then pinctld registered as its plugin.
+ctd_config "$DRV"
+cat >> "$CTD_CONF" <<'EOF'
+  [plugins."io.containerd.nri.v1.nri"]
+    disable = false
+EOF
+check nri-containerd "containerd $_ctd_version with NRI on" _ctd_restart
+_sock() { [ -S /var/run/nri/nri.sock ] || { echo "no /var/run/nri/nri.sock"; return 1; }; }
+check nri-socket "containerd made its NRI socket" _sock
+[ -n "${IMPORTED:-}" ] || { check image-import "one-layer busybox image imported with ctr" _import && IMPORTED=1; }
+cp "$CONFIG" /run/pinctld.toml.before-nri
+sed -i '/^\[nri\]$/,$ s/^enabled = false$/enabled = true/' "$CONFIG"
+check nri-restart "systemctl restart pinctld with [nri] on" systemctl restart pinctld.service
+_linked() { pinctl status --json 2>/dev/null | jq -e '.nri.connected and (.nri.runtime // "" | startswith("containerd"))' >/dev/null; }
+if wait_for 30 _linked; then
+    pass nri-registered "pinctld is registered: $(pinctl status --json | jq -c .nri)"
+else
+    fail nri-registered "not registered: $(pinctl status --json 2>&1 | jq -c .nri 2>&1)"
+fi
+POOL=$(cl minus "$(online)" "$EXCL")
+
+# A Guaranteed pod: made on its CPUs.
+FIRST='grep Cpus_allowed_list /proc/$$/status > /out/first; exec sleep 1000000'
+check nri-guaranteed-run "RunPodSandbox, CreateContainer, StartContainer with NRI" \
+    run_pod nriguar --name nri-guar --uid "$(uid cgroupfs 71)" --qos guaranteed --cpus 2 \
+    --command "$FIRST" --mount "$OUT:/out" --container app
+NG_APP=$(pod_pid nriguar app); NG=""
+if ran nriguar; then
+    NG_CG=$(cg_of "$NG_APP")
+    _bundle=$BUNDLES/$(pod_id nriguar app)/config.json
+    NG=$(jq -r '.linux.resources.cpu.cpus // empty' "$_bundle" 2>/dev/null)
+    check nri-bundle "the bundle holds 2 CPUs of the shared pool $POOL (none reserved) at create time: '$NG'" \
+        eval '[ "$(cl count "$NG")" = 2 ] && [ "$(cl inter "$NG" "$POOL")" = "$(cl norm "$NG")" ] && [ -z "$(cl inter "$NG" 0)" ]'
+    _first() { wait_for 20 test -s "$OUT/first" || return 1; awk '{ print $2 }' "$OUT/first"; }
+    expect nri-first-instruction "$NG" _first x
+    pin nri-guaranteed-pinned "$NG_CG" 2
+    expect nri-guaranteed-process "$NG" allowed "$NG_APP"
+    _scope=${NG_CG##*/}
+    _allowed() { systemctl show -p AllowedCPUs --value "$_scope"; }
+    expect nri-allowedcpus "$NG" _allowed x
+    _told=$(journalctl -b -u pinctld.service --no-pager -o cat | grep -c "NRI CreateContainer: made on its exclusive CPUs")
+    check nri-logged "pinctld logged its answer ($_told)" [ "$_told" -ge 1 ]
+    systemctl daemon-reload
+    expect_stays nri-after-reload "$NG" allowed "$NG_APP" 2
+    expect nri-pool "$(cl minus "$POOL" "$NG")" allowed "$B_PID"
+fi
+
+# pinctld stopped: the runtime makes the next pod without it, unpinned;
+# started again, pinctld pins it as it finds it.
+systemctl stop pinctld.service
+rm -f "$OUT/first"
+check nri-stopped-run "a Guaranteed pod while pinctld is stopped" \
+    run_pod nrilate --name nri-late --uid "$(uid cgroupfs 72)" --qos guaranteed --cpus 2 \
+    --command "$FIRST" --mount "$OUT:/out" --container app
+NL_APP=$(pod_pid nrilate app)
+if ran nrilate; then
+    NL_CG=$(cg_of "$NL_APP")
+    _late=$(awk '{ print $2 }' "$OUT/first" 2>/dev/null)
+    check nri-stopped-unpinned "its first process ran on $(show "$_late"), not 2 exclusive CPUs" \
+        eval '[ "$(cl count "$_late")" -gt 2 ]'
+    check nri-start "systemctl start pinctld" systemctl start pinctld.service
+    pin nri-stopped-pinned-later "$NL_CG" 2
+    [ -z "$NG" ] || expect nri-guaranteed-kept "$NG" allowed "$NG_APP"
+else
+    systemctl start pinctld.service
+fi
+
+# Teardown: every CPU back.
+_rm() {
+    # shellcheck disable=SC2046
+    $CRI rm-pod --timeout 0 $(pod_id nriguar sandbox) $(pod_id nrilate sandbox) \
+        >/run/cri-rm.out 2>&1 || { tail -n 2 /run/cri-rm.out | tr '\n' ' '; return 1; }
+}
+check nri-teardown "StopContainer, RemoveContainer, StopPodSandbox, RemovePodSandbox" _rm
+shared_ok nri-released "$EXCL" burstable=$B_PID
+_none() { [ "$(pinctl status --json | jq '.nri.announced')" = 0 ]; }
+check nri-no-announcement-left "no container announced and unmade" _none
+_stop() { systemctl stop containerd.service 2>&1; }
+check nri-containerd-stop "systemctl stop containerd" _stop
+cp /run/pinctld.toml.before-nri "$CONFIG"
+systemctl restart pinctld.service
