@@ -683,6 +683,8 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
         .build()?;
     let runtime = rt.block_on(async { nri_runtime::Runtime::bind(&tree.dir) });
     let mut d = Daemon::spawn(pinctld, &tree.dir, &tree.config("info", true), "a", false)?;
+    // The daemon dials at once and waits 5 s for its registration.
+    let conn = rt.block_on(nri_handshake(&runtime));
     let ready = d.wait_notify("READY=1", |m| m.lines().any(|l| l == "READY=1"))?;
     let cold_ready = ready - d.spawned;
     let cold_settle = d.wait_idle()?;
@@ -705,7 +707,7 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
     // The connection outlives the daemon: a link lost is a warning.
     let (nri, _conn) = {
         let _perf = Perf::start(opts.perf.as_deref(), &d, &format!("n{n}-nri"))?;
-        rt.block_on(nri_latency(&runtime, &mut tree, &mut d, opts))?
+        rt.block_on(nri_latency(conn, &mut tree, &mut d, opts))?
     };
     let mem_end = d.memory()?;
     let stopped = d.stop()?;
@@ -751,15 +753,13 @@ fn run_size(ws: &Workspace, pinctld: &Path, n: usize, opts: &Options) -> Result<
     })
 }
 
-/// `CreateContainer` samples, as [`latency`] takes pin samples.
-async fn nri_latency(
-    runtime: &nri_runtime::Runtime,
-    tree: &mut Tree,
-    d: &mut Daemon,
-    opts: &Options,
-) -> Result<(Stats, nri_runtime::Conn)> {
+/// The daemon's registration, then `Configure` and `Synchronize`, as
+/// containerd makes them.
+async fn nri_handshake(runtime: &nri_runtime::Runtime) -> nri_runtime::Conn {
     use pinctl::nri::api;
     let mut conn = runtime.accept().await;
+    // Whole messages, as containerd writes them.
+    conn.chunk = usize::MAX;
     conn.registration().await;
     let _: api::ConfigureResponse = conn
         .ask(
@@ -774,6 +774,17 @@ async fn nri_latency(
     let _: api::SynchronizeResponse = conn
         .ask("Synchronize", &api::SynchronizeRequest::default())
         .await;
+    conn
+}
+
+/// `CreateContainer` samples, as [`latency`] takes pin samples.
+async fn nri_latency(
+    mut conn: nri_runtime::Conn,
+    tree: &mut Tree,
+    d: &mut Daemon,
+    opts: &Options,
+) -> Result<(Stats, nri_runtime::Conn)> {
+    use pinctl::nri::api;
     let started = Instant::now();
     let mut answers = Vec::new();
     while answers.len() < opts.samples

@@ -150,9 +150,22 @@ impl Daemon {
         self.apply_with(false).await;
     }
 
+    /// [`Self::apply`], calling `answer` once the plan is made, before any
+    /// of its writes: what waits on an assignment (the runtime, over NRI)
+    /// is answered first. Then the loop yields once, so that the task that
+    /// carries the answer runs before the rest of the turn (the runtime is
+    /// on the same thread, and waits).
+    pub(super) async fn apply_planned(&mut self, answer: impl FnOnce(&mut Self)) {
+        self.apply_then(false, Some(answer)).await;
+    }
+
     /// [`Self::apply`], with the plan the last one owes when `owed`
     /// ([`crate::engine::Engine::plan_owed`]).
     async fn apply_with(&mut self, owed: bool) {
+        self.apply_then(owed, None::<fn(&mut Self)>).await;
+    }
+
+    async fn apply_then(&mut self, owed: bool, answer: Option<impl FnOnce(&mut Self)>) {
         let started = Instant::now();
         // Before the plan that reverts them: the revert may tell systemd.
         for rel in self.engine.take_overwritten() {
@@ -163,6 +176,10 @@ impl Daemon {
         } else {
             self.engine.plan()
         };
+        if let Some(answer) = answer {
+            answer(self);
+            tokio::task::yield_now().await;
+        }
         debug!(
             elapsed_us = started.elapsed().as_micros() as u64,
             writes = plan.writes.len(),

@@ -157,6 +157,25 @@ impl Front {
     }
 }
 
+/// Where the answer to a `CreateContainer` goes, and the time it took.
+struct Reply {
+    tx: tokio::sync::oneshot::Sender<Answer>,
+    started: Instant,
+    seconds: prometheus_client::metrics::histogram::Histogram,
+}
+
+impl Reply {
+    fn send(self, answer: Answer) {
+        let _ = self.tx.send(answer);
+        let took = self.started.elapsed();
+        self.seconds.observe(took.as_secs_f64());
+        debug!(
+            elapsed_us = took.as_micros() as u64,
+            "NRI CreateContainer answered"
+        );
+    }
+}
+
 /// The answer when the loop did not answer in time: the shared pool for a
 /// container in a managed subtree (the watcher pins an exclusive one once
 /// its cgroup is there), nothing for any other; with `required`, a
@@ -261,8 +280,14 @@ impl Daemon {
         self.socket.dirty = true;
     }
 
-    /// Answers one call of the runtime.
+    /// Answers one call of the runtime, then yields once: the task that
+    /// carries the answer runs on the loop's thread, and the runtime waits.
     pub(super) async fn nri_asked(&mut self, asked: Asked) {
+        self.answer_call(asked).await;
+        tokio::task::yield_now().await;
+    }
+
+    async fn answer_call(&mut self, asked: Asked) {
         let Asked { call, reply } = asked;
         let started = Instant::now();
         let answer = match call {
@@ -280,13 +305,12 @@ impl Daemon {
                 Answer::Synchronize(Vec::new())
             }
             Call::Create(req) => {
-                let answer = self.nri_create(&req).await;
-                let _ = reply.send(answer);
-                self.socket
-                    .metrics
-                    .nri_create_seconds
-                    .observe(started.elapsed().as_secs_f64());
-                return;
+                let reply = Reply {
+                    tx: reply,
+                    started,
+                    seconds: self.socket.metrics.nri_create_seconds.clone(),
+                };
+                return self.nri_create(&req, reply).await;
             }
             Call::Update(_) => Answer::Done,
             Call::Stop(req) => {
@@ -308,41 +332,56 @@ impl Daemon {
     }
 
     /// `CreateContainer`: the container's CPUs.
-    async fn nri_create(&mut self, req: &api::CreateContainerRequest) -> Answer {
+    async fn nri_create(&mut self, req: &api::CreateContainerRequest, reply: Reply) {
         let Some(c) = req.container.as_ref() else {
-            return Answer::Done;
+            return reply.send(Answer::Done);
         };
         let decided = match container::decide(&self.cfg, c, req.pod.as_ref()) {
             Ok(d) => d,
             Err(e) => {
                 warn!(error = %e, "NRI CreateContainer: left to the cgroup watcher");
-                return self.refuse_or(&format!("{e}"), Answer::Done, false);
+                return reply.send(Answer::Done);
             }
         };
         if let Some(problem) = &decided.problem {
             warn!(container = %c.name, cgroup = %decided.rel, problem = %problem, "NRI CreateContainer");
         }
         if !self.scope().managed(&decided.rel) {
-            return Answer::Done;
+            return reply.send(Answer::Done);
         }
         if !decided.wants() {
             let shared = self.engine.shared_for(&decided.rel);
-            return create_answer(&shared.to_string(), "");
+            return reply.send(create_answer(&shared.to_string(), ""));
         }
-        self.announce(c, &decided).await
+        self.announce(c, &decided, reply).await;
     }
 
-    /// Announces an exclusive container to the engine and answers with
-    /// what the plan gives it.
-    async fn announce(&mut self, c: &api::Container, d: &Decided) -> Answer {
+    /// Announces an exclusive container to the engine and answers, once
+    /// the plan is made and before its writes, with what it gives it.
+    async fn announce(&mut self, c: &api::Container, d: &Decided, reply: Reply) {
         let Some(mut intent) = d.intent.clone() else {
-            return Answer::Done;
+            return reply.send(Answer::Done);
         };
         if !intent.near.is_empty() {
             intent.devices = self.locate(&intent.near).await;
         }
         self.engine.expect(&d.key, &intent);
-        self.apply().await;
+        let mut refused = false;
+        self.apply_planned(|me| {
+            let answer = me.placed(c, d);
+            refused = matches!(answer, Answer::Refuse(_));
+            reply.send(answer);
+        })
+        .await;
+        if refused {
+            self.nri.announced.remove(&c.id);
+            self.engine.unexpect(&d.key);
+            self.apply().await;
+        }
+    }
+
+    /// The answer for an announced container, from the plan just made.
+    fn placed(&mut self, c: &api::Container, d: &Decided) -> Answer {
         let Some(w) = self.engine.workloads().get(&d.key) else {
             return Answer::Done;
         };
@@ -356,42 +395,32 @@ impl Daemon {
                 until: Instant::now() + ANNOUNCED_FOR,
             },
         );
-        match &w.cpus {
-            Some(cpus) => {
-                let mems = self
-                    .engine
-                    .mems_for(cpus)
-                    .map(|m| m.to_string())
-                    .unwrap_or_default();
-                info!(
-                    container = %c.name,
-                    workload = %d.key,
-                    cpus = %cpus,
-                    cgroup = %d.rel,
-                    "NRI CreateContainer: made on its exclusive CPUs"
-                );
-                create_answer(&cpus.to_string(), &mems)
-            }
-            None => {
-                let why = w
-                    .pending
-                    .as_ref()
-                    .map(|p| p.reason.clone())
-                    .unwrap_or_else(|| "no CPUs free".to_string());
-                let shared = self.engine.shared_for(&d.rel).to_string();
-                let on_shared = create_answer(&shared, "");
-                let key = d.key.clone();
-                let answer = self.refuse_or(&why, on_shared, true);
-                if matches!(answer, Answer::Refuse(_)) {
-                    self.nri.announced.remove(&c.id);
-                    self.engine.unexpect(&key);
-                    self.apply().await;
-                } else {
-                    info!(container = %c.name, workload = %key, reason = %why, "NRI CreateContainer: made on the shared pool, waits for CPUs");
-                }
-                answer
-            }
+        if let Some(cpus) = &w.cpus {
+            let mems = self
+                .engine
+                .mems_for(cpus)
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            info!(
+                container = %c.name,
+                workload = %d.key,
+                cpus = %cpus,
+                cgroup = %d.rel,
+                "NRI CreateContainer: made on its exclusive CPUs"
+            );
+            return create_answer(&cpus.to_string(), &mems);
         }
+        let why = w
+            .pending
+            .as_ref()
+            .map(|p| p.reason.clone())
+            .unwrap_or_else(|| "no CPUs free".to_string());
+        let shared = self.engine.shared_for(&d.rel).to_string();
+        let answer = self.refuse_or(&why, create_answer(&shared, ""), true);
+        if !matches!(answer, Answer::Refuse(_)) {
+            info!(container = %c.name, workload = %d.key, reason = %why, "NRI CreateContainer: made on the shared pool, waits for CPUs");
+        }
+        answer
     }
 
     /// `answer`, or with `[nri] required` (for a container that asks for

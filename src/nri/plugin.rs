@@ -146,7 +146,7 @@ pub async fn run(
     daemon: mpsc::Sender<Asked>,
     outgoing: &mut mpsc::Receiver<Outgoing>,
 ) -> Result<(), SessionError> {
-    let (mut rd, mut wr) = stream.into_split();
+    let (mut rd, wr) = stream.into_split();
     let (frames_tx, mut frames) = mpsc::channel::<std::io::Result<Option<(u32, Vec<u8>)>>>(64);
     let reader = tokio::spawn(async move {
         loop {
@@ -157,17 +157,10 @@ pub async fn run(
             }
         }
     });
-    let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(64);
-    let writer = tokio::spawn(async move {
-        while let Some(bytes) = out_rx.recv().await {
-            wr.write_all(&bytes).await?;
-        }
-        Ok::<(), std::io::Error>(())
-    });
     let mut session = Session {
         settings,
         daemon,
-        out: out_tx,
+        out: Arc::new(tokio::sync::Mutex::new(wr)),
         plugin: Decoder::default(),
         runtime: Decoder::default(),
         pending: Pending::new(),
@@ -176,19 +169,19 @@ pub async fn run(
     };
     let result = session.serve(&mut frames, outgoing).await;
     reader.abort();
-    drop(session);
-    let written = writer.await;
-    match (result, written) {
-        (Err(e), _) => Err(e),
-        (Ok(()), Ok(Err(e))) => Err(SessionError::Write(e)),
-        (Ok(()), _) => Ok(()),
-    }
+    result
 }
+
+/// The runtime's end of the socket, shared by the session and the tasks
+/// that answer its calls: each writes its frames itself, at once, with no
+/// task between it and the socket (the daemon's loop runs on the same
+/// thread, and a task woken behind it would wait for its whole turn).
+type Out = Arc<tokio::sync::Mutex<tokio::net::unix::OwnedWriteHalf>>;
 
 struct Session {
     settings: Settings,
     daemon: mpsc::Sender<Asked>,
-    out: mpsc::Sender<Vec<u8>>,
+    out: Out,
     /// The plugin service's bytes (connection 1).
     plugin: Decoder,
     /// The runtime service's bytes (connection 2).
@@ -450,14 +443,13 @@ enum Step {
     Ask(Box<Call>),
 }
 
-async fn send(
-    out: &mpsc::Sender<Vec<u8>>,
-    conn: u32,
-    message: &Message,
-) -> Result<(), SessionError> {
-    out.send(mux::frames(conn, &message.to_bytes()))
+async fn send(out: &Out, conn: u32, message: &Message) -> Result<(), SessionError> {
+    let bytes = mux::frames(conn, &message.to_bytes());
+    out.lock()
         .await
-        .map_err(|_| SessionError::Closed)
+        .write_all(&bytes)
+        .await
+        .map_err(SessionError::Write)
 }
 
 /// The response's body for `answer` to `call`; an answer of the wrong kind

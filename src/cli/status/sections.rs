@@ -1,7 +1,8 @@
 //! The optional lines of `pinctl status`, each with what lies below it:
 //! `Interrupts:` (`irq_affinity`), `Power:` (`[power]`), `Quiet CPUs:`
 //! (`housekeeping`), `Partitions:` (`isolation`),
-//! `Slurm:` (Slurm's jobs and their conflicts) and `Runs:` (`pinctl run`).
+//! `Slurm:` (Slurm's jobs and their conflicts), `Runs:` (`pinctl run`) and
+//! `NRI:` (`[nri]`).
 
 use std::fmt::Write as _;
 
@@ -425,5 +426,52 @@ pub(super) fn render_runs(s: &mut String, status: &api::Status, fieldw: &dyn Fn(
             plural(w.cpus, "CPU", "CPUs"),
             visible(&w.command.join(" "))
         );
+    }
+}
+
+/// The `NRI:` line (`[nri]` on): the link to the runtime, the containers
+/// announced and not made yet, and a line per disagreement, in red.
+pub(super) fn render_nri(
+    s: &mut String,
+    status: &api::Status,
+    style: Style,
+    fieldw: &dyn Fn(&str) -> String,
+) {
+    let Some(nri) = &status.nri else {
+        return;
+    };
+    let mut line = match (nri.connected, &nri.runtime, &nri.error) {
+        (true, Some(runtime), _) => format!("registered with {}", visible(runtime)),
+        (true, None, _) => "connected, not configured yet".to_string(),
+        (false, _, Some(why)) => style.red(&format!("not connected: {}", visible(why))),
+        (false, _, None) => style.red("not connected yet"),
+    };
+    if nri.announced > 0 {
+        let _ = write!(
+            line,
+            ", {} announced",
+            plural(nri.announced, "container", "containers")
+        );
+    }
+    if !nri.disagreements.is_empty() {
+        let _ = write!(
+            line,
+            ", {}",
+            style.red(&plural(
+                nri.disagreements.len(),
+                "disagreement",
+                "disagreements"
+            ))
+        );
+    }
+    let _ = writeln!(s, "{}{line}", fieldw("NRI"));
+    for d in &nri.disagreements {
+        let text = format!(
+            "{}: made on CPUs {}, answered {}",
+            visible(&d.cgroup),
+            d.found,
+            d.answered
+        );
+        let _ = writeln!(s, "{:13}{}", "", style.red(&text));
     }
 }

@@ -53,6 +53,10 @@ pub struct Conn {
     pub updates: Vec<api::UpdateContainersRequest>,
     /// The containers the runtime answers as failed to update.
     pub fail_updates: Vec<String>,
+    /// The size of the frames it cuts its messages into (a runtime's
+    /// buffered writer may cut one anywhere): small by default, so that the
+    /// plugin's reassembly is tested; a benchmark sends whole messages.
+    pub chunk: usize,
 }
 
 impl Conn {
@@ -67,6 +71,7 @@ impl Conn {
             registered: None,
             updates: Vec::new(),
             fail_updates: Vec::new(),
+            chunk: 7,
         }
     }
 
@@ -181,10 +186,9 @@ impl Conn {
         true
     }
 
-    /// Writes `data` cut into small frames, as a runtime's buffered writer
-    /// may cut a message.
+    /// Writes `data` cut into frames of [`Self::chunk`] bytes.
     async fn write(&mut self, conn: u32, data: &[u8]) {
-        for piece in data.chunks(7) {
+        for piece in data.chunks(self.chunk.max(1)) {
             self.wr
                 .write_all(&mux::frames(conn, piece))
                 .await
