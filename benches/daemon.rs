@@ -604,6 +604,7 @@ log_level = "{log_level}"
 # No systemd beside a fake tree: with the shipped bus, every write of a
 # slice tried to tell systemd, failed to connect and logged a warning.
 systemd_bus = ""
+kubelet_cpu_manager_state = ""
 {nri}"#,
             cgroup = self.cgroup.display(),
             sysfs = self

@@ -100,6 +100,22 @@ pub struct Status {
     /// The NRI front end (`[nri]`); absent when it is off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nri: Option<Nri>,
+    /// Another CPU owner on the node, and what pinctld leaves to it;
+    /// absent when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_owner: Option<OtherOwner>,
+}
+
+/// Another CPU owner on the node (the kubelet's static CPU manager).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OtherOwner {
+    /// Who, and where pinctld learned it.
+    pub what: String,
+    /// The CPUs it holds exclusively: no workload of pinctld's gets them,
+    /// and pinctld's shared pool leaves them.
+    pub cpus: CpuSet,
+    /// The subtrees pinctld leaves to it.
+    pub left: Vec<String>,
 }
 
 /// The link to the container runtime as an NRI plugin.
@@ -296,6 +312,7 @@ impl Status {
             slurm: Slurm::default(),
             runs: Runs::default(),
             nri: None,
+            other_owner: None,
         }
     }
 }

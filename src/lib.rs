@@ -20,6 +20,7 @@ pub mod housekeeping;
 pub mod intent;
 pub mod io;
 pub mod irq;
+pub mod kubelet;
 pub mod metrics;
 pub mod noise;
 pub mod nri;

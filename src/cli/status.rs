@@ -16,8 +16,8 @@ use crate::topology::Topology;
 
 use super::style::{Style, visible};
 use sections::{
-    render_housekeeping, render_interrupts, render_nri, render_partitions, render_power,
-    render_runs, render_slurm,
+    render_housekeeping, render_interrupts, render_nri, render_owner, render_partitions,
+    render_power, render_runs, render_slurm,
 };
 pub(crate) use sections::{stays_nothing, stays_text};
 
@@ -382,6 +382,7 @@ pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> S
     render_slurm(&mut s, status, style, &fieldw);
     render_runs(&mut s, status, &fieldw);
     render_nri(&mut s, status, style, &fieldw);
+    render_owner(&mut s, status, style, &fieldw);
     if let Mode::Online = mode {
         let c = &status.counters;
         let n = |v: u64, one: &str, many: &str| plural(v as usize, one, many);

@@ -147,6 +147,11 @@ pub struct Config {
     /// Give exclusive CPUs to the containers of Guaranteed pods with a
     /// whole-number CPU limit, as the kubelet's static policy does.
     pub kubelet_rule: bool,
+    /// The kubelet's CPU manager checkpoint (`None`: not looked at). With
+    /// the `static` policy there, the kubelet owns the CPUs of its pods:
+    /// pinctld leaves the kubepods subtrees and the kubelet's exclusive
+    /// CPUs alone, and says so ([`crate::kubelet`]).
+    pub kubelet_cpu_manager_state: Option<PathBuf>,
     /// Allocator option: whole physical cores only (never with `spread_cores`).
     pub full_pcpus_only: bool,
     /// Allocator option: split requests evenly across NUMA nodes.
@@ -671,6 +676,7 @@ impl Default for Config {
             managed: vec!["kubepods.slice".into(), "kubepods".into()],
             hierarchy: HierarchyMode::Auto,
             kubelet_rule: true,
+            kubelet_cpu_manager_state: Some("/var/lib/kubelet/cpu_manager_state".into()),
             full_pcpus_only: false,
             distribute_across_numa: false,
             spread_cores: false,
@@ -779,6 +785,7 @@ impl Config {
             managed,
             hierarchy,
             kubelet_rule,
+            kubelet_cpu_manager_state,
             full_pcpus_only,
             distribute_across_numa,
             spread_cores,
@@ -822,6 +829,7 @@ impl Config {
         compare!(managed);
         compare!(hierarchy);
         compare!(kubelet_rule);
+        compare!(kubelet_cpu_manager_state);
         compare!(full_pcpus_only);
         compare!(distribute_across_numa);
         compare!(spread_cores);

@@ -40,6 +40,7 @@ pub(super) struct RawConfig {
     pub(super) managed: Option<Vec<Spanned<String>>>,
     pub(super) hierarchy: Option<Spanned<String>>,
     pub(super) kubelet_rule: Option<bool>,
+    pub(super) kubelet_cpu_manager_state: Option<Spanned<String>>,
     pub(super) full_pcpus_only: Option<Spanned<bool>>,
     pub(super) distribute_across_numa: Option<bool>,
     pub(super) spread_cores: Option<Spanned<bool>>,

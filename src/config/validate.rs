@@ -215,6 +215,11 @@ impl Validator<'_> {
             };
         let cdi_spec_dirs = abs_paths(raw.cdi_spec_dirs, "cdi_spec_dirs", d.cdi_spec_dirs);
         let bundle_dirs = abs_paths(raw.bundle_dirs, "bundle_dirs", d.bundle_dirs);
+        let kubelet_cpu_manager_state = match raw.kubelet_cpu_manager_state {
+            Some(s) if s.get_ref().is_empty() => None,
+            Some(s) => errors.keep(self.abs_path(&s, "kubelet_cpu_manager_state")),
+            None => d.kubelet_cpu_manager_state.clone(),
+        };
         let systemd_bus = match raw.systemd_bus {
             Some(s) if s.get_ref().is_empty() => None,
             Some(s) => errors.keep(self.socket(&s, "systemd_bus")),
@@ -296,6 +301,7 @@ impl Validator<'_> {
             managed: managed.into_iter().map(|p| p.value).collect(),
             hierarchy,
             kubelet_rule: raw.kubelet_rule.unwrap_or(d.kubelet_rule),
+            kubelet_cpu_manager_state,
             full_pcpus_only: raw
                 .full_pcpus_only
                 .map_or(d.full_pcpus_only, Spanned::into_inner),

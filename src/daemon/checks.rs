@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::{Daemon, chain, release_free_memory};
 use crate::api;
@@ -38,6 +38,12 @@ pub(super) struct Watch {
     /// The roots of Slurm's trees the last full round found, wherever
     /// they are (the engine knows those in its subtrees alone).
     pub(super) slurm_roots: Vec<String>,
+    /// The kubelet's static CPU manager, while its checkpoint says it owns
+    /// CPUs ([`crate::kubelet`]).
+    pub(super) kubelet: Option<crate::kubelet::CpuManager>,
+    /// Why the kubelet's checkpoint could not be read or used, while it
+    /// cannot (told once).
+    kubelet_error: Option<String>,
     rounds: Rounds,
     tx: tokio::sync::mpsc::Sender<(u64, Findings)>,
     pub(super) rx: tokio::sync::mpsc::Receiver<(u64, Findings)>,
@@ -57,6 +63,8 @@ impl Watch {
             frozen_cgroups: Vec::new(),
             slurm_jobs: Vec::new(),
             slurm_roots: Vec::new(),
+            kubelet: None,
+            kubelet_error: None,
             rounds: Rounds::default(),
             tx,
             rx,
@@ -187,6 +195,7 @@ impl Daemon {
             required_paths: self.cfg.required_paths.clone(),
             proc_root: (!paths_only).then(|| self.cfg.proc_root.clone()),
             hier: self.hier.clone(),
+            kubelet: self.cfg.kubelet_cpu_manager_state.clone(),
             freezer,
             // Listed only by a full round (`gather`).
             slurm_roots: if paths_only {
@@ -209,6 +218,7 @@ impl Daemon {
             self.act_on_frozen(frozen).await;
         }
         self.count_interrupts(found.counters);
+        self.act_on_kubelet(found.kubelet).await;
         match found.slurm {
             Some(Ok(found)) => {
                 self.dog.slurm_jobs = found.jobs;
@@ -225,6 +235,49 @@ impl Daemon {
         release_free_memory();
         self.notify_status(false);
         self.socket.dirty = true;
+    }
+
+    /// The kubelet's CPU manager as its checkpoint says: with the static
+    /// policy it is a second CPU owner, and pinctld steps back from what
+    /// it owns (the kubepods subtrees, its exclusive CPUs: [`Self::scope_for`],
+    /// [`crate::engine::Engine::set_elsewhere`]) until the checkpoint says
+    /// otherwise. A checkpoint that cannot be read or used changes nothing.
+    async fn act_on_kubelet(&mut self, found: Option<Result<crate::kubelet::CpuManager, String>>) {
+        let owner = match found {
+            Some(Err(e)) => {
+                if self.dog.kubelet_error.as_ref() != Some(&e) {
+                    warn!(error = %e, "cannot use the kubelet's CPU manager checkpoint (kubelet_cpu_manager_state)");
+                }
+                self.dog.kubelet_error = Some(e);
+                return;
+            }
+            Some(Ok(m)) => Some(m).filter(crate::kubelet::CpuManager::owns_cpus),
+            None => None,
+        };
+        self.dog.kubelet_error = None;
+        if owner == self.dog.kubelet {
+            return;
+        }
+        match &owner {
+            Some(m) => warn!(
+                exclusive = %m.exclusive,
+                containers = m.containers,
+                "the kubelet's static CPU manager owns the CPUs of its pods (kubelet_cpu_manager_state): pinctld leaves the kubepods subtrees and those CPUs alone; run the kubelet with cpuManagerPolicy: none to let pinctld pin pods"
+            ),
+            None => info!(
+                "the kubelet's static CPU manager is gone: pinctld manages the kubepods subtrees again"
+            ),
+        }
+        let elsewhere = owner
+            .as_ref()
+            .map(|m| m.exclusive.clone())
+            .unwrap_or_default();
+        self.dog.kubelet = owner;
+        self.engine.set_elsewhere(elsewhere);
+        self.rescope();
+        if self.ready {
+            self.ask_sweep(true).await;
+        }
     }
 
     async fn act_on_paths(&mut self, missing_now: Vec<(PathBuf, Option<String>)>) {
@@ -382,6 +435,8 @@ pub(super) struct CheckInput {
     freezer: Option<Vec<Rel>>,
     /// The roots of Slurm's trees the engine knows, wherever they are.
     slurm_roots: Vec<String>,
+    /// The kubelet's CPU manager checkpoint (`kubelet_cpu_manager_state`).
+    kubelet: Option<PathBuf>,
 }
 
 /// What a round of the watchdog's checks found.
@@ -396,6 +451,9 @@ pub(super) struct Findings {
     slurm: Option<Result<slurm::Found, String>>,
     /// Interrupts and softirqs per CPU, if the round looked.
     counters: Option<super::noise::Counters>,
+    /// The kubelet's CPU manager: `None` when not looked at or there is no
+    /// checkpoint.
+    kubelet: Option<Result<crate::kubelet::CpuManager, String>>,
 }
 
 /// The reads of one round of checks, every one a timed I/O call of its own
@@ -410,6 +468,7 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
         hier,
         freezer,
         slurm_roots,
+        kubelet,
     } = input;
     let version = hier.version;
     // Which managed kubepods roots exist anywhere: that tells the driver.
@@ -447,6 +506,19 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
             Err(e) => Some((path, Some(chain(&e)))),
         })
         .collect();
+
+    // The kubelet's checkpoint: a file on disk, read as the kernel's are
+    // (a hung mount must not hang the loop either).
+    let kubelet = match kubelet {
+        None => None,
+        Some(path) => match pool.read(&path).await {
+            Ok(text) => {
+                Some(crate::kubelet::parse(&text).map_err(|e| format!("{}: {e}", path.display())))
+            }
+            Err(e) if e.is_not_found() => None,
+            Err(e) => Some(Err(chain(&e))),
+        },
+    };
 
     // Slurm's jobs: one walk of the slices, in one timed call.
     let slurm = match proc_root {
@@ -525,6 +597,7 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
         frozen,
         slurm,
         counters,
+        kubelet,
     }
 }
 

@@ -32,7 +32,7 @@ impl Daemon {
         let settings = Settings {
             alloc: cfg.alloc_options(reserved.clone()),
             reserved,
-            scope: Scope::of(&cfg),
+            scope: self.scope_for(&cfg),
             align_memory: cfg.align_memory,
             mems_all: current.mems_all.clone(),
             empty_inherits: current.empty_inherits,
@@ -127,6 +127,38 @@ impl Daemon {
     }
 
     /// Which subtrees are the daemon's.
+    /// The subtrees of `cfg` the daemon manages now: without the kubepods
+    /// roots while the kubelet's static CPU manager owns them
+    /// (`Daemon::act_on_kubelet`).
+    pub(super) fn scope_for(&self, cfg: &Config) -> Scope {
+        let scope = Scope::of(cfg);
+        if self.dog.kubelet.is_none() {
+            return scope;
+        }
+        let mut cfg = cfg.clone();
+        cfg.managed.retain(|root| {
+            !matches!(
+                crate::cgroup::layout::classify(root),
+                crate::cgroup::layout::Kind::KubepodsRoot { .. }
+            )
+        });
+        Scope::of(&cfg)
+    }
+
+    /// Takes the scope again after what it depends on changed besides the
+    /// configuration: what leaves it is given back as after a reload.
+    pub(super) fn rescope(&mut self) {
+        let mut settings = self.engine.settings().clone();
+        settings.scope = self.scope_for(&self.cfg);
+        let gone = leaving(
+            self.engine.known(),
+            &self.engine.settings().scope,
+            &settings.scope,
+        );
+        self.leaving.extend(gone);
+        self.engine.set_settings(settings);
+    }
+
     pub(super) fn scope(&self) -> &Scope {
         &self.engine.settings().scope
     }

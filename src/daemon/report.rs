@@ -149,6 +149,25 @@ impl Daemon {
             },
             runs: self.run_status(),
             nri: self.nri_status(),
+            other_owner: self.dog.kubelet.as_ref().map(|m| api::OtherOwner {
+                what: format!(
+                    "the kubelet's static CPU manager ({}, {} containers)",
+                    self.cfg
+                        .kubelet_cpu_manager_state
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new(""))
+                        .display(),
+                    m.containers
+                ),
+                cpus: m.exclusive.clone(),
+                left: self
+                    .cfg
+                    .managed
+                    .iter()
+                    .filter(|r| !self.scope().managed(r))
+                    .cloned()
+                    .collect(),
+            }),
             counters: api::Counters {
                 reconciles: self.socket.reconciles,
                 last_reconcile_ms: self.socket.last_reconcile_ms,

@@ -284,6 +284,7 @@ impl Engine {
     /// Keeps valid assignments and plans the others, earliest workload first.
     pub(super) fn assign_cpus(&mut self) {
         let usable = self.topo.online().difference(&self.reserved);
+        let elsewhere = self.held_elsewhere();
         let alloc = Allocator {
             topo: &self.topo,
             settings: &self.settings,
@@ -339,11 +340,12 @@ impl Engine {
         }
         // Pass 1b: resizes, each around the CPUs it keeps (at start-up,
         // once every set is adopted: below). From here only the open CPUs
-        // are placed: not Slurm's job cores. A set kept above or adopted
+        // are placed: not Slurm's job cores, nor another owner's CPUs
+        // ([`Engine::set_elsewhere`]). A set kept above or adopted
         // below may hold some (a conflict `pinctl verify` names), but no
         // grow or new assignment takes one, none is counted free, and a
         // shrink that lets one go does not make it free.
-        let open = usable.difference(&self.jobs);
+        let open = usable.difference(&elsewhere);
         let mut resizes = Vec::new();
         if !self.adopt_live {
             resizes = alloc.resize_all(&mut order, &open, &mut taken);

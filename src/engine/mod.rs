@@ -353,6 +353,8 @@ pub struct Engine {
     /// A workload was announced or withdrawn ([`Self::expect`]): the next
     /// plan assigns CPUs again.
     expecting: bool,
+    /// The CPUs another owner holds ([`Engine::set_elsewhere`]).
+    elsewhere: CpuSet,
     /// The last plan's targets kept the reserved CPUs for the managed
     /// subtrees' shared cgroups despite `strict_reservation`
     /// ([`Plan::strict_fallback`]).
@@ -393,6 +395,7 @@ impl Engine {
             slurm: BTreeSet::new(),
             jobs: CpuSet::new(),
             expecting: false,
+            elsewhere: CpuSet::new(),
             strict_fallback: false,
         };
         engine.reserved = engine.effective_reserved();
@@ -455,7 +458,7 @@ impl Engine {
     /// Works out the shared pool again, after assignments, the job cores
     /// or the online CPUs changed.
     fn refresh_pool(&mut self) {
-        let mut pool = self.topo.online().difference(&self.job_cores());
+        let mut pool = self.topo.online().difference(&self.held_elsewhere());
         for w in self.workloads.values() {
             if let Some(cpus) = &w.cpus {
                 pool.difference_with(cpus);
@@ -476,6 +479,29 @@ impl Engine {
         self.refresh_pool();
         self.replan_all();
         true
+    }
+
+    /// Sets the CPUs another owner holds (the kubelet's static CPU
+    /// manager's exclusive CPUs): as Slurm's job cores, no assignment or
+    /// grow takes them and they leave the shared pool unless reserved.
+    /// `true` when they changed.
+    pub fn set_elsewhere(&mut self, cpus: CpuSet) -> bool {
+        if cpus == self.elsewhere {
+            return false;
+        }
+        self.elsewhere = cpus;
+        self.refresh_pool();
+        self.replan_all();
+        true
+    }
+
+    /// What others hold, in force: Slurm's job cores and another owner's
+    /// CPUs, online and not reserved.
+    fn held_elsewhere(&self) -> CpuSet {
+        self.jobs
+            .union(&self.elsewhere)
+            .intersection(self.topo.online())
+            .difference(&self.reserved)
     }
 
     /// The job cores in force: the online CPUs of Slurm's running jobs
@@ -767,7 +793,7 @@ impl Engine {
             .workloads
             .values()
             .filter_map(|w| w.cpus.as_ref())
-            .fold(self.jobs.clone(), |acc, c| acc.union(c));
+            .fold(self.held_elsewhere(), |acc, c| acc.union(c));
         let mut free = self
             .topo
             .online()
@@ -792,6 +818,10 @@ impl Engine {
                     .collect();
                 if !jobs.is_empty() {
                     holders.push(("Slurm's jobs".to_string(), jobs.len()));
+                }
+                let others = self.elsewhere.difference(&jobs).difference(&self.reserved);
+                if !others.is_empty() {
+                    holders.push(("another CPU owner".to_string(), others.len()));
                 }
                 Err((free.len(), holders))
             }

@@ -63,6 +63,7 @@ fn shipped_file_sets_every_key_and_documents_the_rule_example() {
         "managed",
         "hierarchy",
         "kubelet_rule",
+        "kubelet_cpu_manager_state",
         "full_pcpus_only",
         "distribute_across_numa",
         "spread_cores",
@@ -217,6 +218,7 @@ shared_cgroups = ["system.slice", "machine.slice/noisy"]
 managed = ["kubepods.slice"]
 hierarchy = "v1"
 kubelet_rule = false
+kubelet_cpu_manager_state = ""
 full_pcpus_only = true
 distribute_across_numa = true
 spread_cores = false
@@ -276,6 +278,7 @@ required = true
         managed: vec!["kubepods.slice".into()],
         hierarchy: HierarchyMode::V1,
         kubelet_rule: false,
+        kubelet_cpu_manager_state: None,
         full_pcpus_only: true,
         distribute_across_numa: true,
         spread_cores: false,
@@ -313,7 +316,7 @@ required = true
     assert_eq!(rule.pattern, "hpc.slice/job-*.scope");
     assert_eq!(rule.cpus, 4);
     assert_eq!(rule.numa, [0, 1, 3]);
-    assert_eq!(rule.line, 39);
+    assert_eq!(rule.line, 40);
     let near: Vec<String> = rule.near.iter().map(|d| d.to_string()).collect();
     assert_eq!(near, ["ib0", "0000:3b:00.0", "/dev/nvidia0"]);
     assert_eq!(rule.device_alignment, Some(DeviceAlignment::None));
@@ -1477,4 +1480,24 @@ fn the_nri_table_is_read_and_each_wrong_value_named() {
     let r = ok("").reload(c);
     assert_eq!(r.deferred, ["nri"]);
     assert!(!r.config.nri.enabled);
+}
+
+#[test]
+fn the_kubelet_checkpoint_is_a_path_or_nothing() {
+    let d = Config::default();
+    assert_eq!(
+        d.kubelet_cpu_manager_state.as_deref(),
+        Some(Path::new("/var/lib/kubelet/cpu_manager_state"))
+    );
+    assert_eq!(
+        ok("kubelet_cpu_manager_state = \"\"\n").kubelet_cpu_manager_state,
+        None
+    );
+    assert_eq!(
+        err("kubelet_cpu_manager_state = \"state\"\n"),
+        "/etc/pinctl/pinctld.toml:1:29: kubelet_cpu_manager_state: invalid path \"state\": must be absolute"
+    );
+    // A reload applies it.
+    let r = d.reload(ok("kubelet_cpu_manager_state = \"\"\n"));
+    assert_eq!(r.applied, ["kubelet_cpu_manager_state"]);
 }

@@ -37,6 +37,7 @@ mod layout;
 mod noise;
 mod nri;
 mod nri_daemon;
+mod owner;
 mod packaging;
 mod partition;
 mod power;

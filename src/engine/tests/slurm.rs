@@ -292,3 +292,23 @@ fn a_job_core_a_shrink_lets_go_is_not_given_to_a_waiting_workload() {
 }
 
 const GUARANTEED_2: &str = "kubepods/pod9/app";
+
+/// Another owner's CPUs (the kubelet's static CPU manager) are held as
+/// Slurm's job cores are: out of the shared pool, never given, the
+/// reserved ones excepted; given up, they come back.
+#[test]
+fn another_owners_cpus_are_neither_given_nor_shared() {
+    let mut e = engine();
+    kube_tree(&mut e);
+    apply(&mut e);
+    assert!(e.set_elsewhere(set("0-7")));
+    assert!(!e.set_elsewhere(set("0-7")));
+    add(&mut e, "kubepods/w1", "0-15", want(4));
+    apply(&mut e);
+    let w = e.workloads()["cgroup:kubepods/w1"].cpus.clone().unwrap();
+    assert!(w.is_disjoint(&set("1-7")), "{w}");
+    assert_eq!(e.shared_pool(), set("0,8-15").difference(&w));
+    assert!(e.set_elsewhere(CpuSet::new()));
+    apply(&mut e);
+    assert_eq!(e.shared_pool(), set("0-15").difference(&w));
+}

@@ -183,6 +183,15 @@ impl World {
         if !opts.keys.iter().any(|k| k.starts_with("systemd_bus")) {
             let _ = writeln!(toml, "systemd_bus = \"\"");
         }
+        // Never the host's kubelet: its checkpoint lives in the world.
+        if !opts
+            .keys
+            .iter()
+            .any(|k| k.starts_with("kubelet_cpu_manager_state"))
+        {
+            let file = self.tmp.path().join("cpu_manager_state");
+            let _ = writeln!(toml, "kubelet_cpu_manager_state = {}", p(&file));
+        }
         // Never the host's /run: the originals files live in the world.
         for key in ["power_originals", "housekeeping_originals"] {
             if !opts.keys.iter().any(|k| k.starts_with(key)) {
