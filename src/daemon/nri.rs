@@ -541,3 +541,68 @@ impl Daemon {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create(path: &str, quota: Option<i64>) -> Call {
+        let c = api::Container {
+            id: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".into(),
+            name: "app".into(),
+            linux: Some(api::LinuxContainer {
+                cgroups_path: path.into(),
+                resources: Some(api::LinuxResources {
+                    cpu: Some(api::LinuxCpu {
+                        quota: quota.map(|value| api::OptionalInt64 { value }),
+                        period: Some(api::OptionalUInt64 { value: 100_000 }),
+                        ..Default::default()
+                    }),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        Call::Create(api::CreateContainerRequest {
+            pod: Some(api::PodSandbox {
+                uid: "99999999-2222-3333-4444-555555555555".into(),
+                ..Default::default()
+            }),
+            container: Some(c),
+        })
+    }
+
+    const GUARANTEED: &str = "/kubepods/pod99999999-2222-3333-4444-555555555555/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    /// Unanswered in time: the shared pool for a container of a managed
+    /// subtree, nothing for any other; with `required`, a container that
+    /// asks for exclusive CPUs is refused.
+    #[test]
+    fn the_fallback_answers_the_shared_pool_or_refuses_when_required() {
+        let mut cfg = Config::default();
+        let cpus = |a: Answer| match a {
+            Answer::Create(r) => r
+                .adjust
+                .and_then(|a| a.linux?.resources?.cpu)
+                .map(|c| c.cpus),
+            _ => None,
+        };
+        let exclusive = create(GUARANTEED, Some(400_000));
+        assert_eq!(cpus(fallback(&cfg, "0-3", &exclusive)), Some("0-3".into()));
+        assert_eq!(
+            fallback(&cfg, "0-3", &create("/other/x", None)),
+            Answer::Done
+        );
+        assert_eq!(fallback(&cfg, "", &exclusive), Answer::Done);
+        cfg.nri.required = true;
+        let Answer::Refuse(why) = fallback(&cfg, "0-3", &exclusive) else {
+            panic!("not refused");
+        };
+        assert!(
+            why.contains("[nri] required") && why.contains("app"),
+            "{why}"
+        );
+        let shared = create(GUARANTEED, None);
+        assert_eq!(cpus(fallback(&cfg, "0-3", &shared)), Some("0-3".into()));
+    }
+}
