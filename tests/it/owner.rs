@@ -42,6 +42,22 @@ fn the_kubelets_static_cpu_manager_keeps_its_pods_and_cpus() {
             Err("no other_owner".into())
         }
     });
+    let text = pinctl::cli::status::render(
+        &s,
+        pinctl::cli::status::Mode::Online,
+        pinctl::cli::style::Style::OFF,
+        0,
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Owner:"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("static CPU manager")
+            && line.contains("holds CPUs 2-3")
+            && line.contains("kubepods.slice, kubepods"),
+        "{line}"
+    );
     let o = s.other_owner.unwrap();
     assert_eq!(o.cpus, set("2-3"));
     assert!(
