@@ -177,6 +177,49 @@ pub struct Workload {
     tried: Option<CpuSet>,
 }
 
+impl Workload {
+    /// A workload that asks for nothing yet ([`Self::ask`]), `seq`-th to
+    /// arrive.
+    fn new(key: &str, seq: u64) -> Workload {
+        Workload {
+            key: key.to_string(),
+            requested: 0,
+            source: Source::Xattr,
+            numa: Vec::new(),
+            whole_cores: false,
+            class: None,
+            devices: Vec::new(),
+            device_alignment: None,
+            cgroups: BTreeSet::new(),
+            cpus: None,
+            pending: None,
+            baseline: None,
+            resize: None,
+            expected: false,
+            seq,
+            tried: None,
+        }
+    }
+
+    /// Takes `intent` as its request. One that changes what it is placed
+    /// by (count, nodes, whole cores, devices) is tried again at once.
+    fn ask(&mut self, intent: &Intent) {
+        if (self.requested, &self.numa, self.whole_cores)
+            != (intent.cpus, &intent.numa, intent.whole_cores)
+            || (&self.devices, self.device_alignment) != (&intent.devices, intent.device_alignment)
+        {
+            self.tried = None;
+        }
+        self.requested = intent.cpus;
+        self.source = intent.source.clone();
+        self.numa = intent.numa.clone();
+        self.whole_cores = intent.whole_cores;
+        self.class = intent.class.clone();
+        self.devices = intent.devices.clone();
+        self.device_alignment = intent.device_alignment;
+    }
+}
+
 /// Which control file a write goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum File {
@@ -871,29 +914,11 @@ impl Engine {
         if self.workloads.contains_key(key) {
             return;
         }
-        let seq = self.next_seq;
+        let mut w = Workload::new(key, self.next_seq);
         self.next_seq += 1;
-        self.workloads.insert(
-            key.to_string(),
-            Workload {
-                key: key.to_string(),
-                requested: intent.cpus,
-                source: intent.source.clone(),
-                numa: intent.numa.clone(),
-                whole_cores: intent.whole_cores,
-                class: intent.class.clone(),
-                devices: intent.devices.clone(),
-                device_alignment: intent.device_alignment,
-                cgroups: BTreeSet::new(),
-                cpus: None,
-                pending: None,
-                baseline: None,
-                resize: None,
-                expected: true,
-                seq,
-                tried: None,
-            },
-        );
+        w.ask(intent);
+        w.expected = true;
+        self.workloads.insert(key.to_string(), w);
         self.expecting = true;
     }
 

@@ -101,24 +101,7 @@ impl Engine {
             let w = self
                 .workloads
                 .entry(key.to_string())
-                .or_insert_with(|| Workload {
-                    key: key.to_string(),
-                    requested: 0,
-                    source: crate::intent::Source::Xattr,
-                    numa: Vec::new(),
-                    whole_cores: false,
-                    class: None,
-                    devices: Vec::new(),
-                    device_alignment: None,
-                    cgroups: BTreeSet::new(),
-                    cpus: None,
-                    pending: None,
-                    baseline: None,
-                    resize: None,
-                    expected: false,
-                    seq: self.next_seq,
-                    tried: None,
-                });
+                .or_insert_with(|| Workload::new(&key, self.next_seq));
             if w.seq == self.next_seq {
                 self.next_seq += 1;
             }
@@ -143,19 +126,7 @@ impl Engine {
             else {
                 continue;
             };
-            if (w.requested, &w.numa, w.whole_cores)
-                != (intent.cpus, &intent.numa, intent.whole_cores)
-                || (&w.devices, w.device_alignment) != (&intent.devices, intent.device_alignment)
-            {
-                w.tried = None;
-            }
-            w.requested = intent.cpus;
-            w.source = intent.source.clone();
-            w.numa = intent.numa.clone();
-            w.whole_cores = intent.whole_cores;
-            w.class = intent.class.clone();
-            w.devices = intent.devices.clone();
-            w.device_alignment = intent.device_alignment;
+            w.ask(intent);
         }
         // Workloads without cgroups are released, but those announced
         // and waiting for theirs ([`Engine::expect`]).
