@@ -40,11 +40,7 @@ impl Daemon {
             strict_reservation: cfg.strict_reservation,
             device_alignment: cfg.device_alignment,
         };
-        // What leaves the subtrees is no longer the daemon's (its cpusets
-        // stay as they are); what joins is found by the reconcile.
-        let gone = leaving(self.engine.known(), &current.scope, &settings.scope);
-        self.leaving.extend(gone);
-        self.engine.set_settings(settings);
+        self.take_settings(settings);
         self.dog.configure(&cfg);
         if cfg.isolation != self.cfg.isolation {
             self.partitions.reset();
@@ -150,12 +146,20 @@ impl Daemon {
     pub(super) fn rescope(&mut self) {
         let mut settings = self.engine.settings().clone();
         settings.scope = self.scope_for(&self.cfg);
+        self.take_settings(settings);
+    }
+
+    /// Gives the engine `settings`. What leaves the subtrees is no longer
+    /// the daemon's (its cpusets stay as they are); what joins is found by
+    /// the reconcile. The NRI front end's fallback answers by the new scope.
+    fn take_settings(&mut self, settings: Settings) {
         let gone = leaving(
             self.engine.known(),
             &self.engine.settings().scope,
             &settings.scope,
         );
         self.leaving.extend(gone);
+        self.nri.set_scope(&settings.scope);
         self.engine.set_settings(settings);
     }
 

@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::Daemon;
+use crate::cgroup::Scope;
 use crate::config::Config;
 use crate::cpuset::CpuSet;
 use crate::nri::container::{self, Decided};
@@ -42,8 +43,10 @@ const QUEUE: usize = 256;
 /// What the fallback answers by, kept current by the loop.
 struct View {
     cfg: Arc<Config>,
+    /// The subtrees the daemon manages now.
+    scope: Scope,
     /// The shared pool, as a managed cgroup gets it.
-    shared: String,
+    shared: CpuSet,
 }
 
 /// An exclusive container the runtime announced.
@@ -94,7 +97,8 @@ impl Front {
             disagreements: Vec::new(),
             view: Arc::new(RwLock::new(View {
                 cfg,
-                shared: String::new(),
+                scope: Scope::default(),
+                shared: CpuSet::new(),
             })),
         }
     }
@@ -106,7 +110,7 @@ impl Front {
         let (out_tx, out_rx) = mpsc::channel(16);
         let view = self.view.clone();
         let fallback: Fallback = Arc::new(move |call: &Call| match view.read() {
-            Ok(v) => fallback(&v.cfg, &v.shared, call),
+            Ok(v) => fallback(&v, call),
             Err(_) => Answer::Done,
         });
         let settings = Settings {
@@ -144,15 +148,21 @@ impl Front {
     }
 
     /// Keeps what the fallback answers by current.
-    fn follow(&self, cfg: &Arc<Config>, shared: &CpuSet) {
+    fn follow(&self, cfg: &Arc<Config>, shared: CpuSet) {
         if let Ok(mut v) = self.view.write() {
             if !Arc::ptr_eq(&v.cfg, cfg) {
                 v.cfg = cfg.clone();
             }
-            let text = shared.to_string();
-            if v.shared != text {
-                v.shared = text;
+            if v.shared != shared {
+                v.shared = shared;
             }
+        }
+    }
+
+    /// The daemon's scope changed (a reload, another CPU owner).
+    pub(super) fn set_scope(&self, scope: &Scope) {
+        if let Ok(mut v) = self.view.write() {
+            v.scope = scope.clone();
         }
     }
 }
@@ -180,7 +190,8 @@ impl Reply {
 /// container in a managed subtree (the watcher pins an exclusive one once
 /// its cgroup is there), nothing for any other; with `required`, a
 /// container that asks for exclusive CPUs is refused.
-fn fallback(cfg: &Config, shared: &str, call: &Call) -> Answer {
+fn fallback(view: &View, call: &Call) -> Answer {
+    let View { cfg, scope, shared } = view;
     let Call::Create(req) = call else {
         return Answer::Done;
     };
@@ -196,14 +207,10 @@ fn fallback(cfg: &Config, shared: &str, call: &Call) -> Answer {
             c.name, decided.key
         ));
     }
-    let managed = cfg
-        .managed
-        .iter()
-        .any(|m| crate::cgroup::is_within(&decided.rel, m));
-    if !managed || shared.is_empty() {
+    if !scope.managed(&decided.rel) || shared.is_empty() {
         return Answer::Done;
     }
-    create_answer(shared, "")
+    create_answer(&shared.to_string(), "")
 }
 
 /// An answer to `CreateContainer` that sets the container's CPUs (and its
@@ -225,8 +232,7 @@ impl Daemon {
     /// turn of the loop.
     pub(super) fn follow_nri(&self) {
         if self.nri.rx.is_some() {
-            let managed = self.cfg.managed.first().map_or("", String::as_str);
-            self.nri.follow(&self.cfg, &self.engine.shared_for(managed));
+            self.nri.follow(&self.cfg, self.engine.managed_pool());
         }
     }
 
@@ -254,12 +260,7 @@ impl Daemon {
                 .nri
                 .announced
                 .values()
-                .filter(|a| {
-                    self.engine
-                        .workloads()
-                        .get(&a.key)
-                        .is_some_and(|w| w.expected)
-                })
+                .filter(|a| self.unmade(a))
                 .count(),
             disagreements: self.nri.disagreements.clone(),
         })
@@ -374,9 +375,7 @@ impl Daemon {
         })
         .await;
         if refused {
-            self.nri.announced.remove(&c.id);
-            self.engine.unexpect(&d.key);
-            self.apply().await;
+            self.withdraw(&c.id).await;
         }
     }
 
@@ -416,17 +415,17 @@ impl Daemon {
             .map(|p| p.reason.clone())
             .unwrap_or_else(|| "no CPUs free".to_string());
         let shared = self.engine.shared_for(&d.rel).to_string();
-        let answer = self.refuse_or(&why, create_answer(&shared, ""), true);
+        let answer = self.refuse_or(&why, create_answer(&shared, ""));
         if !matches!(answer, Answer::Refuse(_)) {
             info!(container = %c.name, workload = %d.key, reason = %why, "NRI CreateContainer: made on the shared pool, waits for CPUs");
         }
         answer
     }
 
-    /// `answer`, or with `[nri] required` (for a container that asks for
-    /// exclusive CPUs) a refusal saying `why`.
-    fn refuse_or(&self, why: &str, answer: Answer, wants: bool) -> Answer {
-        if wants && self.cfg.nri.required {
+    /// `answer` for a container that asks for exclusive CPUs and waits, or
+    /// with `[nri] required` a refusal saying `why`.
+    fn refuse_or(&self, why: &str, answer: Answer) -> Answer {
+        if self.cfg.nri.required {
             Answer::Refuse(format!(
                 "pinctld cannot give the container its exclusive CPUs now ([nri] required): {why}"
             ))
@@ -507,17 +506,33 @@ impl Daemon {
         self.socket.dirty = true;
     }
 
+    /// Whether an announced container's cgroup has not been read yet.
+    fn unmade(&self, a: &Announcement) -> bool {
+        self.engine
+            .workloads()
+            .get(&a.key)
+            .is_some_and(|w| w.expected)
+    }
+
     /// Withdraws the announcement of container `id`, if any.
     async fn withdraw(&mut self, id: &str) {
+        if self.drop_announcement(id) {
+            self.apply().await;
+        }
+    }
+
+    /// Takes the announcement of container `id` out of the engine; the
+    /// next plan gives back what it held. Whether there was one.
+    fn drop_announcement(&mut self, id: &str) -> bool {
         let Some(a) = self.nri.announced.remove(id) else {
-            return;
+            return false;
         };
         debug!(container = %id, workload = %a.key, "NRI: announcement withdrawn");
         self.engine.unexpect(&a.key);
-        self.apply().await;
+        true
     }
 
-    /// Withdraws the announcements that ran out.
+    /// Withdraws the announcements that ran out, with one plan.
     pub(super) async fn announcements_due(&mut self) {
         let now = Instant::now();
         let due: Vec<String> = self
@@ -527,17 +542,16 @@ impl Daemon {
             .filter(|(_, a)| a.until <= now)
             .map(|(id, _)| id.clone())
             .collect();
-        for id in due {
-            if let Some(a) = self.nri.announced.get(&id)
-                && self
-                    .engine
-                    .workloads()
-                    .get(&a.key)
-                    .is_some_and(|w| w.expected)
+        for id in &due {
+            if let Some(a) = self.nri.announced.get(id)
+                && self.unmade(a)
             {
                 warn!(container = %id, workload = %a.key, "NRI: the announced container made no cgroup in time; its CPUs go back");
             }
-            self.withdraw(&id).await;
+            self.drop_announcement(id);
+        }
+        if !due.is_empty() {
+            self.apply().await;
         }
     }
 }
@@ -579,7 +593,16 @@ mod tests {
     /// asks for exclusive CPUs is refused.
     #[test]
     fn the_fallback_answers_the_shared_pool_or_refuses_when_required() {
-        let mut cfg = Config::default();
+        let cfg = Config::default();
+        let view = |required: bool, shared: &str| {
+            let mut cfg = cfg.clone();
+            cfg.nri.required = required;
+            View {
+                scope: Scope::of(&cfg),
+                cfg: Arc::new(cfg),
+                shared: shared.parse().unwrap(),
+            }
+        };
         let cpus = |a: Answer| match a {
             Answer::Create(r) => r
                 .adjust
@@ -588,14 +611,17 @@ mod tests {
             _ => None,
         };
         let exclusive = create(GUARANTEED, Some(400_000));
-        assert_eq!(cpus(fallback(&cfg, "0-3", &exclusive)), Some("0-3".into()));
-        assert_eq!(
-            fallback(&cfg, "0-3", &create("/other/x", None)),
-            Answer::Done
-        );
-        assert_eq!(fallback(&cfg, "", &exclusive), Answer::Done);
-        cfg.nri.required = true;
-        let Answer::Refuse(why) = fallback(&cfg, "0-3", &exclusive) else {
+        let open = view(false, "0-3");
+        assert_eq!(cpus(fallback(&open, &exclusive)), Some("0-3".into()));
+        assert_eq!(fallback(&open, &create("/other/x", None)), Answer::Done);
+        assert_eq!(fallback(&view(false, ""), &exclusive), Answer::Done);
+        // The scope the daemon runs by, not the file's: the kubepods
+        // subtrees left to another owner get nothing.
+        let mut left = view(false, "0-3");
+        left.scope = Scope::new(Vec::new(), vec!["system.slice".into()], Vec::new());
+        assert_eq!(fallback(&left, &exclusive), Answer::Done);
+        let required = view(true, "0-3");
+        let Answer::Refuse(why) = fallback(&required, &exclusive) else {
             panic!("not refused");
         };
         assert!(
@@ -603,6 +629,6 @@ mod tests {
             "{why}"
         );
         let shared = create(GUARANTEED, None);
-        assert_eq!(cpus(fallback(&cfg, "0-3", &shared)), Some("0-3".into()));
+        assert_eq!(cpus(fallback(&required, &shared)), Some("0-3".into()));
     }
 }

@@ -926,8 +926,17 @@ impl Engine {
     /// shared pool, or with `strict_reservation` (in a managed subtree)
     /// the shared pool without the reserved CPUs, as a plan's target.
     pub fn shared_for(&self, rel: &str) -> CpuSet {
+        match self.settings.scope.managed(rel) {
+            true => self.managed_pool(),
+            false => (*self.pool).clone(),
+        }
+    }
+
+    /// The CPUs a cgroup of a managed subtree that runs on the shared pool
+    /// gets ([`Self::shared_for`]).
+    pub fn managed_pool(&self) -> CpuSet {
         match self.strict() {
-            Some(strict) if !strict.fallback && self.settings.scope.managed(rel) => strict.pool,
+            Some(strict) if !strict.fallback => strict.pool,
             _ => (*self.pool).clone(),
         }
     }
