@@ -718,12 +718,7 @@ pub fn read(
                 }
             }
         }
-        let roots = crate::devices::Roots {
-            sys: &cfg.sysfs_root,
-            proc_root: &cfg.proc_root,
-            cdi_dirs: &cfg.cdi_spec_dirs,
-        };
-        i.devices = crate::devices::locate_all(fs, roots, &i.near);
+        i.devices = crate::devices::locate_all(fs, cfg.device_roots(), &i.near);
     }
     if let Some(e) = &bundle_error {
         obs.error.get_or_insert_with(|| crate::io::chain(e));

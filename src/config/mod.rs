@@ -716,6 +716,16 @@ pub struct Reload {
 }
 
 impl Config {
+    /// Where devices are looked up ([`crate::devices::locate_all`]): its
+    /// sysfs, `/proc` and CDI spec directories.
+    pub fn device_roots(&self) -> crate::devices::Roots<'_> {
+        crate::devices::Roots {
+            sys: &self.sysfs_root,
+            proc_root: &self.proc_root,
+            cdi_dirs: &self.cdi_spec_dirs,
+        }
+    }
+
     /// The keys a running daemon keeps until it restarts: where the kernel's
     /// files, the state and the sockets are and which hierarchy is driven (its
     /// I/O threads, watchers and sockets were set up for them), the I/O

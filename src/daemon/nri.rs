@@ -437,21 +437,10 @@ impl Daemon {
     /// Where the devices a container drives sit (sysfs, through the I/O
     /// threads); none when that cannot be read in time.
     async fn locate(&self, near: &[crate::devices::Device]) -> Vec<crate::devices::Located> {
-        let (sys, proc_root, cdi_dirs) = (
-            self.cfg.sysfs_root.clone(),
-            self.cfg.proc_root.clone(),
-            self.cfg.cdi_spec_dirs.clone(),
-        );
-        let near = near.to_vec();
-        let key = self.cfg.sysfs_root.clone();
+        let (cfg, near) = (self.cfg.clone(), near.to_vec());
         self.pool
-            .run(&key, move |fs| {
-                let roots = crate::devices::Roots {
-                    sys: &sys,
-                    proc_root: &proc_root,
-                    cdi_dirs: &cdi_dirs,
-                };
-                Ok(crate::devices::locate_all(fs, roots, &near))
+            .run(&self.cfg.sysfs_root, move |fs| {
+                Ok(crate::devices::locate_all(fs, cfg.device_roots(), &near))
             })
             .await
             .unwrap_or_else(|e| {

@@ -484,19 +484,18 @@ impl Daemon {
         if near.is_empty() || alignment == crate::config::DeviceAlignment::None {
             return Ok(());
         }
-        let (sys, proc_root) = (self.cfg.sysfs_root.clone(), self.cfg.proc_root.clone());
-        let cdi_dirs = self.cfg.cdi_spec_dirs.clone();
+        let cfg = self.cfg.clone();
         let topo = self.engine.topology().clone();
         // sysfs can hang: an I/O job.
         let nodes = self
             .pool
-            .run(&sys.clone(), move |fs| {
-                let roots = crate::devices::Roots {
-                    sys: &sys,
-                    proc_root: &proc_root,
-                    cdi_dirs: &cdi_dirs,
-                };
-                Ok(crate::devices::nodes_named(fs, roots, &topo, &near))
+            .run(&self.cfg.sysfs_root, move |fs| {
+                Ok(crate::devices::nodes_named(
+                    fs,
+                    cfg.device_roots(),
+                    &topo,
+                    &near,
+                ))
             })
             .await
             .map_err(|e| Refusal::Failed {
