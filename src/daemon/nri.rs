@@ -549,33 +549,18 @@ impl Daemon {
 mod tests {
     use super::*;
 
-    fn create(path: &str, quota: Option<i64>) -> Call {
-        let c = api::Container {
-            id: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".into(),
-            name: "app".into(),
-            linux: Some(api::LinuxContainer {
-                cgroups_path: path.into(),
-                resources: Some(api::LinuxResources {
-                    cpu: Some(api::LinuxCpu {
-                        quota: quota.map(|value| api::OptionalInt64 { value }),
-                        period: Some(api::OptionalUInt64 { value: 100_000 }),
-                        ..Default::default()
-                    }),
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        Call::Create(api::CreateContainerRequest {
-            pod: Some(api::PodSandbox {
-                uid: "99999999-2222-3333-4444-555555555555".into(),
-                ..Default::default()
-            }),
-            container: Some(c),
-        })
+    use crate::nri::container::tests::{ID, UID, container_at, pod};
+
+    fn guaranteed() -> String {
+        format!("/kubepods/pod{UID}/{ID}")
     }
 
-    const GUARANTEED: &str = "/kubepods/pod99999999-2222-3333-4444-555555555555/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    fn create(path: &str, quota: Option<i64>) -> Call {
+        Call::Create(api::CreateContainerRequest {
+            pod: Some(pod()),
+            container: Some(container_at(path, &[], quota)),
+        })
+    }
 
     /// Unanswered in time: the shared pool for a container of a managed
     /// subtree, nothing for any other; with `required`, a container that
@@ -599,7 +584,7 @@ mod tests {
                 .map(|c| c.cpus),
             _ => None,
         };
-        let exclusive = create(GUARANTEED, Some(400_000));
+        let exclusive = create(&guaranteed(), Some(400_000));
         let open = view(false, "0-3");
         assert_eq!(cpus(fallback(&open, &exclusive)), Some("0-3".into()));
         assert_eq!(fallback(&open, &create("/other/x", None)), Answer::Done);
@@ -617,7 +602,7 @@ mod tests {
             why.contains("[nri] required") && why.contains("app"),
             "{why}"
         );
-        let shared = create(GUARANTEED, None);
+        let shared = create(&guaranteed(), None);
         assert_eq!(cpus(fallback(&required, &shared)), Some("0-3".into()));
     }
 }

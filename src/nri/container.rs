@@ -212,11 +212,11 @@ pub fn decide(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-    const UID: &str = "99999999-2222-3333-4444-555555555555";
+    pub(crate) const ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    pub(crate) const UID: &str = "99999999-2222-3333-4444-555555555555";
 
     #[test]
     fn both_drivers_forms_of_the_cgroups_path() {
@@ -265,6 +265,16 @@ mod tests {
     }
 
     fn container(annotations: &[(&str, &str)], quota: Option<i64>) -> api::Container {
+        container_at(&format!("/kubepods/pod{UID}/{ID}"), annotations, quota)
+    }
+
+    /// Container [`ID`], named `app`, at `cgroups_path`, with a quota of
+    /// `quota` µs per 100 ms.
+    pub(crate) fn container_at(
+        cgroups_path: &str,
+        annotations: &[(&str, &str)],
+        quota: Option<i64>,
+    ) -> api::Container {
         api::Container {
             id: ID.to_string(),
             name: "app".to_string(),
@@ -273,7 +283,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             linux: Some(api::LinuxContainer {
-                cgroups_path: format!("/kubepods/pod{UID}/{ID}"),
+                cgroups_path: cgroups_path.to_string(),
                 resources: Some(api::LinuxResources {
                     cpu: Some(api::LinuxCpu {
                         quota: quota.map(|value| api::OptionalInt64 { value }),
@@ -287,7 +297,8 @@ mod tests {
         }
     }
 
-    fn pod() -> api::PodSandbox {
+    /// Pod [`UID`].
+    pub(crate) fn pod() -> api::PodSandbox {
         api::PodSandbox {
             uid: UID.to_string(),
             ..Default::default()

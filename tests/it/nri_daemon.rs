@@ -14,6 +14,7 @@ use pinctl::nri::ttrpc::code;
 
 use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, set, uid};
 use crate::support::nri_runtime::{Conn, Runtime, container, pod};
+use crate::support::status_doc::status_lines;
 use crate::support::world::{Options, SYSTEM, World};
 
 struct Env {
@@ -331,23 +332,15 @@ fn a_cgroup_made_with_other_cpus_than_answered_is_a_disagreement() {
     };
     let scope =
         pinctl::cgroup::Scope::new(vec!["kubepods.slice".into()], vec![SYSTEM.into()], vec![]);
-    let text = pinctl::cli::status::render(
-        &s,
-        pinctl::cli::status::Mode::Online,
-        pinctl::cli::style::Style::OFF,
-        0,
-    );
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("NRI:"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let block = status_lines(&s, "NRI");
+    let line = block.lines().next().unwrap_or_default();
     assert!(
         line.contains("registered with stand-in 1") && line.contains("1 disagreement"),
         "{line}"
     );
     assert!(
-        text.contains(&format!("{rel}: made on CPUs {other}, answered {given}")),
-        "{text}"
+        block.contains(&format!("{rel}: made on CPUs {other}, answered {given}")),
+        "{block}"
     );
     let report = pinctl::cli::verify::verify(&s, &roots, &scope).unwrap();
     let said: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, set, uid};
+use crate::support::status_doc::status_lines;
 use crate::support::world::{Options, SYSTEM, World};
 
 const STATIC: &str = r#"{"policyName":"static","defaultCpuSet":"0-1,4-31","entries":{"p1":{"app":"2-3"}},"checksum":1}"#;
@@ -42,16 +43,7 @@ fn the_kubelets_static_cpu_manager_keeps_its_pods_and_cpus() {
             Err("no other_owner".into())
         }
     });
-    let text = pinctl::cli::status::render(
-        &s,
-        pinctl::cli::status::Mode::Online,
-        pinctl::cli::style::Style::OFF,
-        0,
-    );
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("Owner:"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let line = status_lines(&s, "Owner");
     assert!(
         line.contains("static CPU manager")
             && line.contains("holds CPUs 2-3")

@@ -217,3 +217,24 @@ pub fn housekeeping(doc: &api::Status) -> api::Housekeeping {
         error: None,
     }
 }
+
+/// The line of `pinctl status` (rendered online, no colours) that begins
+/// with `field:`, and the lines below it up to the next field; panics with
+/// the whole text when there is none.
+pub fn status_lines(status: &api::Status, field: &str) -> String {
+    let text = pinctl::cli::status::render(
+        status,
+        pinctl::cli::status::Mode::Online,
+        pinctl::cli::style::Style::OFF,
+        0,
+    );
+    let head = format!("{field}:");
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(&head));
+    let first = lines
+        .next()
+        .unwrap_or_else(|| panic!("no {head} line in:\n{text}"));
+    std::iter::once(first)
+        .chain(lines.take_while(|l| l.starts_with(' ')))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
