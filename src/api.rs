@@ -100,21 +100,23 @@ pub struct Status {
     /// The NRI front end (`[nri]`); absent when it is off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nri: Option<Nri>,
-    /// Another CPU owner on the node, and what pinctld leaves to it;
+    /// The other CPU owners on the node, and what pinctld leaves to each;
     /// absent when there is none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub other_owner: Option<OtherOwner>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_owners: Vec<OtherOwner>,
 }
 
-/// Another CPU owner on the node (the kubelet's static CPU manager).
+/// Another CPU owner on the node: the kubelet's static CPU manager, or
+/// another NRI plugin that set a container's CPUs after pinctld.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OtherOwner {
     /// Who, and where pinctld learned it.
     pub what: String,
-    /// The CPUs it holds exclusively: no workload of pinctld's gets them,
-    /// and pinctld's shared pool leaves them.
+    /// The CPUs it is known to hold exclusively: no workload of pinctld's
+    /// gets them, and pinctld's shared pool leaves them (none known of
+    /// another NRI plugin: `nri.disagreements` lists what it set).
     pub cpus: CpuSet,
-    /// The subtrees pinctld leaves to it.
+    /// The subtrees and cgroups pinctld leaves to it.
     pub left: Vec<String>,
 }
 
@@ -312,7 +314,7 @@ impl Status {
             slurm: Slurm::default(),
             runs: Runs::default(),
             nri: None,
-            other_owner: None,
+            other_owners: Vec::new(),
         }
     }
 }

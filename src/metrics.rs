@@ -147,6 +147,8 @@ pub struct Metrics {
     pub nri_create_seconds: Histogram,
     /// Containers made with other CPUs than pinctld answered over NRI.
     pub nri_disagreements: Counter,
+    /// Containers whose CPUs the runtime was asked to update, by result.
+    pub nri_updates: Family<ResultLabel, Counter>,
     pub writes: Counter,
     pub write_errors: Counter,
     pub repairs: Counter,
@@ -226,6 +228,7 @@ impl Metrics {
             // 50 µs to ~1.6 s.
             nri_create_seconds: Histogram::new(exponential_buckets(0.00005, 2.0, 16)),
             nri_disagreements: Counter::default(),
+            nri_updates: Family::default(),
             writes: Counter::default(),
             write_errors: Counter::default(),
             repairs: Counter::default(),
@@ -343,6 +346,11 @@ impl Metrics {
             "nri_disagreements",
             "Containers the runtime made with other CPUs than pinctld answered over NRI",
             m.nri_disagreements.clone(),
+        );
+        registry.register(
+            "nri_updates",
+            "Containers whose CPUs the runtime was asked to update over NRI (UpdateContainers), by result",
+            m.nri_updates.clone(),
         );
         registry.register("cgroup_writes", "Cgroup file writes", m.writes.clone());
         registry.register(
@@ -832,7 +840,12 @@ mod tests {
         let result = ResultLabel {
             result: "ok".into(),
         };
-        for family in [&m.config_reloads, &m.systemd_told, &m.resizes] {
+        for family in [
+            &m.config_reloads,
+            &m.systemd_told,
+            &m.resizes,
+            &m.nri_updates,
+        ] {
             family.get_or_create(&result).inc();
         }
         let mut served = std::collections::BTreeSet::new();

@@ -9,6 +9,8 @@
 //!
 //! Together they are the *roots*: the subtrees the daemon scans and watches.
 //! A cgroup outside every root is not the daemon's, whatever it asks for.
+//! Nor is one *left* to another CPU owner ([`Scope::leaving`]), inside a
+//! root or not.
 
 use super::path::{Rel, is_within};
 use crate::config::Config;
@@ -20,6 +22,8 @@ pub struct Scope {
     shared: Vec<String>,
     /// Every root, sorted, without repeats.
     roots: Vec<Rel>,
+    /// Cgroups left to another CPU owner, with what lies below them.
+    left: Vec<Rel>,
 }
 
 impl Scope {
@@ -49,7 +53,27 @@ impl Scope {
             managed,
             shared,
             roots: roots.into_iter().map(Rel::from).collect(),
+            left: Vec::new(),
         }
+    }
+
+    /// This scope without cgroups `left` and what lies below them: another
+    /// CPU owner's.
+    pub fn leaving(mut self, left: impl IntoIterator<Item = Rel>) -> Scope {
+        self.left.extend(left);
+        self.left.sort();
+        self.left.dedup();
+        self
+    }
+
+    /// The cgroups left to another CPU owner.
+    pub fn left(&self) -> &[Rel] {
+        &self.left
+    }
+
+    /// Whether `rel` is left to another CPU owner.
+    fn is_left(&self, rel: &str) -> bool {
+        !self.left.is_empty() && self.left.iter().any(|l| is_within(rel, l))
     }
 
     /// The subtrees scanned and watched, sorted.
@@ -64,17 +88,17 @@ impl Scope {
 
     /// Whether `rel` lies in a root: the daemon's to scan, watch and place.
     pub fn holds(&self, rel: &str) -> bool {
-        self.roots.iter().any(|r| is_within(rel, r))
+        self.roots.iter().any(|r| is_within(rel, r)) && !self.is_left(rel)
     }
 
     /// Whether `rel` lies in a managed subtree.
     pub fn managed(&self, rel: &str) -> bool {
-        self.managed.iter().any(|r| is_within(rel, r))
+        self.managed.iter().any(|r| is_within(rel, r)) && !self.is_left(rel)
     }
 
     /// Whether `rel` lies in a subtree confined to the shared pool.
     pub fn shared(&self, rel: &str) -> bool {
-        self.shared.iter().any(|r| is_within(rel, r))
+        self.shared.iter().any(|r| is_within(rel, r)) && !self.is_left(rel)
     }
 
     /// The roots at or below `rel` (a directory made above a root may bring
@@ -123,5 +147,15 @@ mod tests {
         let below: Vec<&str> = s.roots_below("hpc.slice").map(|r| &**r).collect();
         assert_eq!(below, ["hpc.slice/jobs"]);
         assert_eq!(s.roots_below("").count(), 3, "the root holds every root");
+    }
+
+    #[test]
+    fn a_cgroup_left_to_another_owner_is_not_the_daemons_nor_what_is_below() {
+        let s = scope().leaving([Rel::from("kubepods.slice/pod1/c1")]);
+        for rel in ["kubepods.slice/pod1/c1", "kubepods.slice/pod1/c1/x"] {
+            assert!(!s.holds(rel) && !s.managed(rel) && !s.shared(rel), "{rel}");
+        }
+        assert!(s.managed("kubepods.slice/pod1/c10"), "component boundaries");
+        assert!(s.managed("kubepods.slice/pod1") && s.leads_to("kubepods.slice/pod1"));
     }
 }

@@ -127,18 +127,21 @@ impl Daemon {
     /// roots while the kubelet's static CPU manager owns them
     /// (`Daemon::act_on_kubelet`).
     pub(super) fn scope_for(&self, cfg: &Config) -> Scope {
-        let scope = Scope::of(cfg);
-        if self.dog.kubelet.is_none() {
-            return scope;
-        }
-        let mut cfg = cfg.clone();
-        cfg.managed.retain(|root| {
-            !matches!(
-                crate::cgroup::layout::classify(root),
-                crate::cgroup::layout::Kind::KubepodsRoot { .. }
-            )
-        });
-        Scope::of(&cfg)
+        let scope = match self.dog.kubelet {
+            None => Scope::of(cfg),
+            Some(_) => {
+                let mut cfg = cfg.clone();
+                cfg.managed.retain(|root| {
+                    !matches!(
+                        crate::cgroup::layout::classify(root),
+                        crate::cgroup::layout::Kind::KubepodsRoot { .. }
+                    )
+                });
+                Scope::of(&cfg)
+            }
+        };
+        // The containers another NRI plugin set the CPUs of.
+        scope.leaving(self.nri.yielded.values().cloned())
     }
 
     /// Takes the scope again after what it depends on changed besides the

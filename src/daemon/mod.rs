@@ -206,6 +206,8 @@ enum Event {
     /// An announced container's time to make its cgroup ran out
     /// ([`nri::ANNOUNCED_FOR`]).
     AnnouncementsDue,
+    /// The runtime answered an `UpdateContainers`.
+    NriUpdated(nri::Updated),
 }
 
 impl Event {
@@ -241,6 +243,7 @@ impl Event {
             },
             Event::NriLink(_) => "NRI link changed",
             Event::AnnouncementsDue => "NRI announcements ran out",
+            Event::NriUpdated(_) => "NRI containers updated",
         }
     }
 }
@@ -554,6 +557,12 @@ impl Daemon {
                 None => std::future::pending().await,
             }
         };
+        let nri_updated = async {
+            match self.nri.updated.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
 
         // In this order: what the kernel and the operator say comes before
         // the rest of a plan and a background reconcile, so a new pin never
@@ -578,6 +587,7 @@ impl Daemon {
             Some(done) = self.housekeeping.rx.recv() => Event::Housekept(done),
             Some(asked) = asked => Event::Run(asked),
             Some(link) = nri_link => Event::NriLink(link),
+            Some(updated) = nri_updated => Event::NriUpdated(updated),
             () = announced => Event::AnnouncementsDue,
             () = wait_ends => Event::WaitEnds,
             _ = timers.runs.tick(), if holds_runs => Event::RunsDue,
@@ -630,6 +640,7 @@ impl Daemon {
             Event::Nri(asked) => self.nri_asked(*asked).await,
             Event::NriLink(link) => self.nri_link(link),
             Event::AnnouncementsDue => self.announcements_due().await,
+            Event::NriUpdated(updated) => self.nri_updated(updated),
             Event::ChecksDue => {
                 self.start_checks(false);
                 self.follow_irqs(true);

@@ -10,12 +10,19 @@
 //!   shared pool.
 //! - `StopContainer` and `RemoveContainer` withdraw an announcement; so
 //!   does time ([`ANNOUNCED_FOR`]), for a container never made.
+//! - The runtime's own copy of each container's CPUs is kept true
+//!   ([`crate::nri::told`]): when the shared pool changes, the shared
+//!   containers it made with CPUs are updated (`UpdateContainers`, a chunk
+//!   at a time, once the plan's writes are made), so that runc's systemd
+//!   driver tells systemd the new set itself; `UpdateContainer` (a resize)
+//!   is answered the container's CPUs now. `Synchronize` names the
+//!   containers that exist.
 //! - The cgroup watcher stays the truth: it sees every container, with NRI
 //!   or without, and pins what NRI did not.
 //! - The loop answers within the session's budget or the fallback does
 //!   ([`fallback`]): the runtime never waits past its own timeout.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -27,6 +34,7 @@ use crate::cgroup::Scope;
 use crate::config::Config;
 use crate::cpuset::CpuSet;
 use crate::nri::container::{self, Decided};
+use crate::nri::told::{Told, Update};
 use crate::nri::{Answer, Asked, Call, Fallback, Link, Outgoing, Registration, Settings, api};
 
 /// How long an announced container may take to make its cgroup; then the
@@ -39,6 +47,18 @@ const BUDGET: Duration = Duration::from_millis(1500);
 const CALL_WITHIN: Duration = Duration::from_secs(5);
 /// Calls waiting for the loop; beyond, the fallback answers at once.
 const QUEUE: usize = 256;
+/// The most containers one `UpdateContainers` updates: the runtime
+/// updates them one by one (a `runc update` each) under the lock its
+/// `CreateContainer` takes too.
+const UPDATES_AT_ONCE: usize = 16;
+
+/// The runtime's answer to an `UpdateContainers`.
+#[derive(Debug)]
+pub(super) struct Updated {
+    sent: Vec<Update>,
+    /// The containers it could not update, or why the call failed.
+    result: Result<Vec<String>, String>,
+}
 
 /// What the fallback answers by, kept current by the loop.
 struct View {
@@ -69,7 +89,12 @@ pub(super) struct Front {
     pub(super) rx: Option<mpsc::Receiver<Asked>>,
     pub(super) links: Option<mpsc::Receiver<Link>>,
     /// pinctld's own calls of the runtime (`UpdateContainers`).
-    _outgoing: Option<mpsc::Sender<Outgoing>>,
+    outgoing: Option<mpsc::Sender<Outgoing>>,
+    /// Their answers.
+    pub(super) updated: Option<mpsc::UnboundedReceiver<Updated>>,
+    updated_tx: Option<mpsc::UnboundedSender<Updated>>,
+    /// What the runtime holds of each container's CPUs.
+    told: Told,
     task: Option<tokio::task::JoinHandle<()>>,
     /// The link as last told.
     pub(super) link: Option<Link>,
@@ -80,6 +105,9 @@ pub(super) struct Front {
     /// Containers whose cgroup the runtime made with other CPUs than it
     /// was answered, the latest last.
     disagreements: Vec<crate::api::NriDisagreement>,
+    /// Containers another NRI plugin set the CPUs of, by container id,
+    /// with their cgroups: left to it ([`Scope::leaving`]).
+    pub(super) yielded: BTreeMap<String, crate::cgroup::Rel>,
     view: Arc<RwLock<View>>,
 }
 
@@ -89,12 +117,16 @@ impl Front {
         Front {
             rx: None,
             links: None,
-            _outgoing: None,
+            outgoing: None,
+            updated: None,
+            updated_tx: None,
+            told: Told::default(),
             task: None,
             link: None,
             runtime: None,
             announced: BTreeMap::new(),
             disagreements: Vec::new(),
+            yielded: BTreeMap::new(),
             view: Arc::new(RwLock::new(View {
                 cfg,
                 scope: Scope::default(),
@@ -129,9 +161,12 @@ impl Front {
             out_rx,
             links_tx,
         )));
+        let (updated_tx, updated_rx) = mpsc::unbounded_channel();
         self.rx = Some(rx);
         self.links = Some(links_rx);
-        self._outgoing = Some(out_tx);
+        self.outgoing = Some(out_tx);
+        self.updated = Some(updated_rx);
+        self.updated_tx = Some(updated_tx);
     }
 
     pub(super) fn close(&mut self) {
@@ -140,6 +175,10 @@ impl Front {
         }
         self.rx = None;
         self.links = None;
+        self.outgoing = None;
+        self.updated = None;
+        self.updated_tx = None;
+        self.told.clear();
     }
 
     /// When the first announcement runs out.
@@ -147,23 +186,26 @@ impl Front {
         self.announced.values().map(|a| a.until).min()
     }
 
-    /// Keeps what the fallback answers by current.
-    fn follow(&self, cfg: &Arc<Config>, shared: CpuSet) {
+    /// Keeps what the fallback answers by current; a change of the pool
+    /// is one the runtime is told.
+    fn follow(&mut self, cfg: &Arc<Config>, shared: CpuSet) {
         if let Ok(mut v) = self.view.write() {
             if !Arc::ptr_eq(&v.cfg, cfg) {
                 v.cfg = cfg.clone();
             }
             if v.shared != shared {
                 v.shared = shared;
+                self.told.touch();
             }
         }
     }
 
     /// The daemon's scope changed (a reload, another CPU owner).
-    pub(super) fn set_scope(&self, scope: &Scope) {
+    pub(super) fn set_scope(&mut self, scope: &Scope) {
         if let Ok(mut v) = self.view.write() {
             v.scope = scope.clone();
         }
+        self.told.touch();
     }
 }
 
@@ -227,13 +269,128 @@ fn create_answer(cpus: &str, mems: &str) -> Answer {
     })
 }
 
+/// The CPUs container `c`'s spec holds, as the runtime says (`None`: none,
+/// or none pinctld can read).
+fn spec_cpus_of(c: &api::Container) -> Option<CpuSet> {
+    let cpus = &c.linux.as_ref()?.resources.as_ref()?.cpu.as_ref()?.cpus;
+    cpus.parse::<CpuSet>().ok().filter(|s| !s.is_empty())
+}
+
 impl Daemon {
     /// Keeps what the front end's fallback answers by current: after every
     /// turn of the loop.
-    pub(super) fn follow_nri(&self) {
+    pub(super) fn follow_nri(&mut self) {
         if self.nri.rx.is_some() {
-            self.nri.follow(&self.cfg, self.engine.managed_pool());
+            let pool = self.engine.managed_pool();
+            self.nri.follow(&self.cfg, pool);
+            self.tell_runtime();
         }
+    }
+
+    /// The CPUs a container's spec should hold, by its cgroup `rel`: the
+    /// pin of an exclusive one (`exclusive`), the shared pool (`pool`) for
+    /// a shared one of a managed subtree; `None` for any other, or one the
+    /// engine has not read yet.
+    fn spec_cpus(&self, rel: &str, pool: &CpuSet, exclusive: bool) -> Option<CpuSet> {
+        if !self.scope().managed(rel) || !self.engine.knows(rel) {
+            return None;
+        }
+        if self.engine.is_exclusive(rel) {
+            return exclusive
+                .then(|| self.engine.cpus_of(rel).map(|(_, cpus)| cpus.clone()))
+                .flatten();
+        }
+        self.engine.is_shared(rel).then(|| pool.clone())
+    }
+
+    /// Sends the runtime the next chunk of updates of the shared
+    /// containers' CPUs, once the plan's writes are made (the pool is then
+    /// in the tree, parents first) and the last chunk was answered. An
+    /// exclusive container is not updated: the runtime would write its
+    /// whole spec again, the CFS quota lifted for the pin included.
+    fn tell_runtime(&mut self) {
+        if !self.nri.told.due()
+            || !self.ready
+            || self.nri.link != Some(Link::Up)
+            || self.rest.due().is_some()
+        {
+            return;
+        }
+        let (Some(out), Some(back)) = (self.nri.outgoing.clone(), self.nri.updated_tx.clone())
+        else {
+            return;
+        };
+        let pool = self.engine.managed_pool();
+        let announced: HashSet<&str> = self.nri.announced.values().map(|a| &*a.rel).collect();
+        let mut told = std::mem::take(&mut self.nri.told);
+        let sent = told.next(UPDATES_AT_ONCE, |rel| {
+            (!announced.contains(rel))
+                .then(|| self.spec_cpus(rel, &pool, false))
+                .flatten()
+        });
+        self.nri.told = told;
+        if sent.is_empty() {
+            return;
+        }
+        debug!(containers = sent.len(), cpus = %pool, "NRI: updating the shared containers' CPUs in the runtime");
+        let request = api::UpdateContainersRequest {
+            update: sent
+                .iter()
+                .map(|u| api::ContainerUpdate {
+                    container_id: u.id.clone(),
+                    linux: Some(api::LinuxContainerUpdate {
+                        resources: Some(api::cpuset_resources(&u.cpus.to_string(), "")),
+                    }),
+                    ignore_failure: false,
+                })
+                .collect(),
+            evict: Vec::new(),
+        };
+        tokio::spawn(async move {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            // The session sends the call with CALL_WITHIN as its timeout;
+            // a runtime that never answers is not waited on past it.
+            let result = match out.send(Outgoing { request, reply }).await {
+                Err(_) => Err("the session with the runtime ended".to_string()),
+                Ok(()) => match tokio::time::timeout(CALL_WITHIN + BUDGET, answer).await {
+                    Ok(Ok(Ok(r))) => Ok(r.failed.into_iter().map(|f| f.container_id).collect()),
+                    Ok(Ok(Err(why))) => Err(why),
+                    Ok(Err(_)) => Err("the session with the runtime ended".to_string()),
+                    Err(_) => Err(format!("no answer within {:?}", CALL_WITHIN + BUDGET)),
+                },
+            };
+            let _ = back.send(Updated { sent, result });
+        });
+    }
+
+    /// The runtime answered an `UpdateContainers`.
+    pub(super) fn nri_updated(&mut self, updated: Updated) {
+        let Updated { sent, result } = updated;
+        let failed = match result {
+            Ok(failed) => failed,
+            Err(why) => {
+                warn!(containers = sent.len(), error = %why, "NRI: the runtime did not update the shared containers' CPUs; tried again at the next change (the cgroups hold them already)");
+                sent.iter().map(|u| u.id.clone()).collect()
+            }
+        };
+        for u in sent.iter().filter(|u| failed.contains(&u.id)) {
+            debug!(container = %u.id, cpus = %u.cpus, "NRI: the runtime could not update the container's CPUs");
+        }
+        let metric = &self.socket.metrics.nri_updates;
+        let made = (sent.len() - failed.len().min(sent.len())) as u64;
+        metric
+            .get_or_create(&crate::metrics::ResultLabel {
+                result: "ok".into(),
+            })
+            .inc_by(made);
+        metric
+            .get_or_create(&crate::metrics::ResultLabel {
+                result: "failed".into(),
+            })
+            .inc_by(sent.len() as u64 - made);
+        // The next chunk goes at the next turn; a failed one waits for the
+        // next change.
+        self.nri.told.answered(&sent, &failed);
     }
 
     /// Starts the front end when `[nri]` is on.
@@ -272,10 +429,14 @@ impl Daemon {
             Link::Up => {
                 info!(socket = %self.cfg.nri.socket.display(), "connected to the runtime's NRI socket")
             }
-            Link::Down(why) => warn!(
-                error = %why,
-                "no NRI link to the runtime: containers start on the shared pool and are pinned as they appear"
-            ),
+            Link::Down(why) => {
+                warn!(
+                    error = %why,
+                    "no NRI link to the runtime: containers start on the shared pool and are pinned as they appear"
+                );
+                // The next session synchronizes again.
+                self.nri.told.clear();
+            }
         }
         self.nri.link = Some(link);
         self.socket.dirty = true;
@@ -303,6 +464,10 @@ impl Daemon {
                     containers = req.containers.len(),
                     "NRI synchronized: the cgroup tree is read as at start-up"
                 );
+                self.nri.told.clear();
+                for c in &req.containers {
+                    self.learn(c, spec_cpus_of(c));
+                }
                 Answer::Synchronize(Vec::new())
             }
             Call::Create(req) => {
@@ -313,10 +478,12 @@ impl Daemon {
                 };
                 return self.nri_create(&req, reply).await;
             }
-            Call::Update(_) => Answer::Done,
+            Call::Update(req) => self.nri_update(&req),
             Call::Stop(req) => {
                 if let Some(c) = &req.container {
+                    self.nri.told.forget(&c.id);
                     self.withdraw(&c.id).await;
+                    self.take_back(&c.id).await;
                 }
                 Answer::Done
             }
@@ -324,7 +491,9 @@ impl Daemon {
                 if ev.event == api::event::REMOVE_CONTAINER
                     && let Some(c) = &ev.container
                 {
+                    self.nri.told.forget(&c.id);
                     self.withdraw(&c.id).await;
+                    self.take_back(&c.id).await;
                 }
                 Answer::Done
             }
@@ -352,6 +521,9 @@ impl Daemon {
         }
         if !decided.wants() {
             let shared = self.engine.shared_for(&decided.rel);
+            self.nri
+                .told
+                .learn(&c.id, &decided.rel, Some(shared.clone()));
             return reply.send(create_answer(&shared.to_string(), ""));
         }
         self.announce(c, &decided, reply).await;
@@ -395,6 +567,7 @@ impl Daemon {
             },
         );
         if let Some(cpus) = &w.cpus {
+            self.nri.told.learn(&c.id, &d.rel, Some(cpus.clone()));
             let mems = self
                 .engine
                 .mems_for(cpus)
@@ -414,12 +587,58 @@ impl Daemon {
             .as_ref()
             .map(|p| p.reason.clone())
             .unwrap_or_else(|| "no CPUs free".to_string());
-        let shared = self.engine.shared_for(&d.rel).to_string();
-        let answer = self.refuse_or(&why, create_answer(&shared, ""));
+        let shared = self.engine.shared_for(&d.rel);
+        let answer = self.refuse_or(&why, create_answer(&shared.to_string(), ""));
         if !matches!(answer, Answer::Refuse(_)) {
+            self.nri.told.learn(&c.id, &d.rel, Some(shared));
             info!(container = %c.name, workload = %d.key, reason = %why, "NRI CreateContainer: made on the shared pool, waits for CPUs");
         }
         answer
+    }
+
+    /// `UpdateContainer` (a resize through the runtime): the runtime writes
+    /// the container's spec again, so it is answered the CPUs the
+    /// container has now, when its spec holds any.
+    fn nri_update(&mut self, req: &api::UpdateContainerRequest) -> Answer {
+        let Some(c) = req.container.as_ref() else {
+            return Answer::Done;
+        };
+        let held = spec_cpus_of(c);
+        let Some(rel) = self.learn(c, held.clone()) else {
+            return Answer::Done;
+        };
+        let pool = self.engine.shared_for(&rel);
+        // A spec that holds no CPUs is left so.
+        let Some(cpus) = held.and_then(|_| self.spec_cpus(&rel, &pool, true)) else {
+            return Answer::Done;
+        };
+        self.nri.told.learn(&c.id, &rel, Some(cpus.clone()));
+        let mems = match self.engine.is_exclusive(&rel) {
+            true => self.engine.mems_for(&cpus).map(|m| m.to_string()),
+            false => None,
+        };
+        Answer::Update(api::UpdateContainerResponse {
+            update: vec![api::ContainerUpdate {
+                container_id: c.id.clone(),
+                linux: Some(api::LinuxContainerUpdate {
+                    resources: Some(api::cpuset_resources(
+                        &cpus.to_string(),
+                        &mems.unwrap_or_default(),
+                    )),
+                }),
+                ignore_failure: false,
+            }],
+            evict: Vec::new(),
+        })
+    }
+
+    /// Container `c`, whose spec holds `cpus`: known by its cgroup, which
+    /// is returned (`None`: the runtime named none pinctld can read).
+    fn learn(&mut self, c: &api::Container, cpus: Option<CpuSet>) -> Option<crate::cgroup::Rel> {
+        let path = c.linux.as_ref().map(|l| l.cgroups_path.as_str())?;
+        let rel = container::cgroup_of(path)?;
+        self.nri.told.learn(&c.id, &rel, cpus);
+        Some(rel)
     }
 
     /// `answer` for a container that asks for exclusive CPUs and waits, or
@@ -449,12 +668,16 @@ impl Daemon {
             })
     }
 
-    /// A reading of cgroup `rel`'s CPUs: the first one of an announced
-    /// container's cgroup that holds any is compared with what the runtime
-    /// was answered. Another set there (another NRI plugin that sets
-    /// cpusets after pinctld, a runtime that ignored the adjustment) is
-    /// logged, counted and kept for the status and `pinctl verify`; the
-    /// engine then writes its own CPUs over it, as over any foreign write.
+    /// A reading of cgroup `rel`'s CPUs, before the engine takes it: the
+    /// first one of an announced container's cgroup that holds any is
+    /// compared with what the runtime was answered. Another set there
+    /// (another NRI plugin that sets cpusets after pinctld, a runtime that
+    /// ignored the adjustment) is logged, counted and kept for the status
+    /// and `pinctl verify`, and pinctld leaves that container to the other
+    /// owner: its cgroup leaves the scope (never written), its
+    /// announcement is withdrawn (its CPUs go back), until the runtime
+    /// stops or removes it. Two owners that both wrote would undo each
+    /// other for good.
     pub(super) fn nri_saw(&mut self, rel: &str, cpus: Option<&CpuSet>) {
         if self.nri.announced.is_empty() {
             return;
@@ -479,7 +702,7 @@ impl Daemon {
             cgroup = %rel,
             answered = %a.answered,
             found = %cpus,
-            "NRI: the runtime made the container's cgroup with other CPUs than pinctld answered (another CPU owner?); pinctld writes its own"
+            "NRI: the runtime made the container's cgroup with other CPUs than pinctld answered (another NRI plugin after pinctld's?); pinctld leaves the container to it"
         );
         self.socket.metrics.nri_disagreements.inc();
         let kept = &mut self.nri.disagreements;
@@ -492,7 +715,23 @@ impl Daemon {
             answered: a.answered.clone(),
             found: cpus.clone(),
         });
+        let (id, rel) = (id.clone(), a.rel.clone());
+        self.nri.yielded.insert(id.clone(), rel);
+        self.drop_announcement(&id);
+        self.rescope();
         self.socket.dirty = true;
+    }
+
+    /// Container `id` stopped or was removed: one left to another owner
+    /// is the daemon's again (its cgroup, if any is left, is read again).
+    async fn take_back(&mut self, id: &str) {
+        if self.nri.yielded.remove(id).is_some() {
+            info!(container = %id, "NRI: a container left to another owner is gone");
+            self.rescope();
+            if self.ready {
+                self.ask_sweep(true).await;
+            }
+        }
     }
 
     /// Whether an announced container's cgroup has not been read yet.

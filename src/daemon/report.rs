@@ -56,6 +56,48 @@ impl Socket {
 }
 
 impl Daemon {
+    /// The other CPU owners on the node, and what pinctld leaves each.
+    fn other_owners(&self) -> Vec<api::OtherOwner> {
+        let mut owners = Vec::new();
+        if let Some(m) = &self.dog.kubelet {
+            owners.push(api::OtherOwner {
+                what: format!(
+                    "the kubelet's static CPU manager ({}, {} containers)",
+                    self.cfg
+                        .kubelet_cpu_manager_state
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new(""))
+                        .display(),
+                    m.containers
+                ),
+                cpus: m.exclusive.clone(),
+                left: self
+                    .cfg
+                    .managed
+                    .iter()
+                    .filter(|r| !self.scope().managed(r))
+                    .cloned()
+                    .collect(),
+            });
+        }
+        if !self.nri.yielded.is_empty() {
+            owners.push(api::OtherOwner {
+                what: format!(
+                    "another NRI plugin, after pinctld's (plugin_index {})",
+                    self.cfg.nri.plugin_index
+                ),
+                cpus: crate::cpuset::CpuSet::new(),
+                left: self
+                    .nri
+                    .yielded
+                    .values()
+                    .map(|rel| rel.to_string())
+                    .collect(),
+            });
+        }
+        owners
+    }
+
     /// On cgroup v1, a `shared_cgroups` entry that is not in the cpuset
     /// hierarchy confines nothing: systemd keeps its services in the root
     /// cpuset there, on every CPU (the VM bed's systemd boots show it). Said
@@ -149,25 +191,7 @@ impl Daemon {
             },
             runs: self.run_status(),
             nri: self.nri_status(),
-            other_owner: self.dog.kubelet.as_ref().map(|m| api::OtherOwner {
-                what: format!(
-                    "the kubelet's static CPU manager ({}, {} containers)",
-                    self.cfg
-                        .kubelet_cpu_manager_state
-                        .as_deref()
-                        .unwrap_or(std::path::Path::new(""))
-                        .display(),
-                    m.containers
-                ),
-                cpus: m.exclusive.clone(),
-                left: self
-                    .cfg
-                    .managed
-                    .iter()
-                    .filter(|r| !self.scope().managed(r))
-                    .cloned()
-                    .collect(),
-            }),
+            other_owners: self.other_owners(),
             counters: api::Counters {
                 reconciles: self.socket.reconciles,
                 last_reconcile_ms: self.socket.last_reconcile_ms,

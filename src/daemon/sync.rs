@@ -130,8 +130,12 @@ impl Daemon {
         {
             warn!(cgroup = %r.obs.rel, problem = %p);
         }
-        // Only a reload leaves a known cgroup outside the subtrees: whatever
-        // its xattr or bundle asks, it is no longer the daemon's to pin.
+        // An NRI container made with other CPUs than answered is left to
+        // the other owner from this reading on.
+        self.nri_saw(&r.obs.rel, r.obs.cpus.as_ref());
+        // Only a reload, or another owner, leaves a known cgroup outside
+        // the subtrees: whatever its xattr or bundle asks, it is no longer
+        // the daemon's to pin.
         if !self.scope().holds(&r.obs.rel) {
             r.intent = None;
             r.obs.unsure = false;
@@ -141,7 +145,6 @@ impl Daemon {
         } else {
             self.unsure.remove(&r.obs.rel);
         }
-        self.nri_saw(&r.obs.rel, r.obs.cpus.as_ref());
         self.engine.upsert(r);
     }
 

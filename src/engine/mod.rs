@@ -718,6 +718,13 @@ impl Engine {
         self.cgroups.get(rel).is_some_and(|e| e.role.is_exclusive())
     }
 
+    /// Whether `rel` runs on the shared pool of a managed subtree.
+    pub fn is_shared(&self, rel: &str) -> bool {
+        self.cgroups
+            .get(rel)
+            .is_some_and(|e| e.role == Role::Shared)
+    }
+
     /// Whether `rel` is kubepods structure (the root, a QoS parent, a pod).
     pub fn is_structural(&self, rel: &str) -> bool {
         self.cgroups.get(rel).is_some_and(|e| e.structural)

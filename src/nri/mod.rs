@@ -8,6 +8,8 @@
 //! - [`api`]: the NRI messages pinctld reads and sends;
 //! - [`container`]: what a container being made asks for;
 //! - [`plugin`]: one session with the runtime;
+//! - [`told`]: what the runtime holds of each container's CPUs, and the
+//!   updates that keep it true;
 //! - [`keep_connected`]: sessions one after another, as the runtime
 //!   comes and goes.
 //!
@@ -19,6 +21,7 @@ pub mod api;
 pub mod container;
 pub mod mux;
 pub mod plugin;
+pub mod told;
 pub mod ttrpc;
 
 use std::path::PathBuf;

@@ -3,7 +3,9 @@
 //! exclusive container is answered its CPUs before its cgroup exists, the
 //! cgroup the runtime then makes with them joins the workload and is not
 //! written again; a shared container gets the shared pool; an announcement
-//! withdrawn gives its CPUs back; `required` refuses what cannot be placed.
+//! withdrawn gives its CPUs back; `required` refuses what cannot be placed;
+//! the runtime's copy of a shared container's CPUs follows the pool
+//! (`UpdateContainers`, and the answer to a resize).
 //! The session's own behaviour is `nri.rs`'s; the decision's rules are the
 //! unit tests of `nri::container`.
 
@@ -289,10 +291,13 @@ fn required_refuses_what_cannot_be_placed_else_it_waits_on_the_pool() {
 
 /// A cgroup the runtime makes with other CPUs than pinctld answered
 /// (another NRI plugin after pinctld) is a disagreement: logged, in the
-/// status, a problem for `pinctl verify`; pinctld writes its own CPUs.
+/// status, a problem for `pinctl verify`. pinctld leaves that container to
+/// the other owner: never written, its answer's CPUs back in the pool, an
+/// `Owner:` line; removed, it is pinctld's again.
 #[test]
 fn a_cgroup_made_with_other_cpus_than_answered_is_a_disagreement() {
     let mut env = env("");
+    let online = env.tree.effective("");
     let u = uid(6);
     let req = env.request(6, &u, "app", Some(2), &[]);
     let (cpus, _) = sets(&env.create(&req).unwrap());
@@ -308,8 +313,8 @@ fn a_cgroup_made_with_other_cpus_than_answered_is_a_disagreement() {
     let rel = env.k.container(&pod_rel, &container_id(6));
     env.tree
         .create(&rel, &Spec::limit(2).cpuset(&other.to_string(), "0"));
-    let s = env.status_when("a disagreement", |s| {
-        s.nri.as_ref().is_some_and(|n| !n.disagreements.is_empty())
+    let s = env.status_when("a disagreement, left to the other owner", |s| {
+        s.nri.as_ref().is_some_and(|n| !n.disagreements.is_empty()) && !s.other_owners.is_empty()
     });
     let d = &s.nri.as_ref().unwrap().disagreements[0];
     assert_eq!(
@@ -317,14 +322,24 @@ fn a_cgroup_made_with_other_cpus_than_answered_is_a_disagreement() {
         (rel.as_str(), &given, &other)
     );
     assert_eq!(d.container, container_id(6));
-    env.wait_for("pinctld writes its own CPUs", || {
-        let got = env.tree.cpus(&rel);
-        if got == given {
-            Ok(())
-        } else {
-            Err(format!("{got}"))
-        }
-    });
+    let o = &s.other_owners[0];
+    assert!(o.what.contains("another NRI plugin"), "{}", o.what);
+    assert_eq!(o.left, std::slice::from_ref(&rel));
+    // Its CPUs go back; the container keeps what the other owner gave it.
+    env.wait_cpus(&[SYSTEM], &online);
+    env.hold(
+        "pinctld leaves the container's CPUs",
+        std::time::Duration::from_secs(1),
+        || {
+            let got = env.tree.cpus(&rel);
+            if got == other {
+                Ok(())
+            } else {
+                Err(format!("{got}"))
+            }
+        },
+    );
+    let s = env.status_when("no workload", |s| s.workloads.is_empty());
     let roots = pinctl::cli::verify::Roots {
         cgroup_root: env.tree.root().to_path_buf(),
         proc_root: env.proc_root.clone(),
@@ -342,11 +357,134 @@ fn a_cgroup_made_with_other_cpus_than_answered_is_a_disagreement() {
         block.contains(&format!("{rel}: made on CPUs {other}, answered {given}")),
         "{block}"
     );
+    let owner = status_lines(&s, "Owner");
+    assert!(
+        owner.contains("another NRI plugin") && owner.contains(&format!("leaves it {rel}")),
+        "{owner}"
+    );
     let report = pinctl::cli::verify::verify(&s, &roots, &scope).unwrap();
     let said: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
     assert!(
         said.iter()
             .any(|p| p.contains("another CPU owner") && p.contains(&rel)),
         "{said:?}"
+    );
+
+    // Removed: pinctld's again, and no other owner is left.
+    env.tree.remove(&rel);
+    env.event(event::REMOVE_CONTAINER, &req);
+    env.status_when("no other owner", |s| s.other_owners.is_empty());
+}
+
+/// The CPUs one container's update sets.
+fn updated_cpus(u: &api::ContainerUpdate) -> String {
+    u.linux
+        .as_ref()
+        .and_then(|l| l.resources.as_ref())
+        .and_then(|r| r.cpu.as_ref())
+        .map(|c| c.cpus.clone())
+        .unwrap_or_default()
+}
+
+/// A shared container made on the pool is updated through the runtime when
+/// the pool loses a pin's CPUs (so runc tells systemd the new set), once;
+/// a resize of it is answered the pool of now; a container made before
+/// `[nri]` (its spec holds no CPUs) is left alone; an update the runtime
+/// fails is counted and tried again at the next change.
+#[test]
+fn the_runtimes_copy_of_a_shared_containers_cpus_follows_the_pool() {
+    let mut env = env("");
+    let online = env.tree.effective("");
+    let known = env.status_when("", |_| true).counters.cgroups;
+    // Two shared containers the runtime has: one made on the pool, one
+    // made before [nri] was on.
+    let mut cgroups = Vec::new();
+    let mut reqs = Vec::new();
+    for (n, held) in [(7, Some(online.to_string())), (8, None)] {
+        let u = uid(n);
+        let mut req = env.request(n, &u, "web", None, &[]);
+        let c = req.container.as_mut().unwrap();
+        c.linux.as_mut().unwrap().resources.as_mut().unwrap().cpu =
+            held.map(|cpus| api::LinuxCpu {
+                cpus,
+                ..Default::default()
+            });
+        env.bundle(n, &u, "web", None);
+        let pod_rel = env.k.pod(Qos::Guaranteed, &u);
+        env.tree.create(&pod_rel, &env.existing());
+        let rel = env.k.container(&pod_rel, &container_id(n));
+        env.tree.create(&rel, &env.existing());
+        cgroups.push(rel);
+        reqs.push(req);
+    }
+    let sync = api::SynchronizeRequest {
+        containers: reqs.iter().map(|r| r.container.clone().unwrap()).collect(),
+        ..Default::default()
+    };
+    let _: api::SynchronizeResponse = env.rt.block_on(env.conn.ask("Synchronize", &sync));
+    env.status_when("both pods read", |s| s.counters.cgroups >= known + 4);
+    let cgroups: Vec<&str> = cgroups.iter().map(String::as_str).collect();
+
+    // A pin: the pool loses its CPUs, in the tree and in the runtime.
+    let pinned = env.request(9, &uid(9), "app", Some(2), &[]);
+    let (cpus, _) = sets(&env.create(&pinned).unwrap());
+    let pool = online.difference(&set(&cpus));
+    env.wait_cpus(&cgroups, &pool);
+    env.rt.block_on(env.conn.wait_updates(1));
+    let update = &env.conn.updates[0].update;
+    assert_eq!(update.len(), 1, "{update:?}");
+    assert_eq!(update[0].container_id, container_id(7));
+    assert_eq!(set(&updated_cpus(&update[0])), pool);
+
+    // A resize through the runtime is answered the pool of now.
+    let resize = api::UpdateContainerRequest {
+        pod: reqs[0].pod.clone(),
+        container: sync.containers.first().cloned(),
+        linux_resources: None,
+    };
+    let answer: api::UpdateContainerResponse =
+        env.rt.block_on(env.conn.ask("UpdateContainer", &resize));
+    assert_eq!(answer.update.len(), 1, "{answer:?}");
+    assert_eq!(set(&updated_cpus(&answer.update[0])), pool);
+    // Not for the one whose spec holds none.
+    let untouched = api::UpdateContainerRequest {
+        pod: reqs[1].pod.clone(),
+        container: sync.containers.get(1).cloned(),
+        linux_resources: None,
+    };
+    let answer: api::UpdateContainerResponse =
+        env.rt.block_on(env.conn.ask("UpdateContainer", &untouched));
+    assert!(answer.update.is_empty(), "{answer:?}");
+
+    // The pin goes, and the runtime fails the update: counted, and sent
+    // again at the next change.
+    env.conn.fail_updates.push(container_id(7));
+    env.event(event::REMOVE_CONTAINER, &pinned);
+    env.wait_cpus(&cgroups, &online);
+    env.rt.block_on(env.conn.wait_updates(2));
+    assert_eq!(set(&updated_cpus(&env.conn.updates[1].update[0])), online);
+    env.wait_for("the failure counted", || {
+        let m = env.w.metrics();
+        if m.contains(r#"pinctl_nri_updates_total{result="failed"} 1"#) {
+            Ok(())
+        } else {
+            Err(m)
+        }
+    });
+    env.conn.fail_updates.clear();
+    let again = env.request(10, &uid(10), "app", Some(1), &[]);
+    let (cpus, _) = sets(&env.create(&again).unwrap());
+    env.rt.block_on(env.conn.wait_updates(3));
+    assert_eq!(
+        set(&updated_cpus(&env.conn.updates[2].update[0])),
+        online.difference(&set(&cpus))
+    );
+    assert!(
+        env.conn
+            .updates
+            .iter()
+            .all(|u| u.update.iter().all(|c| c.container_id == container_id(7))),
+        "only the container made on the pool is updated: {:?}",
+        env.conn.updates
     );
 }

@@ -37,10 +37,10 @@ fn the_kubelets_static_cpu_manager_keeps_its_pods_and_cpus() {
 
     let s = w.wait_for("the other owner in the status", || {
         let s = w.served()?;
-        if s.other_owner.is_some() {
+        if s.other_owners.len() == 1 {
             Ok(s)
         } else {
-            Err("no other_owner".into())
+            Err(format!("other_owners: {:?}", s.other_owners))
         }
     });
     let line = status_lines(&s, "Owner");
@@ -50,7 +50,7 @@ fn the_kubelets_static_cpu_manager_keeps_its_pods_and_cpus() {
             && line.contains("kubepods.slice, kubepods"),
         "{line}"
     );
-    let o = s.other_owner.unwrap();
+    let o = s.other_owners.into_iter().next().unwrap();
     assert_eq!(o.cpus, set("2-3"));
     assert!(
         o.what.contains("static CPU manager") && o.what.contains("1 containers"),
@@ -90,7 +90,7 @@ fn the_kubelets_static_cpu_manager_keeps_its_pods_and_cpus() {
     w.wait_pinned(&rel, 4);
     w.wait_for("no other owner", || {
         let s = w.served()?;
-        if s.other_owner.is_none() {
+        if s.other_owners.is_empty() {
             Ok(())
         } else {
             Err("still one".into())

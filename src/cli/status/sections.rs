@@ -429,27 +429,29 @@ pub(super) fn render_runs(s: &mut String, status: &api::Status, fieldw: &dyn Fn(
     }
 }
 
-/// The `Owner:` line, in red, while another CPU owner is on the node.
+/// An `Owner:` line, in red, for each other CPU owner on the node.
 pub(super) fn render_owner(
     s: &mut String,
     status: &api::Status,
     style: Style,
     fieldw: &dyn Fn(&str) -> String,
 ) {
-    let Some(o) = &status.other_owner else {
-        return;
-    };
-    let text = format!(
-        "{} holds CPUs {}; pinctld leaves it {}",
-        visible(&o.what),
-        list_or_none(&o.cpus),
-        if o.left.is_empty() {
-            "nothing".to_string()
-        } else {
-            visible(&o.left.join(", ")).into_owned()
-        }
-    );
-    let _ = writeln!(s, "{}{}", fieldw("Owner"), style.red(&text));
+    for o in &status.other_owners {
+        let held = match o.cpus.is_empty() {
+            true => String::new(),
+            false => format!(" holds CPUs {};", list_or_none(&o.cpus)),
+        };
+        let text = format!(
+            "{}{held} pinctld leaves it {}",
+            visible(&o.what),
+            if o.left.is_empty() {
+                "nothing".to_string()
+            } else {
+                visible(&o.left.join(", ")).into_owned()
+            }
+        );
+        let _ = writeln!(s, "{}{}", fieldw("Owner"), style.red(&text));
+    }
 }
 
 /// The `NRI:` line (`[nri]` on): the link to the runtime, the containers

@@ -144,7 +144,7 @@ pub fn status_on(topo: &Topology, reserved: &str, asks: &[Ask]) -> api::Status {
         slurm: api::Slurm::default(),
         runs: api::Runs::default(),
         nri: None,
-        other_owner: None,
+        other_owners: Vec::new(),
         counters: api::Counters {
             reconciles: 12,
             last_reconcile_ms: 3,

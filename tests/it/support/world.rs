@@ -428,6 +428,11 @@ impl World {
         )
     }
 
+    /// The metrics the daemon serves (`/metrics` on its socket).
+    pub fn metrics(&self) -> String {
+        get(&self.socket, "/metrics").1
+    }
+
     /// The audit trail the daemon serves, oldest first.
     pub fn served_events(&self) -> Result<Vec<pinctl::api::Event>, String> {
         client_call(&self.socket, |c| async move { c.events(0).await })
@@ -456,6 +461,53 @@ impl World {
                 Err(format!("it has {got:?} ({} CPUs)", got.len()))
             }
         })
+    }
+}
+
+/// One HTTP/1.1 GET on the daemon's socket: (status code, body).
+pub fn get(socket: &Path, path: &str) -> (u16, String) {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket)
+        .unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: pinctl\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status code");
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        unchunk(body)
+    } else {
+        body.to_string()
+    };
+    (code, body)
+}
+
+/// Decodes a chunked body.
+fn unchunk(mut body: &str) -> String {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n").expect("a chunk size");
+        let size = usize::from_str_radix(size.trim(), 16).expect("a hex chunk size");
+        if size == 0 {
+            return out;
+        }
+        out.push_str(&rest[..size]);
+        body = &rest[size + 2..];
     }
 }
 

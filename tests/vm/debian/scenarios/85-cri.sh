@@ -50,6 +50,9 @@ allowed_for() {
 # Leftovers of scenarios runtimes and neighbour: bundles written by hand
 # where containerd keeps its own, of containers deleted since.
 rm -rf "${BUNDLES:?}"/*
+# The exclusive CPUs of the scenarios before (pin alone in the boot that
+# runs the CRI scenarios without the others).
+EXCL=${EXCL:-$X}
 
 # The checks of one driver; TAG prefixes the check names.
 cri_round() {

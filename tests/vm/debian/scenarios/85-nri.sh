@@ -2,13 +2,21 @@
 # v0.6, off by default; Debian 12's 1.6 has none and skips this). Pods run
 # over CRI as the kubelet runs them (cri.sh), runc's systemd driver.
 #
+# - A Burstable pod: made on the shared pool (the scope's AllowedCPUs=).
 # - A Guaranteed pod of 2 CPUs: its bundle already holds 2 exclusive CPUs
 #   (pinctld answered CreateContainer), its first process reads them as
 #   its own before anything else runs, runc told systemd (the scope's
 #   AllowedCPUs=), and a daemon-reload changes nothing.
+# - The Burstable pod's scope follows the pool: pinctld updates it through
+#   the runtime (UpdateContainers), runc tells systemd, and a
+#   daemon-reload does not put it back on the pinned CPUs; after a restart
+#   of pinctld (the runtime synchronizes it again) too.
 # - pinctld stopped: the next pod starts unpinned (the runtime goes on
 #   without its plugin); pinctld started again pins it through the watcher.
 # - The teardown gives every CPU back.
+# - A second CPU owner: the kubelet's static CPU manager (its checkpoint
+#   file) is named in the status, and its exclusive CPUs leave the shared
+#   pool; with the checkpoint gone, they come back.
 . /vm/debian/cri/cri.sh
 
 _ctd_version=$(containerd --version 2>/dev/null | awk '{ print $3 }')
@@ -46,6 +54,17 @@ else
 fi
 POOL=$(cl minus "$(online)" "$EXCL")
 
+# A Burstable pod: made on the shared pool.
+check nri-burstable-run "a Burstable pod with NRI" \
+    run_pod nriburst --name nri-burst --uid "$(uid cgroupfs 73)" --qos burstable --container app
+NB_APP=$(pod_pid nriburst app); NB_SCOPE=""
+# (systemd shows a CPU list with spaces.)
+_nb_allowed() { systemctl show -p AllowedCPUs --value "$NB_SCOPE" | tr ' ' ','; }
+if ran nriburst; then
+    NB_SCOPE=$(cg_of "$NB_APP"); NB_SCOPE=${NB_SCOPE##*/}
+    expect nri-burstable-allowedcpus "$POOL" _nb_allowed x
+fi
+
 # A Guaranteed pod: made on its CPUs.
 FIRST='grep Cpus_allowed_list /proc/$$/status > /out/first; exec sleep 1000000'
 check nri-guaranteed-run "RunPodSandbox, CreateContainer, StartContainer with NRI" \
@@ -70,6 +89,11 @@ if ran nriguar; then
     systemctl daemon-reload
     expect_stays nri-after-reload "$NG" allowed "$NG_APP" 2
     expect nri-pool "$(cl minus "$POOL" "$NG")" allowed "$B_PID"
+    if [ -n "$NB_SCOPE" ]; then
+        expect nri-burstable-told "$(cl minus "$POOL" "$NG")" _nb_allowed x
+        systemctl daemon-reload
+        expect_stays nri-burstable-after-reload "$(cl minus "$POOL" "$NG")" allowed "$NB_APP" 2
+    fi
 fi
 
 # pinctld stopped: the runtime makes the next pod without it, unpinned;
@@ -88,6 +112,9 @@ if ran nrilate; then
     check nri-start "systemctl start pinctld" systemctl start pinctld.service
     pin nri-stopped-pinned-later "$NL_CG" 2
     [ -z "$NG" ] || expect nri-guaranteed-kept "$NG" allowed "$NG_APP"
+    # The runtime synchronized pinctld again; the pool lost the late pin.
+    [ -z "$NB_SCOPE" ] || [ -z "$NG" ] ||
+        expect nri-burstable-told-after-restart "$(cl minus "$(cl minus "$POOL" "$NG")" "$GOT")" _nb_allowed x
 else
     systemctl start pinctld.service
 fi
@@ -95,13 +122,30 @@ fi
 # Teardown: every CPU back.
 _rm() {
     # shellcheck disable=SC2046
-    $CRI rm-pod --timeout 0 $(pod_id nriguar sandbox) $(pod_id nrilate sandbox) \
+    $CRI rm-pod --timeout 0 $(pod_id nriburst sandbox) $(pod_id nriguar sandbox) $(pod_id nrilate sandbox) \
         >/run/cri-rm.out 2>&1 || { tail -n 2 /run/cri-rm.out | tr '\n' ' '; return 1; }
 }
 check nri-teardown "StopContainer, RemoveContainer, StopPodSandbox, RemovePodSandbox" _rm
 shared_ok nri-released "$EXCL" burstable=$B_PID
 _none() { [ "$(pinctl status --json | jq '.nri.announced')" = 0 ]; }
 check nri-no-announcement-left "no container announced and unmade" _none
+
+# A second CPU owner: a kubelet checkpoint with the static policy.
+KUBELET_STATE=/var/lib/kubelet/cpu_manager_state
+mkdir -p /var/lib/kubelet
+_ctd_pid() { systemctl show -p MainPID --value containerd.service; }
+_pool_now=$(pinctl status --json | jq -r .shared_pool)
+printf '{"policyName":"static","defaultCpuSet":"0-13","entries":{"u1":{"app":"14-15"}},"checksum":1}\n' >"$KUBELET_STATE"
+_owner() { pinctl status --json 2>/dev/null | jq -e '.other_owners[0].what | contains("static CPU manager")' >/dev/null; }
+if wait_for 40 _owner; then
+    pass nri-second-owner "named in the status: $(pinctl status --json | jq -c '.other_owners[0]')"
+else
+    fail nri-second-owner "not in the status: $(pinctl status --json | jq -c '.other_owners')"
+fi
+check nri-second-owner-line "pinctl status has its Owner: line" eval 'pinctl status | grep -q "^Owner.*static CPU manager"'
+expect nri-second-owner-pool "$(cl minus "$_pool_now" 14-15)" allowed "$(_ctd_pid)"
+rm -f "$KUBELET_STATE"
+expect nri-second-owner-gone "$_pool_now" allowed "$(_ctd_pid)"
 _stop() { systemctl stop containerd.service 2>&1; }
 check nri-containerd-stop "systemctl stop containerd" _stop
 cp /run/pinctld.toml.before-nri "$CONFIG"
