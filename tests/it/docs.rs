@@ -2,8 +2,9 @@
 //! book (`docs/`) resolves, to a file and to a heading; the book's summary
 //! lists every page; the configuration page lists every key the shipped
 //! file has, and no other; the Quiet CPUs page explains the boot line as
-//! `bootline::PARAMS` does; every command and flag is on a page. The metrics
-//! page is kept by `metrics.rs`'s tests.
+//! `bootline::PARAMS` does; every command and flag is on a page; the docs
+//! point nowhere outside the repository. The metrics page is kept by
+//! `metrics.rs`'s tests.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -128,6 +129,87 @@ fn every_link_resolves_to_a_file_and_a_heading() {
         }
     }
     assert!(checked > 20, "only {checked} links found");
+}
+
+/// Why a line of the docs points outside the repository, if it does: a
+/// file beside it (`KERNEL-NOTES.md`, `../shared/`), an issue's number
+/// ("issue #42", "issues #3"), or "the issue notes". The docs must hold
+/// every fact they need; `docs/src/kernel.md` holds the kernel's.
+fn points_outside(line: &str) -> Option<&'static str> {
+    // ASCII lower case keeps every byte where it was.
+    let lower = line.to_ascii_lowercase();
+    if lower.contains("kernel-notes") {
+        return Some("cites KERNEL-NOTES");
+    }
+    if lower.contains("../shared") {
+        return Some("cites ../shared");
+    }
+    if lower.contains("issue note") {
+        return Some("cites the issue notes");
+    }
+    let bytes = lower.as_bytes();
+    for (at, _) in lower.match_indices("issue") {
+        if at > 0 && bytes[at - 1].is_ascii_alphanumeric() {
+            continue; // "tissue"
+        }
+        let mut i = at + "issue".len();
+        if bytes.get(i) == Some(&b's') {
+            i += 1;
+        }
+        while bytes.get(i) == Some(&b' ') {
+            i += 1;
+        }
+        if bytes.get(i) == Some(&b'#') && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            return Some("cites an issue number");
+        }
+    }
+    None
+}
+
+#[test]
+fn points_outside_finds_issue_numbers_and_outside_files_only() {
+    let cases = [
+        ("What else runs on exclusive CPUs (issue #42)", true),
+        ("Issue #42 asks that an exclusive CPU be quiet.", true),
+        ("## Targets (ISSUE #14), at 1,000 live containers", true),
+        ("see issues #3 and #4", true),
+        ("issue#7", true),
+        ("(`KERNEL-NOTES.md`, \"systemd\")", true),
+        ("`../shared/STYLE.md`", true),
+        ("is in the issue notes, not here", true),
+        ("Issue notes (`issues all`)", true),
+        ("  #12 2026-11-22 01:11:55.146  write kubepods.slice", false),
+        ("a tissue #3", false),
+        ("an issue with #3", false),
+        ("issue # 3", false),
+        ("the issue is #", false),
+        ("[Kernel facts](kernel.md#reads-that-hang)", false),
+    ];
+    for (line, outside) in cases {
+        assert_eq!(points_outside(line).is_some(), outside, "{line:?}");
+    }
+}
+
+/// The docs stand alone: README.md, ARCHITECTURE.md and the book cite no
+/// file outside the repository, no issue by number and no issue notes.
+#[test]
+fn the_docs_point_nowhere_outside_the_repository() {
+    let mut files = vec![repo("README.md"), repo("ARCHITECTURE.md")];
+    files.extend(pages());
+    let mut found = Vec::new();
+    for file in &files {
+        let name = file.strip_prefix(repo("")).unwrap_or(file).display();
+        for (n, line) in read(file).lines().enumerate() {
+            if let Some(why) = points_outside(line) {
+                found.push(format!("{name}:{}: {why}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the docs point outside the repository (say it here, or drop it):\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]
