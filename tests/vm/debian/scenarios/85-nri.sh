@@ -143,7 +143,12 @@ else
     fail nri-second-owner "not in the status: $(pinctl status --json | jq -c '.other_owners')"
 fi
 check nri-second-owner-line "pinctl status has its Owner: line" eval 'pinctl status | grep -q "^Owner.*static CPU manager"'
-expect nri-second-owner-pool "$(cl minus "$_pool_now" 14-15)" allowed "$(_ctd_pid)"
+# pinctld gives back what it pinned in the kubepods subtrees (as after a
+# reload): the shared pool is every CPU but the kubelet's and the pins
+# elsewhere.
+_off_kubelet() { _p=$(pinctl status --json | jq -r .shared_pool); [ -n "$_p" ] && [ -z "$(cl inter "$_p" 14-15)" ]; }
+check nri-second-owner-pool "the shared pool leaves the kubelet's 14-15" wait_for 30 _off_kubelet
+expect nri-second-owner-containerd "$(pinctl status --json | jq -r .shared_pool)" allowed "$(_ctd_pid)"
 rm -f "$KUBELET_STATE"
 expect nri-second-owner-gone "$_pool_now" allowed "$(_ctd_pid)"
 _stop() { systemctl stop containerd.service 2>&1; }

@@ -24,6 +24,10 @@ if [ "$HIER" != v2 ]; then
     note "v1: Slurm's cgroup/v1 tree is outside the daemon's subtrees; not run"
 else
     EXCL=${EXCL:-$X}
+    # Bundles the runtimes and neighbour scenarios wrote by hand, of
+    # containers deleted since: a container of this scenario with the same
+    # id would be read with their annotations.
+    rm -rf "${BUNDLES:?}"/*
     mkdir -p /etc/slurm /var/lib/slurm/slurmd /var/lib/slurm/slurmctld /var/log/slurm
     chown slurm: /var/lib/slurm/slurmctld /var/log/slurm
     NODE=$(hostname -s)
