@@ -66,14 +66,9 @@ impl Scope {
         self
     }
 
-    /// The cgroups left to another CPU owner.
-    pub fn left(&self) -> &[Rel] {
-        &self.left
-    }
-
     /// Whether `rel` is left to another CPU owner.
     fn is_left(&self, rel: &str) -> bool {
-        !self.left.is_empty() && self.left.iter().any(|l| is_within(rel, l))
+        self.left.iter().any(|l| is_within(rel, l))
     }
 
     /// The subtrees scanned and watched, sorted.

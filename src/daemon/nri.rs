@@ -22,7 +22,7 @@
 //! - The loop answers within the session's budget or the fallback does
 //!   ([`fallback`]): the runtime never waits past its own timeout.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -288,17 +288,15 @@ impl Daemon {
     }
 
     /// The CPUs a container's spec should hold, by its cgroup `rel`: the
-    /// pin of an exclusive one (`exclusive`), the shared pool (`pool`) for
-    /// a shared one of a managed subtree; `None` for any other, or one the
-    /// engine has not read yet.
-    fn spec_cpus(&self, rel: &str, pool: &CpuSet, exclusive: bool) -> Option<CpuSet> {
+    /// pin of an exclusive one, the shared pool (`pool`) for a shared one
+    /// of a managed subtree; `None` for any other, or one the engine has
+    /// not read yet (an announced container's, among them).
+    fn spec_cpus(&self, rel: &str, pool: &CpuSet) -> Option<CpuSet> {
         if !self.scope().managed(rel) || !self.engine.knows(rel) {
             return None;
         }
         if self.engine.is_exclusive(rel) {
-            return exclusive
-                .then(|| self.engine.cpus_of(rel).map(|(_, cpus)| cpus.clone()))
-                .flatten();
+            return self.engine.cpus_of(rel).map(|(_, cpus)| cpus.clone());
         }
         self.engine.is_shared(rel).then(|| pool.clone())
     }
@@ -321,11 +319,12 @@ impl Daemon {
             return;
         };
         let pool = self.engine.managed_pool();
-        let announced: HashSet<&str> = self.nri.announced.values().map(|a| &*a.rel).collect();
+        // An announced container's cgroup is either not read yet or part
+        // of its exclusive workload: neither is updated.
         let mut told = std::mem::take(&mut self.nri.told);
         let sent = told.next(UPDATES_AT_ONCE, |rel| {
-            (!announced.contains(rel))
-                .then(|| self.spec_cpus(rel, &pool, false))
+            (!self.engine.is_exclusive(rel))
+                .then(|| self.spec_cpus(rel, &pool))
                 .flatten()
         });
         self.nri.told = told;
@@ -373,21 +372,19 @@ impl Daemon {
                 sent.iter().map(|u| u.id.clone()).collect()
             }
         };
+        let mut not_made = 0;
         for u in sent.iter().filter(|u| failed.contains(&u.id)) {
             debug!(container = %u.id, cpus = %u.cpus, "NRI: the runtime could not update the container's CPUs");
+            not_made += 1;
         }
         let metric = &self.socket.metrics.nri_updates;
-        let made = (sent.len() - failed.len().min(sent.len())) as u64;
-        metric
-            .get_or_create(&crate::metrics::ResultLabel {
-                result: "ok".into(),
-            })
-            .inc_by(made);
-        metric
-            .get_or_create(&crate::metrics::ResultLabel {
-                result: "failed".into(),
-            })
-            .inc_by(sent.len() as u64 - made);
+        for (result, n) in [("ok", sent.len() - not_made), ("failed", not_made)] {
+            metric
+                .get_or_create(&crate::metrics::ResultLabel {
+                    result: result.into(),
+                })
+                .inc_by(n as u64);
+        }
         // The next chunk goes at the next turn; a failed one waits for the
         // next change.
         self.nri.told.answered(&sent, &failed);
@@ -481,9 +478,7 @@ impl Daemon {
             Call::Update(req) => self.nri_update(&req),
             Call::Stop(req) => {
                 if let Some(c) = &req.container {
-                    self.nri.told.forget(&c.id);
-                    self.withdraw(&c.id).await;
-                    self.take_back(&c.id).await;
+                    self.container_gone(&c.id).await;
                 }
                 Answer::Done
             }
@@ -491,9 +486,7 @@ impl Daemon {
                 if ev.event == api::event::REMOVE_CONTAINER
                     && let Some(c) = &ev.container
                 {
-                    self.nri.told.forget(&c.id);
-                    self.withdraw(&c.id).await;
-                    self.take_back(&c.id).await;
+                    self.container_gone(&c.id).await;
                 }
                 Answer::Done
             }
@@ -609,7 +602,7 @@ impl Daemon {
         };
         let pool = self.engine.shared_for(&rel);
         // A spec that holds no CPUs is left so.
-        let Some(cpus) = held.and_then(|_| self.spec_cpus(&rel, &pool, true)) else {
+        let Some(cpus) = held.and_then(|_| self.spec_cpus(&rel, &pool)) else {
             return Answer::Done;
         };
         self.nri.told.learn(&c.id, &rel, Some(cpus.clone()));
@@ -722,9 +715,12 @@ impl Daemon {
         self.socket.dirty = true;
     }
 
-    /// Container `id` stopped or was removed: one left to another owner
+    /// Container `id` stopped or was removed: the runtime holds nothing
+    /// of it, its announcement is withdrawn, and one left to another owner
     /// is the daemon's again (its cgroup, if any is left, is read again).
-    async fn take_back(&mut self, id: &str) {
+    async fn container_gone(&mut self, id: &str) {
+        self.nri.told.forget(id);
+        self.withdraw(id).await;
         if self.nri.yielded.remove(id).is_some() {
             info!(container = %id, "NRI: a container left to another owner is gone");
             self.rescope();

@@ -89,11 +89,7 @@ impl Told {
         self.dirty && !self.in_flight
     }
 
-    /// How many containers are known.
-    pub fn len(&self) -> usize {
-        self.containers.len()
-    }
-
+    /// Whether no container is known.
     pub fn is_empty(&self) -> bool {
         self.containers.is_empty()
     }
