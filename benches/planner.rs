@@ -69,6 +69,7 @@ fn add(e: &mut Engine, rel: &str, cpus: &CpuSet, intent: Option<Intent>) {
         problem: None,
         bundle: None,
         lifted: None,
+        lifted_unkept: false,
         baseline: None,
         mems_read: true,
     });

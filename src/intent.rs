@@ -47,6 +47,14 @@ pub const ANNOTATION_NEAR: &str = "pinctl.io/near";
 /// (`prefer`, `require`, `none`), as [`ANNOTATION_NEAR`] does.
 pub const ANNOTATION_DEVICE_ALIGNMENT: &str = "pinctl.io/device-alignment";
 
+/// The OCI annotation pinctld's NRI answer adds to a container whose CFS
+/// quota it lifts at create (`unthrottle_exclusive`): the limit the
+/// container asked for, as `cpu.max` spells it (`"400000 100000"`). Read
+/// only while the container's quota reads unlimited, as the xattr
+/// [`crate::cgroup::XATTR_QUOTA`] is: the runtime makes the cgroup with no
+/// quota, and the kubelet rule still decides by the limit asked.
+pub const ANNOTATION_QUOTA_LIFTED: &str = "pinctl.io/quota-lifted";
+
 /// The prefix of the annotations that name a container's CDI devices
 /// (`cdi.k8s.io/<plugin>: nvidia.com/gpu=0,...`), resolved through the
 /// spec files of `cdi_spec_dirs` ([`crate::cdi`]).
@@ -169,6 +177,9 @@ pub struct Bundle {
     pub container_name: Option<String>,
     /// It is a pod's sandbox (pause) container ([`SANDBOX_MARKERS`]).
     pub sandbox: bool,
+    /// The limit its quota had before pinctld lifted it at create
+    /// ([`ANNOTATION_QUOTA_LIFTED`]).
+    pub lifted: Option<CpuLimit>,
     /// Why the file at `path` could not be used, if it could not.
     pub unusable: Option<Unusable>,
 }
@@ -501,6 +512,11 @@ fn bundle_of(path: &Path, config: &OciConfig) -> Bundle {
         sandbox: SANDBOX_MARKERS
             .iter()
             .any(|(k, v)| config.annotations.get(*k).is_some_and(|x| x == v)),
+        lifted: config
+            .annotations
+            .get(ANNOTATION_QUOTA_LIFTED)
+            .and_then(|v| CpuLimit::parse_v2(v))
+            .filter(|l| l.quota.is_some()),
     }
 }
 
@@ -595,7 +611,11 @@ pub struct Reading {
     /// The limit a daemon kept on it when it lifted its quota
     /// ([`crate::cgroup::XATTR_QUOTA`]), read where the limit decides and its quota
     /// reads unlimited: the daemon, restarted, learns what it lifted.
+    /// Else the one its bundle says was lifted at create
+    /// ([`ANNOTATION_QUOTA_LIFTED`]).
     pub lifted: Option<CpuLimit>,
+    /// `lifted` came from the bundle: the cgroup does not keep it yet.
+    pub lifted_unkept: bool,
     /// The baseline kept on it ([`crate::cgroup::XATTR_BASELINE`]), read
     /// where it wants CPUs: a restarted daemon, its state file lost, still
     /// knows which CPUs a resize must keep.
@@ -644,8 +664,7 @@ pub fn read(
     let reads = reads(hier, cfg, &kind, mems_known);
     let mut obs = observe(fs, hier, rel, reads)?;
     let mut mems_read = reads.mems;
-    let lifted = crate::cgroup::lifted_limit(fs, hier, rel, obs.limit);
-    obs.limit = lifted.or(obs.limit);
+    let kept = crate::cgroup::lifted_limit(fs, hier, rel, obs.limit);
     // Containers, in pods or made by a runtime on its own, have bundles.
     let container = match &kind {
         Kind::Container { id, .. } => Some(id.as_str()),
@@ -677,6 +696,13 @@ pub fn read(
     if bundle.is_none() && container.is_some() && bundle_error.is_none() {
         bundle = Some(Bundle::summary());
     }
+    // A quota lifted at create, before any xattr could be kept.
+    let asked = obs
+        .limit
+        .filter(|l| l.quota.is_none())
+        .and(bundle.as_deref().and_then(|b| b.lifted));
+    let lifted = kept.or(asked);
+    obs.limit = lifted.or(obs.limit);
     let (mut intent, mut problem) = decide(&kind, &obs, bundle.as_deref(), cfg);
     // The identity matters only for a workload that wants CPUs; it may come
     // from a bundle remembered as a summary (not when one was just looked
@@ -757,6 +783,7 @@ pub fn read(
         problem,
         bundle,
         lifted,
+        lifted_unkept: kept.is_none() && lifted.is_some(),
         baseline,
         mems_read,
     })

@@ -139,6 +139,14 @@ impl Rest {
     }
 }
 
+/// What was last logged of a workload's place ([`Daemon::settle`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Logged {
+    cpus: Option<CpuSet>,
+    pending: Option<String>,
+    resize: Option<String>,
+}
+
 impl Daemon {
     /// Plans, makes the urgent writes (exclusive CPUs) at once and queues
     /// the rest for the loop ([`Rest`]), replacing what an earlier plan
@@ -397,7 +405,20 @@ impl Daemon {
     fn settle(&mut self) {
         // A save that failed is tried again with each plan.
         if std::mem::take(&mut self.save_due) || self.state_error.is_some() {
+            // Each workload's CPUs, wait or pending resize are logged when
+            // they change, not at every save: thousands of lines a pin.
+            let mut logged = std::mem::take(&mut self.logged);
+            logged.retain(|key, _| self.engine.workloads().contains_key(key));
             for w in self.engine.workloads().values() {
+                let now = Logged {
+                    cpus: w.cpus.clone(),
+                    pending: w.pending.as_ref().map(|p| p.reason.clone()),
+                    resize: w.resize.as_ref().map(|r| r.reason.clone()),
+                };
+                if logged.get(&w.key) == Some(&now) {
+                    continue;
+                }
+                logged.insert(w.key.clone(), now);
                 match (&w.cpus, &w.pending) {
                     (Some(cpus), _) => {
                         info!(workload = %w.key, cpus = %cpus, source = %w.source, "exclusive CPUs");
@@ -411,6 +432,7 @@ impl Daemon {
                     _ => {}
                 }
             }
+            self.logged = logged;
             self.save_state();
         }
         self.notify_status(false);
@@ -456,6 +478,7 @@ impl Daemon {
         let mut body = self.engine.saved_state();
         body.irqs = self.irqs.saved();
         body.partitions = self.partitions.saved();
+        body.nri_yielded = self.nri.saved();
         let state = StateFile::new(self.state.path());
         let done = self.saved_tx.clone();
         let task = tokio::task::spawn_blocking(move || state.save(&body));

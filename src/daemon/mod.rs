@@ -109,6 +109,8 @@ pub struct Daemon {
     /// A plan changed assignments: the state file is saved when its urgent
     /// writes are made.
     save_due: bool,
+    /// Each workload's place as last logged.
+    logged: std::collections::BTreeMap<String, apply::Logged>,
     /// A save of the state file runs in the background ([`Event::Saved`]).
     saving: bool,
     /// The kernel refused a baseline xattr with `EOPNOTSUPP` (no user

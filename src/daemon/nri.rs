@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::Daemon;
-use crate::cgroup::Scope;
+use crate::cgroup::{CpuLimit, Scope};
 use crate::config::Config;
 use crate::cpuset::CpuSet;
 use crate::nri::container::{self, Decided};
@@ -135,6 +135,30 @@ impl Front {
         }
     }
 
+    /// The containers left to another NRI plugin, as the state file keeps
+    /// them.
+    pub(super) fn saved(&self) -> BTreeMap<String, String> {
+        self.yielded
+            .iter()
+            .map(|(id, rel)| (id.clone(), rel.to_string()))
+            .collect()
+    }
+
+    /// Takes back what [`Self::saved`] kept: the runtime's next
+    /// `Synchronize` drops the containers it no longer has.
+    pub(super) fn restore(&mut self, saved: BTreeMap<String, String>) {
+        if !saved.is_empty() {
+            info!(
+                containers = saved.len(),
+                "NRI: containers left to another NRI plugin before the restart stay left to it"
+            );
+        }
+        self.yielded = saved
+            .into_iter()
+            .map(|(id, rel)| (id, crate::cgroup::Rel::from(rel)))
+            .collect();
+    }
+
     /// Starts dialling the runtime's socket.
     pub(super) fn open(&mut self, cfg: &crate::config::Nri) {
         let (tx, rx) = mpsc::channel(QUEUE);
@@ -179,6 +203,12 @@ impl Front {
         self.updated = None;
         self.updated_tx = None;
         self.told.clear();
+    }
+
+    /// The announced containers: their workloads' keys and where their
+    /// cgroups will be.
+    pub(super) fn announced_cgroups(&self) -> impl Iterator<Item = (&str, &crate::cgroup::Rel)> {
+        self.announced.values().map(|a| (a.key.as_str(), &a.rel))
     }
 
     /// When the first announcement runs out.
@@ -252,18 +282,30 @@ fn fallback(view: &View, call: &Call) -> Answer {
     if !scope.managed(&decided.rel) || shared.is_empty() {
         return Answer::Done;
     }
-    create_answer(&shared.to_string(), "")
+    create_answer(&shared.to_string(), "", None)
 }
 
 /// An answer to `CreateContainer` that sets the container's CPUs (and its
-/// memory nodes, unless `mems` is empty).
-fn create_answer(cpus: &str, mems: &str) -> Answer {
+/// memory nodes, unless `mems` is empty). With `lifted`, the limit the
+/// container asked for, its CFS quota is lifted (-1, as the kubelet asks
+/// for it) and the limit kept in its spec's annotations
+/// ([`crate::intent::ANNOTATION_QUOTA_LIFTED`]).
+fn create_answer(cpus: &str, mems: &str, lifted: Option<CpuLimit>) -> Answer {
+    let mut resources = api::cpuset_resources(cpus, mems);
+    let mut annotations = std::collections::HashMap::new();
+    if let (Some(limit), Some(cpu)) = (lifted, resources.cpu.as_mut()) {
+        cpu.quota = Some(api::OptionalInt64 { value: -1 });
+        annotations.insert(
+            crate::intent::ANNOTATION_QUOTA_LIFTED.to_string(),
+            limit.to_text(),
+        );
+    }
     Answer::Create(api::CreateContainerResponse {
         adjust: Some(api::ContainerAdjustment {
+            annotations,
             linux: Some(api::LinuxContainerAdjustment {
-                resources: Some(api::cpuset_resources(cpus, mems)),
+                resources: Some(resources),
             }),
-            ..Default::default()
         }),
         ..Default::default()
     })
@@ -465,6 +507,7 @@ impl Daemon {
                 for c in &req.containers {
                     self.learn(c, spec_cpus_of(c));
                 }
+                self.forget_yielded(&req.containers).await;
                 Answer::Synchronize(Vec::new())
             }
             Call::Create(req) => {
@@ -517,7 +560,7 @@ impl Daemon {
             self.nri
                 .told
                 .learn(&c.id, &decided.rel, Some(shared.clone()));
-            return reply.send(create_answer(&shared.to_string(), ""));
+            return reply.send(create_answer(&shared.to_string(), "", None));
         }
         self.announce(c, &decided, reply).await;
     }
@@ -566,14 +609,17 @@ impl Daemon {
                 .mems_for(cpus)
                 .map(|m| m.to_string())
                 .unwrap_or_default();
+            // Its quota can only throttle it now: lifted before it starts.
+            let lifted = d.limit.filter(|l| l.quota.is_some() && self.lifts(w));
             info!(
                 container = %c.name,
                 workload = %d.key,
                 cpus = %cpus,
                 cgroup = %d.rel,
+                quota_lifted = lifted.is_some(),
                 "NRI CreateContainer: made on its exclusive CPUs"
             );
-            return create_answer(&cpus.to_string(), &mems);
+            return create_answer(&cpus.to_string(), &mems, lifted);
         }
         let why = w
             .pending
@@ -581,7 +627,7 @@ impl Daemon {
             .map(|p| p.reason.clone())
             .unwrap_or_else(|| "no CPUs free".to_string());
         let shared = self.engine.shared_for(&d.rel);
-        let answer = self.refuse_or(&why, create_answer(&shared.to_string(), ""));
+        let answer = self.refuse_or(&why, create_answer(&shared.to_string(), "", None));
         if !matches!(answer, Answer::Refuse(_)) {
             self.nri.told.learn(&c.id, &d.rel, Some(shared));
             info!(container = %c.name, workload = %d.key, reason = %why, "NRI CreateContainer: made on the shared pool, waits for CPUs");
@@ -710,6 +756,7 @@ impl Daemon {
         });
         let (id, rel) = (id.clone(), a.rel.clone());
         self.nri.yielded.insert(id.clone(), rel);
+        self.save_due = true;
         self.drop_announcement(&id);
         self.rescope();
         self.socket.dirty = true;
@@ -723,10 +770,34 @@ impl Daemon {
         self.withdraw(id).await;
         if self.nri.yielded.remove(id).is_some() {
             info!(container = %id, "NRI: a container left to another owner is gone");
-            self.rescope();
-            if self.ready {
-                self.ask_sweep(true).await;
-            }
+            self.taken_back().await;
+        }
+    }
+
+    /// The runtime named every container it has (`Synchronize`): one
+    /// left to another owner that is not among them is gone (stopped or
+    /// removed while pinctld was not connected), and pinctld's again.
+    async fn forget_yielded(&mut self, containers: &[api::Container]) {
+        let before = self.nri.yielded.len();
+        self.nri
+            .yielded
+            .retain(|id, _| containers.iter().any(|c| &c.id == id));
+        if self.nri.yielded.len() != before {
+            info!(
+                containers = before - self.nri.yielded.len(),
+                "NRI: containers left to another owner are gone"
+            );
+            self.taken_back().await;
+        }
+    }
+
+    /// Containers left to another owner are the daemon's again: saved,
+    /// the scope taken again, their cgroups (if any are left) read again.
+    async fn taken_back(&mut self) {
+        self.save_due = true;
+        self.rescope();
+        if self.ready {
+            self.ask_sweep(true).await;
         }
     }
 

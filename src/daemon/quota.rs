@@ -8,6 +8,11 @@
 //!   unpins, and a restarted daemon finds what to put back.
 //! - A quota written since the lift (the kubelet, a runtime) is the new
 //!   value: left as written on release, lifted again while wanted.
+//! - With NRI, an exclusive container is made with its quota lifted (the
+//!   answer to `CreateContainer`), the limit asked in its bundle's
+//!   annotations ([`crate::intent::ANNOTATION_QUOTA_LIFTED`]): its pod's
+//!   goes as soon as it is announced, and the first pass over its cgroup
+//!   keeps that limit on it.
 //! - Stopping the daemon leaves quotas lifted, as it leaves the CPUs pinned.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,6 +24,7 @@ use super::{Daemon, chain};
 use crate::api;
 use crate::cgroup::{self, CpuLimit, Rel, layout};
 use crate::config::Unthrottle;
+use crate::engine::Workload;
 use crate::intent::Source;
 
 /// The quotas the daemon lifted, with the limits they had (what their
@@ -34,10 +40,15 @@ pub(super) struct Quotas {
 
 impl Quotas {
     /// A cgroup read carries a limit kept when its quota was lifted (by
-    /// this daemon or one before it): the next pass puts it back unless it
-    /// is still wanted lifted.
-    pub(super) fn found(&mut self, rel: &Rel, limit: CpuLimit) {
+    /// this daemon or one before it), or lifted at create (`unkept`: only
+    /// its bundle says so): the next pass puts it back unless it is still
+    /// wanted lifted. One lifted at create is kept on the cgroup by the
+    /// next pass.
+    pub(super) fn found(&mut self, rel: &Rel, limit: CpuLimit, unkept: bool) {
         self.lifted.entry(rel.clone()).or_insert(limit);
+        if unkept {
+            self.written.insert(rel.clone());
+        }
     }
 
     /// A limit file of `rel` was written.
@@ -68,33 +79,45 @@ impl Quotas {
 #[derive(Debug, Clone)]
 enum Step {
     /// Read the limit; if it is not unlimited, write it unlimited. Gives the
-    /// limit read.
-    Lift,
+    /// limit read. One that reads unlimited with no limit kept on it, where
+    /// the limit it had is known (lifted at create), keeps that one.
+    Lift(Option<CpuLimit>),
     /// Write this limit back.
     Restore(CpuLimit),
 }
 
 impl Daemon {
+    /// Whether workload `w`'s quota is lifted now (`unthrottle_exclusive`).
+    pub(super) fn lifts(&self, w: &Workload) -> bool {
+        let mode = self.cfg.unthrottle_exclusive;
+        mode != Unthrottle::None
+            && self.hier.cpu.is_some()
+            && w.cpus.is_some()
+            && (mode == Unthrottle::All || matches!(w.source, Source::Kubelet))
+    }
+
     /// The cgroups whose quota should be lifted now.
     fn unthrottled(&self) -> BTreeSet<Rel> {
         let mut want = BTreeSet::new();
-        let mode = self.cfg.unthrottle_exclusive;
-        if mode == Unthrottle::None || self.hier.cpu.is_none() {
-            return want;
-        }
-        for w in self.engine.workloads().values() {
-            if w.cpus.is_none()
-                || (mode == Unthrottle::Kubelet && !matches!(w.source, Source::Kubelet))
+        let lifts = |w: &Workload| self.lifts(w);
+        let pod_of = |rel: &str, want: &mut BTreeSet<Rel>| {
+            if matches!(layout::classify(rel), layout::Kind::Container { .. })
+                && let Some(pod) = cgroup::parent(rel).and_then(|p| self.engine.rel(p))
             {
-                continue;
+                want.insert(pod.clone());
             }
+        };
+        for w in self.engine.workloads().values().filter(|w| lifts(w)) {
             for rel in &w.cgroups {
                 want.insert(rel.clone());
-                if matches!(layout::classify(rel), layout::Kind::Container { .. })
-                    && let Some(pod) = cgroup::parent(rel).and_then(|p| self.engine.rel(p))
-                {
-                    want.insert(pod.clone());
-                }
+                pod_of(rel, &mut want);
+            }
+        }
+        // A container announced through NRI, made with its quota lifted:
+        // its pod's goes as soon as its CPUs are given, before it starts.
+        for (key, rel) in self.nri.announced_cgroups() {
+            if self.engine.workloads().get(key).is_some_and(lifts) {
+                pod_of(rel, &mut want);
             }
         }
         want
@@ -111,8 +134,9 @@ impl Daemon {
             }
         }
         for rel in &want {
-            if !self.quotas.lifted.contains_key(rel) || self.quotas.written.contains(rel) {
-                steps.push((rel.clone(), Step::Lift));
+            let known = self.quotas.lifted.get(rel);
+            if known.is_none() || self.quotas.written.contains(rel) {
+                steps.push((rel.clone(), Step::Lift(known.copied())));
             }
         }
         steps
@@ -147,7 +171,7 @@ impl Daemon {
             .filter_map(|(rel, step)| {
                 let path = self.hier.quota_file(&rel)?;
                 let text = match &step {
-                    Step::Lift => lift.clone(),
+                    Step::Lift(_) => lift.clone(),
                     Step::Restore(orig) => self.hier.quota_text(orig),
                 };
                 let dir = self.hier.dir(&rel);
@@ -164,14 +188,21 @@ impl Daemon {
                     match step {
                         // The memory first, then the lift: a crash between the
                         // two leaves a quota that reads as written back.
-                        Step::Lift => {
+                        Step::Lift(known) => {
                             let Some(limit) = cgroup::read_limit(fs, &hier, rel) else {
                                 return Ok(None);
                             };
                             if limit.quota.is_none() {
                                 // Lifted already (by this daemon or one before
-                                // it), or unlimited from the start.
+                                // it, at create by the runtime), or unlimited
+                                // from the start.
                                 let kept = cgroup::lifted_limit(fs, &hier, rel, Some(limit));
+                                let asked = known.filter(|k| k.quota.is_some());
+                                if let (None, Some(asked)) = (kept, asked) {
+                                    let text = asked.to_text();
+                                    fs.set_xattr(dir, cgroup::XATTR_QUOTA, text.as_bytes())?;
+                                    return Ok(Some((asked, false)));
+                                }
                                 return Ok(Some((kept.unwrap_or(limit), false)));
                             }
                             fs.set_xattr(dir, cgroup::XATTR_QUOTA, limit.to_text().as_bytes())?;
@@ -203,7 +234,7 @@ impl Daemon {
             // (what the file held, the error) of a write made, for the trail.
             let mut trail: Option<(String, Option<String>)> = None;
             match (step, result) {
-                (Step::Lift, Ok(Some((limit, wrote)))) => {
+                (Step::Lift(_), Ok(Some((limit, wrote)))) => {
                     if wrote {
                         info!(cgroup = %rel, path = %path.display(), was = %limit.to_text(), data = %text, "CPU quota lifted");
                         trail = Some((limit.to_text(), None));
@@ -213,8 +244,8 @@ impl Daemon {
                 // Gone, or no cpu controller there: nothing to lift. Gone
                 // between the read of its limit and the write too (a pod
                 // removed as soon as it was pinned): the removal is the news.
-                (Step::Lift, Ok(None)) => {}
-                (Step::Lift, Err(e)) if e.is_not_found() => {}
+                (Step::Lift(_), Ok(None)) => {}
+                (Step::Lift(_), Err(e)) if e.is_not_found() => {}
                 (Step::Restore(orig), Ok(newer)) => {
                     if let Some((now, _)) = newer {
                         info!(cgroup = %rel, path = %path.display(), kept = %orig.to_text(), data = %now.to_text(), "CPU quota written since it was lifted; left as written");
@@ -231,7 +262,7 @@ impl Daemon {
                 }
                 (step, Err(e)) => {
                     let what = match step {
-                        Step::Lift => "cannot lift the CPU quota; the workload may be throttled",
+                        Step::Lift(_) => "cannot lift the CPU quota; the workload may be throttled",
                         Step::Restore(_) => "cannot put the CPU quota back; will retry",
                     };
                     warn!(cgroup = %rel, path = %path.display(), data = %text, errno = e.raw_os_error(), error = %chain(&e), "{what}");

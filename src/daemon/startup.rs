@@ -156,6 +156,13 @@ impl Daemon {
             .as_mut()
             .map(|s| std::mem::take(&mut s.partitions))
             .unwrap_or_default();
+        // Without NRI, nothing says when a container left to another NRI
+        // plugin is gone.
+        let yielded = saved
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.nri_yielded))
+            .filter(|_| cfg.nri.enabled)
+            .unwrap_or_default();
         let (power_originals, power_error) = load_originals(
             &pool,
             &cfg.power_originals,
@@ -230,6 +237,7 @@ impl Daemon {
             rest: Rest::new(),
             sweep: None,
             save_due: false,
+            logged: Default::default(),
             saving: false,
             baselines_unsupported: false,
             save_again: false,
@@ -251,6 +259,8 @@ impl Daemon {
             door: super::run::Door::closed(),
             nri: super::nri::Front::closed(cfg.clone()),
         };
+        // Before the scope is first taken: it leaves those containers out.
+        daemon.nri.restore(yielded);
         daemon.configure(cfg, reserved);
         Ok(daemon)
     }

@@ -118,7 +118,7 @@ impl Daemon {
             self.mark_fresh(&r.obs.rel, false);
         }
         if let Some(limit) = r.lifted {
-            self.quotas.found(&r.obs.rel, limit);
+            self.quotas.found(&r.obs.rel, limit, r.lifted_unkept);
         }
         // A problem is logged when it appears or changes, not at every read:
         // a bad xattr would otherwise be logged again at every reconcile.

@@ -331,6 +331,11 @@ pub struct SavedState {
     /// grants: not the engine's either.
     #[serde(default, skip_serializing_if = "crate::partition::Made::is_empty")]
     pub partitions: crate::partition::Made,
+    /// The containers left to another NRI plugin, by container id, with
+    /// their cgroups: not the engine's, saved by the daemon so that a
+    /// restart does not take them back.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nri_yielded: BTreeMap<String, String>,
 }
 
 /// The daemon's model; see the module documentation.
@@ -566,6 +571,7 @@ impl Engine {
             problem,
             bundle,
             lifted: _,
+            lifted_unkept: _,
             baseline,
             mems_read,
         } = r;
@@ -1168,6 +1174,7 @@ impl Engine {
                 .collect(),
             irqs: BTreeMap::new(),
             partitions: crate::partition::Made::default(),
+            nri_yielded: BTreeMap::new(),
         }
     }
 }

@@ -35,6 +35,8 @@ pub struct Decided {
     pub intent: Option<Intent>,
     /// A value that could not be used, as a reading reports it.
     pub problem: Option<String>,
+    /// The CPU limit its cgroup will have, as the runtime asks it.
+    pub limit: Option<CpuLimit>,
 }
 
 impl Decided {
@@ -197,6 +199,7 @@ pub fn decide(
         ..Observed::default()
     };
     let (intent, problem) = intent::decide(&kind, &obs, Some(&bundle), cfg);
+    let limit = obs.limit;
     let key = if intent.as_ref().is_some_and(Intent::wants) {
         intent::workload_key(&kind, &rel, Some(&bundle))
     } else {
@@ -208,6 +211,7 @@ pub fn decide(
         key,
         intent,
         problem,
+        limit,
     })
 }
 

@@ -23,7 +23,7 @@ struct Env {
     w: World,
     conn: Conn,
     /// The socket the daemon dials.
-    _runtime: Runtime,
+    runtime: Runtime,
     /// Dropped last: the connection and the socket are its.
     rt: tokio::runtime::Runtime,
 }
@@ -53,7 +53,23 @@ fn env(nri: &str) -> Env {
         ..Options::default()
     });
     w.start();
-    let conn = rt.block_on(async {
+    let conn = handshake(&rt, &runtime, Vec::new());
+    Env {
+        w,
+        rt,
+        conn,
+        runtime,
+    }
+}
+
+/// The plugin's next connection, registered, configured and synchronized
+/// with `containers`.
+fn handshake(
+    rt: &tokio::runtime::Runtime,
+    runtime: &Runtime,
+    containers: Vec<api::Container>,
+) -> Conn {
+    rt.block_on(async {
         let mut conn = runtime.accept().await;
         conn.registration().await;
         let _: api::ConfigureResponse = conn
@@ -67,19 +83,27 @@ fn env(nri: &str) -> Env {
             )
             .await;
         let _: api::SynchronizeResponse = conn
-            .ask("Synchronize", &api::SynchronizeRequest::default())
+            .ask(
+                "Synchronize",
+                &api::SynchronizeRequest {
+                    containers,
+                    ..Default::default()
+                },
+            )
             .await;
         conn
-    });
-    Env {
-        w,
-        rt,
-        conn,
-        _runtime: runtime,
-    }
+    })
 }
 
 impl Env {
+    /// The daemon killed and started again, and the runtime's handshake
+    /// with it, naming `containers`.
+    fn restart(&mut self, containers: Vec<api::Container>) {
+        self.w.crash();
+        self.w.start();
+        self.conn = handshake(&self.rt, &self.runtime, containers);
+    }
+
     /// The request the runtime sends for container `n` named `name` of the
     /// Guaranteed pod `pod_uid`, with a limit of `cpus` whole CPUs and the
     /// annotations `annotations`.
@@ -243,6 +267,96 @@ fn an_exclusive_container_is_answered_its_cpus_and_its_cgroup_joins() {
     env.wait_cpus(&[SYSTEM], &online);
 }
 
+/// The quota (the CPU limit's quota) of a Guaranteed container with its own
+/// CPUs is lifted at create (`unthrottle_exclusive`, on by default for the
+/// kubelet rule): the answer sets it unlimited and keeps the limit asked in
+/// an annotation; its pod's quota is lifted before its cgroup exists. The
+/// cgroup made with no quota is still decided by the limit asked: kept on
+/// the cgroup by the daemon, and found in the bundle by a daemon that
+/// restarts before it could keep it. Removed, the pod's quota comes back.
+#[test]
+fn a_guaranteed_containers_quota_is_lifted_at_create() {
+    let mut env = env("");
+    let online = env.tree.effective("");
+    let u = uid(6);
+    let pod_rel = env.k.pod(Qos::Guaranteed, &u);
+    env.tree.create(&pod_rel, &Spec::limit(2));
+    let pod_max = env.tree.dir(&pod_rel).join("cpu.max");
+    let req = env.request(6, &u, "app", Some(2), &[]);
+    let answer = env.create(&req).unwrap();
+    let (cpus, _) = sets(&answer);
+    let given = set(&cpus);
+    assert_eq!(given.len(), 2, "answered {cpus:?}");
+    let adjust = answer.adjust.as_ref().unwrap();
+    let quota = adjust.linux.as_ref().unwrap().resources.as_ref().unwrap();
+    let quota = quota.cpu.as_ref().unwrap().quota.as_ref().map(|q| q.value);
+    assert_eq!(quota, Some(-1), "{adjust:?}");
+    assert_eq!(
+        adjust
+            .annotations
+            .get("pinctl.io/quota-lifted")
+            .map(String::as_str),
+        Some("200000 100000")
+    );
+    env.wait_for(
+        "the pod's quota lifted before the container's cgroup",
+        || match std::fs::read_to_string(&pod_max) {
+            Ok(t) if t.starts_with("max") => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+
+    // The runtime writes the bundle with the annotation, and makes the
+    // cgroup with its CPUs and no quota.
+    env.bundle_with(
+        6,
+        &u,
+        Some("app"),
+        &[("pinctl.io/quota-lifted", "200000 100000")],
+    );
+    let rel = env.k.container(&pod_rel, &container_id(6));
+    env.tree.create(&rel, &Spec::default().cpuset(&cpus, "0"));
+    let key = format!("pod:{u}/app");
+    let joined = |s: &Status| {
+        s.workloads
+            .iter()
+            .any(|w| w.key == key && w.cgroups == [rel.clone()] && w.cpus.as_ref() == Some(&given))
+    };
+    env.status_when("the cgroup joins its workload", joined);
+    let dir = env.tree.dir(&rel);
+    let kept = || {
+        xattr::get(&dir, "user.pinctl.quota")
+            .unwrap()
+            .map(|v| String::from_utf8(v).unwrap())
+    };
+    env.wait_for("the limit asked kept on the cgroup", || match kept() {
+        Some(k) if k == "200000 100000" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+
+    // A crash before it was kept, the state file lost: the bundle says it.
+    env.crash();
+    xattr::remove(&dir, "user.pinctl.quota").unwrap();
+    std::fs::remove_file(&env.state).unwrap();
+    env.start();
+    env.status_when("still its workload's, on its CPUs", joined);
+    env.wait_cpus(&[SYSTEM], &online.difference(&given));
+    env.wait_for("the limit kept again", || match kept() {
+        Some(k) if k == "200000 100000" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+
+    // Removed: the pod's quota comes back.
+    env.tree.remove(&rel);
+    env.wait_cpus(&[SYSTEM], &online);
+    env.wait_for("the pod's quota back", || {
+        match std::fs::read_to_string(&pod_max) {
+            Ok(t) if t.starts_with("200000") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+}
+
 /// A container that asks for nothing is answered the shared pool; an
 /// annotated one its CPUs. One withdrawn before its cgroup came (removed)
 /// gives them back at once.
@@ -370,10 +484,46 @@ fn a_cgroup_made_with_other_cpus_than_answered_is_a_disagreement() {
         "{said:?}"
     );
 
-    // Removed: pinctld's again, and no other owner is left.
+    // Kept across a crash once saved: the runtime still has the container.
+    let id = container_id(6);
+    env.wait_for("the container left to the other owner saved", || {
+        let text = std::fs::read_to_string(&env.state).map_err(|e| e.to_string())?;
+        if text.contains(&id) {
+            Ok(())
+        } else {
+            Err(text)
+        }
+    });
+    env.restart(vec![req.container.clone().unwrap()]);
+    env.status_when("the other owner named again", |s| {
+        s.other_owners.iter().any(|o| o.left == [rel.clone()])
+    });
+    env.hold(
+        "pinctld still leaves the container's CPUs after a restart",
+        std::time::Duration::from_secs(1),
+        || match env.tree.cpus(&rel) {
+            got if got == other => Ok(()),
+            got => Err(format!("{got}")),
+        },
+    );
+
+    // A restart after it went: the runtime's Synchronize no longer names
+    // it, and what is left of it is pinctld's again.
+    env.restart(Vec::new());
+    env.status_when("no other owner", |s| s.other_owners.is_empty());
+    let s = env.status_when("its cgroup pinctld's workload", |s| {
+        s.workloads
+            .iter()
+            .any(|w| w.cgroups == [rel.clone()] && w.cpus.is_some())
+    });
+    let w = s.workloads.iter().find(|w| w.cgroups == [rel.clone()]);
+    let pinned = w.and_then(|w| w.cpus.clone()).unwrap();
+    env.wait_cpus(&[&rel], &pinned);
+
+    // Removed.
     env.tree.remove(&rel);
     env.event(event::REMOVE_CONTAINER, &req);
-    env.status_when("no other owner", |s| s.other_owners.is_empty());
+    env.wait_cpus(&[SYSTEM], &online);
 }
 
 /// The CPUs one container's update sets.

@@ -134,6 +134,7 @@ fn reading(e: &mut Engine, obs: Observed, intent: Option<Intent>, key: &str) {
         problem: None,
         bundle: None,
         lifted: None,
+        lifted_unkept: false,
         baseline: None,
         mems_read: true,
     });
@@ -502,6 +503,7 @@ fn state_hints_are_used_when_live_sets_are_not_valid() {
         )]
         .into(),
         irqs: Default::default(),
+        nri_yielded: Default::default(),
     };
     let mut e = Engine::new(
         topo(),

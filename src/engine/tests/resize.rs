@@ -32,6 +32,7 @@ fn read_w(e: &mut Engine, cpus: &str, intent: Option<Intent>, baseline: Option<C
         problem: None,
         bundle: None,
         lifted: None,
+        lifted_unkept: false,
         baseline,
         mems_read: true,
     });

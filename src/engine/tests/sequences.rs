@@ -251,6 +251,7 @@ fn restarted(mut e: Engine, lost: bool) -> Engine {
             problem: None,
             bundle: None,
             lifted: None,
+            lifted_unkept: false,
             baseline: c.baseline.as_deref().cloned(),
             mems_read: true,
         });

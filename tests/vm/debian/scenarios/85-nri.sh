@@ -6,7 +6,9 @@
 # - A Guaranteed pod of 2 CPUs: its bundle already holds 2 exclusive CPUs
 #   (pinctld answered CreateContainer), its first process reads them as
 #   its own before anything else runs, runc told systemd (the scope's
-#   AllowedCPUs=), and a daemon-reload changes nothing.
+#   AllowedCPUs=), and a daemon-reload changes nothing. Its CFS quota is
+#   lifted at create (the bundle's quota -1, the limit asked kept in the
+#   annotation pinctl.io/quota-lifted), and stays lifted after the reload.
 # - The Burstable pod's scope follows the pool: pinctld updates it through
 #   the runtime (UpdateContainers), runc tells systemd, and a
 #   daemon-reload does not put it back on the pinned CPUs; after a restart
@@ -77,6 +79,21 @@ if ran nriguar; then
     NG=$(jq -r '.linux.resources.cpu.cpus // empty' "$_bundle" 2>/dev/null)
     check nri-bundle "the bundle holds 2 CPUs of the shared pool $POOL (none reserved) at create time: '$NG'" \
         eval '[ "$(cl count "$NG")" = 2 ] && [ "$(cl inter "$NG" "$POOL")" = "$(cl norm "$NG")" ] && [ -z "$(cl inter "$NG" 0)" ]'
+    # Its quota lifted at create: unlimited in the bundle, the limit asked
+    # kept in an annotation, the cgroup made with none (systemd's
+    # CPUQuotaPerSecUSec= infinity, so a daemon-reload keeps it so), the
+    # limit then kept on the cgroup too.
+    _bq=$(jq -r '[.linux.resources.cpu.quota, .annotations["pinctl.io/quota-lifted"]] | map(tostring) | join(" ")' "$_bundle" 2>/dev/null)
+    check nri-bundle-quota "the bundle's quota lifted, the limit kept as an annotation: '$_bq'" \
+        [ "$_bq" = "-1 200000 100000" ]
+    _cgq() {
+        if [ "$HIER" = v1 ]; then cat "$CPU/$NG_CG/cpu.cfs_quota_us"; else awk '{ print $1 }' "$CPU/$NG_CG/cpu.max"; fi
+    }
+    _unlimited=max; [ "$HIER" = v1 ] && _unlimited=-1
+    _cgq_lifted() { [ "$(_cgq 2>/dev/null)" = "$_unlimited" ]; }
+    check nri-quota-made "the cgroup made with its quota lifted: '$(_cgq 2>&1)'" _cgq_lifted
+    _kept() { [ "$(vm-helper getxattr "$CS/$NG_CG" user.pinctl.quota 2>/dev/null)" = "200000 100000" ]; }
+    check nri-quota-kept "the limit asked kept on the cgroup (user.pinctl.quota)" wait_for "$WAIT" _kept
     _first() { wait_for 20 test -s "$OUT/first" || return 1; awk '{ print $2 }' "$OUT/first"; }
     expect nri-first-instruction "$NG" _first x
     pin nri-guaranteed-pinned "$NG_CG" 2
@@ -88,6 +105,7 @@ if ran nriguar; then
     check nri-logged "pinctld logged its answer ($_told)" [ "$_told" -ge 1 ]
     systemctl daemon-reload
     expect_stays nri-after-reload "$NG" allowed "$NG_APP" 2
+    check nri-quota-after-reload "still lifted after the reload: '$(_cgq 2>&1)'" _cgq_lifted
     expect nri-pool "$(cl minus "$POOL" "$NG")" allowed "$B_PID"
     if [ -n "$NB_SCOPE" ]; then
         expect nri-burstable-told "$(cl minus "$POOL" "$NG")" _nb_allowed x
