@@ -874,6 +874,7 @@ fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<()> {
         spread_cores: args.spread_cores,
         numa_preference,
         align_by_socket: args.align_by_socket,
+        prefer: CpuSet::new(),
     };
     let cpus =
         alloc::allocate(&topo, &free, args.cpus, &opts).with_context(|| match near.is_empty() {

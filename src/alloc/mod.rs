@@ -53,6 +53,10 @@ pub struct Options {
     pub numa_preference: Vec<u32>,
     /// Widen the preference to the sockets of the preferred nodes.
     pub align_by_socket: bool,
+    /// CPUs to draw from before any other, the NUMA preference included:
+    /// those the workload's pod gave back (an init container's). Taken in
+    /// whole cores with `full_pcpus_only`.
+    pub prefer: CpuSet,
 }
 
 /// Why a request cannot be served.
@@ -152,6 +156,23 @@ pub fn allocate(
         });
     }
 
+    if !opts.prefer.is_empty() {
+        let mut inside = avail.intersection(&opts.prefer);
+        if opts.full_pcpus_only {
+            inside = whole_cores_of(topo, &inside);
+        }
+        if !inside.is_empty() {
+            let rest = Options {
+                prefer: CpuSet::new(),
+                ..opts.clone()
+            };
+            if inside.len() >= n {
+                return allocate(topo, &inside, n, &rest);
+            }
+            let more = allocate(topo, &avail.difference(&inside), n - inside.len(), &rest)?;
+            return Ok(inside.union(&more));
+        }
+    }
     if opts.numa_preference.is_empty() {
         return plan(topo, avail, n, opts);
     }

@@ -890,6 +890,7 @@ impl Config {
             spread_cores: self.spread_cores,
             numa_preference: Vec::new(),
             align_by_socket: false,
+            prefer: CpuSet::new(),
         }
     }
 

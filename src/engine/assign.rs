@@ -21,6 +21,8 @@ struct Allocator<'a> {
     topo: &'a Topology,
     settings: &'a Settings,
     reserved: &'a CpuSet,
+    /// [`Engine::left_by_pod`].
+    left_by_pod: &'a BTreeMap<String, CpuSet>,
 }
 
 /// Where a workload's devices want its CPUs ([`Allocator::near`]).
@@ -63,10 +65,15 @@ impl Allocator<'_> {
             true => w.numa.clone(),
             false => near.nodes.clone(),
         };
+        let prefer = super::pod_of_key(&w.key)
+            .and_then(|uid| self.left_by_pod.get(uid))
+            .cloned()
+            .unwrap_or_default();
         let opts = alloc::Options {
             reserved: self.reserved.clone(),
             numa_preference,
             full_pcpus_only: self.settings.alloc.full_pcpus_only || w.whole_cores,
+            prefer,
             ..self.settings.alloc.clone()
         };
         let n = w.requested;
@@ -289,6 +296,7 @@ impl Engine {
             topo: &self.topo,
             settings: &self.settings,
             reserved: &self.reserved,
+            left_by_pod: &self.left_by_pod,
         };
         let adopter = Adopter {
             cgroups: &self.cgroups,

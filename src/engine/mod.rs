@@ -316,6 +316,17 @@ pub struct SavedAssignment {
     pub baseline: Option<CpuSet>,
 }
 
+/// The most pods whose released CPUs the engine keeps for their next
+/// containers ([`Engine::left_by_pod`]); beyond, the lowest UID goes.
+const LEFT_BY_PODS_KEPT: usize = 4096;
+
+/// The pod UID of workload key `key` (`pod:<uid>/<name>`).
+fn pod_of_key(key: &str) -> Option<&str> {
+    key.strip_prefix("pod:")?
+        .split_once('/')
+        .map(|(uid, _)| uid)
+}
+
 /// The body of the state file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedState {
@@ -403,6 +414,11 @@ pub struct Engine {
     expecting: bool,
     /// The CPUs another owner holds ([`Engine::set_elsewhere`]).
     elsewhere: CpuSet,
+    /// The CPUs each pod's released containers held, by pod UID: its next
+    /// containers draw from them first (an exclusive init container's go
+    /// to its app containers). Forgotten with the pod's cgroup; at most
+    /// [`LEFT_BY_PODS_KEPT`] pods.
+    left_by_pod: BTreeMap<String, CpuSet>,
     /// The last plan's targets kept the reserved CPUs for the managed
     /// subtrees' shared cgroups despite `strict_reservation`
     /// ([`Plan::strict_fallback`]).
@@ -444,6 +460,7 @@ impl Engine {
             jobs: CpuSet::new(),
             expecting: false,
             elsewhere: CpuSet::new(),
+            left_by_pod: BTreeMap::new(),
             strict_fallback: false,
         };
         engine.reserved = engine.effective_reserved();
@@ -976,6 +993,9 @@ impl Engine {
             self.cgroups.remove(&k);
             self.dirty.remove(&k);
             self.kept.remove(&k);
+            if let cgroup::layout::Kind::Pod(pod) = cgroup::layout::classify(&k) {
+                self.left_by_pod.remove(&pod.uid);
+            }
         }
         self.forget_slurm(rel);
         // Its parent may have been widened over it: look at it again.

@@ -130,14 +130,21 @@ impl Engine {
         }
         // Workloads without cgroups are released, but those announced
         // and waiting for theirs ([`Engine::expect`]).
+        let left = &mut self.left_by_pod;
         self.workloads.retain(|_, w| {
             let keep = !w.cgroups.is_empty() || w.expected;
             if !keep {
                 members.released = true;
                 members.released_cpus |= w.cpus.is_some();
+                if let (Some(cpus), Some(uid)) = (&w.cpus, super::pod_of_key(&w.key)) {
+                    left.entry(uid.to_string()).or_default().union_with(cpus);
+                }
             }
             keep
         });
+        while self.left_by_pod.len() > super::LEFT_BY_PODS_KEPT {
+            self.left_by_pod.pop_first();
+        }
         (seen, members)
     }
 }

@@ -357,6 +357,47 @@ fn a_guaranteed_containers_quota_is_lifted_at_create() {
     });
 }
 
+/// An exclusive init container's CPUs go to its pod's app container when
+/// it ends, where the allocator alone would choose others (those another
+/// pod just gave back).
+#[test]
+fn an_init_containers_cpus_go_to_its_pods_app_container() {
+    let mut env = env("");
+    let made = |env: &mut Env, n: u32, pod: &str, name: &str| {
+        let req = env.request(n, pod, name, Some(2), &[]);
+        let given = set(&sets(&env.create(&req).unwrap()).0);
+        assert_eq!(given.len(), 2);
+        env.bundle(n, pod, name, None);
+        let pod_rel = env.k.pod(Qos::Guaranteed, pod);
+        if !env.tree.exists(&pod_rel) {
+            env.tree.create(&pod_rel, &env.existing());
+        }
+        let rel = env.k.container(&pod_rel, &container_id(n));
+        env.tree
+            .create(&rel, &Spec::limit(2).cpuset(&given.to_string(), "0"));
+        (req, rel, given)
+    };
+    let ended = |env: &mut Env, req: &api::CreateContainerRequest, rel: &str| {
+        env.tree.remove(rel);
+        env.event(event::REMOVE_CONTAINER, req);
+    };
+    let (a, b) = (uid(7), uid(8));
+    let (other, other_rel, first) = made(&mut env, 7, &b, "first");
+    let (init, init_rel, init_cpus) = made(&mut env, 8, &a, "init");
+    assert_ne!(first, init_cpus);
+    env.status_when("both pinned", |s| {
+        s.workloads.iter().filter(|w| w.cgroups.len() == 1).count() == 2
+    });
+    ended(&mut env, &other, &other_rel);
+    ended(&mut env, &init, &init_rel);
+    env.status_when("both released", |s| s.workloads.is_empty());
+    let (_, _, app) = made(&mut env, 9, &a, "app");
+    assert_eq!(
+        app, init_cpus,
+        "the app container got {app}, not its init's {init_cpus}"
+    );
+}
+
 /// A container that asks for nothing is answered the shared pool; an
 /// annotated one its CPUs. One withdrawn before its cgroup came (removed)
 /// gives them back at once.

@@ -35,6 +35,47 @@ fn a_request_that_fits_one_numa_node_lands_in_one() {
     assert_eq!(Alignment::of(&t, &got).shared_cores, 0);
 }
 
+/// `prefer` (a pod's released CPUs) is drawn from first: all of it when
+/// it holds the request, else all of it and the rest by the usual rules;
+/// with `full_pcpus_only`, only its whole cores; never a reserved CPU.
+#[test]
+fn preferred_cpus_come_first() {
+    let t = two_socket();
+    let with = |prefer: &str, full: bool| Options {
+        prefer: set(prefer),
+        full_pcpus_only: full,
+        reserved: set("0,8"),
+        ..Options::default()
+    };
+    let free = t.online();
+    // Socket 1's core 4 and core 5: packed alone, the request would land
+    // on socket 0.
+    assert_eq!(
+        allocate(&t, free, 4, &with("4-5,12-13", false)).unwrap(),
+        set("4-5,12-13")
+    );
+    assert_eq!(
+        allocate(&t, free, 2, &with("4-5,12-13", false))
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(
+        allocate(&t, free, 2, &with("4-5,12-13", false))
+            .unwrap()
+            .is_subset(&set("4-5,12-13"))
+    );
+    // Too few preferred: all of them, and the rest.
+    let got = allocate(&t, free, 4, &with("6,14", false)).unwrap();
+    assert!(set("6,14").is_subset(&got) && got.len() == 4, "{got}");
+    // Whole cores only: the lone thread 7 is not taken.
+    let got = allocate(&t, free, 2, &with("6-7,14", true)).unwrap();
+    assert_eq!(got, set("6,14"));
+    // Reserved CPUs stay reserved.
+    let got = allocate(&t, free, 2, &with("0,8", false)).unwrap();
+    assert!(got.is_disjoint(&set("0,8")), "{got}");
+}
+
 #[test]
 fn whole_cores_when_possible() {
     let t = two_socket();

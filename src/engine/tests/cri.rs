@@ -92,3 +92,44 @@ fn a_write_over_a_pin_is_seen_by_a_whole_reading_too() {
     assert!(e.observe_cpus("system.slice", Some(set("3"))));
     assert!(e.take_overwritten().is_empty());
 }
+
+/// An exclusive container's CPUs, once it is released (an init container
+/// that ended), go to its pod's next container first, where the allocator
+/// alone would choose others; another pod's container gets the
+/// allocator's choice. The pod gone, they are forgotten.
+#[test]
+fn a_released_containers_cpus_go_to_its_pods_next_container_first() {
+    const A: &str = "aaaaaaaa-2222-3333-4444-555555555555";
+    const B: &str = "bbbbbbbb-2222-3333-4444-555555555555";
+    const C: &str = "cccccccc-2222-3333-4444-555555555555";
+    let mut e = engine();
+    kube_tree(&mut e);
+    e.end_startup();
+    let container = |e: &mut Engine, pod: &str, id: &str, name: &str| {
+        add(e, &format!("kubepods/pod{pod}"), "0-15", None);
+        let obs = Observed {
+            rel: format!("kubepods/pod{pod}/{id}").as_str().into(),
+            cpus: Some(set("0-15")),
+            mems: Some(set("0-1")),
+            ..Observed::default()
+        };
+        reading(e, obs, want(2), &format!("pod:{pod}/{name}"));
+        apply(e);
+        e.workloads()[&format!("pod:{pod}/{name}")]
+            .cpus
+            .clone()
+            .unwrap()
+    };
+    let first = container(&mut e, B, "b1", "first");
+    let init = container(&mut e, A, "a1", "init");
+    assert_ne!(first, init);
+    e.forget(&format!("kubepods/pod{B}/b1"));
+    e.forget(&format!("kubepods/pod{A}/a1"));
+    apply(&mut e);
+    assert!(e.workloads().is_empty());
+    assert_eq!(container(&mut e, A, "a2", "app"), init);
+    assert_eq!(container(&mut e, C, "c1", "other"), first);
+    e.forget(&format!("kubepods/pod{A}"));
+    e.forget(&format!("kubepods/pod{B}"));
+    assert!(e.left_by_pod.is_empty(), "{:?}", e.left_by_pod);
+}
