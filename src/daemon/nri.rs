@@ -518,7 +518,7 @@ impl Daemon {
                 };
                 return self.nri_create(&req, reply).await;
             }
-            Call::Update(req) => self.nri_update(&req),
+            Call::Update(req) => return self.nri_update(&req, reply).await,
             Call::Stop(req) => {
                 if let Some(c) = &req.container {
                     self.container_gone(&c.id).await;
@@ -635,17 +635,80 @@ impl Daemon {
         answer
     }
 
-    /// `UpdateContainer` (a resize through the runtime): the runtime writes
-    /// the container's spec again, so it is answered the CPUs the
-    /// container has now, when its spec holds any.
-    fn nri_update(&mut self, req: &api::UpdateContainerRequest) -> Answer {
+    /// `UpdateContainer` (a resize through the runtime). The runtime
+    /// writes the container's spec again, so it is answered the CPUs the
+    /// container has, when its spec holds any. The new limit of a
+    /// container pinned by the kubelet rule is its request from now: it is
+    /// resized by a plan first, and answered its new CPUs.
+    async fn nri_update(
+        &mut self,
+        req: &api::UpdateContainerRequest,
+        reply: tokio::sync::oneshot::Sender<Answer>,
+    ) {
         let Some(c) = req.container.as_ref() else {
-            return Answer::Done;
+            let _ = reply.send(Answer::Done);
+            return;
         };
         let held = spec_cpus_of(c);
         let Some(rel) = self.learn(c, held.clone()) else {
-            return Answer::Done;
+            let _ = reply.send(Answer::Done);
+            return;
         };
+        if self.limit_now(c, &rel, req) {
+            self.apply_planned(|me| {
+                let _ = reply.send(me.update_answer(c, &rel, held));
+            })
+            .await;
+        } else {
+            let _ = reply.send(self.update_answer(c, &rel, held));
+        }
+    }
+
+    /// The new limit an `UpdateContainer` gives container `c` at `rel`,
+    /// decided as its create was, told to the engine
+    /// ([`crate::engine::Engine::limit_now`]) when it is exclusive by the
+    /// kubelet rule. Whether its request changed.
+    fn limit_now(
+        &mut self,
+        c: &api::Container,
+        rel: &str,
+        req: &api::UpdateContainerRequest,
+    ) -> bool {
+        let Some(resources) = req.linux_resources.clone() else {
+            return false;
+        };
+        if !self.engine.is_exclusive(rel) || !self.scope().managed(rel) {
+            return false;
+        }
+        let mut now = c.clone();
+        if let Some(linux) = now.linux.as_mut() {
+            linux.resources = Some(resources);
+        }
+        let Ok(d) = container::decide(&self.cfg, &now, req.pod.as_ref()) else {
+            return false;
+        };
+        let Some(intent) = d
+            .intent
+            .filter(|i| matches!(i.source, crate::intent::Source::Kubelet))
+        else {
+            return false;
+        };
+        let changed = self.engine.limit_now(rel, intent.cpus);
+        if changed {
+            info!(container = %c.name, cgroup = %rel, cpus = intent.cpus, "NRI UpdateContainer: resized to its new limit");
+        }
+        changed
+    }
+
+    /// The answer to an `UpdateContainer` of container `c` at `rel`, whose
+    /// spec holds `held`: the CPUs it has now, if its spec holds any.
+    fn update_answer(
+        &mut self,
+        c: &api::Container,
+        rel: &crate::cgroup::Rel,
+        held: Option<CpuSet>,
+    ) -> Answer {
+        let rel = rel.clone();
         let pool = self.engine.shared_for(&rel);
         // A spec that holds no CPUs is left so.
         let Some(cpus) = held.and_then(|_| self.spec_cpus(&rel, &pool)) else {

@@ -952,6 +952,31 @@ impl Engine {
         self.expecting = true;
     }
 
+    /// The runtime says cgroup `rel`, which asks by the kubelet rule, now
+    /// has a limit of `cpus` whole CPUs (NRI's `UpdateContainer`: an
+    /// in-place resize), before its files say so: taken as its request, as
+    /// a reading of the new limit would take it, and resized by the next
+    /// plan by the usual rules. Whether its request changed. A request of
+    /// another source does not follow the limit.
+    pub fn limit_now(&mut self, rel: &str, cpus: usize) -> bool {
+        let Some(rel) = self.rel(rel).cloned() else {
+            return false;
+        };
+        let Some(intent) = self
+            .cgroups
+            .get_mut(&rel)
+            .and_then(|e| e.intent.as_deref_mut())
+        else {
+            return false;
+        };
+        if !matches!(intent.source, Source::Kubelet) || cpus == 0 || intent.cpus == cpus {
+            return false;
+        }
+        intent.cpus = cpus;
+        self.dirty.insert(rel);
+        true
+    }
+
     /// The CPUs a cgroup at `rel` that runs on the shared pool gets: the
     /// shared pool, or with `strict_reservation` (in a managed subtree)
     /// the shared pool without the reserved CPUs, as a plan's target.

@@ -398,6 +398,76 @@ fn an_init_containers_cpus_go_to_its_pods_app_container() {
     );
 }
 
+/// An in-place resize through the runtime (`UpdateContainer` with the new
+/// limit) follows the resize rules before the runtime writes anything: a
+/// grow is answered the CPUs kept and the new ones, a shrink below the
+/// CPUs first given keeps what it has, one back to them is answered them.
+/// The runtime's own writes then change nothing.
+#[test]
+fn a_resize_through_the_runtime_is_answered_its_new_cpus() {
+    let mut env = env("");
+    let u = uid(11);
+    let req = env.request(11, &u, "app", Some(2), &[]);
+    let given = set(&sets(&env.create(&req).unwrap()).0);
+    env.bundle_with(
+        11,
+        &u,
+        Some("app"),
+        &[("pinctl.io/quota-lifted", "200000 100000")],
+    );
+    let pod_rel = env.k.pod(Qos::Guaranteed, &u);
+    env.tree.create(&pod_rel, &env.existing());
+    let rel = env.k.container(&pod_rel, &container_id(11));
+    env.tree
+        .create(&rel, &Spec::default().cpuset(&given.to_string(), "0"));
+    let key = format!("pod:{u}/app");
+    let holds = |s: &Status, cpus: &CpuSet| {
+        s.workloads
+            .iter()
+            .any(|w| w.key == key && w.cgroups == [rel.clone()] && w.cpus.as_ref() == Some(cpus))
+    };
+    env.status_when("pinned", |s| holds(s, &given));
+    // The container as the runtime holds it, asked a new limit.
+    let resize = |env: &mut Env, cpus: i64| {
+        let mut c = req.container.clone().unwrap();
+        let res = c.linux.as_mut().unwrap().resources.as_mut().unwrap();
+        let cpu = res.cpu.as_mut().unwrap();
+        cpu.cpus = given.to_string();
+        cpu.quota = Some(api::OptionalInt64 { value: -1 });
+        let ask = api::UpdateContainerRequest {
+            pod: req.pod.clone(),
+            container: Some(c),
+            linux_resources: Some(api::LinuxResources {
+                cpu: Some(api::LinuxCpu {
+                    quota: Some(api::OptionalInt64 {
+                        value: cpus * 100_000,
+                    }),
+                    period: Some(api::OptionalUInt64 { value: 100_000 }),
+                    ..Default::default()
+                }),
+            }),
+        };
+        let answer: api::UpdateContainerResponse =
+            env.rt.block_on(env.conn.ask("UpdateContainer", &ask));
+        assert_eq!(answer.update.len(), 1, "{answer:?}");
+        let got = set(&updated_cpus(&answer.update[0]));
+        // What runc then writes.
+        env.tree.write_cpus(&rel, &got.to_string());
+        env.tree.write_quota(&rel, &(cpus * 100_000).to_string());
+        got
+    };
+    let grown = resize(&mut env, 4);
+    assert_eq!(grown.len(), 4, "{grown}");
+    assert!(given.is_subset(&grown), "{grown} keeps {given}");
+    env.status_when("grown", |s| holds(s, &grown));
+    env.hold_status("the runtime's writes change nothing", |s| holds(s, &grown));
+    let kept = resize(&mut env, 1);
+    assert_eq!(kept, grown, "a shrink below the CPUs first given");
+    let back = resize(&mut env, 2);
+    assert_eq!(back, given);
+    env.status_when("back to its first CPUs", |s| holds(s, &given));
+}
+
 /// A container that asks for nothing is answered the shared pool; an
 /// annotated one its CPUs. One withdrawn before its cgroup came (removed)
 /// gives them back at once.

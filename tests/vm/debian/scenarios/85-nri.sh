@@ -9,6 +9,9 @@
 #   AllowedCPUs=), and a daemon-reload changes nothing. Its CFS quota is
 #   lifted at create (the bundle's quota -1, the limit asked kept in the
 #   annotation pinctl.io/quota-lifted), and stays lifted after the reload.
+# - Resized to 4 CPUs through CRI: pinctld answers NRI's UpdateContainer
+#   with the 4, keeping the first 2; runc tells systemd; a daemon-reload
+#   keeps them.
 # - The Burstable pod's scope follows the pool: pinctld updates it through
 #   the runtime (UpdateContainers), runc tells systemd, and a
 #   daemon-reload does not put it back on the pinned CPUs; after a restart
@@ -135,6 +138,23 @@ if ran nrilate; then
         expect nri-burstable-told-after-restart "$(cl minus "$(cl minus "$POOL" "$NG")" "$GOT")" _nb_allowed x
 else
     systemctl start pinctld.service
+fi
+
+# An in-place resize through the runtime (the kubelet's
+# UpdateContainerResources): pinctld resizes the Guaranteed container on
+# NRI's UpdateContainer, before runc writes anything, and runc tells
+# systemd the new set; a daemon-reload keeps it.
+if [ -n "$NG" ]; then
+    _up() { $CRI update "$(pod_id nriguar app)" --cpus 4 2>&1; }
+    check nri-resize "UpdateContainerResources to 4 CPUs" _up
+    pin nri-resized "$NG_CG" 4; NG4=$GOT
+    check nri-resize-keeps "the 4 CPUs $(show "$NG4") keep its first 2 $(show "$NG")" \
+        eval '[ "$(cl inter "$NG4" "$NG")" = "$(cl norm "$NG")" ]'
+    expect nri-resize-allowedcpus "$NG4" _allowed x
+    _rs=$(journalctl -b -u pinctld.service --no-pager -o cat | grep -c "NRI UpdateContainer: resized to its new limit")
+    check nri-resize-logged "pinctld resized it on the runtime's call ($_rs)" [ "$_rs" -ge 1 ]
+    systemctl daemon-reload
+    expect_stays nri-resize-after-reload "$NG4" allowed "$NG_APP" 2
 fi
 
 # Teardown: every CPU back.
