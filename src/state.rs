@@ -694,19 +694,51 @@ fn process_exists(pid: i32) -> bool {
 }
 
 /// `rename` that fails with `AlreadyExists` instead of replacing `to`, so a
-/// quarantined file is never overwritten.
+/// quarantined file is never overwritten. The system call itself (rustix),
+/// not the C library's wrapper: musl has none, and the container image's
+/// static binaries are built with musl.
 fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
-    match renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE) {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    use rustix::io::Errno;
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
         Ok(()) => Ok(()),
         // Filesystems without RENAME_NOREPLACE: check, then rename. The race is
         // harmless with one daemon per state file.
-        Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOSYS) => {
+        Err(Errno::INVAL | Errno::NOSYS) => {
             if fs::symlink_metadata(to).is_ok() {
                 return Err(io::ErrorKind::AlreadyExists.into());
             }
             fs::rename(from, to)
         }
         Err(errno) => Err(errno.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The image's musl build and the packages' glibc build share this path:
+    /// a rename to a free name happens; one onto an existing file fails and
+    /// leaves both files as they were.
+    #[test]
+    fn rename_noreplace_moves_to_a_free_name_and_never_over_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, c) = (
+            dir.path().join("a"),
+            dir.path().join("b"),
+            dir.path().join("c"),
+        );
+        fs::write(&a, "first").unwrap();
+        fs::write(&b, "second").unwrap();
+        let err = rename_noreplace(&a, &b).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
+        assert_eq!(fs::read_to_string(&a).unwrap(), "first");
+        assert_eq!(fs::read_to_string(&b).unwrap(), "second");
+        rename_noreplace(&a, &c).unwrap();
+        assert!(!a.exists());
+        assert_eq!(fs::read_to_string(&c).unwrap(), "first");
+        let err = rename_noreplace(&a, &dir.path().join("d")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
     }
 }

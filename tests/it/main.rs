@@ -33,6 +33,7 @@ mod hostile_input;
 mod housekeeping;
 mod io_pool;
 mod irq;
+mod kubernetes;
 mod layout;
 mod noise;
 mod nri;
