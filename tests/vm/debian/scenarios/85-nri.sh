@@ -102,7 +102,7 @@ if ran nriguar; then
     pin nri-guaranteed-pinned "$NG_CG" 2
     expect nri-guaranteed-process "$NG" allowed "$NG_APP"
     _scope=${NG_CG##*/}
-    _allowed() { systemctl show -p AllowedCPUs --value "$_scope"; }
+    _allowed() { systemctl show -p AllowedCPUs --value "$_scope" | tr " " ","; }
     expect nri-allowedcpus "$NG" _allowed x
     _told=$(journalctl -b -u pinctld.service --no-pager -o cat | grep -c "NRI CreateContainer: made on its exclusive CPUs")
     check nri-logged "pinctld logged its answer ($_told)" [ "$_told" -ge 1 ]
