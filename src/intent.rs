@@ -1161,10 +1161,16 @@ pub fn workload_key(kind: &Kind, rel: &str, bundle: Option<&Bundle>) -> String {
             _ => None,
         };
         if let Some(uid) = uid {
-            return format!("pod:{uid}/{name}");
+            return pod_key(&uid, name);
         }
     }
     format!("cgroup:{rel}")
+}
+
+/// The workload key of container `name` of the pod of UID `uid`: the
+/// kubelet's checkpoint names its containers so ([`crate::kubelet`]).
+pub fn pod_key(uid: &str, name: &str) -> String {
+    format!("pod:{uid}/{name}")
 }
 
 #[cfg(test)]

@@ -242,6 +242,13 @@ impl Daemon {
     /// it owns (the kubepods subtrees, its exclusive CPUs: [`Self::scope_for`],
     /// [`crate::engine::Engine::set_elsewhere`]) until the checkpoint says
     /// otherwise. A checkpoint that cannot be read or used changes nothing.
+    ///
+    /// When it gives the pods back, each container it pinned keeps its CPUs
+    /// where they are a valid assignment of what pinctld decides it asks:
+    /// the reconcile that reads the pods back adopts them as a start-up
+    /// does, from the last `static` checkpoint's entries
+    /// ([`crate::engine::Engine::adopt_handed_over`]). It runs to its end,
+    /// as a reload's does, so no plan sees part of the pods.
     async fn act_on_kubelet(&mut self, found: Option<Result<crate::kubelet::CpuManager, String>>) {
         let owner = match found {
             Some(Err(e)) => {
@@ -272,11 +279,23 @@ impl Daemon {
             .as_ref()
             .map(|m| m.exclusive.clone())
             .unwrap_or_default();
+        let handed_over = match &owner {
+            None => self.dog.kubelet.as_ref().map(|m| m.held()),
+            Some(_) => None,
+        };
         self.dog.kubelet = owner;
         self.engine.set_elsewhere(elsewhere);
         self.rescope();
-        if self.ready {
-            self.ask_sweep(true).await;
+        if !self.ready {
+            return;
+        }
+        match handed_over {
+            Some(held) => {
+                self.engine.adopt_handed_over(held);
+                self.reconcile(true).await;
+                self.engine.end_startup();
+            }
+            None => self.ask_sweep(true).await,
         }
     }
 

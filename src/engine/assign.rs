@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::entry::CgroupEntry;
-use super::{Engine, Pending, Resized, Settings, Workload};
+use super::{Engine, Hint, Pending, Resized, Settings, Workload};
 use crate::alloc::{self, AllocError};
 use crate::cgroup::Rel;
 use crate::config::DeviceAlignment;
@@ -301,6 +301,7 @@ impl Engine {
         let adopter = Adopter {
             cgroups: &self.cgroups,
             hints: &self.hints,
+            only_hinted: self.adopt_only_hinted,
             topo: &self.topo,
             usable: &usable,
             whole_cores: self.settings.alloc.full_pcpus_only,
@@ -422,7 +423,10 @@ impl Engine {
 /// What decides, at start-up, which live sets are whose ([`Adopter::candidates`]).
 struct Adopter<'a> {
     cgroups: &'a BTreeMap<Rel, CgroupEntry>,
-    hints: &'a BTreeMap<String, (CpuSet, Option<CpuSet>)>,
+    hints: &'a BTreeMap<String, Hint>,
+    /// Only the workloads `hints` names are adopted
+    /// ([`Engine::adopt_handed_over`]).
+    only_hinted: bool,
     topo: &'a Topology,
     usable: &'a CpuSet,
     /// `full_pcpus_only`.
@@ -438,20 +442,28 @@ impl Adopter<'_> {
     /// its size may differ from the count asked (a resize, done or
     /// waiting). Else only a set of the count asked is taken, and only as
     /// the allocator could have given it (whole cores where asked): a
-    /// waiting workload's shared set may have that size by chance.
+    /// waiting workload's shared set may have that size by chance. Another
+    /// owner's word ([`Hint::proven`] false) is not a set to take: it names
+    /// the one live set that may be.
     fn candidates(&self, w: &Workload) -> Vec<Candidate> {
         let hint = self.hints.get(&w.key);
+        if self.only_hinted && hint.is_none() {
+            return Vec::new();
+        }
         let live = w.cgroups.iter().filter_map(|r| {
             let e = self.cgroups.get(r)?;
             Some((e.cpus.as_deref()?, e.baseline.as_deref()))
         });
+        let proven = hint.filter(|h| h.proven);
+        let claimed = hint.filter(|h| !h.proven).map(|h| &h.cpus);
         let whole = self.whole_cores || w.whole_cores;
-        live.chain(hint.map(|(h, b)| (h, b.as_ref())))
+        live.chain(proven.map(|h| (&h.cpus, h.baseline.as_ref())))
+            .filter(|(c, _)| claimed.is_none_or(|h| h == *c))
             .filter_map(|(c, kept)| {
                 // The state file's baseline for its own set (none saved:
                 // the set itself), else the one kept on the cgroup.
-                let base = match hint.filter(|(h, _)| h == c) {
-                    Some((h, b)) => Some(b.as_ref().unwrap_or(h)),
+                let base = match proven.filter(|h| h.cpus == *c) {
+                    Some(h) => Some(h.baseline.as_ref().unwrap_or(&h.cpus)),
                     None => kept,
                 };
                 let base = base.filter(|b| !b.is_empty() && b.is_subset(c));

@@ -349,6 +349,18 @@ pub struct SavedState {
     pub nri_yielded: BTreeMap<String, String>,
 }
 
+/// A set a workload held before, on someone's word ([`Engine::hints`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Hint {
+    cpus: CpuSet,
+    /// Its baseline (a resize's), when the state file saved one.
+    baseline: Option<CpuSet>,
+    /// The state file's word, which proves the set the workload's whatever
+    /// its size. Another owner's proves nothing: only a live set equal to
+    /// it, that the allocator could have given, is adopted.
+    proven: bool,
+}
+
 /// The daemon's model; see the module documentation.
 #[derive(Debug)]
 pub struct Engine {
@@ -362,12 +374,16 @@ pub struct Engine {
     /// The shared pool: online CPUs minus every assignment.
     pool: Arc<CpuSet>,
     sets: Sets,
-    /// Assignments from the state file: hints, checked before use; with
-    /// each its baseline (a resize's).
-    hints: BTreeMap<String, (CpuSet, Option<CpuSet>)>,
+    /// Sets workloads held before, by workload key: the state file's
+    /// assignments at start-up, or what another owner said its workloads
+    /// held ([`Engine::adopt_handed_over`]). Checked before use.
+    hints: BTreeMap<String, Hint>,
     /// At start-up, a workload's live cpuset is taken as its assignment when it
     /// is a valid one (the live cgroups are the truth).
     adopt_live: bool,
+    /// Adoption is open again for the workloads another owner gave back
+    /// alone: those [`Engine::hints`] names.
+    adopt_only_hinted: bool,
     /// CPUs of isolated partitions (`isolation = "partition"`): the kernel
     /// takes them out of every other cgroup's effective set.
     isolated: CpuSet,
@@ -431,7 +447,14 @@ impl Engine {
             .map(|s| {
                 s.assignments
                     .into_iter()
-                    .map(|(k, a)| (k, (a.cpus, a.baseline)))
+                    .map(|(k, a)| {
+                        let hint = Hint {
+                            cpus: a.cpus,
+                            baseline: a.baseline,
+                            proven: true,
+                        };
+                        (k, hint)
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -445,6 +468,7 @@ impl Engine {
             sets: Sets::default(),
             hints,
             adopt_live: true,
+            adopt_only_hinted: false,
             isolated: CpuSet::new(),
             next_seq: 0,
             dirty: BTreeSet::new(),
@@ -496,11 +520,37 @@ impl Engine {
         &self.workloads
     }
 
-    /// Ends start-up: from now on a workload's CPUs come from its assignment
-    /// or the allocator, never from whatever its cpuset happens to say.
+    /// Ends start-up, or the adoption [`Self::adopt_handed_over`] opened
+    /// again: from now on a workload's CPUs come from its assignment or the
+    /// allocator, never from whatever its cpuset happens to say.
     pub fn end_startup(&mut self) {
         self.adopt_live = false;
+        self.adopt_only_hinted = false;
         self.hints.clear();
+    }
+
+    /// Another owner gives its workloads back (the kubelet's static CPU
+    /// manager is gone); `held` is what it said each held, by workload key.
+    /// Until [`Self::end_startup`], plans adopt as at start-up, for those
+    /// workloads alone: one keeps its live cpuset when that is the set
+    /// named and the allocator could have given it for the count it asks
+    /// (whole cores where asked), within the usable CPUs and no other's.
+    /// So nothing the other owner placed moves, unless it asks otherwise.
+    pub fn adopt_handed_over(&mut self, held: BTreeMap<String, CpuSet>) {
+        self.hints = held
+            .into_iter()
+            .map(|(key, cpus)| {
+                let hint = Hint {
+                    cpus,
+                    baseline: None,
+                    proven: false,
+                };
+                (key, hint)
+            })
+            .collect();
+        self.adopt_live = true;
+        self.adopt_only_hinted = true;
+        self.replan_all();
     }
 
     /// Online CPUs minus every assignment and the job cores

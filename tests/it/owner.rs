@@ -2,13 +2,15 @@
 //! checkpoint (`kubelet_cpu_manager_state`) says. The real `pinctld` on a
 //! fake v2 tree leaves the kubepods subtrees and the kubelet's exclusive
 //! CPUs alone while the checkpoint says `static`, says so in the status,
-//! and takes the pods back once it says `none`.
+//! and takes the pods back once it says `none` or is gone, each container
+//! the kubelet pinned left on its CPUs.
 
 use std::time::Duration;
 
 use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, set, uid};
 use crate::support::status_doc::status_lines;
 use crate::support::world::{Options, SYSTEM, World};
+use pinctl::api::EventKind;
 
 const STATIC: &str = r#"{"policyName":"static","defaultCpuSet":"0-1,4-31","entries":{"p1":{"app":"2-3"}},"checksum":1}"#;
 const NONE: &str = r#"{"policyName":"none","defaultCpuSet":"","checksum":1}"#;
@@ -96,4 +98,126 @@ fn the_kubelets_static_cpu_manager_keeps_its_pods_and_cpus() {
             Err("still one".into())
         }
     });
+}
+
+/// Three Guaranteed containers the kubelet pinned (cores 4, 5-6 and 7),
+/// and its shared pool (`defaultCpuSet`).
+const PINNED: &str = r#"{"policyName":"static","defaultCpuSet":"0-3,8-19,24-31","entries":{
+    "00000001-1111-4222-8333-0123456789ab":{"app":"4,20"},
+    "00000002-1111-4222-8333-0123456789ab":{"db":"5-6,21-22"},
+    "00000004-1111-4222-8333-0123456789ab":{"batch":"7,23"}},"checksum":1}"#;
+
+/// The way off the kubelet's static CPU manager (`pinctl kubelet-handover
+/// --apply` moves the checkpoint aside): pinctld, started while the
+/// kubelet owned the pods, takes them back at its next round and keeps
+/// each container the kubelet pinned on its CPUs, writing nothing to it,
+/// unless it asks otherwise now. Before, the take-back planned them all
+/// afresh, and moved them.
+#[test]
+fn pods_taken_back_from_the_kubelet_keep_the_cpus_it_gave_them() {
+    let mut w = World::new(
+        "pinctld-takeback",
+        Version::V2,
+        Driver::Systemd,
+        &Options::default(),
+    );
+    let checkpoint = w.tmp.path().join("cpu_manager_state");
+    std::fs::write(&checkpoint, PINNED).unwrap();
+    w.write_config(&Options {
+        keys: vec!["watchdog_interval = \"200ms\"".into()],
+        ..Options::default()
+    });
+    // The pods run on the CPUs the kubelet gave them. `batch` asks pinctld
+    // for 4 CPUs by its pod's annotation; the kubelet gave it 2.
+    let mut containers = Vec::new();
+    for (n, name, cpus, limit, asks) in [
+        (1, "app", "4,20", 2, None),
+        (2, "db", "5-6,21-22", 4, None),
+        (4, "batch", "7,23", 2, Some("4")),
+    ] {
+        let u = uid(n);
+        let pod = w.k.pod(Qos::Guaranteed, &u);
+        w.tree.create(&pod, &w.existing());
+        w.bundle(n, &u, name, asks);
+        let rel = w.k.container(&pod, &container_id(n));
+        w.tree.create(&rel, &Spec::limit(limit).cpuset(cpus, "0-1"));
+        containers.push((rel, set(cpus), format!("pod:{u}/{name}")));
+    }
+    let batch = containers.pop().unwrap();
+    let pinned = containers;
+    // A Burstable container on the kubelet's shared pool.
+    let u = uid(3);
+    let pod = w.k.pod(Qos::Burstable, &u);
+    w.tree.create(&pod, &w.existing());
+    w.bundle(3, &u, "web", None);
+    let shared = w.k.container(&pod, &container_id(3));
+    w.tree
+        .create(&shared, &Spec::default().cpuset("0-3,8-19,24-31", "0-1"));
+    w.start();
+    w.wait_for("the kubelet named as the other owner", || {
+        let s = w.served()?;
+        match s.other_owners.as_slice() {
+            [o] if o.cpus == set("4-7,20-23") => Ok(()),
+            other => Err(format!("other_owners: {other:?}")),
+        }
+    });
+
+    // The kubelet is stopped and set to `none`; its checkpoint is moved
+    // aside.
+    std::fs::rename(&checkpoint, checkpoint.with_extension("static-1")).unwrap();
+    let s = w.wait_for("the pods taken back", || {
+        let s = w.served()?;
+        let pinned = s.workloads.iter().filter(|w| w.cpus.is_some()).count();
+        if s.other_owners.is_empty() && pinned == 3 {
+            Ok(s)
+        } else {
+            Err(format!("owners {:?}, {pinned} pinned", s.other_owners))
+        }
+    });
+    let cpus_of = |key: &str| {
+        let wl = s.workloads.iter().find(|w| w.key == key).unwrap();
+        wl.cpus.clone().unwrap()
+    };
+    for (_, cpus, key) in &pinned {
+        assert_eq!(cpus_of(key), *cpus, "{key}");
+    }
+    let moved = cpus_of(&batch.2);
+    assert_eq!(moved.len(), 4);
+    // The shared pool shrinks around them, below and beside the pods.
+    let exclusive = set("4-6,20-22").union(&moved);
+    assert_eq!(s.shared_pool, set("0-31").difference(&exclusive));
+    w.wait_for("the shared cgroups off the exclusive CPUs", || {
+        for rel in [SYSTEM, shared.as_str()] {
+            let eff = w.tree.effective(rel);
+            if eff != s.shared_pool {
+                return Err(format!("{rel} gets {eff}"));
+            }
+        }
+        Ok(())
+    });
+    w.hold(
+        "the kubelet's containers stay where it put them",
+        Duration::from_millis(600),
+        || {
+            for (rel, cpus, _) in &pinned {
+                let got = w.tree.cpus(rel);
+                if got != *cpus {
+                    return Err(format!("{rel} holds {got}, not {cpus}"));
+                }
+            }
+            Ok(())
+        },
+    );
+    // The audit trail: no write to them; `batch` and the pool written.
+    let events = w.served_events().unwrap();
+    let written = |rel: &str| {
+        events.iter().any(|e| {
+            matches!(&e.what, EventKind::Write { cgroup, file, .. }
+                if cgroup == rel && file == "cpuset.cpus")
+        })
+    };
+    for (rel, _, _) in &pinned {
+        assert!(!written(rel), "{rel} written: {events:#?}");
+    }
+    assert!(written(&batch.0) && written(&shared), "{events:#?}");
 }

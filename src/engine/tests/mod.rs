@@ -520,11 +520,92 @@ fn state_hints_are_used_when_live_sets_are_not_valid() {
     assert_eq!(target(&e, "kubepods/a"), set("12-13"));
     // A hint that overlaps the reserved CPUs is not valid.
     let mut e2 = engine();
-    e2.hints
-        .insert("cgroup:kubepods/b".into(), (set("0,8"), None));
+    let hint = Hint {
+        cpus: set("0,8"),
+        baseline: None,
+        proven: true,
+    };
+    e2.hints.insert("cgroup:kubepods/b".into(), hint);
     add(&mut e2, "kubepods/b", "0-15", want(2));
     apply(&mut e2);
     assert!(target(&e2, "kubepods/b").is_disjoint(&set("0,8")));
+}
+
+/// Another owner (the kubelet's static CPU manager) gives its pods back
+/// while the daemon runs: each container it pinned keeps its live set when
+/// that is the set it said and a valid assignment of the count asked, with
+/// nothing written; the others are planned as any new workload, and no
+/// other workload is adopted.
+#[test]
+fn workloads_another_owner_gives_back_keep_the_cpus_it_said_they_hold() {
+    let mut e = engine();
+    let mut settings = e.settings().clone();
+    settings.scope = Scope::new(vec![], vec!["system.slice".into()], vec![]);
+    e.set_settings(settings);
+    add(&mut e, "system.slice", "0-15", None);
+    assert!(e.set_elsewhere(set("1-3,5-7,9,14")));
+    apply(&mut e);
+    e.end_startup();
+    assert_eq!(target(&e, "system.slice"), set("0,4,8,10-13,15"));
+
+    // Its checkpoint is gone: the pods are the daemon's again.
+    assert!(e.set_elsewhere(CpuSet::new()));
+    let mut settings = e.settings().clone();
+    settings.scope = Scope::new(vec!["kubepods".into()], vec!["system.slice".into()], vec![]);
+    e.set_settings(settings);
+    let held = |pairs: &[(&str, &str)]| -> BTreeMap<String, CpuSet> {
+        pairs.iter().map(|(k, c)| (k.to_string(), set(c))).collect()
+    };
+    e.adopt_handed_over(held(&[
+        ("pod:u1/app", "2-3"),
+        ("pod:u1/db", "5"),
+        ("pod:u1/side", "6,14"),
+        ("pod:u1/gone", "1,9"),
+    ]));
+    add(&mut e, "kubepods", "0-15", None);
+    add(&mut e, "kubepods/podu1", "0-15", None);
+    let container = |e: &mut Engine, name: &str, live: &str, n: usize| {
+        let obs = Observed {
+            rel: format!("kubepods/podu1/{name}").as_str().into(),
+            cpus: Some(set(live)),
+            mems: Some(set("0-1")),
+            ..Observed::default()
+        };
+        reading(e, obs, want(n), &format!("pod:u1/{name}"));
+    };
+    // As it said, of the count asked: kept.
+    container(&mut e, "app", "2-3", 2);
+    // It asks for another count now (an annotation): planned afresh.
+    container(&mut e, "db", "5", 2);
+    // Its cgroup holds other CPUs than it said: planned afresh.
+    container(&mut e, "side", "6-7", 2);
+    // Not its: never adopted, though a start-up would take that set.
+    container(&mut e, "other", "3-4", 2);
+    let writes = apply(&mut e);
+    e.end_startup();
+
+    let cpus = |e: &Engine, key: &str| e.workloads()[key].cpus.clone().unwrap();
+    assert_eq!(cpus(&e, "pod:u1/app"), set("2-3"));
+    assert!(
+        !writes.iter().any(|w| &*w.rel == "kubepods/podu1/app"),
+        "{writes:?}"
+    );
+    assert_eq!(cpus(&e, "pod:u1/db").len(), 2);
+    assert_ne!(cpus(&e, "pod:u1/side"), set("6-7"));
+    assert_ne!(cpus(&e, "pod:u1/other"), set("3-4"));
+    let mut taken = CpuSet::new();
+    for w in e.workloads().values() {
+        let c = w.cpus.as_ref().unwrap();
+        assert!(c.is_disjoint(&taken) && c.is_disjoint(&set("0,8")), "{c}");
+        taken.union_with(c);
+    }
+    // The shared pool shrinks around them, and the next plans keep them.
+    assert_eq!(e.shared_pool(), set("0-15").difference(&taken));
+    assert_eq!(target(&e, "system.slice"), e.shared_pool());
+    container(&mut e, "app", "2-3", 2);
+    apply(&mut e);
+    assert_eq!(cpus(&e, "pod:u1/app"), set("2-3"));
+    assert!(e.hints.is_empty() && !e.adopt_live);
 }
 
 #[test]
