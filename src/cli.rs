@@ -31,6 +31,7 @@ use crate::topology::{CpuInfo, Topology, TopologyFile};
 pub mod assets;
 pub mod describe;
 pub mod events;
+pub mod handover;
 pub mod noise;
 pub mod offline;
 pub mod status;
@@ -130,6 +131,84 @@ pub enum Command {
     /// every process it started have ended), at the daemon's next round of
     /// checks. A refusal says why on stderr and exits 1.
     Run(RunArgs),
+    /// Show what pinctld keeps of the kubelet's static CPU manager's pins; move its checkpoint aside.
+    ///
+    /// The way off the kubelet's static CPU manager. Reads its checkpoint
+    /// (cpu_manager_state) and the live cgroup tree, as pinctld's
+    /// configuration names them, and prints each container the checkpoint
+    /// pins: its pod UID and name, the CPUs it gives it, its cgroup (found by
+    /// the workload key pod:UID/NAME), and whether pinctld keeps it on those
+    /// CPUs when it takes the pods back, or why not. pinctld keeps a
+    /// container whose cgroup holds those CPUs when it asks pinctld for that
+    /// many (a Guaranteed pod with a whole-number CPU limit, an annotation,
+    /// an xattr or a rule), whole cores where it takes them, none of them
+    /// reserved (reserved_cpus) or another's. It also compares the
+    /// kubelet's shared pool (defaultCpuSet) with pinctld's.
+    ///
+    /// With --apply, once the kubelet is stopped and set to
+    /// cpuManagerPolicy: none, it moves the checkpoint aside to
+    /// PATH.static-SECONDS (the kubelet then writes a new one): refused while
+    /// a process named kubelet runs, or when the checkpoint does not say
+    /// static. pinctld takes the pods back at its next watchdog round.
+    ///
+    /// Exits 0 when every container keeps its CPUs (or there is nothing to
+    /// do: no checkpoint, or policy none), 1 when some will move or go to
+    /// the shared pool (listed, with why), 2 on trouble (a checkpoint that
+    /// cannot be read or is corrupt, a refused --apply, a bad command line).
+    KubeletHandover(HandoverArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HandoverArgs {
+    /// The kubelet's CPU manager checkpoint [default: kubelet_cpu_manager_state
+    /// of the configuration, /var/lib/kubelet/cpu_manager_state].
+    #[arg(long, value_name = "PATH")]
+    pub checkpoint: Option<PathBuf>,
+    /// pinctld's configuration file, read for the cgroup tree, sysfs, the
+    /// state file, the reserved CPUs, the rules and the checkpoint's path
+    /// [default: /etc/pinctl/pinctld.toml, or the built-in defaults when
+    /// it does not exist].
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Move the checkpoint aside (PATH.static-SECONDS): refused while a
+    /// kubelet runs, or when it does not say static.
+    #[arg(long)]
+    pub apply: bool,
+    /// procfs, where --apply looks for a running kubelet [default:
+    /// proc_root of the configuration, /proc].
+    #[arg(long, value_name = "DIR")]
+    pub proc_root: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A failure that exits 2, not 1: `pinctl kubelet-handover` exits 1 when
+/// containers will move, as `diff` exits 1 when files differ, and 2 on
+/// trouble ([`exit_code`]).
+#[derive(Debug)]
+pub struct Trouble(pub anyhow::Error);
+
+impl std::fmt::Display for Trouble {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for Trouble {}
+
+impl From<anyhow::Error> for Trouble {
+    fn from(e: anyhow::Error) -> Self {
+        Trouble(e)
+    }
+}
+
+/// The exit code of a failed command: 2 for [`Trouble`], else 1.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    match e.downcast_ref::<Trouble>() {
+        Some(_) => 2,
+        None => 1,
+    }
 }
 
 #[derive(Debug, Args)]
@@ -411,7 +490,14 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
         Command::Verify(args) => verify_cmd(&args, style, out),
         Command::Events(args) => events_cmd(&args, style, out),
         Command::Run(args) => run_cmd(&args),
+        Command::KubeletHandover(args) => handover_cmd(&args, style, out),
     }
+}
+
+/// `pinctl kubelet-handover` ([`handover`]).
+fn handover_cmd(args: &HandoverArgs, style: Style, out: &mut dyn Write) -> Result<()> {
+    let config = load_config(args.config.as_deref()).map_err(Trouble::from)?;
+    handover::run(&crate::io::RealFs, &config, args, style, out)
 }
 
 /// This process's memory policy over NUMA nodes `nodes` (the command

@@ -150,6 +150,22 @@ pub fn list_pids(fs: &dyn Fs, proc_root: &Path) -> io::Result<Vec<u32>> {
     Ok(pids)
 }
 
+/// The processes under `proc_root` whose command (`comm`, as their `stat`
+/// says) is `comm`, in pid order. One gone or unreadable meanwhile is not
+/// among them.
+pub fn with_comm(fs: &dyn Fs, proc_root: &Path, comm: &str) -> io::Result<Vec<u32>> {
+    let mut found = Vec::new();
+    for pid in list_pids(fs, proc_root)? {
+        let Ok(text) = fs.read(&proc_root.join(pid.to_string()).join("stat")) else {
+            continue;
+        };
+        if parse_stat(pid, &text).is_some_and(|s| s.comm == comm) {
+            found.push(pid);
+        }
+    }
+    Ok(found)
+}
+
 /// Runs `job` for every process under `proc_root` on the I/O pool: the
 /// list in one job, then one timed step per process (a process whose
 /// files hang costs its own step). Each result beside its pid; `Err` when
@@ -315,6 +331,20 @@ mod tests {
         );
         assert!(got.iter().all(|s| s.uid.is_some()));
         assert_eq!(read_dstate(&RealFs, proc, 99, Version::V2).unwrap(), []);
+    }
+
+    #[test]
+    fn processes_are_found_by_their_command() {
+        let tmp = tempfile::tempdir().unwrap();
+        let proc = tmp.path();
+        put(proc, "7/stat", &stat(7, "kubelet", 'S'));
+        put(proc, "8/stat", &stat(8, "kubelet-helper", 'S'));
+        put(proc, "9/stat", "garbage");
+        put(proc, "10/status", "no stat: gone meanwhile");
+        put(proc, "12/stat", &stat(12, "kubelet", 'S'));
+        assert_eq!(with_comm(&RealFs, proc, "kubelet").unwrap(), [7, 12]);
+        assert!(with_comm(&RealFs, proc, "kube").unwrap().is_empty());
+        assert!(with_comm(&RealFs, &proc.join("none"), "kubelet").is_err());
     }
 
     #[test]

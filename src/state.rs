@@ -694,10 +694,10 @@ fn process_exists(pid: i32) -> bool {
 }
 
 /// `rename` that fails with `AlreadyExists` instead of replacing `to`, so a
-/// quarantined file is never overwritten. The system call itself (rustix),
-/// not the C library's wrapper: musl has none, and the container image's
-/// static binaries are built with musl.
-fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+/// quarantined file (or a checkpoint moved aside) is never overwritten.
+/// The system call itself (rustix), not the C library's wrapper: musl has
+/// none, and the container image's static binaries are built with musl.
+pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     use rustix::fs::{CWD, RenameFlags, renameat_with};
     use rustix::io::Errno;
     match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {

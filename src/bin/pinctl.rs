@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         Err(e) => {
             // The chain may quote a daemon's answer, a path or a key.
             eprintln!("pinctl: {}", visible(&format!("{e:#}")));
-            ExitCode::from(1)
+            ExitCode::from(pinctl::cli::exit_code(&e))
         }
     }
 }

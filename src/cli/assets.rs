@@ -199,7 +199,30 @@ fn pinctl_extras(pinctl: &Command, this: &str) -> Vec<Section> {
         "pinctl-run" => "The command ran and exited 0.",
         _ => "Success.",
     };
-    let mut extras = vec![exit_status(success, failure)];
+    let mut status = exit_status(success, failure);
+    if this == "pinctl-kubelet-handover" {
+        status.items = vec![
+            (
+                Some("0".into()),
+                "Every container the checkpoint pins keeps its CPUs, or there is nothing to do \
+                 (no checkpoint, or policy none)."
+                    .into(),
+            ),
+            (
+                Some("1".into()),
+                "Some containers will move or go to the shared pool: each is listed on \
+                 standard output with why, their count on standard error."
+                    .into(),
+            ),
+            (
+                Some("2".into()),
+                "Trouble: the checkpoint cannot be read or is corrupt, --apply was refused \
+                 (the reason is on standard error), or the command line is wrong."
+                    .into(),
+            ),
+        ];
+    }
+    let mut extras = vec![status];
     if matches!(
         this,
         "pinctl" | "pinctl-status" | "pinctl-describe" | "pinctl-verify" | "pinctl-events"

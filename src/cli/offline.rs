@@ -61,14 +61,7 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
             )
         })?;
     let online = topo.online().clone();
-    let reserved = {
-        let r = config.reserved_cpus.resolve(&topo).intersection(&online);
-        if r.is_empty() {
-            online.first().into_iter().collect()
-        } else {
-            r
-        }
-    };
+    let reserved = reserved(config, &topo);
 
     let state_file = StateFile::new(&config.state_file);
     let saved: SavedState = match state_file
@@ -225,14 +218,30 @@ pub fn build(config: &Config) -> Result<OfflineStatus> {
     Ok(OfflineStatus { status, notes })
 }
 
+/// The reserved CPUs the daemon would hold with `config` on `topo`: the
+/// configured ones that are online, or the lowest online CPU when none is.
+pub fn reserved(config: &Config, topo: &crate::topology::Topology) -> CpuSet {
+    let online = topo.online();
+    let r = config.reserved_cpus.resolve(topo).intersection(online);
+    if r.is_empty() {
+        online.first().into_iter().collect()
+    } else {
+        r
+    }
+}
+
 /// Reads every cgroup of the daemon's subtrees ([`Scope::roots`]: managed,
 /// `shared_cgroups` and the rules' roots) with the daemon's own read of a
-/// cgroup, [`intent::read`]. A cgroup below one that asks is part of that
-/// workload, not a workload of its own, so the walk does not look for intents
-/// there. Returns the asking cgroups and one note per cgroup that could not be
-/// read or whose request is malformed.
-fn scan(fs: &dyn Fs, hier: &Hierarchy, config: &Config) -> (Vec<Asking>, Vec<String>) {
-    let mut asking = Vec::new();
+/// cgroup, [`intent::read`], and hands each reading to `visit`. A cgroup
+/// below one that asks is part of that workload, not a workload of its
+/// own, so the walk does not go there. Returns one note per cgroup that
+/// could not be read or whose request is malformed.
+pub fn walk(
+    fs: &dyn Fs,
+    hier: &Hierarchy,
+    config: &Config,
+    mut visit: impl FnMut(&Rel, intent::Reading),
+) -> Vec<String> {
     let mut problems = Vec::new();
     let mut stack: Vec<Rel> = Scope::of(config).roots().to_vec();
     let mut seen = BTreeSet::new();
@@ -249,18 +258,29 @@ fn scan(fs: &dyn Fs, hier: &Hierarchy, config: &Config) -> (Vec<Asking>, Vec<Str
         if let Some(p) = &reading.problem {
             problems.push(format!("{rel}: {p}"));
         }
+        if !reading.intent.as_ref().is_some_and(Intent::wants) {
+            for child in reading.obs.children.iter().rev() {
+                stack.push(cgroup::child(&rel, child).into());
+            }
+        }
+        visit(&rel, reading);
+    }
+    problems
+}
+
+/// The cgroups of the daemon's subtrees that ask for CPUs ([`walk`]), in
+/// path order, and the notes of the walk.
+fn scan(fs: &dyn Fs, hier: &Hierarchy, config: &Config) -> (Vec<Asking>, Vec<String>) {
+    let mut asking = Vec::new();
+    let problems = walk(fs, hier, config, |rel, reading| {
         if let Some(intent) = reading.intent.filter(Intent::wants) {
             asking.push(Asking {
                 key: reading.key,
                 intent,
                 rel: rel.to_string(),
             });
-            continue;
         }
-        for child in reading.obs.children.iter().rev() {
-            stack.push(cgroup::child(&rel, child).into());
-        }
-    }
+    });
     asking.sort_by(|a, b| a.rel.cmp(&b.rel));
     (asking, problems)
 }

@@ -29,6 +29,7 @@ mod config;
 mod daemon;
 mod devices;
 mod docs;
+mod handover;
 mod hostile_input;
 mod housekeeping;
 mod io_pool;

@@ -5,6 +5,7 @@
 //! and takes the pods back once it says `none` or is gone, each container
 //! the kubelet pinned left on its CPUs.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, set, uid};
@@ -15,20 +16,22 @@ use pinctl::api::EventKind;
 const STATIC: &str = r#"{"policyName":"static","defaultCpuSet":"0-1,4-31","entries":{"p1":{"app":"2-3"}},"checksum":1}"#;
 const NONE: &str = r#"{"policyName":"none","defaultCpuSet":"","checksum":1}"#;
 
-#[test]
-fn the_kubelets_static_cpu_manager_keeps_its_pods_and_cpus() {
-    let mut w = World::new(
-        "pinctld-owner",
-        Version::V2,
-        Driver::Systemd,
-        &Options::default(),
-    );
+/// A v2 world whose kubelet checkpoint holds `text`, the watchdog's rounds
+/// 200 ms apart; and the checkpoint's path.
+fn world(name: &str, text: &str) -> (World, PathBuf) {
+    let w = World::new(name, Version::V2, Driver::Systemd, &Options::default());
     let checkpoint = w.tmp.path().join("cpu_manager_state");
-    std::fs::write(&checkpoint, STATIC).unwrap();
+    std::fs::write(&checkpoint, text).unwrap();
     w.write_config(&Options {
         keys: vec!["watchdog_interval = \"200ms\"".into()],
         ..Options::default()
     });
+    (w, checkpoint)
+}
+
+#[test]
+fn the_kubelets_static_cpu_manager_keeps_its_pods_and_cpus() {
+    let (mut w, checkpoint) = world("pinctld-owner", STATIC);
     w.start();
     let u = uid(1);
     let pod = w.k.pod(Qos::Guaranteed, &u);
@@ -107,26 +110,15 @@ const PINNED: &str = r#"{"policyName":"static","defaultCpuSet":"0-3,8-19,24-31",
     "00000002-1111-4222-8333-0123456789ab":{"db":"5-6,21-22"},
     "00000004-1111-4222-8333-0123456789ab":{"batch":"7,23"}},"checksum":1}"#;
 
-/// The way off the kubelet's static CPU manager (`pinctl kubelet-handover
-/// --apply` moves the checkpoint aside): pinctld, started while the
-/// kubelet owned the pods, takes them back at its next round and keeps
+/// The way off the kubelet's static CPU manager: pinctld, started while
+/// the kubelet owned the pods, takes them back at its next round once
+/// `pinctl kubelet-handover --apply` moved the checkpoint aside, and keeps
 /// each container the kubelet pinned on its CPUs, writing nothing to it,
-/// unless it asks otherwise now. Before, the take-back planned them all
-/// afresh, and moved them.
+/// unless it asks otherwise now: as that command said. Before, the
+/// take-back planned them all afresh, and moved them.
 #[test]
 fn pods_taken_back_from_the_kubelet_keep_the_cpus_it_gave_them() {
-    let mut w = World::new(
-        "pinctld-takeback",
-        Version::V2,
-        Driver::Systemd,
-        &Options::default(),
-    );
-    let checkpoint = w.tmp.path().join("cpu_manager_state");
-    std::fs::write(&checkpoint, PINNED).unwrap();
-    w.write_config(&Options {
-        keys: vec!["watchdog_interval = \"200ms\"".into()],
-        ..Options::default()
-    });
+    let (mut w, checkpoint) = world("pinctld-takeback", PINNED);
     // The pods run on the CPUs the kubelet gave them. `batch` asks pinctld
     // for 4 CPUs by its pod's annotation; the kubelet gave it 2.
     let mut containers = Vec::new();
@@ -135,24 +127,13 @@ fn pods_taken_back_from_the_kubelet_keep_the_cpus_it_gave_them() {
         (2, "db", "5-6,21-22", 4, None),
         (4, "batch", "7,23", 2, Some("4")),
     ] {
-        let u = uid(n);
-        let pod = w.k.pod(Qos::Guaranteed, &u);
-        w.tree.create(&pod, &w.existing());
-        w.bundle(n, &u, name, asks);
-        let rel = w.k.container(&pod, &container_id(n));
-        w.tree.create(&rel, &Spec::limit(limit).cpuset(cpus, "0-1"));
-        containers.push((rel, set(cpus), format!("pod:{u}/{name}")));
+        let rel = w.kubelet_container(n, Qos::Guaranteed, name, Some(limit), asks, cpus);
+        containers.push((rel, set(cpus), format!("pod:{}/{name}", uid(n))));
     }
     let batch = containers.pop().unwrap();
     let pinned = containers;
     // A Burstable container on the kubelet's shared pool.
-    let u = uid(3);
-    let pod = w.k.pod(Qos::Burstable, &u);
-    w.tree.create(&pod, &w.existing());
-    w.bundle(3, &u, "web", None);
-    let shared = w.k.container(&pod, &container_id(3));
-    w.tree
-        .create(&shared, &Spec::default().cpuset("0-3,8-19,24-31", "0-1"));
+    let shared = w.kubelet_container(3, Qos::Burstable, "web", None, None, "0-3,8-19,24-31");
     w.start();
     w.wait_for("the kubelet named as the other owner", || {
         let s = w.served()?;
@@ -163,8 +144,27 @@ fn pods_taken_back_from_the_kubelet_keep_the_cpus_it_gave_them() {
     });
 
     // The kubelet is stopped and set to `none`; its checkpoint is moved
-    // aside.
-    std::fs::rename(&checkpoint, checkpoint.with_extension("static-1")).unwrap();
+    // aside, and what pinctl says it will keep is what pinctld keeps.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pinctl"))
+        .args(["kubelet-handover", "--apply", "--json", "--config"])
+        .arg(&w.config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let said: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kept: Vec<(&str, bool)> = said["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["container"].as_str().unwrap(),
+                r["kept"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(kept, [("app", true), ("db", true), ("batch", false)]);
+    assert!(!checkpoint.exists());
     let s = w.wait_for("the pods taken back", || {
         let s = w.served()?;
         let pinned = s.workloads.iter().filter(|w| w.cpus.is_some()).count();

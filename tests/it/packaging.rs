@@ -76,6 +76,12 @@ fn every_subcommand_has_a_man_page_and_the_daemon_one_in_section_8() {
             "pinctl.1 does not list {name}"
         );
     }
+    // Its own exit codes: 1 says containers move, 2 any trouble.
+    let handover = read(&man1.join("pinctl-kubelet-handover.1"));
+    assert!(
+        handover.contains("Some containers will move") && handover.contains("Trouble:"),
+        "{handover}"
+    );
     let daemon = read(&out.path().join("man/man8/pinctld.8"));
     assert!(daemon.contains(".TH PINCTLD 8 "), "{daemon}");
     for option in long_options(&DaemonCli::command()) {

@@ -25,7 +25,9 @@ use nix::sys::signal::Signal;
 use pinctl::CpuSet;
 
 use super::copy_dir;
-use super::fake_cgroup::{Driver, FakeCgroup, Layout, MEMS, ONLINE, Spec, Version, container_id};
+use super::fake_cgroup::{
+    Driver, FakeCgroup, Layout, MEMS, ONLINE, Qos, Spec, Version, container_id, uid,
+};
 use super::pinctld::{Launch, Pinctld, logs_text, poll};
 
 /// The sysfs fixture every world runs on: `intel-2s-smt` (32 CPUs; socket and
@@ -250,6 +252,34 @@ impl World {
         let file = dir.join("config.json");
         fs::write(&file, config.to_string()).unwrap();
         file
+    }
+
+    /// Container `n` named `name` of pod `n` (made if missing) as the
+    /// kubelet's static CPU manager leaves it: on CPUs `cpus`, with a CPU
+    /// limit of `limit` whole CPUs (`None`: unlimited), its bundle asking
+    /// `asks` by the pod's annotation. Returns its cgroup.
+    pub fn kubelet_container(
+        &self,
+        n: u32,
+        qos: Qos,
+        name: &str,
+        limit: Option<u32>,
+        asks: Option<&str>,
+        cpus: &str,
+    ) -> String {
+        let u = uid(n);
+        let pod = self.k.pod(qos, &u);
+        if !self.tree.exists(&pod) {
+            self.tree.create(&pod, &self.existing());
+        }
+        self.bundle(n, &u, name, asks);
+        let rel = self.k.container(&pod, &container_id(n));
+        let spec = Spec {
+            limit,
+            ..Spec::default()
+        };
+        self.tree.create(&rel, &spec.cpuset(cpus, MEMS));
+        rel
     }
 
     // --- the daemon ---------------------------------------------------------
