@@ -222,7 +222,7 @@ fn why_not<'a>(
     }
     others.find_map(|(key, theirs)| {
         let both = cpus.intersection(theirs);
-        (!both.is_empty()).then(|| format!("CPUs {both} are {} too: {afresh}", visible(key)))
+        (!both.is_empty()).then(|| format!("CPUs {both} are {key}'s too: {afresh}"))
     })
 }
 
@@ -367,8 +367,7 @@ pub fn refusal(fs: &dyn Fs, report: &Report, proc_root: &Path) -> Result<Option<
         Some("static") => {}
         Some(policy) => {
             return Ok(Some(format!(
-                "the checkpoint {path} says policy {:?}, not \"static\": nothing to move aside",
-                visible(policy)
+                "the checkpoint {path} says policy {policy:?}, not \"static\": nothing to move aside"
             )));
         }
     }
@@ -659,7 +658,7 @@ mod tests {
         // b and e share CPU 2: the checkpoint is not the kubelet's own.
         assert_eq!(
             why("b").unwrap(),
-            "CPUs 2 are pod:u/e too: it is planned afresh"
+            "CPUs 2 are pod:u/e's too: it is planned afresh"
         );
         assert_eq!(
             why("c").unwrap(),
@@ -667,7 +666,7 @@ mod tests {
         );
         assert_eq!(
             why("d").unwrap(),
-            "CPUs 6 are cgroup:hpc.slice/x too: it is planned afresh"
+            "CPUs 6 are cgroup:hpc.slice/x's too: it is planned afresh"
         );
         assert_eq!(
             why("f").unwrap(),

@@ -19,7 +19,12 @@ const NONE: &str = r#"{"policyName":"none","defaultCpuSet":"","checksum":1}"#;
 /// A v2 world whose kubelet checkpoint holds `text`, the watchdog's rounds
 /// 200 ms apart; and the checkpoint's path.
 fn world(name: &str, text: &str) -> (World, PathBuf) {
-    let w = World::new(name, Version::V2, Driver::Systemd, &Options::default());
+    world_on(Version::V2, name, text)
+}
+
+/// [`world`] on cgroup `version`.
+fn world_on(version: Version, name: &str, text: &str) -> (World, PathBuf) {
+    let w = World::new(name, version, Driver::Systemd, &Options::default());
     let checkpoint = w.tmp.path().join("cpu_manager_state");
     std::fs::write(&checkpoint, text).unwrap();
     w.write_config(&Options {
@@ -103,6 +108,8 @@ fn the_kubelets_static_cpu_manager_keeps_its_pods_and_cpus() {
     });
 }
 
+on_both_versions!(pods_taken_back_from_the_kubelet_keep_the_cpus_it_gave_them => taken_back());
+
 /// Three Guaranteed containers the kubelet pinned (cores 4, 5-6 and 7),
 /// and its shared pool (`defaultCpuSet`).
 const PINNED: &str = r#"{"policyName":"static","defaultCpuSet":"0-3,8-19,24-31","entries":{
@@ -116,9 +123,8 @@ const PINNED: &str = r#"{"policyName":"static","defaultCpuSet":"0-3,8-19,24-31",
 /// each container the kubelet pinned on its CPUs, writing nothing to it,
 /// unless it asks otherwise now: as that command said. Before, the
 /// take-back planned them all afresh, and moved them.
-#[test]
-fn pods_taken_back_from_the_kubelet_keep_the_cpus_it_gave_them() {
-    let (mut w, checkpoint) = world("pinctld-takeback", PINNED);
+fn taken_back(version: Version) {
+    let (mut w, checkpoint) = world_on(version, "pinctld-takeback", PINNED);
     // The pods run on the CPUs the kubelet gave them. `batch` asks pinctld
     // for 4 CPUs by its pod's annotation; the kubelet gave it 2.
     let mut containers = Vec::new();
