@@ -24,6 +24,10 @@ enum Op {
     Announce(u8, usize),
     /// It withdraws the announcement.
     Withdraw(u8),
+    /// Another owner (the kubelet's static CPU manager) gives workload `i`
+    /// back, asking for `n` CPUs, its cgroup on the CPUs of the mask, as
+    /// the owner says it held them.
+    HandOver(u8, usize, u16),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -39,6 +43,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => prop_oneof![Just(0u16), any::<u16>()].prop_map(Op::Jobs),
         1 => (0u8..12, 1usize..4).prop_map(|(i, n)| Op::Announce(i, n)),
         1 => (0u8..12).prop_map(Op::Withdraw),
+        1 => (0u8..12, 1usize..4, any::<u16>()).prop_map(|(i, n, m)| Op::HandOver(i, n, m)),
     ]
 }
 
@@ -70,6 +75,8 @@ proptest! {
                 .map(|w| w.key.clone())
                 .collect();
             let topology_changes = matches!(op, Op::Offline(_) | Op::Online);
+            // A workload given back, its set, and what the others held then.
+            let mut handed = None;
             match op.clone() {
                 Op::Add(i, n) => add(&mut e, &format!("kubepods/w{i}"), "0-15", want(n)),
                 Op::Whole(i, n) => {
@@ -115,8 +122,34 @@ proptest! {
                 }
                 Op::Announce(i, n) => e.expect(&format!("pod:{}/w{i}", i % 3), &want(n).unwrap()),
                 Op::Withdraw(i) => e.unexpect(&format!("pod:{}/w{i}", i % 3)),
+                Op::HandOver(i, n, mask) => {
+                    // It was the other owner's: out of the daemon's sight.
+                    let rel = format!("kubepods/w{i}");
+                    e.forget(&rel);
+                    apply(&mut e);
+                    let cpus: CpuSet = (0..16).filter(|c| mask & (1 << c) != 0).collect();
+                    add(&mut e, &rel, &cpus.to_string(), want(n));
+                    let key = format!("cgroup:{rel}");
+                    e.adopt_handed_over([(key.clone(), cpus.clone())].into());
+                    let others = e
+                        .workloads()
+                        .values()
+                        .filter_map(|w| w.cpus.clone())
+                        .fold(CpuSet::new(), |a, c| a.union(&c));
+                    handed = Some((key, n, cpus, others));
+                }
             }
             let writes = apply(&mut e);
+            let given_back = handed.as_ref().map(|h| h.0.clone());
+            if let Some((key, n, cpus, others)) = handed {
+                e.end_startup();
+                // Kept where it is whenever that is a valid assignment.
+                let usable = e.topology().online().difference(e.reserved());
+                if cpus.len() == n && cpus.is_subset(&usable) && cpus.is_disjoint(&others) {
+                    let now = e.workloads()[&key].cpus.as_ref();
+                    prop_assert_eq!(now, Some(&cpus), "{} moved", key);
+                }
+            }
             // A workload with no cgroup is an announced one.
             for w in e.workloads().values() {
                 prop_assert!(!w.cgroups.is_empty() || w.expected, "{} kept with no cgroup", w.key);
@@ -137,7 +170,9 @@ proptest! {
             }
             // Resizes: a grow is a superset, a shrink a subset that holds the
             // baseline, one that cannot be met changes nothing.
-            for w in e.workloads().values().filter(|_| !topology_changes) {
+            // (A workload given back is a new one.)
+            let resizable = |w: &&Workload| !topology_changes && given_back.as_ref() != Some(&w.key);
+            for w in e.workloads().values().filter(resizable) {
                 let (Some(c), Some(old)) = (&w.cpus, before.get(&w.key)) else {
                     continue;
                 };
