@@ -291,9 +291,21 @@ impl Daemon {
         }
         match handed_over {
             Some(held) => {
-                self.engine.adopt_handed_over(held);
+                self.engine.adopt_handed_over(held.clone());
                 self.reconcile(true).await;
                 self.engine.end_startup();
+                let workloads = self.engine.workloads();
+                let kept = held
+                    .iter()
+                    .filter(|(key, cpus)| {
+                        workloads.get(*key).and_then(|w| w.cpus.as_ref()) == Some(*cpus)
+                    })
+                    .count();
+                info!(
+                    kept,
+                    pinned = held.len(),
+                    "the containers the kubelet pinned are pinctld's: those kept hold the CPUs it gave them, nothing written; the others are planned afresh (pinctl kubelet-handover says why)"
+                );
             }
             None => self.ask_sweep(true).await,
         }

@@ -214,6 +214,7 @@ fn taken_back(version: Version) {
             Ok(())
         },
     );
+    assert!(w.log().contains("kept=2 pinned=3"), "{}", w.log());
     // The audit trail: no write to them; `batch` and the pool written.
     let events = w.served_events().unwrap();
     let written = |rel: &str| {
