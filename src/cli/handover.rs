@@ -184,16 +184,10 @@ fn why_not<'a>(
     };
     let afresh = "it is planned afresh";
     if f.cpus.as_ref() != Some(cpus) {
-        let holds = f.cpus.as_ref().map_or("no CPUs".to_string(), |c| {
-            format!(
-                "CPUs {}",
-                if c.is_empty() {
-                    "(none)".into()
-                } else {
-                    c.to_string()
-                }
-            )
-        });
+        let holds = match &f.cpus {
+            Some(c) if !c.is_empty() => format!("CPUs {c}"),
+            _ => "no CPUs of its own".to_string(),
+        };
         return Some(format!("its cgroup holds {holds}, not these: {afresh}"));
     }
     if cpus.is_empty() {
@@ -275,7 +269,7 @@ pub fn examine(fs: &dyn Fs, config: &Config, path: &Path) -> Result<Report> {
     let reserved = offline::reserved(config, &topo);
     let (found, notes) = find(fs, &hier, config, &manager);
     report.notes = notes;
-    let pinned = pinned(config, &mut report.notes)?;
+    let pinned = pinned(config, &mut report.notes);
     let rules = Rules {
         topo: &topo,
         reserved: &reserved,
@@ -287,10 +281,9 @@ pub fn examine(fs: &dyn Fs, config: &Config, path: &Path) -> Result<Report> {
     for c in report.containers.iter().filter(|r| r.kept) {
         pool.difference_with(&c.cpus);
     }
-    for (key, cpus) in &pinned {
-        if !manager.held().contains_key(key) {
-            pool.difference_with(cpus);
-        }
+    let held = manager.held();
+    for (_, cpus) in pinned.iter().filter(|(key, _)| !held.contains_key(*key)) {
+        pool.difference_with(cpus);
     }
     report.shared_pool = Some(pool.union(&reserved));
     report.kubelet_shared_pool = Some(manager.default);
@@ -334,28 +327,31 @@ fn find(
     (found, notes)
 }
 
-/// What pinctld's workloads hold, by key, as its state file says (none
-/// when there is none, with a note).
-fn pinned(config: &Config, notes: &mut Vec<String>) -> Result<BTreeMap<String, CpuSet>> {
-    let path = &config.state_file;
-    let peeked = StateFile::new(path)
-        .peek::<SavedState>()
-        .with_context(|| format!("cannot read the state file {}", path.display()))?;
-    Ok(match peeked {
-        Peeked::Fresh(s) => s
+/// What pinctld's workloads hold, by key, as its state file says: none,
+/// with a note, when it cannot say (what pinctld holds is then not
+/// checked against the checkpoint).
+fn pinned(config: &Config, notes: &mut Vec<String>) -> BTreeMap<String, CpuSet> {
+    let path = config.state_file.display();
+    let unknown = "pinctld's own workloads are not known";
+    match StateFile::new(&config.state_file).peek::<SavedState>() {
+        Ok(Peeked::Fresh(s)) => s
             .assignments
             .into_iter()
             .map(|(k, a)| (k, a.cpus))
             .collect(),
-        Peeked::Missing => BTreeMap::new(),
-        Peeked::Invalid { reason } => {
+        Ok(Peeked::Missing) => BTreeMap::new(),
+        Ok(Peeked::Invalid { reason }) => {
             notes.push(format!(
-                "the state file {} is unusable ({reason}): pinctld's own workloads are not known",
-                path.display()
+                "the state file {path} is unusable ({reason}): {unknown}"
             ));
             BTreeMap::new()
         }
-    })
+        Err(e) => {
+            let e = anyhow::Error::from(e);
+            notes.push(format!("{e:#}: {unknown}"));
+            BTreeMap::new()
+        }
+    }
 }
 
 /// Why `--apply` must not move `report`'s checkpoint, if it must not: no

@@ -262,12 +262,20 @@ fn apply_moves_the_checkpoint_aside_unless_a_kubelet_runs() {
          and set cpuManagerPolicy: none in its configuration\n"
     );
     assert_eq!(beside(&w), ["cpu_manager_state"]);
-    // --proc-root is where it looks.
+    // --proc-root is where it looks. (A state file that cannot be used is
+    // a note.)
+    std::fs::create_dir_all(w.state.parent().unwrap()).unwrap();
+    std::fs::write(&w.state, "garbage").unwrap();
     let empty = w.tmp.path().join("empty-proc");
     std::fs::create_dir(&empty).unwrap();
     let (code, out, _) = handover(&w, &["--apply", "--json", "--proc-root", path(&empty)]);
     assert_eq!(code, 1, "the table says what moves, as without --apply");
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let note = doc["notes"][0].as_str().unwrap();
+    assert!(
+        note.contains("is unusable") && note.ends_with("pinctld's own workloads are not known"),
+        "{note}"
+    );
     let moved = doc["moved_to"].as_str().unwrap().to_string();
     let name = Path::new(&moved).file_name().unwrap().to_string_lossy();
     let secs: u64 = name
