@@ -208,6 +208,106 @@ def run_pod(a):
         print("container %s %s %s" % (name, cid, c.container_pid(cid)), flush=True)
 
 
+def quantity(q, unit):
+    """A Kubernetes quantity ("50m", "2", "64Mi") in CPUs' thousandths
+    (unit "m") or bytes (unit "")."""
+    q = str(q)
+    if unit == "m":
+        return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+    for suffix, scale in (("Ki", 1 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("k", 10**3), ("M", 10**6), ("G", 10**9)):
+        if q.endswith(suffix):
+            return int(float(q[: -len(suffix)]) * scale)
+    return int(q)
+
+
+def daemonset(a):
+    """Runs the pod of a DaemonSet (its manifest as JSON, with the
+    ConfigMaps it mounts) as the kubelet would on one node: the pod's
+    namespaces, the container's image, args, privileges, resources and
+    volume mounts exactly as the manifest says. A hostPath volume is the
+    host's path (DirectoryOrCreate: made if missing); a ConfigMap volume is
+    its data written under /run/cri-configmaps and mounted read-only."""
+    c = Cri()
+    pb = c.pb
+    docs = json.load(open(a.manifests))
+    ds = next(d for d in docs if d.get("kind") == "DaemonSet")
+    maps = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "ConfigMap"}
+    spec = ds["spec"]["template"]["spec"]
+    meta = ds["spec"]["template"]["metadata"]
+    (ctr,) = spec["containers"]
+    res = ctr.get("resources", {})
+    if "cpu" in res.get("limits", {}):
+        sys.exit("the manifest sets a CPU limit: the pod would not be Burstable")
+    qos = "burstable" if res.get("requests") or res.get("limits") else "besteffort"
+    node = lambda on: pb.NODE if on else pb.POD
+    host = pb.NamespaceOption(network=node(spec.get("hostNetwork")), pid=node(spec.get("hostPID")), ipc=pb.POD)
+    privileged = bool(ctr.get("securityContext", {}).get("privileged"))
+    r = pb.LinuxContainerResources(cpu_period=100000, oom_score_adj=999 if qos == "burstable" else 1000)
+    r.cpu_shares = max(2, quantity(res.get("requests", {}).get("cpu", "0"), "m") * 1024 // 1000)
+    if "memory" in res.get("limits", {}):
+        r.memory_limit_in_bytes = quantity(res["limits"]["memory"], "")
+    namespace = ds["metadata"].get("namespace", "default")
+    labels = dict(meta.get("labels", {}))
+    labels.update({"io.kubernetes.pod.name": a.name, "io.kubernetes.pod.namespace": namespace, "io.kubernetes.pod.uid": a.uid})
+    # The container's output where the kubelet keeps it (CRI's log format).
+    logs = "/var/log/pods/%s_%s_%s" % (namespace, a.name, a.uid)
+    os.makedirs(logs, exist_ok=True)
+    config = pb.PodSandboxConfig(
+        metadata=pb.PodSandboxMetadata(name=a.name, uid=a.uid, namespace=namespace, attempt=a.attempt),
+        log_directory=logs,
+        labels=labels,
+        linux=pb.LinuxPodSandboxConfig(
+            cgroup_parent=cgroup_parent(a.driver, qos, a.uid),
+            security_context=pb.LinuxSandboxSecurityContext(namespace_options=host, privileged=privileged),
+            resources=r,
+        ),
+    )
+    sid = c.call("RunPodSandbox", pb.RunPodSandboxRequest(config=config), "RunPodSandboxResponse").pod_sandbox_id
+    print("sandbox %s %s" % (sid, c.sandbox_pid(sid)), flush=True)
+    cc = pb.ContainerConfig(
+        metadata=pb.ContainerMetadata(name=ctr["name"], attempt=a.attempt),
+        image=pb.ImageSpec(image=ctr["image"]),
+        labels=dict(labels, **{"io.kubernetes.container.name": ctr["name"]}),
+        linux=pb.LinuxContainerConfig(
+            resources=r,
+            security_context=pb.LinuxContainerSecurityContext(privileged=privileged, namespace_options=host),
+        ),
+    )
+    cc.log_path = "%s/%d.log" % (ctr["name"], a.attempt)
+    cc.command.extend(ctr.get("command", []))
+    cc.args.extend(ctr.get("args", []))
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    propagation = {"HostToContainer": pb.PROPAGATION_HOST_TO_CONTAINER, "Bidirectional": pb.PROPAGATION_BIDIRECTIONAL}
+    for m in ctr.get("volumeMounts", []):
+        v = volumes[m["name"]]
+        if "hostPath" in v:
+            path = v["hostPath"]["path"]
+            if v["hostPath"].get("type") == "DirectoryOrCreate":
+                os.makedirs(path, exist_ok=True)
+        elif "configMap" in v:
+            data = maps[v["configMap"]["name"]]["data"]
+            path = os.path.join("/run/cri-configmaps", v["name"])
+            os.makedirs(path, exist_ok=True)
+            for key, text in data.items():
+                with open(os.path.join(path, key), "w") as f:
+                    f.write(text)
+        else:
+            sys.exit("volume %s: neither hostPath nor configMap" % m["name"])
+        cc.mounts.add(
+            host_path=path,
+            container_path=m["mountPath"],
+            readonly=bool(m.get("readOnly")) or "configMap" in v,
+            propagation=propagation.get(m.get("mountPropagation"), pb.PROPAGATION_PRIVATE),
+        )
+    cid = c.call(
+        "CreateContainer",
+        pb.CreateContainerRequest(pod_sandbox_id=sid, config=cc, sandbox_config=config),
+        "CreateContainerResponse",
+    ).container_id
+    c.call("StartContainer", pb.StartContainerRequest(container_id=cid), "StartContainerResponse")
+    print("container %s %s %s" % (ctr["name"], cid, c.container_pid(cid)), flush=True)
+
+
 def rm_pod(a):
     c = Cri()
     pb = c.pb
@@ -368,6 +468,13 @@ def main():
     s.add_argument("--command", help="run this with /bin/sh -c instead of the image's command")
     s.add_argument("--mount", action="append", default=[], help="HOST:CONTAINER, a directory bound in")
     s.set_defaults(func=run_pod)
+    s = sub.add_parser("daemonset", help="the pod of a DaemonSet's manifest (JSON), as the kubelet runs it")
+    s.add_argument("manifests", help="a JSON list of the manifests: the DaemonSet and the ConfigMaps it mounts")
+    s.add_argument("--name", required=True)
+    s.add_argument("--uid", required=True)
+    s.add_argument("--attempt", type=int, default=0)
+    s.add_argument("--driver", choices=["systemd", "cgroupfs"], default="systemd")
+    s.set_defaults(func=daemonset)
     s = sub.add_parser("rm-pod")
     s.add_argument("ids", nargs="+")
     s.add_argument("--timeout", type=int, default=0)
