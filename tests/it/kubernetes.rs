@@ -246,3 +246,52 @@ fn the_image_is_this_version() {
     let script = read(&repo("packaging/image"));
     assert!(script.contains("image=${PINCTL_IMAGE:-ghcr.io/pinctl/pinctl}"));
 }
+
+/// A rollout stops pinctld with SIGTERM and starts a new one: while no
+/// daemon runs every cpuset stays as it was, and the new daemon holds the
+/// pin without writing it again (fake v2 tree; the VM bed's scenario
+/// daemonset rolls the real pod).
+#[test]
+fn a_rollout_keeps_every_pin() {
+    use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, uid};
+    use crate::support::world::{Options, SYSTEM, World};
+    let mut w = World::new(
+        "pinctld-rollout",
+        Version::V2,
+        Driver::Systemd,
+        &Options::default(),
+    );
+    w.start();
+    let online = w.tree.effective("");
+    let pod = w.k.pod(Qos::Guaranteed, &uid(1));
+    w.tree.create(&pod, &w.existing());
+    let app = w.k.container(&pod, &container_id(1));
+    w.tree.create(&app, &Spec::limit(2));
+    let cpus = w.wait_pinned(&app, 2);
+    let pool = online.difference(&cpus);
+    w.wait_for("the shared pool without the pin", || {
+        match w.tree.effective(SYSTEM) {
+            got if got == pool => Ok(()),
+            got => Err(format!("{got}")),
+        }
+    });
+    w.stop();
+    assert_eq!(w.tree.effective(&app), cpus, "the pin after SIGTERM");
+    assert_eq!(w.tree.effective(SYSTEM), pool, "the pool after SIGTERM");
+    w.start();
+    w.hold(
+        "the pin and the pool stay",
+        std::time::Duration::from_secs(1),
+        || match (w.tree.effective(&app), w.tree.effective(SYSTEM)) {
+            (a, s) if a == cpus && s == pool => Ok(()),
+            (a, s) => Err(format!("app {a}, pool {s}")),
+        },
+    );
+    let written = format!("{app}/cpuset.cpus");
+    let log = w.log();
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("written") && l.contains(&written)),
+        "the new daemon wrote the pin again:\n{log}"
+    );
+}
