@@ -47,6 +47,10 @@
 //!   (`cgroup::observe` of what `intent::reads` names) on as many threads,
 //!   and only opened and closed.
 //! - Memory: `VmRSS`/`VmHWM` after start-up and at the end of the rounds.
+//! - Idle: the daemon started again with the shipped intervals (a full
+//!   reconcile and a watchdog round every 10 s), nothing changing for
+//!   `PINCTL_BENCH_IDLE` seconds (60; none in the quick pass): the CPU its
+//!   threads used (`schedstat`), as a share of one core.
 //!
 //! The waits read the effective sets: after each inotify event on a
 //! container's `cpuset.cpus` (a write raises `IN_MODIFY`) that container's,
@@ -94,6 +98,8 @@ struct Options {
     churn: usize,
     budget: Duration,
     hups: usize,
+    /// Seconds of the idle phase (0: none).
+    idle: u64,
     mount: PathBuf,
     perf: Option<PathBuf>,
 }
@@ -118,6 +124,7 @@ impl Options {
             churn: number("PINCTL_BENCH_CHURN", if full { 200 } else { 5 })?.max(1),
             budget: Duration::from_secs(number("PINCTL_BENCH_BUDGET", 30)? as u64),
             hups: number("PINCTL_BENCH_HUPS", if full { 5 } else { 1 })?.max(1),
+            idle: number("PINCTL_BENCH_IDLE", if full { 60 } else { 0 })? as u64,
             mount: var("PINCTL_BENCH_CGROUP").map_or("/sys/fs/cgroup".into(), PathBuf::from),
             perf: var("PINCTL_BENCH_PERF").map(PathBuf::from),
         })
@@ -938,6 +945,9 @@ struct SizeResult {
     cgroups: u64,
     mem_start: (u64, u64),
     mem_end: (u64, u64),
+    /// The share of one core the idle daemon used, with the shipped
+    /// intervals.
+    idle: Option<f64>,
     warnings: Vec<String>,
 }
 
@@ -1088,6 +1098,25 @@ fn run_size(
     d.stop()?;
     rig.daemon = None;
     rig.reconcile_every = "1h";
+
+    // Idle, with the shipped intervals: what the daemon costs when nothing
+    // happens.
+    let idle = if opts.idle > 0 {
+        rig.reconcile_every = "10s";
+        let (_, d) = rig.start(pinctld, "d", false)?;
+        let (t0, c0) = (Instant::now(), d.cpu_ns());
+        std::thread::sleep(Duration::from_secs(opts.idle));
+        let used = Duration::from_nanos(d.cpu_ns().saturating_sub(c0));
+        let share = used.as_secs_f64() / t0.elapsed().as_secs_f64();
+        d.pump_logs();
+        warnings.append(&mut d.warnings);
+        d.stop()?;
+        rig.daemon = None;
+        rig.reconcile_every = "1h";
+        Some(share)
+    } else {
+        None
+    };
     let reconcile = Stats::of(
         reconciles
             .iter()
@@ -1125,6 +1154,7 @@ fn run_size(
         cgroups: reconciles.first().map_or(0, |&(_, c)| c),
         mem_start,
         mem_end,
+        idle,
         warnings,
     })
 }
@@ -1172,6 +1202,15 @@ fn report(hier: &Hier, results: &[SizeResult]) {
             mb(r.mem_start.1.max(r.mem_end.1)),
             mb(r.mem_end.0),
         );
+    }
+    for r in results {
+        if let Some(share) = r.idle {
+            println!(
+                "  idle at {} live containers, the shipped intervals (reconcile and watchdog every 10 s): {:.2} % of a core",
+                r.n,
+                share * 100.0
+            );
+        }
     }
     println!(
         "  pin: container's cpuset mkdir → its cpuset.cpus reads the exclusive CPU ({} settled rounds);",
