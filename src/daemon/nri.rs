@@ -708,14 +708,13 @@ impl Daemon {
         rel: &crate::cgroup::Rel,
         held: Option<CpuSet>,
     ) -> Answer {
-        let rel = rel.clone();
-        let pool = self.engine.shared_for(&rel);
+        let pool = self.engine.shared_for(rel);
         // A spec that holds no CPUs is left so.
-        let Some(cpus) = held.and_then(|_| self.spec_cpus(&rel, &pool)) else {
+        let Some(cpus) = held.and_then(|_| self.spec_cpus(rel, &pool)) else {
             return Answer::Done;
         };
-        self.nri.told.learn(&c.id, &rel, Some(cpus.clone()));
-        let mems = match self.engine.is_exclusive(&rel) {
+        self.nri.told.learn(&c.id, rel, Some(cpus.clone()));
+        let mems = match self.engine.is_exclusive(rel) {
             true => self.engine.mems_for(&cpus).map(|m| m.to_string()),
             false => None,
         };

@@ -99,7 +99,6 @@ impl Daemon {
     /// The cgroups whose quota should be lifted now.
     fn unthrottled(&self) -> BTreeSet<Rel> {
         let mut want = BTreeSet::new();
-        let lifts = |w: &Workload| self.lifts(w);
         let pod_of = |rel: &str, want: &mut BTreeSet<Rel>| {
             if matches!(layout::classify(rel), layout::Kind::Container { .. })
                 && let Some(pod) = cgroup::parent(rel).and_then(|p| self.engine.rel(p))
@@ -107,7 +106,7 @@ impl Daemon {
                 want.insert(pod.clone());
             }
         };
-        for w in self.engine.workloads().values().filter(|w| lifts(w)) {
+        for w in self.engine.workloads().values().filter(|w| self.lifts(w)) {
             for rel in &w.cgroups {
                 want.insert(rel.clone());
                 pod_of(rel, &mut want);
@@ -116,7 +115,12 @@ impl Daemon {
         // A container announced through NRI, made with its quota lifted:
         // its pod's goes as soon as its CPUs are given, before it starts.
         for (key, rel) in self.nri.announced_cgroups() {
-            if self.engine.workloads().get(key).is_some_and(lifts) {
+            if self
+                .engine
+                .workloads()
+                .get(key)
+                .is_some_and(|w| self.lifts(w))
+            {
                 pod_of(rel, &mut want);
             }
         }

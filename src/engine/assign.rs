@@ -576,8 +576,7 @@ fn pod_asking_by_annotation(w: &Workload) -> Option<&str> {
     if !w.source.is_pod_annotation() {
         return None;
     }
-    let (uid, _) = w.key.strip_prefix("pod:")?.split_once('/')?;
-    Some(uid)
+    super::pod_of_key(&w.key)
 }
 
 /// The container name of a key `pod:<uid>/<container>`.

@@ -109,6 +109,18 @@ class Cri:
         request = self.pb.ContainerStatusRequest(container_id=cid, verbose=True)
         return self.status_pid("ContainerStatus", request)
 
+    def start_container(self, sid, cc, config):
+        """Creates and starts container config CC in sandbox SID (made with
+        CONFIG), and prints its line: container NAME ID PID."""
+        pb = self.pb
+        cid = self.call(
+            "CreateContainer",
+            pb.CreateContainerRequest(pod_sandbox_id=sid, config=cc, sandbox_config=config),
+            "CreateContainerResponse",
+        ).container_id
+        self.call("StartContainer", pb.StartContainerRequest(container_id=cid), "StartContainerResponse")
+        print("container %s %s %s" % (cc.metadata.name, cid, self.container_pid(cid)), flush=True)
+
     def status_pid(self, method, request):
         """The pid in a verbose status answer's info (0: none)."""
         r = self.call(method, request, method + "Response")
@@ -199,13 +211,7 @@ def run_pod(a):
         for m in a.mount:
             host, _, inside = m.partition(":")
             cc.mounts.add(host_path=host, container_path=inside)
-        cid = c.call(
-            "CreateContainer",
-            pb.CreateContainerRequest(pod_sandbox_id=sid, config=cc, sandbox_config=config),
-            "CreateContainerResponse",
-        ).container_id
-        c.call("StartContainer", pb.StartContainerRequest(container_id=cid), "StartContainerResponse")
-        print("container %s %s %s" % (name, cid, c.container_pid(cid)), flush=True)
+        c.start_container(sid, cc, config)
 
 
 def quantity(q, unit):
@@ -299,13 +305,7 @@ def daemonset(a):
             readonly=bool(m.get("readOnly")) or "configMap" in v,
             propagation=propagation.get(m.get("mountPropagation"), pb.PROPAGATION_PRIVATE),
         )
-    cid = c.call(
-        "CreateContainer",
-        pb.CreateContainerRequest(pod_sandbox_id=sid, config=cc, sandbox_config=config),
-        "CreateContainerResponse",
-    ).container_id
-    c.call("StartContainer", pb.StartContainerRequest(container_id=cid), "StartContainerResponse")
-    print("container %s %s %s" % (ctr["name"], cid, c.container_pid(cid)), flush=True)
+    c.start_container(sid, cc, config)
 
 
 def rm_pod(a):
