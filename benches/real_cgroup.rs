@@ -47,8 +47,9 @@
 //!   (`cgroup::observe` of what `intent::reads` names) on as many threads,
 //!   and only opened and closed.
 //! - Memory: `VmRSS`/`VmHWM` after start-up and at the end of the rounds.
-//! - Idle: the daemon started again with the shipped intervals (a full
-//!   reconcile and a watchdog round every 10 s), nothing changing for
+//! - Idle: a `sleep` started in every container, the daemon started again
+//!   with the shipped intervals (every cgroup read once a minute, a sixth
+//!   every 10 s; a watchdog round every 10 s), nothing changing for
 //!   `PINCTL_BENCH_IDLE` seconds (60; none in the quick pass): the CPU its
 //!   threads used (`schedstat`), as a share of one core.
 //!
@@ -442,6 +443,21 @@ fn names(i: u64) -> (String, String) {
     (uid, id)
 }
 
+/// Processes in the containers, killed and reaped on drop (before their
+/// cgroups can be removed).
+struct Sleepers(Vec<std::process::Child>);
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+        }
+        for child in &mut self.0 {
+            let _ = child.wait();
+        }
+    }
+}
+
 /// The top cgroup of one size, removed on drop (the daemon first).
 struct Rig<'a> {
     hier: &'a Hier,
@@ -455,8 +471,8 @@ struct Rig<'a> {
     reserved: Vec<u32>,
     next: u64,
     daemon: Option<Daemon>,
-    /// The daemon's `reconcile_interval`.
-    reconcile_every: &'static str,
+    /// The daemon's `reconcile_interval` (`None`: the shipped default).
+    reconcile_every: Option<&'static str>,
 }
 
 impl Drop for Rig<'_> {
@@ -487,7 +503,7 @@ impl<'a> Rig<'a> {
             reserved: reserved.to_vec(),
             next: 1 << 40,
             daemon: None,
-            reconcile_every: "1h",
+            reconcile_every: Some("1h"),
         };
         hier.remove_everywhere(&top);
         for root in hier.roots() {
@@ -528,6 +544,24 @@ impl<'a> Rig<'a> {
         Ok(rig)
     }
 
+    /// Starts a `sleep` in every Burstable container (its cpuset's
+    /// `cgroup.procs`), ended when the result is dropped.
+    fn populate(&self) -> Result<Sleepers> {
+        let mut sleepers = Sleepers(Vec::with_capacity(self.shared_cpus.len()));
+        for cpus in &self.shared_cpus {
+            let child = std::process::Command::new("sleep")
+                .arg("100000")
+                .stdin(std::process::Stdio::null())
+                .spawn()
+                .context("cannot start sleep")?;
+            let pid = child.id();
+            sleepers.0.push(child);
+            let procs = cpus.with_file_name("cgroup.procs");
+            write(&procs, &pid.to_string())?;
+        }
+        Ok(sleepers)
+    }
+
     fn config(&self, log_level: &str) -> String {
         let p = |name: &str| self.tmp.path().join(name).display().to_string();
         format!(
@@ -538,15 +572,16 @@ proc_root = "/proc"
 state_file = "{state}"
 socket = "{socket}"
 reserved_cpus = "{reserved}"
-reconcile_interval = "{reconcile_every}"
-log_level = "{log_level}"
+{reconcile_every}log_level = "{log_level}"
 managed = ["{top}/kubepods"]
 shared_cgroups = ["{top}/system.slice"]
 # Only the benchmark's own (empty) bundle directory: never the host's containers.
 bundle_dirs = ["{bundles}"]
 "#,
             mount = self.hier.mount.display(),
-            reconcile_every = self.reconcile_every,
+            reconcile_every = self
+                .reconcile_every
+                .map_or(String::new(), |d| format!("reconcile_interval = \"{d}\"\n")),
             state = p("state/state.json"),
             socket = p("pinctl.sock"),
             reserved = list(&self.reserved),
@@ -946,8 +981,8 @@ struct SizeResult {
     mem_start: (u64, u64),
     mem_end: (u64, u64),
     /// The share of one core the idle daemon used, with the shipped
-    /// intervals.
-    idle: Option<f64>,
+    /// intervals, and its threads' times.
+    idle: Option<(f64, ThreadTimes)>,
     warnings: Vec<String>,
 }
 
@@ -1085,7 +1120,7 @@ fn run_size(
 
     // Churn again, with a full reconcile every second (the shipped default
     // is every 10 s): what a pin that comes during one waits for.
-    rig.reconcile_every = "1s";
+    rig.reconcile_every = Some("1s");
     let (_, d) = rig.start(pinctld, "c", false)?;
     let perf = Perf::start(opts.perf.as_deref(), d, &format!("n{n}-churn-reconciling"))?;
     let started = Instant::now();
@@ -1097,23 +1132,30 @@ fn run_size(
     warnings.append(&mut d.warnings);
     d.stop()?;
     rig.daemon = None;
-    rig.reconcile_every = "1h";
+    rig.reconcile_every = Some("1h");
 
     // Idle, with the shipped intervals: what the daemon costs when nothing
     // happens.
     let idle = if opts.idle > 0 {
-        rig.reconcile_every = "10s";
+        // Live containers run something: the daemon's watchdog reads every
+        // process's threads (stuck tasks).
+        let sleepers = rig.populate()?;
+        rig.reconcile_every = None;
         let (_, d) = rig.start(pinctld, "d", false)?;
-        let (t0, c0) = (Instant::now(), d.cpu_ns());
+        let perf = Perf::start(opts.perf.as_deref(), d, &format!("n{n}-idle"))?;
+        let (t0, c0, s0) = (Instant::now(), d.cpu_ns(), d.sched()?);
         std::thread::sleep(Duration::from_secs(opts.idle));
+        drop(perf);
         let used = Duration::from_nanos(d.cpu_ns().saturating_sub(c0));
+        let threads = ThreadTimes::between(&s0, &d.sched()?);
         let share = used.as_secs_f64() / t0.elapsed().as_secs_f64();
         d.pump_logs();
         warnings.append(&mut d.warnings);
         d.stop()?;
         rig.daemon = None;
-        rig.reconcile_every = "1h";
-        Some(share)
+        rig.reconcile_every = Some("1h");
+        drop(sleepers);
+        Some((share, threads))
     } else {
         None
     };
@@ -1204,11 +1246,14 @@ fn report(hier: &Hier, results: &[SizeResult]) {
         );
     }
     for r in results {
-        if let Some(share) = r.idle {
+        if let Some((share, t)) = &r.idle {
             println!(
-                "  idle at {} live containers, the shipped intervals (reconcile and watchdog every 10 s): {:.2} % of a core",
+                "  idle at {} live containers, the shipped intervals: {:.2} % of a core \
+                 (on a CPU: the loop {} ms, the I/O threads {} ms)",
                 r.n,
-                share * 100.0
+                share * 100.0,
+                ms(t.loop_run),
+                ms(t.io_run),
             );
         }
     }

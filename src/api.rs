@@ -874,8 +874,10 @@ pub struct MissingPath {
 /// Counters since start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Counters {
+    /// Reconciles ended: each part of the periodic reconcile, and each
+    /// read of the whole tree.
     pub reconciles: u64,
-    /// The last full reconcile's duration, in milliseconds.
+    /// The last reconcile's duration, in milliseconds.
     pub last_reconcile_ms: u64,
     pub writes: u64,
     pub write_errors: u64,

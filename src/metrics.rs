@@ -329,7 +329,7 @@ impl Metrics {
         );
         registry.register(
             "reconcile_duration_seconds",
-            "Duration of full reconciles",
+            "Duration of reconciles: a part of the periodic reconcile, or the whole tree",
             m.reconcile_seconds.clone(),
         );
         registry.register(

@@ -166,13 +166,14 @@ pub fn with_comm(fs: &dyn Fs, proc_root: &Path, comm: &str) -> io::Result<Vec<u3
     Ok(found)
 }
 
-/// Runs `job` for every process under `proc_root` on the I/O pool: the
-/// list in one job, then one timed step per process (a process whose
-/// files hang costs its own step). Each result beside its pid; `Err` when
-/// the list could not be read.
+/// Runs `job` for every process under `proc_root` that `keep` keeps, on
+/// the I/O pool: the list in one job, then one timed step per process (a
+/// process whose files hang costs its own step). Each result beside its
+/// pid; `Err` when the list could not be read.
 pub async fn each_pid<T, F>(
     pool: &crate::io::IoPool,
     proc_root: &Path,
+    keep: impl Fn(u32) -> bool,
     job: F,
 ) -> Result<Vec<(u32, Result<T, crate::io::IoError>)>, crate::io::IoError>
 where
@@ -180,9 +181,10 @@ where
     F: Fn(&dyn Fs, &Path, u32) -> io::Result<T> + Send + Sync + 'static,
 {
     let root = proc_root.to_path_buf();
-    let pids = pool
+    let mut pids = pool
         .run_op("list", proc_root, move |fs| list_pids(fs, &root))
         .await?;
+    pids.retain(|&pid| keep(pid));
     let items: Vec<(PathBuf, u32)> = pids
         .iter()
         .map(|pid| (proc_root.join(pid.to_string()), *pid))

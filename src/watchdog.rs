@@ -301,8 +301,19 @@ impl<K: Ord + Clone> Stuck<K> {
         self.threshold = threshold;
     }
 
+    /// Whether `key` was in the bad state at the last update.
+    pub fn tracks(&self, key: &K) -> bool {
+        self.since.contains_key(key)
+    }
+
+    /// The things in the bad state at the last update.
+    pub fn tracked(&self) -> impl Iterator<Item = &K> {
+        self.since.keys()
+    }
+
     /// Takes the things in the bad state at `now`; returns those in it for
-    /// at least the threshold, with how long.
+    /// at least the threshold, with how long. Whatever was in it before
+    /// must have been looked at again: what is not in `seen` is forgotten.
     pub fn update(
         &mut self,
         now: Instant,

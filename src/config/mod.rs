@@ -110,7 +110,8 @@ pub struct Config {
     /// CPUs) never get the reserved CPUs, which stay for the
     /// `shared_cgroups` (the kubelet's `strict-cpu-reservation`).
     pub strict_reservation: bool,
-    /// How often the whole tree is reconciled even without events (0 < d <= 24h).
+    /// How often every cgroup is read whole even without events, in
+    /// parts spread evenly over it (0 < d <= 24h).
     pub reconcile_interval: Duration,
     /// How long one read or write of a kernel file may take before it is
     /// abandoned (0 < d <= 24h).
@@ -663,7 +664,7 @@ impl Default for Config {
             metrics_listen: None,
             reserved_cpus: Reserved::List(CpuSet::from_range(0, 0)),
             strict_reservation: false,
-            reconcile_interval: Duration::from_secs(10),
+            reconcile_interval: Duration::from_secs(60),
             read_timeout: Duration::from_secs(5),
             dstate_threshold: Duration::from_secs(60),
             frozen_threshold: Duration::from_secs(300),

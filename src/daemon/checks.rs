@@ -4,13 +4,14 @@
 //! (repairs, reports, thawing). What is stuck and what to repair is decided
 //! by [`crate::watchdog`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
+use super::sweep::{PARTS, part_of};
 use super::{Daemon, chain, release_free_memory};
 use crate::api;
 use crate::cgroup::{self, Hierarchy, Rel, Version};
@@ -45,6 +46,10 @@ pub(super) struct Watch {
     /// cannot (told once).
     kubelet_error: Option<String>,
     rounds: Rounds,
+    /// The part of the processes and workloads the next full round reads
+    /// ([`super::sweep::PARTS`]): besides it, every one found stuck or
+    /// frozen before.
+    part: u32,
     tx: tokio::sync::mpsc::Sender<(u64, Findings)>,
     pub(super) rx: tokio::sync::mpsc::Receiver<(u64, Findings)>,
 }
@@ -66,6 +71,7 @@ impl Watch {
             kubelet: None,
             kubelet_error: None,
             rounds: Rounds::default(),
+            part: 0,
             tx,
             rx,
         }
@@ -151,6 +157,9 @@ impl Daemon {
             return;
         };
         let input = self.check_input(paths_only);
+        if !paths_only {
+            self.dog.part = (self.dog.part + 1) % PARTS;
+        }
         let tx = self.dog.tx.clone();
         tokio::spawn(async move {
             let _ = tx.send((generation, gather(input).await)).await;
@@ -176,24 +185,32 @@ impl Daemon {
                 .mounts
                 .iter()
                 .any(|m| m.kind == watchdog::MountKind::V1Freezer);
-        // Workloads are the cgroups without children: those a runtime freezes.
+        // Workloads are the cgroups without children: those a runtime
+        // freezes. Those of this round's part, and those frozen before.
+        let part = self.dog.part;
         let freezer = (!paths_only && has_freezer).then(|| {
             self.engine
                 .known()
                 .filter(|rel| {
-                    !self.engine.is_structural(rel)
+                    (part_of(rel) == part || self.dog.frozen.tracks(*rel))
+                        && !self.engine.is_structural(rel)
                         && !self.engine.is_foreign(rel)
                         && self.watched(rel)
                 })
                 .cloned()
                 .collect()
         });
+        // The processes of this round's part, and those with a task stuck
+        // before.
+        let stuck_pids = self.dog.dstate.tracked().map(|&(pid, _, _)| pid).collect();
         CheckInput {
             pool: self.pool.clone(),
             mounts: self.dog.mounts.clone(),
             managed: self.cfg.managed.clone(),
             required_paths: self.cfg.required_paths.clone(),
             proc_root: (!paths_only).then(|| self.cfg.proc_root.clone()),
+            part,
+            stuck_pids,
             hier: self.hier.clone(),
             kubelet: self.cfg.kubelet_cpu_manager_state.clone(),
             freezer,
@@ -461,6 +478,10 @@ pub(super) struct CheckInput {
     required_paths: Vec<String>,
     /// `None`: no stuck-task check this round.
     proc_root: Option<PathBuf>,
+    /// The part of the processes whose tasks to read ([`PARTS`], by pid)...
+    part: u32,
+    /// ... and those with a task stuck at the last look.
+    stuck_pids: BTreeSet<u32>,
     hier: Arc<Hierarchy>,
     /// The workloads whose freezer to read; `None`: no frozen check this round.
     freezer: Option<Vec<Rel>>,
@@ -496,6 +517,8 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
         managed,
         required_paths,
         proc_root,
+        part,
+        stuck_pids,
         hier,
         freezer,
         slurm_roots,
@@ -572,7 +595,8 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
     let sleepers = match proc_root {
         None => None,
         Some(proc_root) => {
-            match procfs::each_pid(&pool, &proc_root, move |fs, root, pid| {
+            let keep = |pid: u32| pid % PARTS == part || stuck_pids.contains(&pid);
+            match procfs::each_pid(&pool, &proc_root, keep, move |fs, root, pid| {
                 procfs::read_dstate(fs, root, pid, version)
             })
             .await

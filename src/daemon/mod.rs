@@ -30,6 +30,8 @@ mod sync;
 mod systemd;
 mod unsure;
 
+pub use sweep::PARTS as RECONCILE_PARTS;
+
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -93,6 +95,9 @@ pub struct Daemon {
     /// When the last full reconcile that read every `cpuset.mems` began
     /// (`sync::MEMS_AGE`).
     all_mems_read: Option<Instant>,
+    /// The part of the tree the next periodic reconcile reads
+    /// ([`sweep::PARTS`]).
+    next_part: u32,
     /// The loop's own stall report, while the loop runs ([`stall`]).
     stall: Option<stall::Stall>,
     /// Test hook (`PINCTL_TEST_WEDGE`): SIGUSR2 wedges the event loop.
@@ -271,7 +276,7 @@ impl Timers {
         let mut publish = tokio::time::interval(report::PUBLISH_EVERY);
         publish.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Timers {
-            reconcile: every(cfg.reconcile_interval),
+            reconcile: every(sweep::part_period(cfg.reconcile_interval)),
             checks: every(cfg.watchdog_interval),
             unwatched: every(Duration::from_secs(api::UNWATCHED_RECONCILE_SECS)),
             // Twice a ping period, as a beat sends once half a period has
@@ -290,7 +295,7 @@ impl Timers {
     /// After a reload: the timers whose interval changed start afresh.
     fn follow(&mut self, cfg: &Config) {
         if self.periods.0 != cfg.reconcile_interval {
-            self.reconcile = every(cfg.reconcile_interval);
+            self.reconcile = every(sweep::part_period(cfg.reconcile_interval));
         }
         if self.periods.1 != cfg.watchdog_interval {
             self.checks = every(cfg.watchdog_interval);
@@ -613,11 +618,7 @@ impl Daemon {
                 warn!(error = %e, "inotify read failed; full reconcile");
                 self.ask_sweep(true).await;
             }
-            // One under way serves the timer too (sweeps never run back to
-            // back because the tree is slow to read), but CPU hot-plug is
-            // looked for at every tick.
-            Event::Reconcile if self.sweep.is_some() => self.follow_topology().await,
-            Event::Reconcile => self.ask_sweep(true).await,
+            Event::Reconcile => self.reconcile_part().await,
             Event::Unwatched => self.ask_sweep(false).await,
             Event::Unsure => {
                 let again = self.unsure.round();

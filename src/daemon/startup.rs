@@ -230,6 +230,7 @@ impl Daemon {
             ping_every: None,
             last_ping: Instant::now(),
             all_mems_read: None,
+            next_part: 0,
             stall: None,
             wedge_on_usr2: false,
             socket: Socket::new(),

@@ -11,6 +11,11 @@
 //!   `docs/src/benchmarks.md`).
 //! - A sweep's reading older than what the engine has is dropped, in whole or
 //!   in part ([`Fresh`]).
+//! - The periodic reconcile reads one of [`PARTS`] parts of the tree at a
+//!   time ([`Daemon::reconcile_part`]): every cgroup is read whole once per
+//!   `reconcile_interval`, and an idle daemon's reads are spread evenly over
+//!   it. Why that is enough, and what is read whole at once instead:
+//!   ARCHITECTURE.md, "The periodic reconcile".
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
@@ -41,6 +46,27 @@ const SCAN_BATCHES: usize = 4;
 const SWEEP_BATCH: usize = 32;
 const SWEEP_BATCHES: usize = 2;
 
+/// The parts the periodic reconcile reads the tree in, one every
+/// `reconcile_interval / PARTS`. Each known cgroup belongs to one part, by
+/// a hash of its path (`part_of`); a part reads its cgroups, the subtree
+/// roots, and below them only the cgroups no event told of.
+pub const PARTS: u32 = 6;
+
+/// How often the periodic reconcile reads a part of the tree, for
+/// `reconcile_interval` (never zero: a timer cannot tick that often).
+pub(super) fn part_period(reconcile_interval: std::time::Duration) -> std::time::Duration {
+    (reconcile_interval / PARTS).max(std::time::Duration::from_millis(1))
+}
+
+/// The part of the periodic reconcile that reads cgroup `rel`: the same for
+/// as long as the daemon runs (the hasher's keys are fixed).
+pub(super) fn part_of(rel: &str) -> u32 {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    rel.hash(&mut h);
+    (h.finish() % u64::from(PARTS)) as u32
+}
+
 /// One batch's cgroups and their readings, in order.
 pub(super) type Batch = (Vec<Rel>, Vec<Result<Option<Reading>, IoError>>);
 
@@ -54,6 +80,9 @@ pub(super) struct Walk {
     /// The `cpuset.mems` the engine knows are not read again
     /// ([`crate::engine::Engine::mems_known`]).
     mems_known: bool,
+    /// Children the engine knows are not read (a part of the periodic
+    /// reconcile: they belong to their own part).
+    only_new: bool,
 }
 
 impl Walk {
@@ -65,6 +94,7 @@ impl Walk {
             batch,
             in_flight,
             mems_known,
+            only_new: false,
         }
     }
 
@@ -95,6 +125,9 @@ pub(super) struct Sweep {
     /// queue: what it lost may be in a part already read), re-reading the
     /// topology or not: it follows.
     again: Option<bool>,
+    /// The part of the periodic reconcile read ([`PARTS`]); `None`: the
+    /// whole tree.
+    part: Option<u32>,
 }
 
 impl Sweep {
@@ -164,7 +197,7 @@ impl Daemon {
     /// vanished, re-read the topology (CPU hot-plug), plan and write. A
     /// sweep in the background is replaced.
     pub(super) async fn reconcile(&mut self, reread_topology: bool) {
-        self.start_sweep(reread_topology, SCAN_BATCH, SCAN_BATCHES)
+        self.start_sweep(reread_topology, None, SCAN_BATCH, SCAN_BATCHES)
             .await;
         while let Some(sweep) = self.sweep.as_mut() {
             let batch = sweep.walk.next().await;
@@ -181,10 +214,29 @@ impl Daemon {
                 *again |= reread_topology;
             }
             None => {
-                self.start_sweep(reread_topology, SWEEP_BATCH, SWEEP_BATCHES)
+                self.start_sweep(reread_topology, None, SWEEP_BATCH, SWEEP_BATCHES)
                     .await
             }
         }
+    }
+
+    /// The periodic reconcile's next part, in the background. CPU hot-plug
+    /// is looked for first: a change has the whole tree read at once (on v1
+    /// the kernel took the CPUs out of every cpuset, with no event).
+    pub(super) async fn reconcile_part(&mut self) {
+        if self.follow_topology().await {
+            self.ask_sweep(false).await;
+            return;
+        }
+        if self.sweep.is_some() {
+            // One under way serves the timer too: sweeps never run back to
+            // back because the tree is slow to read.
+            return;
+        }
+        let part = self.next_part;
+        self.next_part = (part + 1) % PARTS;
+        self.start_sweep(false, Some(part), SWEEP_BATCH, SWEEP_BATCHES)
+            .await;
     }
 
     /// Marks what an event just read or forgot: a sweep's reading of it is
@@ -240,21 +292,39 @@ impl Daemon {
         }
     }
 
-    async fn start_sweep(&mut self, reread_topology: bool, batch: usize, in_flight: usize) {
+    async fn start_sweep(
+        &mut self,
+        reread_topology: bool,
+        part: Option<u32>,
+        batch: usize,
+        in_flight: usize,
+    ) {
         let started = Instant::now();
         if reread_topology {
             self.follow_topology().await;
         }
-        // Every subtree root and every cgroup known: what is gone is forgotten,
-        // what is new is found below them.
+        // Every subtree root and every cgroup known (of the part): what is
+        // gone is forgotten, what is new is found below them.
         let mut seeds: Vec<Rel> = self.scope().roots().to_vec();
-        seeds.extend(self.engine.known().cloned());
+        match part {
+            None => seeds.extend(self.engine.known().cloned()),
+            Some(part) => seeds.extend(
+                self.engine
+                    .known()
+                    .filter(|rel| part_of(rel) == part && !seeds.contains(rel))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            ),
+        }
         let scan_started = Instant::now();
         // The memory nodes the engine knows are read again once [`MEMS_AGE`]
         // has passed since a reconcile that read them all began (the first
-        // reconcile reads them all; one replaced by a reload did not).
-        let mems_known = self.all_mems_read.is_some_and(|at| at.elapsed() < MEMS_AGE);
+        // reconcile reads them all; one replaced by a reload did not). A
+        // part reads its own, so that each is read once per interval.
+        let mems_known =
+            part.is_none() && self.all_mems_read.is_some_and(|at| at.elapsed() < MEMS_AGE);
         let mut walk = Walk::new(seeds, batch, in_flight, mems_known);
+        walk.only_new = part.is_some();
         self.fill(&mut walk);
         self.sweep = Some(Sweep {
             walk,
@@ -263,6 +333,7 @@ impl Daemon {
             scan_started,
             fresh: Fresh::default(),
             again: None,
+            part,
         });
     }
 
@@ -281,16 +352,24 @@ impl Daemon {
             self.sweep = Some(sweep);
             return;
         }
-        if !sweep.walk.mems_known {
+        if !sweep.walk.mems_known && sweep.part.is_none() {
             self.all_mems_read = Some(sweep.scan_started);
         }
         let scan_us = sweep.scan_started.elapsed().as_micros() as u64;
-        self.engine.replan_all();
+        // A whole reconcile, or the part that ends a pass over the tree,
+        // plans over every cgroup; another part plans what it read (each
+        // reading marks its cgroup for the next plan).
+        let whole = sweep.part.is_none_or(|p| p + 1 == PARTS);
+        if whole {
+            self.engine.replan_all();
+        }
         self.watch_above_roots();
         self.read_jobs(true).await;
         self.apply().await;
         self.forget_leaving();
-        release_free_memory();
+        if whole {
+            release_free_memory();
+        }
         let took = sweep.started.elapsed();
         self.socket.reconciles += 1;
         self.socket.last_reconcile_ms = took.as_millis() as u64;
@@ -303,6 +382,7 @@ impl Daemon {
             elapsed_us = took.as_micros() as u64,
             scan_us,
             cgroups = self.engine.len(),
+            part = %sweep.part.map_or("whole".to_string(), |p| format!("{}/{PARTS}", p + 1)),
             "reconcile done"
         );
         if let Some(reread) = sweep.again {
@@ -312,7 +392,8 @@ impl Daemon {
 
     /// Hot-plug changes the online list: one small read instead of the
     /// whole topology (hundreds of files per socket) when it did not.
-    pub(super) async fn follow_topology(&mut self) {
+    /// Whether the engine's topology changed.
+    pub(super) async fn follow_topology(&mut self) -> bool {
         let online_file = self.cfg.sysfs_root.join("devices/system/cpu/online");
         let unchanged = self
             .pool
@@ -322,15 +403,19 @@ impl Daemon {
             .and_then(|t| t.parse::<CpuSet>().ok())
             .is_some_and(|o| &o == self.engine.topology().online());
         if unchanged {
-            return;
+            return false;
         }
         match read_topology(&self.pool, &self.cfg.sysfs_root).await {
             Ok(topo) if topo.cpus() != self.engine.topology().cpus() => {
                 info!(before = %self.engine.topology().online(), after = %topo.online(), "CPU topology changed; re-planning");
                 self.engine.set_topology(topo);
+                true
             }
-            Ok(_) => {}
-            Err(e) => warn!(error = %format!("{e:#}"), "cannot re-read the topology"),
+            Ok(_) => false,
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), "cannot re-read the topology");
+                false
+            }
         }
     }
 
@@ -411,6 +496,8 @@ impl Daemon {
                             continue;
                         }
                         let child: Rel = match self.engine.rel(&child) {
+                            // In a part of its own.
+                            Some(_) if walk.only_new => continue,
                             Some(known) => known.clone(),
                             None => child.into(),
                         };

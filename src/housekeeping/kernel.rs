@@ -304,7 +304,7 @@ pub async fn pass(pool: &IoPool, ask: Ask) -> Pass {
             Err(e) => reading.errors.push(chain(&e)),
         }
     }
-    match procfs::each_pid(pool, &proc_root, read_kthread).await {
+    match procfs::each_pid(pool, &proc_root, |_| true, read_kthread).await {
         Ok(results) => {
             let remembered: BTreeSet<u32> = memory
                 .keys()

@@ -171,7 +171,7 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(d.state_file, Path::new("/var/lib/pinctl/state.json"));
     assert_eq!(d.socket, Path::new("/run/pinctl/pinctl.sock"));
     assert_eq!(d.reserved_cpus, Reserved::List(set("0")));
-    assert_eq!(d.reconcile_interval, Duration::from_secs(10));
+    assert_eq!(d.reconcile_interval, Duration::from_secs(60));
     assert_eq!(d.read_timeout, Duration::from_secs(5));
     assert_eq!(d.dstate_threshold, Duration::from_secs(60));
     assert_eq!(d.shared_cgroups, ["system.slice", "user.slice"]);

@@ -88,7 +88,14 @@ impl Env {
             .counters
     }
 
-    /// Waits until more than `before` full reconciles have ended.
+    /// Waits until one more whole pass of the periodic reconcile than
+    /// had ended at `before` reconciles: every cgroup was read since.
+    fn wait_whole_pass_past(&self, before: u64) {
+        self.wait_reconciles_past(before + u64::from(pinctl::daemon::RECONCILE_PARTS));
+    }
+
+    /// Waits until more than `before` reconciles (each a part of the
+    /// periodic reconcile, or a whole one) have ended.
     fn wait_reconciles_past(&self, before: u64) {
         self.wait_for("a reconcile to end", || {
             let now = self.counters().reconciles;
@@ -1802,6 +1809,46 @@ fn a_reconcile_does_not_read_memory_nodes_it_knows() {
     }
 }
 
+/// The periodic reconcile reads a sixth of the tree at a time, and every
+/// cgroup whole once per `reconcile_interval` (here 6 s: a part every
+/// second). Drift that no event shows (each container's `cpuset.cpus`
+/// replaced by a rename, which the daemon does not act on) is repaired a
+/// part at a time: after one part only some of it, after a whole pass all.
+#[test]
+fn the_periodic_reconcile_reads_a_part_at_a_time_and_all_once_per_interval() {
+    let mut env = Env::new(
+        Version::V1,
+        Driver::Cgroupfs,
+        Options {
+            reconcile_interval: "6s",
+            ..Options::default()
+        },
+    );
+    let pod = env.pod(Qos::Burstable, &uid(8));
+    let containers: Vec<String> = (0..24)
+        .map(|n| env.container(&pod, 100 + n, &Spec::default()))
+        .collect();
+    let rels: Vec<&str> = containers.iter().map(String::as_str).collect();
+    env.start();
+    let pool = set(ONLINE);
+    env.wait_cpus(&rels, &pool);
+    let drift = env.tmp.path().join("drift");
+    for rel in &rels {
+        fs::write(&drift, "1").unwrap();
+        fs::rename(&drift, env.tree.dir(rel).join("cpuset.cpus")).unwrap();
+    }
+    // The second part to end after the renames began after them.
+    let before = env.counters().reconciles;
+    env.wait_reconciles_past(before + 1);
+    let repaired = rels.iter().filter(|r| env.tree.cpus(r) == pool).count();
+    assert!(
+        repaired < rels.len(),
+        "two parts repaired all {repaired} containers: they read the whole tree"
+    );
+    env.wait_whole_pass_past(before);
+    env.wait_cpus(&rels, &pool);
+}
+
 /// Issue #14: a periodic reconcile reads the whole tree in the background,
 /// a batch per turn of the loop, so a new pin does not wait for it (at
 /// 10,000 cgroups a reconcile reads for a third of a second on real v1).
@@ -2475,7 +2522,7 @@ fn an_unreadable_limit_does_not_unpin() {
     let limit = fs::read_to_string(&max).unwrap();
     env.make_unreadable(&max);
     let before = env.counters().reconciles;
-    env.wait_reconciles_past(before + 1);
+    env.wait_whole_pass_past(before);
     assert_eq!(env.tree.effective(&app), cpus, "still pinned");
     let (_, status) = get(&env.tmp.path().join("pinctl.sock"), "/v1/status");
     assert!(
@@ -2487,7 +2534,7 @@ fn an_unreadable_limit_does_not_unpin() {
     fs::remove_file(&max).unwrap();
     fs::write(&max, limit).unwrap();
     let before = env.counters().reconciles;
-    env.wait_reconciles_past(before + 1);
+    env.wait_whole_pass_past(before);
     assert_eq!(env.tree.effective(&app), cpus);
 }
 
