@@ -226,7 +226,7 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::NodeKind;
+    use crate::io::NodeKind;
 
     #[test]
     fn qualified_names_are_vendor_class_and_name() {

@@ -24,7 +24,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::cpuset::CpuSet;
-use crate::io::Fs;
+use crate::io::{Fs, NodeKind};
 use crate::topology::Topology;
 
 /// The character major of NVIDIA's GPUs (`/dev/nvidiaN`). Its driver makes
@@ -39,14 +39,8 @@ pub const MAX_DEVICES: usize = 64;
 /// The longest network interface name (`IFNAMSIZ` less its NUL).
 const MAX_IFNAME: usize = 15;
 
-/// A character or a block device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeKind {
-    Char,
-    Block,
-}
-
+// The kind is `io`'s (`Fs::device_number` tells it); where sysfs lists
+// each kind is this module's.
 impl NodeKind {
     /// Its directory under `/sys/dev`.
     fn sys_dir(self) -> &'static str {

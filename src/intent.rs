@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 use crate::cgroup::layout::{Kind, Qos, classify, standalone_container};
 use crate::cgroup::{CpuLimit, Hierarchy, Observed, Reads, Rel, Version, observe};
 use crate::config::{Config, DeviceAlignment};
-use crate::devices::{Device, DeviceRef, Found, Located, NodeKind};
-use crate::io::{FileId, Fs, Owner};
+use crate::devices::{Device, DeviceRef, Found, Located};
+use crate::io::{FileId, Fs, NodeKind, Owner};
 
 /// The OCI annotation that asks for exclusive CPUs: as it is, for the pod's
 /// one container; followed by `.<container name>`, for that container.

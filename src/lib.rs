@@ -34,6 +34,7 @@ pub mod state;
 pub mod steer;
 pub mod sysfs;
 pub mod systemd;
+pub mod task;
 pub mod topology;
 pub mod watch;
 pub mod watchdog;

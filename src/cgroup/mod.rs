@@ -11,7 +11,6 @@
 //! controllers of cgroup v1 and in the one tree of v2.
 
 pub mod layout;
-pub mod name;
 mod path;
 pub mod scope;
 
@@ -320,7 +319,7 @@ impl Hierarchy {
 }
 
 fn join(base: &Path, rel: &str) -> PathBuf {
-    name::path(base, rel)
+    crate::io::name::path(base, rel)
 }
 
 /// A CPU limit as the kernel states it.
