@@ -7,7 +7,6 @@
 pub mod alloc;
 pub mod api;
 pub mod bootline;
-pub mod cdi;
 pub mod cgroup;
 pub mod cli;
 pub mod client;

@@ -174,7 +174,7 @@ pub struct Config {
     /// ([`crate::devices`]), unless it says otherwise.
     pub device_alignment: DeviceAlignment,
     /// Directories of CDI spec files (absolute), in CDI's order: a device
-    /// named in a later one wins ([`crate::cdi`]).
+    /// named in a later one wins ([`crate::devices::cdi`]).
     pub cdi_spec_dirs: Vec<PathBuf>,
     /// Directories holding OCI bundles by container id (absolute).
     pub bundle_dirs: Vec<PathBuf>,
