@@ -556,16 +556,6 @@ pub struct Pending {
     pub reason: String,
 }
 
-impl From<&crate::engine::Pending> for Pending {
-    fn from(p: &crate::engine::Pending) -> Self {
-        Pending {
-            requested: p.requested,
-            available: p.available,
-            reason: p.reason.clone(),
-        }
-    }
-}
-
 /// How well a workload's CPUs sit on the topology.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Alignment {

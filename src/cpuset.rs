@@ -14,6 +14,11 @@ use std::str::FromStr;
 /// from allocating gigabytes.
 pub const MAX_CPU: u32 = 16_383;
 
+/// The most CPUs anything may ask for (a `[[rule]]`, `reserved_cpus`,
+/// `pinctl run`): one more than the highest CPU number a [`CpuSet`] accepts
+/// ([`MAX_CPU`]).
+pub const MAX_CPUS: usize = MAX_CPU as usize + 1;
+
 const WORD_BITS: usize = 64;
 
 /// A set of CPU numbers, stored as a bitmap.

@@ -10,11 +10,13 @@
 //!   own character devices, a procfs root) passed in. Blocking `std::fs`
 //!   calls through [`Fs`]: the daemon calls it on its I/O threads.
 //!   A CDI name (`nvidia.com/gpu=0`) is located as the device nodes its
-//!   spec file lists ([`crate::cdi`], in [`locate_all`]).
+//!   spec file lists ([`cdi`], in [`locate_all`]).
 //! - [`nodes_of`] is pure: places and a topology in, NUMA nodes out.
 //! - Nothing is guessed. A device that cannot be placed (gone, virtual, a
 //!   firmware that says nothing) is a [`Located`] whose `place` says why,
 //!   shown by `pinctl describe`; it counts toward no node.
+
+pub mod cdi;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -24,7 +26,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::cpuset::CpuSet;
-use crate::io::Fs;
+use crate::io::{Fs, NodeKind};
 use crate::topology::Topology;
 
 /// The character major of NVIDIA's GPUs (`/dev/nvidiaN`). Its driver makes
@@ -39,14 +41,8 @@ pub const MAX_DEVICES: usize = 64;
 /// The longest network interface name (`IFNAMSIZ` less its NUL).
 const MAX_IFNAME: usize = 15;
 
-/// A character or a block device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeKind {
-    Char,
-    Block,
-}
-
+// The kind is `io`'s (`Fs::device_number` tells it); where sysfs lists
+// each kind is this module's.
 impl NodeKind {
     /// Its directory under `/sys/dev`.
     fn sys_dir(self) -> &'static str {
@@ -73,7 +69,7 @@ pub enum DeviceRef {
         minor: u32,
     },
     /// A CDI device (`nvidia.com/gpu=0`): the device nodes its spec file
-    /// lists ([`crate::cdi`]).
+    /// lists ([`cdi`]).
     Cdi(String),
 }
 
@@ -153,7 +149,7 @@ impl FromStr for DeviceRef {
                 return Ok(DeviceRef::Number { kind, major, minor });
             }
         }
-        if crate::cdi::is_qualified(word) {
+        if cdi::is_qualified(word) {
             return Ok(DeviceRef::Cdi(word.to_string()));
         }
         if word.len() > MAX_IFNAME
@@ -448,14 +444,14 @@ pub struct Roots<'a> {
 }
 
 /// Locates each device ([`locate`]). A CDI device becomes the device nodes
-/// its spec lists, each located ([`crate::cdi`]; the spec files are read
+/// its spec lists, each located ([`cdi`]; the spec files are read
 /// once, and only when one is named); one no spec names stays as it is,
 /// its place saying why.
 pub fn locate_all(fs: &dyn Fs, roots: Roots<'_>, devices: &[Device]) -> Vec<Located> {
     let registry = devices
         .iter()
         .any(|d| matches!(d.what, DeviceRef::Cdi(_)))
-        .then(|| crate::cdi::Registry::load(fs, roots.cdi_dirs));
+        .then(|| cdi::Registry::load(fs, roots.cdi_dirs));
     let at = |device: Device| Located {
         place: locate(fs, roots.sys, roots.proc_root, &device.what),
         device,

@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 use crate::cgroup::layout::{Kind, Qos, classify, standalone_container};
 use crate::cgroup::{CpuLimit, Hierarchy, Observed, Reads, Rel, Version, observe};
 use crate::config::{Config, DeviceAlignment};
-use crate::devices::{Device, DeviceRef, Found, Located, NodeKind};
-use crate::io::{FileId, Fs, Owner};
+use crate::devices::{Device, DeviceRef, Found, Located};
+use crate::io::{FileId, Fs, NodeKind, Owner};
 
 /// The OCI annotation that asks for exclusive CPUs: as it is, for the pod's
 /// one container; followed by `.<container name>`, for that container.
@@ -57,7 +57,7 @@ pub const ANNOTATION_QUOTA_LIFTED: &str = "pinctl.io/quota-lifted";
 
 /// The prefix of the annotations that name a container's CDI devices
 /// (`cdi.k8s.io/<plugin>: nvidia.com/gpu=0,...`), resolved through the
-/// spec files of `cdi_spec_dirs` ([`crate::cdi`]).
+/// spec files of `cdi_spec_dirs` ([`crate::devices::cdi`]).
 pub const ANNOTATION_CDI_PREFIX: &str = "cdi.k8s.io/";
 
 /// The annotations by which each runtime marks a pod's sandbox (pause)
@@ -296,7 +296,7 @@ fn bundle_devices(config: &OciConfig) -> (Vec<Device>, Option<String>) {
             break;
         }
         for word in value.split(',').map(str::trim) {
-            if crate::cdi::is_qualified(word) {
+            if crate::devices::cdi::is_qualified(word) {
                 out.push(Device {
                     what: DeviceRef::Cdi(word.to_string()),
                     found: Found::BundleCdi(key.chars().take(80).collect()),

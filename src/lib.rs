@@ -7,7 +7,6 @@
 pub mod alloc;
 pub mod api;
 pub mod bootline;
-pub mod cdi;
 pub mod cgroup;
 pub mod cli;
 pub mod client;
@@ -34,6 +33,7 @@ pub mod state;
 pub mod steer;
 pub mod sysfs;
 pub mod systemd;
+pub mod task;
 pub mod topology;
 pub mod watch;
 pub mod watchdog;

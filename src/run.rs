@@ -396,7 +396,7 @@ impl Ask {
         if self.cpus == 0 {
             return bad("0 CPUs asked".into());
         }
-        if self.cpus > crate::config::MAX_CPUS {
+        if self.cpus > crate::cpuset::MAX_CPUS {
             return bad(format!(
                 "{} CPUs asked: no machine has that many",
                 self.cpus

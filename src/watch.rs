@@ -86,7 +86,7 @@ impl Watcher {
         if self.by_rel.contains_key(rel) {
             return Ok(false);
         }
-        let path = crate::cgroup::name::path(&self.base, rel);
+        let path = crate::io::name::path(&self.base, rel);
         let wd = self.fd.get_mut().watches().add(&path, mask())?;
         // The directory is watched already under another name: it was
         // renamed (inotify keeps one watch per directory). The old name is
@@ -157,7 +157,7 @@ impl Watcher {
             let Some(dir) = self.by_wd.get(&wd) else {
                 continue;
             };
-            let name = name.map(|n| crate::cgroup::name::encode(&n).into_owned());
+            let name = name.map(|n| crate::io::name::encode(&n).into_owned());
             let child = |n: &str| -> Rel { crate::cgroup::child(dir, n).into() };
             let is_dir = mask.contains(EventMask::ISDIR);
             match name.as_deref() {

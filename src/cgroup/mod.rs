@@ -11,18 +11,17 @@
 //! controllers of cgroup v1 and in the one tree of v2.
 
 pub mod layout;
-pub mod name;
 mod path;
 pub mod scope;
 
 pub use path::{Rel, child, depth, is_within, parent, subtree};
 pub use scope::Scope;
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::config::HierarchyMode;
 use crate::cpuset::CpuSet;
 use crate::io::{Fs, Owner};
 
@@ -107,6 +106,34 @@ impl Version {
             Version::V1 => "v1",
             Version::V2 => "v2",
         }
+    }
+}
+
+/// The `hierarchy` key: which cgroup hierarchy the daemon drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HierarchyMode {
+    /// Detect it at start-up.
+    Auto,
+    /// The v1 `cpuset` controller hierarchy.
+    V1,
+    /// The unified v2 hierarchy.
+    V2,
+}
+
+impl HierarchyMode {
+    /// The value as written in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HierarchyMode::Auto => "auto",
+            HierarchyMode::V1 => "v1",
+            HierarchyMode::V2 => "v2",
+        }
+    }
+}
+
+impl fmt::Display for HierarchyMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -320,7 +347,7 @@ impl Hierarchy {
 }
 
 fn join(base: &Path, rel: &str) -> PathBuf {
-    name::path(base, rel)
+    crate::io::name::path(base, rel)
 }
 
 /// A CPU limit as the kernel states it.
@@ -517,9 +544,21 @@ pub fn kept_baseline(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<CpuSet> {
 pub fn kept_class(fs: &dyn Fs, h: &Hierarchy, rel: &str) -> Option<String> {
     let raw = fs.get_xattr(&h.dir(rel), XATTR_CLASS).ok()??;
     let name = std::str::from_utf8(&raw).ok()?.trim();
-    crate::config::class_name_problem(name)
-        .is_none()
-        .then(|| name.to_string())
+    class_name_problem(name).is_none().then(|| name.to_string())
+}
+
+/// Whether `name` is a legal class name.
+pub fn class_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > 64 {
+        Some("1 to 64 characters")
+    } else if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    {
+        Some("letters, digits, '_', '.' and '-' only")
+    } else {
+        None
+    }
 }
 
 /// The text of extended attribute `name` on `rel`, trimmed: `None` when it

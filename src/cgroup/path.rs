@@ -4,7 +4,7 @@
 //! (`kubepods.slice/...`), never by an absolute path, so that the same name
 //! addresses it in the cpuset and cpu controllers of cgroup v1 and in the one
 //! tree of v2. `""` is the hierarchy's root. Names that are not UTF-8 are kept
-//! in the encoding of [`super::name`]; nothing here needs to know.
+//! in the encoding of [`crate::io::name`]; nothing here needs to know.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -13,7 +13,6 @@
 //! root or not.
 
 use super::path::{Rel, is_within};
-use crate::config::Config;
 
 /// The subtrees of one configuration; see the module documentation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,18 +26,6 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// The scope of a configuration.
-    pub fn of(cfg: &Config) -> Scope {
-        // The managed subtrees and the rules' roots; with `[run]` on, the
-        // slice runs are made in is managed too.
-        let mut managed = cfg.managed.clone();
-        if cfg.run.enabled && !managed.contains(&cfg.run.slice) {
-            managed.push(cfg.run.slice.clone());
-        }
-        let watched = managed.iter().cloned().chain(cfg.watch_roots()).collect();
-        Scope::new(managed, cfg.shared_cgroups.clone(), watched)
-    }
-
     /// A scope from its three kinds of subtree.
     pub fn new(managed: Vec<String>, shared: Vec<String>, rule_roots: Vec<String>) -> Scope {
         let mut roots: Vec<String> = managed

@@ -18,8 +18,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::api;
-use crate::cgroup::{self, Hierarchy, Observed, Reads, Rel, Scope, Version, layout};
-use crate::config::HierarchyMode;
+use crate::cgroup::{self, Hierarchy, HierarchyMode, Observed, Reads, Rel, Scope, Version, layout};
 use crate::cpuset::CpuSet;
 use crate::io::{Fs, RealFs};
 use crate::procfs;

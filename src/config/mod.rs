@@ -18,7 +18,8 @@ use serde::Deserialize;
 use toml::de::DeTable;
 
 use crate::alloc::Options;
-use crate::cpuset::{CpuSet, MAX_CPU};
+use crate::cgroup::{HierarchyMode, Scope};
+use crate::cpuset::{CpuSet, MAX_CPUS};
 use crate::topology::Topology;
 
 mod power;
@@ -27,7 +28,7 @@ mod validate;
 
 pub use power::{
     Class, EPP_NAMES, Freq, MAX_CLASSES, MAX_FREQ_KHZ, MAX_RESUME_LATENCY_US, Power, ResumeLatency,
-    class_name_problem, parse_freq,
+    parse_freq,
 };
 
 use raw::{RawConfig, toml_error};
@@ -38,10 +39,6 @@ pub const DEFAULT_PATH: &str = "/etc/pinctl/pinctld.toml";
 
 /// The longest duration any duration key accepts.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// The most CPUs a `[[rule]]` may ask for, and the largest `reserved_cpus`
-/// count: one more than the highest CPU number [`CpuSet`] accepts.
-pub const MAX_CPUS: usize = MAX_CPU as usize + 1;
 
 /// The largest config file accepted, in bytes (1 MiB). The shipped file is
 /// about 9 KiB; the bound is checked before anything is parsed, and `load`
@@ -178,7 +175,7 @@ pub struct Config {
     /// ([`crate::devices`]), unless it says otherwise.
     pub device_alignment: DeviceAlignment,
     /// Directories of CDI spec files (absolute), in CDI's order: a device
-    /// named in a later one wins ([`crate::cdi`]).
+    /// named in a later one wins ([`crate::devices::cdi`]).
     pub cdi_spec_dirs: Vec<PathBuf>,
     /// Directories holding OCI bundles by container id (absolute).
     pub bundle_dirs: Vec<PathBuf>,
@@ -301,17 +298,6 @@ pub enum Reserved {
     /// This many CPUs (1 to [`MAX_CPUS`]), taken from the lowest-numbered whole
     /// cores when the daemon starts, and again by a reload that changes it.
     Count(usize),
-}
-
-/// The `hierarchy` key: which cgroup hierarchy the daemon drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HierarchyMode {
-    /// Detect it at start-up.
-    Auto,
-    /// The v1 `cpuset` controller hierarchy.
-    V1,
-    /// The unified v2 hierarchy.
-    V2,
 }
 
 /// The `unthrottle_exclusive` key: the exclusive workloads whose CFS quota
@@ -916,6 +902,22 @@ impl Config {
     }
 }
 
+// The scope of a configuration is built here, not in `cgroup::scope`: the
+// configuration knows cgroups, and cgroups know nothing of it.
+impl Scope {
+    /// The scope of a configuration.
+    pub fn of(cfg: &Config) -> Scope {
+        // The managed subtrees and the rules' roots; with `[run]` on, the
+        // slice runs are made in is managed too.
+        let mut managed = cfg.managed.clone();
+        if cfg.run.enabled && !managed.contains(&cfg.run.slice) {
+            managed.push(cfg.run.slice.clone());
+        }
+        let watched = managed.iter().cloned().chain(cfg.watch_roots()).collect();
+        Scope::new(managed, cfg.shared_cgroups.clone(), watched)
+    }
+}
+
 impl Reserved {
     /// The reserved CPUs on `topology`: the list as given, or the first `n` CPUs
     /// of the lowest-numbered cores, whole cores first (see
@@ -935,23 +937,6 @@ impl fmt::Display for Reserved {
             Reserved::List(set) => write!(f, "\"{set}\""),
             Reserved::Count(n) => write!(f, "{n}"),
         }
-    }
-}
-
-impl HierarchyMode {
-    /// The value as written in the file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HierarchyMode::Auto => "auto",
-            HierarchyMode::V1 => "v1",
-            HierarchyMode::V2 => "v2",
-        }
-    }
-}
-
-impl fmt::Display for HierarchyMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -15,6 +15,7 @@ use toml::Spanned;
 use super::raw::RawStrOrInt;
 use super::validate::Validator;
 use super::*;
+use crate::cgroup::class_name_problem;
 
 /// The most `[[class]]` tables, and C-state names in one class.
 pub const MAX_CLASSES: usize = 64;
@@ -226,20 +227,6 @@ pub(super) struct RawPower {
     pub(super) shared: Option<Spanned<String>>,
     pub(super) reserved: Option<Spanned<String>>,
     pub(super) slurm: Option<Spanned<String>>,
-}
-
-/// Whether `name` is a legal class name.
-pub fn class_name_problem(name: &str) -> Option<&'static str> {
-    if name.is_empty() || name.len() > 64 {
-        Some("1 to 64 characters")
-    } else if !name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-    {
-        Some("letters, digits, '_', '.' and '-' only")
-    } else {
-        None
-    }
 }
 
 impl Validator<'_> {

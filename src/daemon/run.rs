@@ -386,7 +386,7 @@ async fn holds(pool: &IoPool, procs: &Path, pid: u32) -> bool {
 async fn start_of(pool: &IoPool, proc_root: &Path, pid: u32) -> Option<u64> {
     let stat = proc_root.join(pid.to_string()).join("stat");
     let text = pool.read(&stat).await.ok()?;
-    crate::procfs::parse_stat(pid, &text).map(|s| s.start)
+    crate::task::parse_stat(pid, &text).map(|s| s.start)
 }
 
 impl Daemon {

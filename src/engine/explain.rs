@@ -2,9 +2,21 @@
 //! which cgroups fail, and its workloads in the status document's form. The
 //! daemon reports these; it never reads the engine's entries to work them out.
 
-use super::{Engine, File, Role, Write};
+use super::{Engine, File, Pending, Role, Write};
 use crate::api;
 use crate::cpuset::CpuSet;
+
+// The document's form of a wait is made here, with the rest of the
+// workload's: the engine knows the documents, and they know nothing of it.
+impl From<&Pending> for api::Pending {
+    fn from(p: &Pending) -> Self {
+        api::Pending {
+            requested: p.requested,
+            available: p.available,
+            reason: p.reason.clone(),
+        }
+    }
+}
 
 /// What the audit trail says of one write.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use super::{Found, Kept, Knob, Kthread, Line, Memory, Plan, Reading, originals};
 use crate::cpuset::CpuSet;
 use crate::io::{Fs, IoPool, chain};
-use crate::procfs;
+use crate::{procfs, task};
 
 /// The workqueues' directory, below the sysfs root.
 pub const WORKQUEUE_DIR: &str = "devices/virtual/workqueue";
@@ -161,13 +161,13 @@ pub fn read_kthread(fs: &dyn Fs, proc_root: &Path, pid: u32) -> io::Result<Optio
         }
         Err(e) => return Err(e),
     };
-    let Some(stat) = procfs::parse_stat(pid, &text) else {
+    let Some(stat) = task::parse_stat(pid, &text) else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{}: not a stat line", path.display()),
         ));
     };
-    if stat.flags & procfs::PF_KTHREAD == 0 {
+    if stat.flags & task::PF_KTHREAD == 0 {
         return Ok(None);
     }
     let Some(aff) = procfs::affinity(fs, proc_root, pid, pid)? else {

@@ -121,7 +121,7 @@ impl Kthread {
     }
 
     pub fn kind(&self) -> Kind {
-        let pinned = self.flags & crate::procfs::PF_NO_SETAFFINITY != 0;
+        let pinned = self.flags & crate::task::PF_NO_SETAFFINITY != 0;
         if self.comm.starts_with("kworker/u") || self.comm.starts_with("kworker/R-") {
             Kind::Workqueue
         } else if pinned || self.allowed.len() <= 1 {

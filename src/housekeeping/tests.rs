@@ -2,7 +2,7 @@
 //! thread born of `kthreadd` had, what is remembered, and what stays.
 
 use super::*;
-use crate::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
+use crate::task::{PF_KTHREAD, PF_NO_SETAFFINITY};
 
 fn set(s: &str) -> CpuSet {
     s.parse().unwrap()

@@ -15,8 +15,9 @@
 //!
 //! Rooms: this file the [`Fs`] trait; `real.rs` [`RealFs`]; `pool.rs` the
 //! [`IoPool`] and its errors; `worker.rs` the threads, the queue and the
-//! hung marks.
+//! hung marks; `name.rs` the names that are not UTF-8 ([`name::encode`]).
 
+pub mod name;
 mod pool;
 mod real;
 mod worker;
@@ -27,6 +28,8 @@ pub use real::RealFs;
 use std::io;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
+
+use serde::{Deserialize, Serialize};
 
 use crate::cpuset::CpuSet;
 
@@ -65,7 +68,7 @@ pub trait Fs: Send + Sync + 'static {
     /// an error.
     fn write(&self, path: &Path, data: &str) -> io::Result<()>;
     /// Lists a directory, skipping `.` and `..`; a name that is not UTF-8 is
-    /// kept encoded ([`crate::cgroup::name::encode`]).
+    /// kept encoded ([`name::encode`]).
     fn read_dir(&self, path: &Path) -> io::Result<Vec<Entry>>;
     /// Reads an extended attribute: `Ok(None)` when it is absent (`ENODATA`)
     /// or the filesystem has no xattr support (`EOPNOTSUPP`, kernels before 5.7
@@ -176,15 +179,12 @@ pub trait Fs: Send + Sync + 'static {
     }
     /// The device number of a device node (following symbolic links):
     /// `None` when the path is not a character or block device.
-    fn device_number(
-        &self,
-        path: &Path,
-    ) -> io::Result<Option<(crate::devices::NodeKind, u32, u32)>> {
+    fn device_number(&self, path: &Path) -> io::Result<Option<(NodeKind, u32, u32)>> {
         use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
         let meta = std::fs::metadata(path)?;
         let kind = match meta.file_type() {
-            t if t.is_char_device() => crate::devices::NodeKind::Char,
-            t if t.is_block_device() => crate::devices::NodeKind::Block,
+            t if t.is_char_device() => NodeKind::Char,
+            t if t.is_block_device() => NodeKind::Block,
             _ => return Ok(None),
         };
         let rdev = meta.rdev();
@@ -244,8 +244,8 @@ pub fn fake_affinity<F: Fs + ?Sized>(
         return Err(einval());
     }
     if let Ok(stat) = fs.read(&dir.join("stat"))
-        && crate::procfs::parse_stat(pid, &stat)
-            .is_some_and(|s| s.flags & crate::procfs::PF_NO_SETAFFINITY != 0)
+        && crate::task::parse_stat(pid, &stat)
+            .is_some_and(|s| s.flags & crate::task::PF_NO_SETAFFINITY != 0)
     {
         return Err(einval());
     }
@@ -301,6 +301,14 @@ pub struct Owner {
     pub uid: u32,
     /// The permission bits (`st_mode & 0o7777`).
     pub mode: u32,
+}
+
+/// A character or a block device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeKind {
+    Char,
+    Block,
 }
 
 /// A file type in words, for messages.

@@ -74,7 +74,7 @@ impl Fs for RealFs {
         let mut entries = Vec::new();
         for entry in std::fs::read_dir(path)? {
             let entry = entry?;
-            let name = crate::cgroup::name::encode(&entry.file_name()).into_owned();
+            let name = super::name::encode(&entry.file_name()).into_owned();
             let file_type = entry.file_type()?;
             let is_dir = if file_type.is_symlink() {
                 // A dangling link is not a directory, and not an error either.
@@ -158,7 +158,7 @@ impl Fs for RealFs {
                 continue;
             }
             match entry.file_type() {
-                FileType::Directory => dirs.push(crate::cgroup::name::encode(raw).into_owned()),
+                FileType::Directory => dirs.push(super::name::encode(raw).into_owned()),
                 FileType::Symlink | FileType::Unknown => unsure.push(raw.to_os_string()),
                 _ => {}
             }
@@ -168,7 +168,7 @@ impl Fs for RealFs {
             if fstatat(&handle, raw.as_os_str(), AtFlags::empty()).is_ok_and(|st| {
                 SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
             }) {
-                dirs.push(crate::cgroup::name::encode(&raw).into_owned());
+                dirs.push(super::name::encode(&raw).into_owned());
             }
         }
         Ok(DirScan {

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pinctl::CpuSet;
+use pinctl::cgroup::HierarchyMode;
 use pinctl::config::{
-    self, Config, ConfigError, DeviceAlignment, HierarchyMode, Isolation, LogLevel, MAX_DURATION,
-    MAX_FILE_SIZE, MAX_GLOB_NESTING, MAX_ITEMS, MAX_STRING, Reserved, Unthrottle, parse,
-    parse_duration,
+    self, Config, ConfigError, DeviceAlignment, Isolation, LogLevel, MAX_DURATION, MAX_FILE_SIZE,
+    MAX_GLOB_NESTING, MAX_ITEMS, MAX_STRING, Reserved, Unthrottle, parse, parse_duration,
 };
 use proptest::prelude::*;
 

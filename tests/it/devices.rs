@@ -10,8 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
-use pinctl::devices::{DeviceRef, NodeKind, locate, nodes_of_place};
-use pinctl::io::RealFs;
+use pinctl::devices::{DeviceRef, locate, nodes_of_place};
+use pinctl::io::{NodeKind, RealFs};
 use pinctl::topology::Topology;
 
 use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, set, uid};

@@ -673,13 +673,13 @@ proptest! {
     fn any_cgroup_name_is_seen_and_found_again(name in cgroup_name()) {
         use std::os::unix::ffi::OsStrExt as _;
         let raw = std::ffi::OsStr::from_bytes(&name);
-        let kept = pinctl::cgroup::name::encode(raw).into_owned();
+        let kept = pinctl::io::name::encode(raw).into_owned();
         let _ = layout::classify(&format!("kubepods/burstable/pod1/{kept}"));
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir(dir.path().join(raw)).unwrap();
         let scan = pinctl::io::Fs::scan_dir(&pinctl::io::RealFs, dir.path(), &[], "user.x").unwrap();
         prop_assert_eq!(&scan.dirs, &vec![kept.clone()]);
-        prop_assert!(pinctl::cgroup::name::path(dir.path(), &kept).is_dir());
+        prop_assert!(pinctl::io::name::path(dir.path(), &kept).is_dir());
     }
 }
 

@@ -35,6 +35,7 @@ mod housekeeping;
 mod io_pool;
 mod irq;
 mod kubernetes;
+mod layers;
 mod layout;
 mod noise;
 mod nri;

@@ -1,12 +1,14 @@
 //! Cgroup names that are not UTF-8, in the `str` paths the daemon keeps.
 //!
-//! - The kernel allows any byte but `/` and NUL in a name; [`super::Rel`] and
-//!   all built on it are strings. An invisible cgroup is a dangerous one (on
-//!   v1 it kept its parent from narrowing, EBUSY, and its tasks ran on
+//! - The kernel allows any byte but `/` and NUL in a name; [`crate::cgroup::Rel`]
+//!   and all built on it are strings. An invisible cgroup is a dangerous one
+//!   (on v1 it kept its parent from narrowing, EBUSY, and its tasks ran on
 //!   exclusive CPUs), so every name is kept, losslessly ([`encode`]).
+//!   [`super::Fs::read_dir`] keeps every name it lists so, which is why this
+//!   lives in `io`, below `cgroup`.
 //! - Every path the daemon opens is made by [`path`] (through
-//!   [`super::Hierarchy`]): a component left encoded by mistake holds a NUL,
-//!   so it fails in the system call and never reaches a file.
+//!   [`crate::cgroup::Hierarchy`]): a component left encoded by mistake holds
+//!   a NUL, so it fails in the system call and never reaches a file.
 
 use std::borrow::Cow;
 use std::ffi::{OsStr, OsString};

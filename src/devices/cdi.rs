@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::devices::{DeviceRef, MAX_DEVICES};
+use super::{DeviceRef, MAX_DEVICES};
 use crate::io::Fs;
 
 /// The largest spec file read: real ones are a few KiB (one per device
@@ -226,7 +226,7 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::NodeKind;
+    use crate::io::NodeKind;
 
     #[test]
     fn qualified_names_are_vendor_class_and_name() {
