@@ -33,6 +33,30 @@ fn set(s: &str) -> CpuSet {
     s.parse().unwrap()
 }
 
+/// The shipped file's opening comment names every key that waits for a
+/// restart, and no other (a table as `[run]`): a key added to
+/// `Config::RESTART_KEYS` must be said there too.
+#[test]
+fn shipped_file_names_the_keys_that_wait_for_a_restart() {
+    let text = std::fs::read_to_string(SHIPPED).unwrap();
+    let head: Vec<&str> = text
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim())
+        .collect();
+    let head = head.join(" ");
+    let list = head
+        .split("says so in the journal:")
+        .nth(1)
+        .and_then(|rest| rest.split('.').next())
+        .expect("the opening comment lists the restart keys");
+    let named: Vec<&str> = list
+        .split(',')
+        .map(|k| k.trim().trim_start_matches('[').trim_end_matches(']'))
+        .collect();
+    assert_eq!(named, Config::RESTART_KEYS);
+}
+
 #[test]
 fn shipped_file_gives_the_defaults() {
     let config = config::load(Path::new(SHIPPED)).unwrap();
