@@ -3,7 +3,8 @@
 //! lists every page; the configuration page lists every key the shipped
 //! file has, and no other; the Quiet CPUs page explains the boot line as
 //! `bootline::PARAMS` does; every command and flag is on a page; the docs
-//! point nowhere outside the repository. The metrics page is kept by
+//! point nowhere outside the repository; every `pinctl` example that runs on
+//! a recorded fixture prints what the docs show. The metrics page is kept by
 //! `metrics.rs`'s tests.
 
 use std::collections::BTreeSet;
@@ -343,4 +344,86 @@ fn every_command_and_flag_is_documented() {
         &mut missing,
     );
     assert!(missing.is_empty(), "not in docs/src/: {missing:#?}");
+}
+
+/// One `$ pinctl ...` line of a `console` block, with the output shown
+/// below it (up to the next `$ ` line or the block's end).
+struct Example {
+    at: String,
+    command: String,
+    shown: Vec<String>,
+}
+
+/// The examples of the `console` blocks of a markdown text.
+fn console_examples(file: &str, text: &str) -> Vec<Example> {
+    let mut out: Vec<Example> = Vec::new();
+    let mut inside = false;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            inside = !inside && line.trim() == "```console";
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        if let Some(command) = line.strip_prefix("$ ") {
+            out.push(Example {
+                at: format!("{file}:{}", n + 1),
+                command: command.to_string(),
+                shown: Vec::new(),
+            });
+        } else if let Some(last) = out.last_mut() {
+            last.shown.push(line.to_string());
+        }
+    }
+    out
+}
+
+/// Every `pinctl` example in the README and the book that runs on a
+/// recorded fixture (its arguments name `tests/fixtures/`) is run from the
+/// repository's root, and prints what the docs show: line for line, up to a
+/// line `...`, after which the rest is not shown. An allocator or topology
+/// change that alters such an output fails here until the docs follow.
+#[test]
+fn every_fixture_example_prints_what_the_docs_show() {
+    let mut files = vec![repo("README.md")];
+    files.extend(pages());
+    let mut ran = 0;
+    let mut wrong = Vec::new();
+    for path in files {
+        let name = path.strip_prefix(repo("")).unwrap().display().to_string();
+        for ex in console_examples(&name, &read(&path)) {
+            let words: Vec<&str> = ex.command.split_whitespace().collect();
+            if words.first() != Some(&"pinctl") || !ex.command.contains("tests/fixtures/") {
+                continue;
+            }
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_pinctl"))
+                .args(&words[1..])
+                .current_dir(repo(""))
+                .env("NO_COLOR", "1")
+                .output()
+                .unwrap();
+            ran += 1;
+            let printed = String::from_utf8_lossy(&out.stdout);
+            let printed: Vec<&str> = printed.lines().collect();
+            let cut = ex.shown.iter().position(|l| l == "...");
+            let shown = &ex.shown[..cut.unwrap_or(ex.shown.len())];
+            let same = match cut {
+                Some(_) => printed.len() >= shown.len() && printed[..shown.len()] == *shown,
+                None => printed == *shown,
+            };
+            if !out.status.success() || !same {
+                wrong.push(format!(
+                    "{}: `{}` exited {} and printed:\n{}\nthe docs show:\n{}",
+                    ex.at,
+                    ex.command,
+                    out.status,
+                    printed.join("\n"),
+                    ex.shown.join("\n")
+                ));
+            }
+        }
+    }
+    assert!(ran >= 3, "only {ran} fixture examples found: is the parsing right?");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
 }
