@@ -7,17 +7,19 @@ docs/src/benchmarks/<bench>.csv. From those this script writes
 docs/src/benchmarks/pin.svg (pin p50 and shared pool narrowed p50 against
 live containers, one series per machine and hierarchy),
 docs/src/benchmarks/noise.svg (switches per minute on the exclusive CPU by
-class and set-up, a panel per machine and hierarchy) and
+class and set-up, a panel per machine and hierarchy),
+docs/src/benchmarks/soak.svg (the daemon's RSS and open files through each
+soak, tests/soak/) and
 docs/src/benchmarks/runs.md (a table per benchmark, a row per run and
 size; noise: a row per machine, hierarchy and set-up, medians over the
-runs), which docs/src/benchmarks.md includes.
+runs; soak: a row per run), which docs/src/benchmarks.md includes.
 
     benches/plot.py                     write pin.svg and runs.md
     benches/plot.py --check             exit 1 naming the file the CSV no longer gives
     benches/plot.py --add [--last] FILE...
                                         append FILE's rows to docs/src/benchmarks/,
                                         then write: FILE is a benchmark's CSV
-                                        (target/bench/<bench>.csv) or a VM test
+                                        (target/bench/<bench>.csv, target/soak/soak-*.csv) or a VM test
                                         bed log (its BENCH-CSV| lines, rows of
                                         real_cgroup or noise, by their header);
                                         --last keeps only FILE's
@@ -40,8 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "src" / "benchmarks"
 SVG = DATA / "pin.svg"
 NOISE_SVG = DATA / "noise.svg"
+SOAK_SVG = DATA / "soak.svg"
 TABLE = DATA / "runs.md"
-BENCHES = ("real_cgroup", "daemon", "planner", "allocator", "noise")
+BENCHES = ("real_cgroup", "daemon", "planner", "allocator", "noise", "soak-summary", "soak-samples")
 VM_PREFIX = "BENCH-CSV| "
 
 
@@ -181,7 +184,32 @@ def runs_md(data):
     lines += section("planner", criterion_table(data["planner"], "live"))
     lines += section("allocator", criterion_table(data["allocator"], "CPUs"))
     lines += section("noise", noise_table(data["noise"]))
+    lines += section("soak", soak_table(data["soak-summary"]))
     return "\n".join(lines)
+
+
+def soak_table(rows):
+    """A row per soak run: what it ran, what it found, what it survived."""
+    kinds = [("kills", "SIGKILL"), ("reloads", "SIGHUP"), ("corrupt_states", "state corrupt"),
+             ("deleted_states", "state deleted"), ("paths_removed", "path removed"),
+             ("deleted_under_write", "deleted under a write"), ("runs_killed", "run client killed")]
+    out = []
+    for r in sorted(rows, key=lambda r: (r["machine"], r["date"])):
+        mib = lambda k: f"{int(r[k]) / 1024:.1f}" if r[k] else "-"
+        faults = ", ".join(f"{name} {count(r[k])}" for k, name in kinds if r[k] not in ("", "0"))
+        p50, p99 = number(r["recovery_p50_ms"]), number(r["recovery_p99_ms"])
+        out.append([
+            r["machine"], when(r["date"]), r["hierarchy"], r["cpus"], r["kernel"],
+            f"{int(r['seconds']) / 60:.0f} min", count(r["containers"]), count(r["samples"]),
+            f"{r['overlaps']} / {r['lost_pins']} / {r['leaks']}", faults or "-",
+            count(r["resizes"]), "-" if p50 is None else f"{fmt(p50)} / {fmt(p99)}",
+            f"{mib('rss_first_kib')} → {mib('rss_last_kib')} (max {mib('rss_max_kib')})",
+            r["seed"], r["result"],
+        ])
+    header = ["machine", "date (UTC)", "hierarchy", "CPUs", "kernel", "ran", "containers",
+              "samples", "overlaps / lost pins / leaks", "faults survived", "resizes",
+              "recovery after SIGKILL p50 / p99 (ms)", "RSS first → last (MiB)", "seed", "result"]
+    return table(header, out)
 
 
 # --- pin.svg ----------------------------------------------------------------
@@ -434,12 +462,73 @@ def noise_svg(rows):
     return "\n".join(out) + "\n"
 
 
+# --- soak.svg ---------------------------------------------------------------
+
+SOAK_W, SOAK_H = 380, 220
+
+
+def soak_runs(rows):
+    """The per-minute rows of each soak run, by (machine, date, seed)."""
+    runs = {}
+    for r in rows:
+        runs.setdefault((r["machine"], r["date"], r["seed"]), []).append(r)
+    return {k: sorted(v, key=lambda r: int(r["elapsed_s"])) for k, v in sorted(runs.items())}
+
+
+def soak_svg(rows):
+    runs = soak_runs(rows)
+    left, top, gap = 70, 50, 90
+    panels = [("rss_kib", "RSS (MiB)", 1 / 1024), ("fds", "open files", 1)]
+    width = left + len(panels) * (SOAK_W + gap)
+    height = top + SOAK_H + 50 + LEGEND_ROW * max(len(runs), 1)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        "<title>the daemon's RSS and open files through each soak</title>",
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+    ]
+    xmax = max([int(r["elapsed_s"]) for rs in runs.values() for r in rs] + [60]) / 60
+    for p, (key, title, scale) in enumerate(panels):
+        x0 = left + p * (SOAK_W + gap)
+        values = [float(r[key]) * scale for rs in runs.values() for r in rs if r[key]]
+        ymax = max(values + [1]) * 1.2
+        out.append(f'<text x="{x0 + SOAK_W / 2:.1f}" y="{top - 12}" text-anchor="middle" '
+                   f'font-weight="bold">{title}</text>')
+        out.append(f'<rect x="{x0}" y="{top}" width="{SOAK_W}" height="{SOAK_H}" fill="none" stroke="#444"/>')
+        for i in range(5):
+            v = ymax * i / 4
+            y = top + SOAK_H - v / ymax * SOAK_H
+            out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x0 + SOAK_W}" y2="{y:.1f}" stroke="#ddd"/>')
+            out.append(f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end">{v:.0f}</text>')
+        out.append(f'<text x="{x0 + SOAK_W / 2:.1f}" y="{top + SOAK_H + 30}" text-anchor="middle">minutes</text>')
+        for i in range(5):
+            m = xmax * i / 4
+            x = x0 + m / xmax * SOAK_W
+            out.append(f'<text x="{x:.1f}" y="{top + SOAK_H + 16}" text-anchor="middle">{m:.0f}</text>')
+        for n, rs in enumerate(runs.values()):
+            pts = " ".join(
+                f"{x0 + int(r['elapsed_s']) / 60 / xmax * SOAK_W:.1f},"
+                f"{top + SOAK_H - float(r[key]) * scale / ymax * SOAK_H:.1f}"
+                for r in rs if r[key])
+            out.append(f'<polyline points="{pts}" fill="none" stroke="{COLOURS[n % len(COLOURS)]}" stroke-width="1.5"/>')
+    if not runs:
+        out.append(f'<text x="{left}" y="{top + 20}">no runs recorded</text>')
+    for n, (machine, date, seed) in enumerate(runs):
+        y = top + SOAK_H + 50 + n * LEGEND_ROW
+        out.append(f'<line x1="{left}" y1="{y - 4}" x2="{left + 20}" y2="{y - 4}" '
+                   f'stroke="{COLOURS[n % len(COLOURS)]}" stroke-width="2"/>')
+        out.append(f'<text x="{left + 26}" y="{y}">{escape(machine)}, {when(date)}, seed {seed}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 # --- the command ------------------------------------------------------------
 
 
 def outputs():
     data = {b: read_rows(b) for b in BENCHES}
-    return {SVG: pin_svg(data), NOISE_SVG: noise_svg(data["noise"]), TABLE: runs_md(data)}
+    return {SVG: pin_svg(data), NOISE_SVG: noise_svg(data["noise"]),
+            SOAK_SVG: soak_svg(data["soak-samples"]), TABLE: runs_md(data)}
 
 
 def rows_of(path):
