@@ -424,6 +424,9 @@ fn every_fixture_example_prints_what_the_docs_show() {
             }
         }
     }
-    assert!(ran >= 3, "only {ran} fixture examples found: is the parsing right?");
+    assert!(
+        ran >= 3,
+        "only {ran} fixture examples found: is the parsing right?"
+    );
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
 }
