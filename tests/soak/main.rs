@@ -455,7 +455,9 @@ fn run(k: &Knobs) -> Result<Vec<(&'static str, String)>> {
         Rng::stream(k.seed, 2),
         World::new(&soak.top, &soak.live, bundles, Rng::stream(k.seed, 3)),
     );
-    let deadline = soak.started + Duration::from_secs(k.secs);
+    // PINCTL_SOAK_SECS from here: the daemon is up, the tree made.
+    let running = Instant::now();
+    let deadline = running + Duration::from_secs(k.secs);
     let mut samples: Vec<Vec<String>> = Vec::new();
     let (counts, resizes) = std::thread::scope(|s| -> Result<(Counts, u64)> {
         let sampler = s.spawn(|| {
@@ -473,7 +475,7 @@ fn run(k: &Knobs) -> Result<Vec<(&'static str, String)>> {
                 let until = (Instant::now() + faults.gap()).min(deadline);
                 while Instant::now() < until && !soak.stop.load(Ordering::Relaxed) {
                     if Instant::now() >= next_record {
-                        samples.push(figures(&soak, &faults.daemon)?);
+                        samples.push(figures(&soak, &faults.daemon, running)?);
                         next_record += RECORD_EVERY;
                     }
                     sleep(Duration::from_millis(50));
@@ -482,7 +484,7 @@ fn run(k: &Knobs) -> Result<Vec<(&'static str, String)>> {
                     faults.one()?;
                 }
             }
-            samples.push(figures(&soak, &faults.daemon)?);
+            samples.push(figures(&soak, &faults.daemon, running)?);
             Ok(())
         })();
         soak.stop.store(true, Ordering::Relaxed);
@@ -496,7 +498,7 @@ fn run(k: &Knobs) -> Result<Vec<(&'static str, String)>> {
         counts,
         resizes,
         samples,
-        elapsed: soak.started.elapsed(),
+        elapsed: running.elapsed(),
         failures: soak.failures.lock().unwrap().clone(),
     };
     ended.report();
@@ -599,8 +601,9 @@ const SAMPLE_COLUMNS: [&str; 9] = [
     "pending",
 ];
 
-/// One row of `soak-samples.csv`, after its seed: the daemon's figures now.
-fn figures(soak: &Soak, daemon: &Daemon) -> Result<Vec<String>> {
+/// One row of `soak-samples.csv`, after its seed: the daemon's figures now,
+/// `running` since the run began (the daemon first ready).
+fn figures(soak: &Soak, daemon: &Daemon, running: Instant) -> Result<Vec<String>> {
     let status = daemon
         .pid()
         .and_then(|pid| fs::read_to_string(format!("/proc/{pid}/status")).ok())
@@ -619,7 +622,7 @@ fn figures(soak: &Soak, daemon: &Daemon) -> Result<Vec<String>> {
     let state = fs::metadata(&daemon.state).map_or(0, |m| m.len());
     let view = soak.view.lock().unwrap().clone();
     Ok(vec![
-        soak.started.elapsed().as_secs().to_string(),
+        running.elapsed().as_secs().to_string(),
         field("VmRSS:"),
         fds,
         field("Threads:"),
@@ -664,6 +667,14 @@ fn percentile_ms(v: &[Duration], q: f64) -> String {
     let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1)) - 1;
     v.get(i)
         .map_or(String::new(), |d| format!("{:.0}", d.as_secs_f64() * 1e3))
+}
+
+/// A figure for the terminal: `-` when there is none.
+fn shown(figure: String) -> String {
+    match figure.is_empty() {
+        true => "-".to_string(),
+        false => figure,
+    }
 }
 
 /// The daemon's RSS in the per-minute rows: first, last, max.
@@ -741,8 +752,8 @@ impl Ended<'_> {
             },
             self.resizes,
             faults.daemon.starts,
-            percentile_ms(&faults.recoveries, 0.5),
-            percentile_ms(&faults.recoveries, 0.99),
+            shown(percentile_ms(&faults.recoveries, 0.5)),
+            shown(percentile_ms(&faults.recoveries, 0.99)),
             match self.failures.len() {
                 0 => "PASS".to_string(),
                 n => format!("{n} FAILURES"),
