@@ -52,7 +52,8 @@
 //!   one in three is of the exclusive class. Now and then a kubelet-rule
 //!   container is resized in place, 1 CPU to 2 or back (a grow waits where
 //!   no CPU is free, and keeps the CPU it has).
-//! - A fault every 1.5 to 6 s: SIGKILL and a restart; SIGHUP with another
+//! - A fault every 1.5 to 6 s (those that restart the daemon half as often
+//!   as each other kind): SIGKILL and a restart; SIGHUP with another
 //!   configuration that changes no pin (log level, intervals, a rule that
 //!   matches nothing); SIGKILL with the state file made corrupt, or deleted,
 //!   then a restart; an empty QoS slice removed (the watchdog must make it
@@ -122,8 +123,10 @@
 //! `benches/support/record.rs`), appended, the header written when the file
 //! is new:
 //!
-//! - `soak-samples.csv`: every minute and at the end, `seed`, `elapsed_s`,
-//!   the daemon's `rss_kib` (`VmRSS`), `fds` (`/proc/<pid>/fd`), `threads`,
+//! - `soak-samples.csv`: every minute and at the end (written as it is
+//!   taken), `seed`, `elapsed_s`, `pinctld_starts` (the daemon's starts so
+//!   far: the rows of one process share it), the daemon's `rss_kib`
+//!   (`VmRSS`), `fds` (`/proc/<pid>/fd`), `threads`,
 //!   its state file's `state_bytes`, `live_containers`, and the workloads
 //!   asking for exclusive CPUs that hold some (`pinned`) or not (`pending`).
 //! - `soak-summary.csv`: one row a run: `hierarchy`, `seconds`, `seed`,
@@ -468,14 +471,24 @@ fn run(k: &Knobs) -> Result<Vec<(&'static str, String)>> {
             let _stop = StopOnDrop(&soak.stop);
             churn(&soak, world)
         });
-        // The first record once the sampler has looked.
+        // The first record once the sampler has looked. Each row is
+        // written as it is taken: a run killed keeps the rows it took.
         let mut next_record = Instant::now() + Duration::from_secs(1);
+        let take = |samples: &mut Vec<Vec<String>>, daemon: &Daemon| -> Result<()> {
+            let row = figures(&soak, daemon, running)?;
+            if !k.mutant {
+                let row = [vec![k.seed.to_string()], row.clone()].concat();
+                record::append_in(&k.out, "soak-samples", &run, &SAMPLE_COLUMNS, &[row])?;
+            }
+            samples.push(row);
+            Ok(())
+        };
         let result = (|| -> Result<()> {
             while !soak.stop.load(Ordering::Relaxed) && Instant::now() < deadline {
                 let until = (Instant::now() + faults.gap()).min(deadline);
                 while Instant::now() < until && !soak.stop.load(Ordering::Relaxed) {
                     if Instant::now() >= next_record {
-                        samples.push(figures(&soak, &faults.daemon, running)?);
+                        take(&mut samples, &faults.daemon)?;
                         next_record += RECORD_EVERY;
                     }
                     sleep(Duration::from_millis(50));
@@ -484,7 +497,7 @@ fn run(k: &Knobs) -> Result<Vec<(&'static str, String)>> {
                     faults.one()?;
                 }
             }
-            samples.push(figures(&soak, &faults.daemon, running)?);
+            take(&mut samples, &faults.daemon)?;
             Ok(())
         })();
         soak.stop.store(true, Ordering::Relaxed);
@@ -503,11 +516,7 @@ fn run(k: &Knobs) -> Result<Vec<(&'static str, String)>> {
     };
     ended.report();
     if !k.mutant {
-        let seed = k.seed.to_string();
-        let rows: Vec<Vec<String>> = (ended.samples.iter())
-            .map(|r| [vec![seed.clone()], r.clone()].concat())
-            .collect();
-        let path = record::append_in(&k.out, "soak-samples", &run, &SAMPLE_COLUMNS, &rows)?;
+        let path = k.out.join("soak-samples.csv");
         let row = ended.summary(soak.top.hier.version.short(), k);
         let sum = record::append_in(&k.out, "soak-summary", &run, &SUMMARY_COLUMNS, &[row])?;
         println!(
@@ -589,9 +598,10 @@ fn churn(soak: &Soak, mut world: World<'_>) -> Result<u64> {
 }
 
 /// The columns of `soak-samples.csv`, after [`record::RUN_COLUMNS`].
-const SAMPLE_COLUMNS: [&str; 9] = [
+const SAMPLE_COLUMNS: [&str; 10] = [
     "seed",
     "elapsed_s",
+    "pinctld_starts",
     "rss_kib",
     "fds",
     "threads",
@@ -623,6 +633,7 @@ fn figures(soak: &Soak, daemon: &Daemon, running: Instant) -> Result<Vec<String>
     let view = soak.view.lock().unwrap().clone();
     Ok(vec![
         running.elapsed().as_secs().to_string(),
+        daemon.starts.to_string(),
         field("VmRSS:"),
         fds,
         field("Threads:"),
@@ -679,7 +690,7 @@ fn shown(figure: String) -> String {
 
 /// The daemon's RSS in the per-minute rows: first, last, max.
 fn rss(samples: &[Vec<String>]) -> [String; 3] {
-    let v: Vec<u64> = samples.iter().filter_map(|r| r[1].parse().ok()).collect();
+    let v: Vec<u64> = samples.iter().filter_map(|r| r[2].parse().ok()).collect();
     let show = |x: Option<&u64>| x.map_or(String::new(), u64::to_string);
     [show(v.first()), show(v.last()), show(v.iter().max())]
 }
