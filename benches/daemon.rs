@@ -257,7 +257,7 @@ impl Drop for Workspace {
 
 /// Removes the scratch directories of earlier runs that were killed outright.
 fn remove_stale(base: &Path) {
-    for dir in support::stale_runs(base) {
+    for dir in support::cgroupfs::stale_runs(base, "pinctl-bench-") {
         let _ = fs::remove_dir_all(dir);
     }
 }

@@ -75,14 +75,15 @@ mod support;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write as _};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 use nix::sys::signal::Signal;
+use support::cgroupfs::{Hier, Version, write};
 use support::{Daemon, Figures, Knobs, Perf, STEP_TIMEOUT, Stats, mb, mix, ms, poll_in, record};
 
 /// The targets at 1,000 live containers (issue #14).
@@ -146,7 +147,7 @@ fn main() -> Result<()> {
     let pinctld = std::env::var_os("PINCTL_BENCH_PINCTLD")
         .map_or_else(|| PathBuf::from(support::PINCTLD), PathBuf::from);
     ensure!(pinctld.is_file(), "{} is missing", pinctld.display());
-    hier.remove_stale();
+    hier.remove_stale("pinctl-bench-");
     let online = read_list(Path::new("/sys/devices/system/cpu/online"))?;
     ensure!(
         online.len() >= 2,
@@ -194,206 +195,6 @@ fn main() -> Result<()> {
         })
         .collect();
     support::record("real_cgroup", &run, opts.full, &figures)
-}
-
-// ---------------------------------------------------------------------------
-// The hierarchy
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Version {
-    V1,
-    V2,
-}
-
-impl Version {
-    fn name(self) -> &'static str {
-        match self {
-            Version::V1 => "cgroup v1",
-            Version::V2 => "cgroup v2",
-        }
-    }
-
-    fn short(self) -> &'static str {
-        match self {
-            Version::V1 => "v1",
-            Version::V2 => "v2",
-        }
-    }
-}
-
-/// Where the cpuset and cpu controllers are, and their file names.
-struct Hier {
-    version: Version,
-    mount: PathBuf,
-    /// The cpuset hierarchy's root (v2: the mount).
-    cpuset: PathBuf,
-    /// The cpu hierarchy's root (v2: the mount).
-    cpu: PathBuf,
-}
-
-impl Hier {
-    fn detect(mount: &Path) -> Result<Hier, String> {
-        if !nix::unistd::geteuid().is_root() {
-            return Err(format!(
-                "not root (euid {}): the benchmark makes cgroups under {}",
-                nix::unistd::geteuid(),
-                mount.display()
-            ));
-        }
-        let v2 = fs::read_to_string(mount.join("cgroup.controllers")).ok();
-        if let Some(c) = v2 {
-            if !c.split_whitespace().any(|c| c == "cpuset") {
-                return Err(format!(
-                    "{} is cgroup v2 without the cpuset controller",
-                    mount.display()
-                ));
-            }
-            return Ok(Hier {
-                version: Version::V2,
-                mount: mount.into(),
-                cpuset: mount.into(),
-                cpu: mount.into(),
-            });
-        }
-        let cpuset = mount.join("cpuset");
-        if !cpuset.join("cpuset.cpus").exists() {
-            return Err(format!(
-                "no cgroup v1 cpuset hierarchy at {}",
-                cpuset.display()
-            ));
-        }
-        // `cpu`, or `cpu,cpuacct` where both are mounted together.
-        let Some(cpu) = ["cpu", "cpu,cpuacct"]
-            .iter()
-            .map(|name| mount.join(name))
-            .find(|dir| dir.join("cpu.cfs_quota_us").exists())
-        else {
-            return Err(format!(
-                "no cgroup v1 cpu hierarchy below {}",
-                mount.display()
-            ));
-        };
-        Ok(Hier {
-            version: Version::V1,
-            mount: mount.into(),
-            cpuset,
-            cpu,
-        })
-    }
-
-    /// The hierarchies a cgroup is made in.
-    fn roots(&self) -> Vec<&Path> {
-        match self.version {
-            Version::V1 => vec![&self.cpuset, &self.cpu],
-            Version::V2 => vec![&self.cpuset],
-        }
-    }
-
-    /// Every hierarchy below the mount: the daemon's watchdog repairs its
-    /// required paths in all of them (v1), so all are cleaned up.
-    fn all_roots(&self) -> Vec<PathBuf> {
-        match self.version {
-            Version::V1 => fs::read_dir(&self.mount)
-                .map(|entries| {
-                    entries
-                        .flatten()
-                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                        .map(|e| e.path())
-                        .collect()
-                })
-                .unwrap_or_default(),
-            Version::V2 => vec![self.mount.clone()],
-        }
-    }
-
-    fn effective(&self) -> &'static str {
-        match self.version {
-            Version::V1 => "cpuset.effective_cpus",
-            Version::V2 => "cpuset.cpus.effective",
-        }
-    }
-
-    /// Makes cgroup `rel` as runc does; `parent` says it will have children.
-    fn make(&self, rel: &str, parent: bool) -> Result<()> {
-        let dir = self.cpuset.join(rel);
-        fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        match self.version {
-            Version::V1 => {
-                // runc's cpuset: a new v1 cgroup has empty sets; copy the parent's.
-                let up = dir.parent().expect("below the top");
-                for f in ["cpuset.cpus", "cpuset.mems"] {
-                    let text = fs::read_to_string(up.join(f))?;
-                    write(&dir.join(f), text.trim())?;
-                }
-                let cpu = self.cpu.join(rel);
-                fs::create_dir(&cpu).with_context(|| format!("cannot create {}", cpu.display()))?;
-            }
-            Version::V2 => {
-                if parent {
-                    write(&dir.join("cgroup.subtree_control"), "+cpuset +cpu")?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// One CPU's worth of CFS quota on cgroup `rel`: a Guaranteed container.
-    fn one_cpu_quota(&self, rel: &str) -> Result<()> {
-        match self.version {
-            Version::V1 => {
-                let dir = self.cpu.join(rel);
-                write(&dir.join("cpu.cfs_period_us"), "100000")?;
-                write(&dir.join("cpu.cfs_quota_us"), "100000")
-            }
-            Version::V2 => write(&self.cpu.join(rel).join("cpu.max"), "100000 100000"),
-        }
-    }
-
-    /// Removes cgroup `rel` and everything below it, in the hierarchies it
-    /// was made in.
-    fn remove(&self, rel: &str) {
-        for root in self.roots() {
-            remove_tree(&root.join(rel));
-        }
-    }
-
-    /// Removes cgroup `rel` and everything below it, in every hierarchy.
-    fn remove_everywhere(&self, rel: &str) {
-        for root in self.all_roots() {
-            remove_tree(&root.join(rel));
-        }
-    }
-
-    /// Removes the top cgroups of earlier runs that were killed.
-    fn remove_stale(&self) {
-        for root in self.all_roots() {
-            for top in support::stale_runs(&root) {
-                remove_tree(&top);
-            }
-        }
-    }
-}
-
-/// `rmdir` bottom-up: the only way to remove a cgroup.
-fn remove_tree(dir: &Path) {
-    if let Ok(entries) = fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_tree(&e.path());
-            }
-        }
-    }
-    let _ = fs::remove_dir(dir);
-}
-
-/// One `write(2)`, as `echo` does, to an existing control file.
-fn write(path: &Path, data: &str) -> Result<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    f.write_all(data.as_bytes())
-        .with_context(|| format!("cannot write {data:?} to {}", path.display()))
 }
 
 /// A CPU list file, as a sorted list of CPUs.
@@ -506,26 +307,7 @@ impl<'a> Rig<'a> {
             reconcile_every: Some("1h"),
         };
         hier.remove_everywhere(&top);
-        for root in hier.roots() {
-            fs::create_dir(root.join(&top))
-                .with_context(|| format!("cannot create {}", root.join(&top).display()))?;
-        }
-        match hier.version {
-            Version::V1 => {
-                // The top is outside the managed subtree: set it up here.
-                let dir = hier.cpuset.join(&top);
-                write(&dir.join("cpuset.cpus"), &list(online))?;
-                let mems = fs::read_to_string(hier.cpuset.join("cpuset.mems"))?;
-                write(&dir.join("cpuset.mems"), mems.trim())?;
-            }
-            Version::V2 => {
-                write(&hier.mount.join("cgroup.subtree_control"), "+cpuset +cpu")?;
-                write(
-                    &hier.cpuset.join(&top).join("cgroup.subtree_control"),
-                    "+cpuset +cpu",
-                )?;
-            }
-        }
+        hier.make_top(&top, &list(online))?;
         for rel in ["kubepods", "kubepods/burstable", "kubepods/besteffort"] {
             hier.make(&format!("{top}/{rel}"), true)?;
         }

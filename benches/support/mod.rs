@@ -4,10 +4,12 @@
 //! its `sd_notify` messages) with the log parsed as it grows and the daemon's
 //! CPU time and memory, `perf record` on request, inotify waits, the
 //! environment's knobs, the summary statistics of a set of timings, and
-//! their figures as CSV rows (`record`).
+//! their figures as CSV rows (`record`); the real cgroup hierarchy
+//! (`cgroupfs`).
 
 #![allow(dead_code)]
 
+pub mod cgroupfs;
 #[path = "../../tests/it/support/pinctld.rs"]
 mod pinctld;
 pub mod record;
@@ -82,25 +84,6 @@ pub fn mix(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)
-}
-
-/// The entries of `dir` named `pinctl-bench-<pid>` whose process is gone:
-/// what a run killed outright left behind.
-pub fn stale_runs(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .and_then(|n| n.strip_prefix("pinctl-bench-"))
-                .and_then(|p| p.parse::<u32>().ok())
-                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-        })
-        .map(|e| e.path())
-        .collect()
 }
 
 /// The daemon counts as idle when its CPU time grows by at most this much...

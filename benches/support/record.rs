@@ -107,8 +107,18 @@ pub fn dir() -> PathBuf {
 /// Appends `rows` to `<dir>/<bench>.csv`, each after the run's own cells
 /// ([`RUN_COLUMNS`]); a new file gets the header first. Returns the file.
 pub fn append(bench: &str, run: &Run, columns: &[&str], rows: &[Vec<String>]) -> Result<PathBuf> {
-    let dir = dir();
-    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    append_in(&dir(), bench, run, columns, rows)
+}
+
+/// [`append`] to `<dir>/<bench>.csv` in another directory (the soak's).
+pub fn append_in(
+    dir: &Path,
+    bench: &str,
+    run: &Run,
+    columns: &[&str],
+    rows: &[Vec<String>],
+) -> Result<PathBuf> {
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join(format!("{bench}.csv"));
     let header: Vec<&str> = RUN_COLUMNS.iter().chain(columns).copied().collect();
     let new = fs::metadata(&path).map_or(true, |m| m.len() == 0);

@@ -88,6 +88,12 @@ fn run(args: DaemonCli) -> Result<()> {
         daemon.on_log_level(set_log_level);
         // Test hook, for the watchdog tests only: SIGUSR2 wedges the loop.
         daemon.wedge_on_sigusr2(std::env::var_os("PINCTL_TEST_WEDGE").is_some_and(|v| v == "1"));
+        // Test hook, for the soak's mutation check only (tests/soak): a
+        // release forgets another pinned workload. Debug builds only.
+        #[cfg(debug_assertions)]
+        daemon.forget_at_release(
+            std::env::var_os("PINCTL_TEST_FORGET_RELEASE").is_some_and(|v| v == "1"),
+        );
         // Test hook: how soon a write over a scope's pin is told to systemd.
         if let Some(ms) = std::env::var("PINCTL_TEST_SYSTEMD_SETTLE_MS")
             .ok()

@@ -364,6 +364,19 @@ impl Daemon {
         self.wedge_on_usr2 = on;
     }
 
+    /// Test hook for the soak's mutation check (`tests/soak`), debug builds
+    /// only: every release also forgets another pinned workload
+    /// ([`crate::engine::Engine::forget_at_release`]).
+    #[cfg(debug_assertions)]
+    pub fn forget_at_release(&mut self, on: bool) {
+        if on {
+            warn!(
+                "test hook: PINCTL_TEST_FORGET_RELEASE=1: each release forgets another pinned workload"
+            );
+        }
+        self.engine.forget_at_release(on);
+    }
+
     /// Test hook: a write over a scope's pin is told to systemd once the pin
     /// is `settle` old, instead of 10 s (`daemon/systemd.rs`).
     pub fn systemd_settle(&mut self, settle: Duration) {

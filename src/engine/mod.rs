@@ -439,6 +439,9 @@ pub struct Engine {
     /// subtrees' shared cgroups despite `strict_reservation`
     /// ([`Plan::strict_fallback`]).
     strict_fallback: bool,
+    /// Test hook, debug builds only ([`Engine::forget_at_release`]).
+    #[cfg(debug_assertions)]
+    forget_at_release: bool,
 }
 
 impl Engine {
@@ -486,6 +489,8 @@ impl Engine {
             elsewhere: CpuSet::new(),
             left_by_pod: BTreeMap::new(),
             strict_fallback: false,
+            #[cfg(debug_assertions)]
+            forget_at_release: false,
         };
         engine.reserved = engine.effective_reserved();
         engine.refresh_pool();

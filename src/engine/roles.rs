@@ -142,10 +142,38 @@ impl Engine {
             }
             keep
         });
+        #[cfg(debug_assertions)]
+        if members.released && self.forget_at_release {
+            self.forget_another(&mut members);
+        }
         while self.left_by_pod.len() > super::LEFT_BY_PODS_KEPT {
             self.left_by_pod.pop_first();
         }
         (seen, members)
+    }
+}
+
+#[cfg(debug_assertions)]
+impl Engine {
+    /// Test hook for the soak's mutation check (`PINCTL_TEST_FORGET_RELEASE=1`
+    /// in `pinctld`; debug builds only): every release is a buggy one that
+    /// also forgets one other pinned workload. Its CPUs go back to the
+    /// shared pool while its cgroups live, and they are planned on the
+    /// shared pool from then on (no reading makes the workload again).
+    /// Any release counts, a waiting workload's too: with one CPU to hand
+    /// out (a 2-CPU machine) two workloads are never pinned at once.
+    pub fn forget_at_release(&mut self, on: bool) {
+        self.forget_at_release = on;
+    }
+
+    /// The mutant's bug ([`Self::forget_at_release`]): the first pinned
+    /// workload, by key, is dropped as if it were released.
+    fn forget_another(&mut self, members: &mut Members) {
+        let pinned = self.workloads.values().find(|w| w.cpus.is_some());
+        if let Some(key) = pinned.map(|w| w.key.clone()) {
+            self.workloads.remove(&key);
+            members.released_cpus = true;
+        }
     }
 }
 

@@ -1001,3 +1001,23 @@ fn only_a_write_of_the_target_is_verified() {
         f.message
     );
 }
+
+/// The soak's mutant ([`Engine::forget_at_release`], `tests/soak`): a
+/// release (of a waiting workload, here) also forgets a pinned one, whose
+/// cgroup goes to the shared pool while it lives and stays there.
+#[cfg(debug_assertions)]
+#[test]
+fn the_mutant_hook_makes_a_release_unpin_another_workload() {
+    let mut e = engine();
+    e.forget_at_release(true);
+    kube_tree(&mut e);
+    add(&mut e, "kubepods/a", "0-15", want(2));
+    add(&mut e, "kubepods/waits", "0-15", want(20));
+    apply(&mut e);
+    assert_eq!(target(&e, "kubepods/a").len(), 2);
+    e.forget("kubepods/waits");
+    apply(&mut e);
+    assert!(!e.workloads().contains_key("cgroup:kubepods/a"));
+    assert_eq!(target(&e, "kubepods/a"), e.shared_pool());
+    assert_eq!(e.shared_pool(), e.topology().online().clone());
+}

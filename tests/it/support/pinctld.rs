@@ -130,6 +130,7 @@ impl Pinctld {
         let child = cmd
             .env_remove("RUST_LOG")
             .env_remove("PINCTL_TEST_WEDGE")
+            .env_remove("PINCTL_TEST_FORGET_RELEASE")
             .env_remove("PINCTL_TEST_SYSTEMD_SETTLE_MS")
             .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .env("NOTIFY_SOCKET", notify)
