@@ -19,7 +19,6 @@ const MOST_LINES: usize = 850;
 /// hold until it is. The list only shrinks: a file here that has come under
 /// the bound fails the test until its line is removed.
 const NOT_SPLIT_YET: &[(&str, usize)] = &[
-    ("src/api.rs", 1015),
     ("src/daemon/run.rs", 1013),
     ("src/daemon/nri.rs", 915),
     ("src/config/validate.rs", 900),
