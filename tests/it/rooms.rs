@@ -18,8 +18,7 @@ const MOST_LINES: usize = 850;
 /// Files over [`MOST_LINES`] not split yet, each with the most lines it may
 /// hold until it is. The list only shrinks: a file here that has come under
 /// the bound fails the test until its line is removed.
-const NOT_SPLIT_YET: &[(&str, usize)] =
-    &[("src/daemon/nri.rs", 915), ("src/config/validate.rs", 900)];
+const NOT_SPLIT_YET: &[(&str, usize)] = &[("src/config/validate.rs", 900)];
 
 /// Every `.rs` file under `dir`, in order, with its path from the repository.
 fn sources(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) {
