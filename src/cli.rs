@@ -10,34 +10,31 @@
 //!   ([`crate::client`]); `status` and `verify` also work `--offline`
 //!   ([`offline`]). Colour: [`style`].
 
-use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
-use serde::Serialize;
 
-use crate::alloc::{self, Alignment, Options};
 use crate::api;
-use crate::bootline;
 use crate::client::{Client, ClientError};
 use crate::config::{self, Config, ConfigError};
 use crate::cpuset::CpuSet;
-use crate::sysfs::Sysfs;
-use crate::topology::{CpuInfo, Topology, TopologyFile};
 
 pub mod assets;
 pub mod describe;
 pub mod events;
+mod exec;
 pub mod handover;
+mod machine;
 pub mod noise;
 pub mod offline;
 pub mod status;
 pub mod style;
 pub mod verify;
 
+pub use machine::{load_topology, render_topology};
 use style::{ColorChoice, Style};
 
 /// Exclusive, topology-aware CPUs for Linux workloads.
@@ -483,13 +480,13 @@ pub struct PlanArgs {
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     let style = Style::detect(cli.color);
     match cli.command {
-        Command::Topology(args) => topology(&args, out),
-        Command::Plan(args) => plan(&args, out),
+        Command::Topology(args) => machine::topology(&args, out),
+        Command::Plan(args) => machine::plan(&args, out),
         Command::Status(args) => status_cmd(&args, style, out),
         Command::Describe(args) => describe_cmd(&args, style, out),
         Command::Verify(args) => verify_cmd(&args, style, out),
         Command::Events(args) => events_cmd(&args, style, out),
-        Command::Run(args) => run_cmd(&args),
+        Command::Run(args) => exec::run_cmd(&args),
         Command::KubeletHandover(args) => handover_cmd(&args, style, out),
     }
 }
@@ -500,130 +497,10 @@ fn handover_cmd(args: &HandoverArgs, style: Style, out: &mut dyn Write) -> Resul
     handover::run(&crate::io::RealFs, &config, args, style, out)
 }
 
-/// This process's memory policy over NUMA nodes `nodes` (the command
-/// inherits it through exec, and its children through fork), as
-/// `numactl --membind` or `--preferred-many` sets it.
-fn set_mempolicy(policy: crate::run::MemPolicy, nodes: &CpuSet) -> Result<()> {
-    use crate::run::MemPolicy;
-    const MPOL_PREFERRED: libc::c_long = 1;
-    const MPOL_BIND: libc::c_long = 2;
-    const MPOL_PREFERRED_MANY: libc::c_long = 5;
-    if policy == MemPolicy::None || nodes.is_empty() {
-        return Ok(());
-    }
-    let call = |mode: libc::c_long, nodes: &CpuSet| -> std::io::Result<()> {
-        let bits = 64 * (nodes.iter().max().unwrap_or(0) as usize / 64 + 1);
-        let mut mask = vec![0 as libc::c_ulong; bits / 64];
-        for n in nodes.iter() {
-            mask[n as usize / 64] |= 1 << (n % 64);
-        }
-        // SAFETY: set_mempolicy(2) reads `bits` bits from `mask`, which
-        // holds that many, and keeps no pointer to it.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_set_mempolicy,
-                mode,
-                mask.as_ptr(),
-                (bits + 1) as libc::c_ulong,
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
-    };
-    match policy {
-        MemPolicy::Bind => call(MPOL_BIND, nodes)?,
-        MemPolicy::Prefer if nodes.len() == 1 => call(MPOL_PREFERRED, nodes)?,
-        // Before Linux 5.15 there is no MPOL_PREFERRED_MANY: the first node.
-        MemPolicy::Prefer => call(MPOL_PREFERRED_MANY, nodes).or_else(|_| {
-            let first: CpuSet = nodes.iter().take(1).collect();
-            call(MPOL_PREFERRED, &first)
-        })?,
-        MemPolicy::None => {}
-    }
-    Ok(())
-}
-
-/// OpenMP's environment for a run on `cpus` (`--omp`): a thread per CPU,
-/// each bound to a place of its own.
-fn omp_env(cpus: &CpuSet) -> [(&'static str, String); 3] {
-    let places: Vec<String> = cpus.iter().map(|c| format!("{{{c}}}")).collect();
-    [
-        ("OMP_NUM_THREADS", cpus.len().to_string()),
-        ("OMP_PLACES", places.join(",")),
-        ("OMP_PROC_BIND", "close".to_string()),
-    ]
-}
-
 /// `--wait`'s and `--noise`'s durations, as the configuration writes them
 /// (more than 0).
 fn parse_wait(text: &str) -> Result<Duration, String> {
     crate::config::parse_duration(text).map_err(|e| e.to_string())
-}
-
-/// `pinctl run`: the CPUs asked for, then the command in this process.
-fn run_cmd(args: &RunArgs) -> Result<()> {
-    use std::os::unix::process::CommandExt as _;
-    let socket = match &args.socket {
-        Some(s) => s.clone(),
-        None => load_config(args.config.as_deref())?.run.socket,
-    };
-    let ask = crate::run::Ask {
-        cpus: args.cpus,
-        name: args.name.clone(),
-        command: args
-            .command
-            .iter()
-            .take(crate::run::MAX_COMMAND_WORDS)
-            .cloned()
-            .collect(),
-        wait: args.wait.map(|d| d.as_secs().max(1)),
-        numa: args.numa_node.iter().flat_map(CpuSet::iter).collect(),
-        mem: args.mem,
-        full_cores: args.full_cores,
-        near: crate::devices::parse_list(&args.near.join(","))
-            .context("--near")?
-            .iter()
-            .map(ToString::to_string)
-            .collect(),
-        device_alignment: args.device_alignment.map(|a| a.as_str().to_string()),
-    };
-    let wait = args.wait.unwrap_or_default();
-    let grant = crate::run::ask(&socket, &ask, wait + Duration::from_secs(90), |q| {
-        eprintln!("pinctl run: {q}");
-    })?;
-    // The kernel's word, not the daemon's: this process runs on them now.
-    let status = std::fs::read_to_string("/proc/self/status")
-        .context("cannot read /proc/self/status to check this process's CPUs")?;
-    let allowed: CpuSet = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .ok_or_else(|| anyhow!("no Cpus_allowed_list in /proc/self/status"))?
-        .parse()?;
-    if allowed != grant.cpus {
-        bail!(
-            "{} was given CPUs {}, but the kernel lets this process run on {allowed}",
-            grant.key,
-            grant.cpus
-        );
-    }
-    set_mempolicy(grant.mem, &grant.nodes)
-        .with_context(|| format!("cannot set the memory policy {}", grant.mem.as_str()))?;
-    let (program, rest) = args
-        .command
-        .split_first()
-        .ok_or_else(|| anyhow!("no command to run"))?;
-    let mut command = std::process::Command::new(program);
-    command
-        .args(rest)
-        .env("PINCTL_CPUS", grant.cpus.to_string());
-    if args.omp {
-        command.envs(omp_env(&grant.cpus));
-    }
-    let e = command.exec();
-    Err(anyhow!(e).context(format!("cannot run {program:?}")))
 }
 
 /// The configuration: the file given, or the default one, or (when the
@@ -886,252 +763,5 @@ async fn follow_events(
             _ = tokio::time::sleep(FOLLOW_INTERVAL) => {}
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
-    }
-}
-
-fn topology(args: &TopologyArgs, out: &mut dyn Write) -> Result<()> {
-    let topo = Sysfs::new(&args.sysfs)
-        .topology()
-        .with_context(|| format!("cannot read the CPU topology from {}", args.sysfs.display()))?;
-    if args.json {
-        serde_json::to_writer_pretty(&mut *out, &topo.to_file())?;
-        writeln!(out)?;
-    } else {
-        out.write_all(render_topology(&topo).as_bytes())?;
-    }
-    Ok(())
-}
-
-/// Loads the topology named by `source`.
-pub fn load_topology(source: &Source) -> Result<Topology> {
-    match &source.topology {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read topology file {}", path.display()))?;
-            let file: TopologyFile = serde_json::from_str(&text)
-                .with_context(|| format!("invalid topology file {}", path.display()))?;
-            Topology::from_file(file)
-                .with_context(|| format!("invalid topology file {}", path.display()))
-        }
-        None => Sysfs::new(&source.sysfs).topology().with_context(|| {
-            format!(
-                "cannot read the CPU topology from {}",
-                source.sysfs.display()
-            )
-        }),
-    }
-}
-
-#[derive(Serialize)]
-struct PlanOutput<'a> {
-    cpus: CpuSet,
-    count: usize,
-    alignment: Alignment,
-    details: Vec<&'a CpuInfo>,
-    /// With `--boot-params`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    boot_params: Option<String>,
-}
-
-fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<()> {
-    let topo = load_topology(&args.source)?;
-    let free = args
-        .available
-        .clone()
-        .unwrap_or_else(|| topo.online().clone());
-    let reserved = match (&args.reserved, args.reserved_count) {
-        (Some(list), _) => list.clone(),
-        (None, Some(count)) => topo.lowest_cores(count),
-        (None, None) => CpuSet::new(),
-    };
-    let mut numa_preference: Vec<u32> = args.numa.iter().flat_map(|s| s.iter()).collect();
-    let mut free = free;
-    let near = near_nodes(args, &topo)?;
-    if numa_preference.is_empty() && !near.is_empty() {
-        if args.device_alignment == crate::config::DeviceAlignment::Require {
-            free = topo.cpus_of_nodes(&near).intersection(&free);
-        }
-        numa_preference = near.clone();
-    }
-    let opts = Options {
-        reserved,
-        full_pcpus_only: args.full_pcpus_only,
-        distribute_across_numa: args.distribute_across_numa,
-        spread_cores: args.spread_cores,
-        numa_preference,
-        align_by_socket: args.align_by_socket,
-        prefer: CpuSet::new(),
-    };
-    let cpus =
-        alloc::allocate(&topo, &free, args.cpus, &opts).with_context(|| match near.is_empty() {
-            true => format!("cannot plan {} CPUs", args.cpus),
-            false => format!(
-                "cannot plan {} CPUs near {} (NUMA nodes {})",
-                args.cpus,
-                args.near.join(", "),
-                near.iter().copied().collect::<CpuSet>()
-            ),
-        })?;
-    // Decided before anything is printed: a failure leaves stdout empty.
-    let boot_params = if args.boot_params {
-        match bootline::boot_line(&cpus, topo.online()) {
-            Ok(line) => Some(line),
-            Err(why @ bootline::NoLine::NoHousekeeping { .. }) => bail!(
-                "no kernel command line for the plan: {why}; reserve one with --reserved or --reserved-count"
-            ),
-            Err(why) => bail!("no kernel command line for the plan: {why}"),
-        }
-    } else {
-        None
-    };
-    if args.json {
-        let output = PlanOutput {
-            count: cpus.len(),
-            alignment: Alignment::of(&topo, &cpus),
-            details: cpus.iter().filter_map(|c| topo.cpu(c)).collect(),
-            cpus,
-            boot_params,
-        };
-        serde_json::to_writer_pretty(&mut *out, &output)?;
-        writeln!(out)?;
-    } else {
-        writeln!(out, "{cpus}")?;
-        if let Some(line) = boot_params {
-            writeln!(out, "{line}")?;
-        }
-    }
-    Ok(())
-}
-
-/// The NUMA nodes of `pinctl plan --near`'s devices, read under its
-/// `--sysfs`: empty with no `--near` or `--device-alignment none`; an
-/// error names a device that cannot be placed.
-fn near_nodes(args: &PlanArgs, topo: &Topology) -> Result<Vec<u32>> {
-    let near = crate::devices::parse_list(&args.near.join(",")).context("--near")?;
-    if near.is_empty() || args.device_alignment == crate::config::DeviceAlignment::None {
-        return Ok(Vec::new());
-    }
-    let fs = crate::io::RealFs;
-    let roots = crate::devices::Roots {
-        sys: &args.source.sysfs,
-        proc_root: &args.proc_root,
-        cdi_dirs: &args.cdi_spec_dirs,
-    };
-    crate::devices::nodes_named(&fs, roots, topo, &near).map_err(anyhow::Error::msg)
-}
-
-fn list_or_none(set: &CpuSet) -> String {
-    if set.is_empty() {
-        "none".to_string()
-    } else {
-        set.to_string()
-    }
-}
-
-/// The readable summary, domain tree and per-CPU table of `pinctl topology`.
-pub fn render_topology(topo: &Topology) -> String {
-    let mut s = String::new();
-    let (min_t, max_t) = (topo.min_threads_per_core(), topo.threads_per_core());
-    let threads = if min_t == max_t {
-        format!("{max_t}")
-    } else {
-        format!("{min_t}-{max_t} (mixed)")
-    };
-    let l3 = if topo.l3_groups().is_empty() {
-        "not reported".to_string()
-    } else {
-        topo.l3_groups().len().to_string()
-    };
-    let _ = writeln!(
-        s,
-        "CPUs:             {} online ({})",
-        topo.online().len(),
-        topo.online()
-    );
-    let _ = writeln!(s, "Offline CPUs:     {}", list_or_none(topo.offline()));
-    let _ = writeln!(s, "Sockets:          {}", topo.sockets().len());
-    let _ = writeln!(s, "NUMA nodes:       {}", topo.numa_nodes().len());
-    let _ = writeln!(s, "L3 groups:        {l3}");
-    let _ = writeln!(s, "Physical cores:   {}", topo.cores().len());
-    let _ = writeln!(s, "Threads per core: {threads}");
-    let _ = writeln!(s, "Isolated CPUs:    {}", list_or_none(topo.isolated()));
-
-    for (socket, socket_cpus) in topo.sockets() {
-        let _ = writeln!(s, "\nSocket {socket}: CPUs {socket_cpus}");
-        for (node, node_cpus) in topo.numa_nodes() {
-            let here = node_cpus.intersection(socket_cpus);
-            if here.is_empty() {
-                continue;
-            }
-            let _ = writeln!(s, "  NUMA node {node}: CPUs {here}");
-            for slice in topo
-                .slices()
-                .iter()
-                .filter(|x| x.socket == *socket && x.numa == *node)
-            {
-                let label = slice
-                    .l3
-                    .map_or_else(|| "no L3".to_string(), |l| format!("L3 {l}"));
-                let cores: Vec<String> = slice
-                    .cores
-                    .iter()
-                    .map(|&c| {
-                        format!(
-                            "[{}]",
-                            CpuSet::from_iter(topo.cores()[c].cpus.iter().copied())
-                        )
-                    })
-                    .collect();
-                let _ = writeln!(
-                    s,
-                    "    {label}: {} cores: {}",
-                    slice.cores.len(),
-                    cores.join(" ")
-                );
-            }
-        }
-    }
-
-    let _ = writeln!(
-        s,
-        "\n{:>5} {:>5} {:>6} {:>4} {:>5} {:>4}  ISOLATED",
-        "CPU", "CORE", "SOCKET", "DIE", "NUMA", "L3"
-    );
-    let dash = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
-    for c in topo.cpus() {
-        let iso = if topo.isolated().contains(c.cpu) {
-            "yes"
-        } else {
-            ""
-        };
-        let row = format!(
-            "{:>5} {:>5} {:>6} {:>4} {:>5} {:>4}  {iso}",
-            c.cpu,
-            c.core,
-            c.socket,
-            dash(c.die),
-            c.numa,
-            dash(c.l3)
-        );
-        let _ = writeln!(s, "{}", row.trim_end());
-    }
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn omp_places_are_one_cpu_each() {
-        let env = omp_env(&"2-3,8".parse().unwrap());
-        assert_eq!(
-            env.map(|(k, v)| format!("{k}={v}")),
-            [
-                "OMP_NUM_THREADS=3",
-                "OMP_PLACES={2},{3},{8}",
-                "OMP_PROC_BIND=close"
-            ]
-        );
     }
 }

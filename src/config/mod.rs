@@ -10,20 +10,20 @@
 //!   exist or CPUs are online is the daemon's to check at start-up.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use globset::GlobSet;
-use serde::Deserialize;
-use toml::de::DeTable;
 
 use crate::alloc::Options;
 use crate::cgroup::{HierarchyMode, Scope};
 use crate::cpuset::{CpuSet, MAX_CPUS};
 use crate::topology::Topology;
 
+mod file;
 mod power;
 mod raw;
+mod reload;
 mod validate;
 
 pub use power::{
@@ -31,8 +31,8 @@ pub use power::{
     parse_freq,
 };
 
-use raw::{RawConfig, toml_error};
-use validate::Validator;
+pub use file::{ConfigError, ParseDurationError, load, parse, parse_duration};
+pub use reload::Reload;
 
 /// Where `pinctld` reads its configuration unless told otherwise.
 pub const DEFAULT_PATH: &str = "/etc/pinctl/pinctld.toml";
@@ -430,213 +430,6 @@ pub struct Rule {
     pub line: usize,
 }
 
-/// Why the configuration could not be loaded.
-///
-/// Messages name the file and, for everything but a read failure, the line and
-/// column (1-based, columns in characters) and the key.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config file {}: {reason}", .path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The kind of the I/O error, so callers can tell a missing file apart.
-        kind: std::io::ErrorKind,
-        /// The operating system's description, without the error number.
-        reason: String,
-    },
-    /// The file is larger than [`MAX_FILE_SIZE`]; none of it was parsed.
-    #[error("{}: {}larger than the {MAX_FILE_SIZE} bytes a config file may hold", .path.display(), size_of(.size))]
-    TooLarge {
-        /// The file.
-        path: PathBuf,
-        /// Its size in bytes, when known (`load` of something other than a
-        /// regular file stops reading past the bound).
-        size: Option<u64>,
-    },
-    /// The file is not well-formed TOML.
-    #[error("{}:{line}:{column}: invalid TOML: {message}", .path.display())]
-    Syntax {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column, in characters.
-        column: usize,
-        /// What the TOML parser said.
-        message: String,
-    },
-    /// A key the daemon does not know (often a typo).
-    #[error("{}:{line}:{column}: unknown key `{key}`{}", .path.display(), in_table(.table))]
-    UnknownKey {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column, in characters.
-        column: usize,
-        /// The key as written.
-        key: String,
-        /// The table it is in (`rule`), or `None` at the top level.
-        table: Option<String>,
-    },
-    /// A value of the wrong type, or one that fails validation.
-    #[error("{}:{line}:{column}: {key}: {message}", .path.display())]
-    Invalid {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column, in characters.
-        column: usize,
-        /// The key, dotted for keys of a table (`rule.cpus`).
-        key: String,
-        /// What is wrong with the value.
-        message: String,
-    },
-}
-
-fn size_of(size: &Option<u64>) -> String {
-    size.map(|n| format!("{n} bytes, ")).unwrap_or_default()
-}
-
-fn in_table(table: &Option<String>) -> String {
-    match table {
-        Some(t) => format!(" in [[{t}]]"),
-        None => String::new(),
-    }
-}
-
-/// Why a duration string was rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid duration {input:?}: {reason}")]
-pub struct ParseDurationError {
-    /// The whole input, as given.
-    pub input: String,
-    /// What is wrong with it.
-    pub reason: String,
-}
-
-/// Reads and validates the config file at `path`, reading no more than
-/// [`MAX_FILE_SIZE`] bytes and one.
-pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    use std::io::Read;
-    let read_error = |e: std::io::Error| ConfigError::Read {
-        path: path.to_path_buf(),
-        kind: e.kind(),
-        reason: io_reason(&e),
-    };
-    let file = std::fs::File::open(path).map_err(read_error)?;
-    let mut bytes = Vec::new();
-    (&file)
-        .take(MAX_FILE_SIZE as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_error)?;
-    if bytes.len() > MAX_FILE_SIZE {
-        let size = file
-            .metadata()
-            .ok()
-            .filter(|m| m.is_file())
-            .map(|m| m.len());
-        return Err(ConfigError::TooLarge {
-            path: path.to_path_buf(),
-            size,
-        });
-    }
-    let text = String::from_utf8(bytes).map_err(|_| {
-        read_error(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "stream did not contain valid UTF-8",
-        ))
-    })?;
-    parse(&text, path)
-}
-
-/// `io::Error`'s message without the ` (os error N)` suffix.
-fn io_reason(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    match e.raw_os_error() {
-        Some(code) => text
-            .strip_suffix(&format!(" (os error {code})"))
-            .map(str::to_string)
-            .unwrap_or(text),
-        None => text,
-    }
-}
-
-/// Validates the configuration in `text`. `path` is used only in error
-/// messages. An empty text gives [`Config::default`].
-///
-/// The work is bounded by the input: a text over [`MAX_FILE_SIZE`] is refused
-/// before it is parsed, and a document with an array over [`MAX_ITEMS`] or a
-/// string or key over [`MAX_STRING`] before any value is validated (globs
-/// compiled, CPU lists parsed).
-pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-    if text.len() > MAX_FILE_SIZE {
-        return Err(ConfigError::TooLarge {
-            path: path.to_path_buf(),
-            size: Some(text.len() as u64),
-        });
-    }
-    let validator = Validator { text, path };
-    let doc = DeTable::parse(text).map_err(|e| toml_error(text, path, &e))?;
-    validator.check_bounds(doc.get_ref())?;
-    let raw = RawConfig::deserialize(toml::de::Deserializer::from(doc))
-        .map_err(|e| toml_error(text, path, &e))?;
-    validator.config(raw)
-}
-
-/// Parses a duration written as `<integer><unit>` with unit `ms`, `s`, `m` or
-/// `h` (`"500ms"`, `"10s"`, `"2m"`). Strict: no spaces, no sign, no fractions,
-/// no missing unit. Zero and anything over [`MAX_DURATION`] are rejected.
-pub fn parse_duration(text: &str) -> Result<Duration, ParseDurationError> {
-    let err = |reason: String| ParseDurationError {
-        input: text.to_string(),
-        reason,
-    };
-    if text.is_empty() {
-        return Err(err(
-            "empty; write an integer and a unit, e.g. \"10s\"".into()
-        ));
-    }
-    if text.chars().any(char::is_whitespace) {
-        return Err(err("spaces are not allowed".into()));
-    }
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    if digits.is_empty() {
-        return Err(err("must start with an integer, e.g. \"10s\"".into()));
-    }
-    if unit.starts_with(['.', ',']) {
-        return Err(err(
-            "fractions are not supported; use a smaller unit, e.g. \"1500ms\"".into(),
-        ));
-    }
-    let millis_per_unit: u64 = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "" => return Err(err("missing unit: use ms, s, m or h".into())),
-        other => return Err(err(format!("unknown unit {other:?}: use ms, s, m or h"))),
-    };
-    let too_long = || err("longer than the maximum of 24h".into());
-    // Digits that overflow u64 are certainly longer than a day.
-    let count: u64 = digits.parse().map_err(|_| too_long())?;
-    let millis = count.checked_mul(millis_per_unit).ok_or_else(too_long)?;
-    if millis == 0 {
-        return Err(err("must be greater than zero".into()));
-    }
-    let duration = Duration::from_millis(millis);
-    if duration > MAX_DURATION {
-        return Err(too_long());
-    }
-    Ok(duration)
-}
-
 /// The documented defaults, which the shipped `etc/pinctl/pinctld.toml` spells
 /// out key by key (a test holds the two equal).
 impl Default for Config {
@@ -689,19 +482,6 @@ impl Default for Config {
     }
 }
 
-/// What a running daemon makes of a changed configuration file
-/// ([`Config::reload`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reload {
-    /// The configuration to run with from now on.
-    pub config: Config,
-    /// The keys whose new value is in force, in [`Config`]'s order.
-    pub applied: Vec<&'static str>,
-    /// The keys whose new value waits for a restart ([`Config::RESTART_KEYS`]),
-    /// in [`Config`]'s order; `config` keeps their running values.
-    pub deferred: Vec<&'static str>,
-}
-
 impl Config {
     /// Where devices are looked up ([`crate::devices::locate_all`]): its
     /// sysfs, `/proc` and CDI spec directories.
@@ -710,148 +490,6 @@ impl Config {
             sys: &self.sysfs_root,
             proc_root: &self.proc_root,
             cdi_dirs: &self.cdi_spec_dirs,
-        }
-    }
-
-    /// The keys a running daemon keeps until it restarts: where the kernel's
-    /// files, the state and the sockets are and which hierarchy is driven (its
-    /// I/O threads, watchers and sockets were set up for them), the I/O
-    /// timeout, where bundles are found (a bundle once read is
-    /// remembered), the bus to systemd (connected once), `[run]` (its
-    /// socket is bound once), `[nri]` (registered once, by name), `power_originals` and `housekeeping_originals`
-    /// (the originals saved there must be found there again). In [`Config`]'s order.
-    pub const RESTART_KEYS: &[&str] = &[
-        "cgroup_root",
-        "sysfs_root",
-        "proc_root",
-        "state_file",
-        "socket",
-        "metrics_listen",
-        "read_timeout",
-        "hierarchy",
-        "bundle_dirs",
-        "systemd_bus",
-        "run",
-        "nri",
-        "power_originals",
-        "housekeeping_originals",
-    ];
-
-    /// The running configuration `self` updated to `new`, a configuration
-    /// read again from the file (SIGHUP): every key takes its new value but
-    /// the [`Self::RESTART_KEYS`], which keep their running one.
-    pub fn reload(&self, new: Config) -> Reload {
-        let mut config = new;
-        let mut applied = Vec::new();
-        let mut deferred = Vec::new();
-        macro_rules! compare {
-            ($key:ident) => {
-                if config.$key != *$key {
-                    let name = stringify!($key);
-                    if Self::RESTART_KEYS.contains(&name) {
-                        config.$key = $key.clone();
-                        deferred.push(name);
-                    } else {
-                        applied.push(name);
-                    }
-                }
-            };
-        }
-        // Every key bound by name, and each binding used by `compare!`: a new
-        // key fails to compile here, and one not compared is an unused
-        // variable (denied by clippy in CI).
-        let Config {
-            cgroup_root,
-            sysfs_root,
-            proc_root,
-            state_file,
-            socket,
-            metrics_listen,
-            reserved_cpus,
-            strict_reservation,
-            reconcile_interval,
-            read_timeout,
-            dstate_threshold,
-            frozen_threshold,
-            thaw_frozen,
-            watchdog_interval,
-            repair,
-            repair_cooldown,
-            required_paths,
-            shared_cgroups,
-            managed,
-            hierarchy,
-            kubelet_rule,
-            kubelet_cpu_manager_state,
-            full_pcpus_only,
-            distribute_across_numa,
-            spread_cores,
-            align_memory,
-            unthrottle_exclusive,
-            irq_affinity,
-            housekeeping,
-            isolation,
-            device_alignment,
-            cdi_spec_dirs,
-            bundle_dirs,
-            systemd_bus,
-            log_level,
-            rules,
-            run,
-            slurm,
-            nri,
-            power_originals,
-            housekeeping_originals,
-            classes,
-            power,
-        } = self;
-        compare!(cgroup_root);
-        compare!(sysfs_root);
-        compare!(proc_root);
-        compare!(state_file);
-        compare!(socket);
-        compare!(metrics_listen);
-        compare!(reserved_cpus);
-        compare!(strict_reservation);
-        compare!(reconcile_interval);
-        compare!(read_timeout);
-        compare!(dstate_threshold);
-        compare!(frozen_threshold);
-        compare!(thaw_frozen);
-        compare!(watchdog_interval);
-        compare!(repair);
-        compare!(repair_cooldown);
-        compare!(required_paths);
-        compare!(shared_cgroups);
-        compare!(managed);
-        compare!(hierarchy);
-        compare!(kubelet_rule);
-        compare!(kubelet_cpu_manager_state);
-        compare!(full_pcpus_only);
-        compare!(distribute_across_numa);
-        compare!(spread_cores);
-        compare!(align_memory);
-        compare!(unthrottle_exclusive);
-        compare!(irq_affinity);
-        compare!(housekeeping);
-        compare!(isolation);
-        compare!(device_alignment);
-        compare!(cdi_spec_dirs);
-        compare!(bundle_dirs);
-        compare!(systemd_bus);
-        compare!(log_level);
-        compare!(rules);
-        compare!(run);
-        compare!(slurm);
-        compare!(nri);
-        compare!(power_originals);
-        compare!(housekeeping_originals);
-        compare!(classes);
-        compare!(power);
-        Reload {
-            config,
-            applied,
-            deferred,
         }
     }
 

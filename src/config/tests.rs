@@ -1,8 +1,11 @@
 //! The configuration's own unit tests (the file-level ones are in
 //! `tests/it/config.rs`).
 
+use super::file::io_reason;
 use super::raw::*;
 use super::*;
+use std::path::Path;
+use toml::de::DeTable;
 
 #[test]
 fn line_col_counts_lines_and_characters_and_never_panics() {

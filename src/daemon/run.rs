@@ -15,30 +15,25 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixListener;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::Daemon;
-use crate::cgroup::{self, Rel, Version, XATTR_CPUS};
+use crate::cgroup::{self, Rel, XATTR_CPUS};
 use crate::io::{IoPool, chain};
 use crate::run::{self, Answer, Ask, Grant, Peer, Policy, Refusal};
-use crate::systemd::{Bus, SystemdError};
+use crate::systemd::Bus;
 use crate::watch::Change;
+
+mod scope;
+mod socket;
 
 /// Who asked for a run, and for what ([`Held`] as JSON), on its cgroup.
 const XATTR_RUN: &str = "user.pinctl.run";
 
-/// How long a client may take to send its ask.
-const ASK_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a client waits for the daemon's answer at most.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// Asks queued for the event loop; beyond, an ask is refused at once.
 const QUEUE: usize = 64;
-/// Connections served at once; one beyond is closed as it comes, so that
-/// nobody can take the daemon's descriptors with idle connections.
-const MAX_CONNECTIONS: usize = 16;
 
 /// One ask, on its way to the event loop.
 pub(super) struct Asked {
@@ -138,7 +133,7 @@ impl Door {
         let listener = UnixListener::bind(path)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
         let (tx, rx) = mpsc::channel(QUEUE);
-        let task = tokio::spawn(accept(listener, tx, pool, proc_root));
+        let task = tokio::spawn(socket::accept(listener, tx, pool, proc_root));
         Ok(Door {
             policy,
             rx: Some(rx),
@@ -224,140 +219,6 @@ pub(super) fn policy(cfg: &crate::config::Run) -> Policy {
         max_cpus_per_user: cfg.max_cpus_per_user,
         allow_slurm_jobs: cfg.allow_slurm_jobs,
     }
-}
-
-/// Accepts connections for good, each in a task of its own.
-async fn accept(listener: UnixListener, tx: mpsc::Sender<Asked>, pool: IoPool, proc_root: PathBuf) {
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
-                    warn!("run socket: too many connections; one closed");
-                    continue;
-                };
-                let (tx, pool, proc_root) = (tx.clone(), pool.clone(), proc_root.clone());
-                tokio::spawn(async move {
-                    serve(stream, tx, pool, proc_root).await;
-                    drop(slot);
-                });
-            }
-            Err(e) => {
-                warn!(error = %e, "run socket: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
-/// One client: its ask in, the answers out. A client that closes its end
-/// while it waits leaves the line.
-async fn serve(stream: UnixStream, tx: mpsc::Sender<Asked>, pool: IoPool, proc_root: PathBuf) {
-    let cred = match stream.peer_cred() {
-        Ok(c) => c,
-        Err(e) => {
-            warn!(error = %e, "run socket: no peer credentials");
-            return;
-        }
-    };
-    let (read, mut write) = stream.into_split();
-    let mut reader = BufReader::new(read.take(run::MAX_LINE as u64));
-    let send = async |write: &mut tokio::net::unix::OwnedWriteHalf, answer: &Answer| {
-        let mut line = serde_json::to_string(answer).unwrap_or_default();
-        line.push('\n');
-        let _ = write.write_all(line.as_bytes()).await;
-    };
-    let (peer, ask) = match peer_and_ask(&mut reader, &cred, &pool, &proc_root).await {
-        Ok(asked) => asked,
-        Err(refusal) => return send(&mut write, &Answer::Refused(refusal)).await,
-    };
-    // Beyond any wait, the loop answers within a minute.
-    let limit = ANSWER_TIMEOUT + Duration::from_secs(ask.wait.unwrap_or(0));
-    let (reply, mut answers) = mpsc::channel(4);
-    if tx.try_send(Asked { peer, ask, reply }).is_err() {
-        let busy = Refusal::Failed {
-            why: "too many asks at once; try again".into(),
-        };
-        return send(&mut write, &Answer::Refused(busy)).await;
-    }
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        let mut byte = [0u8; 1];
-        let answer = tokio::select! {
-            a = answers.recv() => a,
-            // The client sends nothing more: a read ends only when it is gone.
-            _ = reader.read(&mut byte) => {
-                info!(pid = cred.pid(), "run socket: a client went away before its answer");
-                return;
-            }
-            () = tokio::time::sleep_until(deadline) => None,
-        };
-        let answer = answer.unwrap_or_else(|| {
-            Answer::Refused(Refusal::Failed {
-                why: "no answer from the daemon's loop".into(),
-            })
-        });
-        send(&mut write, &answer).await;
-        if !matches!(answer, Answer::Queued(_)) {
-            return;
-        }
-    }
-}
-
-/// The peer as the kernel says, and what it asks.
-async fn peer_and_ask(
-    reader: &mut BufReader<tokio::io::Take<tokio::net::unix::OwnedReadHalf>>,
-    cred: &tokio::net::unix::UCred,
-    pool: &IoPool,
-    proc_root: &Path,
-) -> Result<(Peer, Ask), Refusal> {
-    let failed = |why: String| Refusal::Failed { why };
-    let pid = cred
-        .pid()
-        .and_then(|p| u32::try_from(p).ok())
-        .ok_or_else(|| failed("the peer's pid is unknown".into()))?;
-    let mut line = String::new();
-    match tokio::time::timeout(ASK_TIMEOUT, reader.read_line(&mut line)).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(failed(format!("cannot read the ask: {e}"))),
-        Err(_) => return Err(failed("no ask within 5 s".into())),
-    }
-    let ask: Ask = serde_json::from_str(&line).map_err(|e| Refusal::Bad {
-        why: format!("not an ask: {e}"),
-    })?;
-    let status = proc_root.join(pid.to_string()).join("status");
-    let text = pool
-        .read(&status)
-        .await
-        .map_err(|e| failed(format!("cannot read the peer's groups: {}", chain(&e))))?;
-    let start = start_of(pool, proc_root, pid)
-        .await
-        .ok_or_else(|| failed("the asking process is gone".into()))?;
-    // Whether it runs in a Slurm job (a process has this file; one that
-    // cannot be read is in none this daemon can name).
-    let slurm_job = pool
-        .read(&proc_root.join(pid.to_string()).join("cgroup"))
-        .await
-        .ok()
-        .and_then(|text| crate::slurm::job_of(&text));
-    let mut groups = vec![cred.gid()];
-    groups.extend(
-        text.lines()
-            .find_map(|l| l.strip_prefix("Groups:"))
-            .unwrap_or("")
-            .split_whitespace()
-            .filter_map(|g| g.parse::<u32>().ok()),
-    );
-    Ok((
-        Peer {
-            uid: cred.uid(),
-            pid,
-            start,
-            groups,
-            slurm_job,
-        },
-        ask,
-    ))
 }
 
 /// Whether `engine` has room for `ask` now: its count, on its NUMA nodes,
@@ -638,231 +499,6 @@ impl Daemon {
                 Err(refusal)
             }
         }
-    }
-
-    /// Under systemd, starts the run's transient scope `unit` in `slice`
-    /// around the peer. `Ok(true)`: systemd made the run's cgroup (v2; on v1
-    /// its scope holds no cpuset, the daemon makes that). `Ok(false)`: no
-    /// systemd (no bus, or nobody on it): the daemon makes the cgroup.
-    async fn start_scope(
-        &mut self,
-        peer: &Peer,
-        ask: &Ask,
-        slice: &str,
-        unit: &str,
-        pidfd: Option<&std::os::fd::OwnedFd>,
-    ) -> Result<bool, Refusal> {
-        let Some(bus) = self.door.bus.as_mut() else {
-            return Ok(false);
-        };
-        let slice_unit = slice.rsplit('/').next().unwrap_or(slice);
-        let mut description = format!("pinctl run: {}", ask.command.join(" "));
-        if description.len() > 200 {
-            let mut end = 200;
-            while !description.is_char_boundary(end) {
-                end -= 1;
-            }
-            description.truncate(end);
-        }
-        // v2: the scope starts on the shared pool, as any new cgroup.
-        let v2 = self.hier.version == Version::V2;
-        let shared = v2.then(|| self.engine.shared_pool());
-        match bus
-            .start_scope(
-                unit,
-                slice_unit,
-                peer.pid,
-                pidfd.map(std::os::fd::AsFd::as_fd),
-                shared.as_ref(),
-                &description,
-            )
-            .await
-        {
-            Ok(()) => Ok(v2),
-            Err(SystemdError::Connect { bus, source }) => {
-                info!(bus = %bus.display(), error = %source, "no systemd on the bus: the run's cgroup is the daemon's own");
-                Ok(false)
-            }
-            Err(e) => Err(Refusal::Failed {
-                why: format!("systemd: {}", chain(&e)),
-            }),
-        }
-    }
-
-    /// The run's cgroup `rel` made (unless systemd made it), marked, pinned
-    /// by the one pipeline, checked through the kernel, and the peer in it.
-    async fn set_up(
-        &mut self,
-        peer: &Peer,
-        ask: &Ask,
-        rel: &Rel,
-        by_systemd: bool,
-    ) -> Result<crate::cpuset::CpuSet, Refusal> {
-        let failed = |what: &str, e: crate::io::IoError| Refusal::Failed {
-            why: format!("{what}: {}", chain(&e)),
-        };
-        let dir = self.hier.dir(rel);
-        let slice = Rel::from(self.cfg.run.slice.as_str());
-        if by_systemd {
-            // systemd makes the scope's cgroup, then moves the process in.
-            if !self.joined(&dir, peer.pid).await {
-                return Err(Refusal::Failed {
-                    why: format!("systemd did not move the asking process into {rel}"),
-                });
-            }
-        } else {
-            let slice_dir = self.hier.dir(&slice);
-            if !matches!(self.pool.exists(&slice_dir).await, Ok(true)) {
-                self.pool
-                    .mkdir(&slice_dir)
-                    .await
-                    .map_err(|e| failed("cannot make the slice", e))?;
-            }
-        }
-        // The slice's sets before the run's: v1 refuses a child a CPU or
-        // memory node its parent lacks, and v2 enables the controller below
-        // a managed root as it appears.
-        if !self.engine.knows(&slice) {
-            self.handle(vec![Change::Created(slice)]).await;
-            self.drain().await;
-        }
-        if !by_systemd {
-            self.pool
-                .mkdir(&dir)
-                .await
-                .map_err(|e| failed("cannot make the run's cgroup", e))?;
-        }
-        // Whose it is first: a restarted daemon counts it against its user.
-        let held = Held {
-            uid: peer.uid,
-            cpus: ask.cpus,
-            command: ask.command.clone(),
-        }
-        .to_xattr();
-        let mut count = ask.cpus.to_string();
-        if !ask.numa.is_empty() {
-            let nodes: crate::cpuset::CpuSet = ask.numa.iter().copied().collect();
-            count = format!("{count}@{nodes}");
-        }
-        if ask.full_cores {
-            count.push_str(crate::intent::FULL_CORES);
-        }
-        let mut marks = vec![(XATTR_RUN, held)];
-        if !ask.near.is_empty() {
-            marks.push((cgroup::XATTR_NEAR, ask.near.join(",")));
-        }
-        if let Some(a) = &ask.device_alignment {
-            marks.push((cgroup::XATTR_DEVICE_ALIGNMENT, a.clone()));
-        }
-        marks.push((XATTR_CPUS, count));
-        for (name, value) in marks {
-            self.pool
-                .set_xattr(&dir, name, value.as_bytes())
-                .await
-                .map_err(|e| failed("cannot mark the run's cgroup", e))?;
-        }
-        self.handle(vec![Change::Created(rel.clone())]).await;
-        // Past the room check, a refusal is a failure, never a wait in line:
-        // the run's cgroup exists already.
-        let Some(cpus) = self.engine.cpus_of(rel).map(|(_, c)| c.clone()) else {
-            return Err(Refusal::Failed {
-                why: format!("{} CPUs were free, but none were given to {rel}", ask.cpus),
-            });
-        };
-        // The nodes asked for are a preference to the allocator: the run
-        // takes them alone, or nothing.
-        if !ask.numa.is_empty() && !cpus.is_subset(&self.engine.numa_cpus(&ask.numa)) {
-            return Err(Refusal::Failed {
-                why: format!("the CPUs free for it ({cpus}) are not all on the NUMA nodes asked"),
-            });
-        }
-        self.has_cpus(rel, &cpus).await?;
-        if by_systemd {
-            // systemd holds the pin too: a daemon-reload writes it, not "".
-            let told = self.tell_scope(rel, &cpus).await;
-            self.systemd
-                .own(rel, &std::sync::Arc::new(cpus.clone()), told);
-            if !holds(&self.pool, &dir.join(cgroup::file::PROCS), peer.pid).await {
-                return Err(Refusal::Failed {
-                    why: format!("the asking process is not in {rel}"),
-                });
-            }
-        } else {
-            // The pid is the peer's still (not reused by another process).
-            if start_of(&self.pool, &self.cfg.proc_root, peer.pid).await != Some(peer.start) {
-                return Err(Refusal::Failed {
-                    why: "the asking process is gone".into(),
-                });
-            }
-            let procs = dir.join(cgroup::file::PROCS);
-            self.pool
-                .write(&procs, &peer.pid.to_string())
-                .await
-                .map_err(|e| failed("cannot move the process into the run's cgroup", e))?;
-        }
-        Ok(cpus)
-    }
-
-    /// Tells systemd the run scope `rel`'s pin and memory nodes (what the
-    /// kernel gives it) as its `AllowedCPUs=` and `AllowedMemoryNodes=`, so
-    /// a daemon-reload writes those. Whether systemd took them.
-    async fn tell_scope(&mut self, rel: &Rel, cpus: &crate::cpuset::CpuSet) -> bool {
-        let mems_file = self.hier.dir(rel).join("cpuset.mems.effective");
-        let mems = self.pool.read(&mems_file).await.ok();
-        let mems = (mems.and_then(|t| t.trim().parse::<crate::cpuset::CpuSet>().ok()))
-            .filter(|m| !m.is_empty());
-        let (Some(bus), Some(unit)) = (self.door.bus.as_mut(), crate::systemd::scope_unit(rel))
-        else {
-            return false;
-        };
-        match bus.set_allowed(unit, cpus, mems.as_ref()).await {
-            Ok(told) => told,
-            Err(e) => {
-                warn!(cgroup = %rel, error = %chain(&e), "cannot tell systemd a run's CPUs and memory nodes");
-                false
-            }
-        }
-    }
-
-    /// Whether the cgroup `dir` (one systemd is making) holds process
-    /// `pid` within the I/O timeout.
-    async fn joined(&self, dir: &Path, pid: u32) -> bool {
-        let deadline = tokio::time::Instant::now() + self.cfg.read_timeout;
-        let procs = dir.join(cgroup::file::PROCS);
-        loop {
-            if holds(&self.pool, &procs, pid).await {
-                return true;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-
-    /// The kernel's word, not the engine's: the run's cgroup really has its
-    /// CPUs (a write can fail; v2 falls back to the parent's set).
-    async fn has_cpus(&self, rel: &Rel, cpus: &crate::cpuset::CpuSet) -> Result<(), Refusal> {
-        let effective = self.hier.effective_file(rel);
-        let has = match self.pool.read(&effective).await {
-            // A v1 kernel before 4.17 enforces cpuset.cpus itself.
-            Err(e) if e.is_not_found() && self.hier.version == Version::V1 => {
-                self.pool.read(&self.hier.cpus_file(rel)).await
-            }
-            r => r,
-        };
-        let why = match has {
-            Ok(t) if t.trim().parse::<crate::cpuset::CpuSet>().ok().as_ref() == Some(cpus) => {
-                return Ok(());
-            }
-            Ok(t) => format!(
-                "its cgroup {rel} has CPUs {:?} ({}), not its {cpus}",
-                t.trim(),
-                effective.display()
-            ),
-            Err(e) => format!("cannot check its cgroup's CPUs: {}", chain(&e)),
-        };
-        Err(Refusal::Failed { why })
     }
 
     /// Undoes a run that was not granted. The daemon's own cgroup is

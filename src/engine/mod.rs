@@ -24,26 +24,34 @@
 //!   CPU unless nothing else is left.
 
 mod assign;
+mod baseline;
 mod entry;
 pub mod explain;
 mod plan;
+mod questions;
 mod roles;
+mod saved;
 mod targets;
+mod workload;
 mod writes;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::alloc;
 use crate::api;
 use crate::cgroup::{self, Rel, Scope};
 use crate::cpuset::CpuSet;
 pub use crate::intent::Reading;
-use crate::intent::{Bundle, Intent, Source};
+use crate::intent::{Intent, Source};
 use crate::topology::Topology;
 use entry::{CgroupEntry, Sets};
+pub use plan::Plan;
+pub use saved::{SavedAssignment, SavedState};
+pub use workload::{Pending, Workload};
+pub use writes::{File, Write};
 
 /// What the engine needs from the configuration.
 #[derive(Debug, Clone, Default)]
@@ -128,169 +136,6 @@ pub struct Failure {
     pub read: bool,
 }
 
-/// Why a workload waits in the shared pool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Pending {
-    pub requested: usize,
-    pub available: usize,
-    pub reason: String,
-}
-
-/// A workload that asks for exclusive CPUs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Workload {
-    pub key: String,
-    pub requested: usize,
-    pub source: Source,
-    pub numa: Vec<u32>,
-    /// Whole physical cores only ([`Intent::whole_cores`]).
-    pub whole_cores: bool,
-    /// The power class it asks for ([`Intent::class`]).
-    pub class: Option<String>,
-    /// The devices it drives and where they sit ([`Intent::devices`]).
-    #[serde(skip)]
-    pub devices: Vec<crate::devices::Located>,
-    /// Its own `device_alignment` ([`Intent::device_alignment`]).
-    #[serde(skip)]
-    pub device_alignment: Option<crate::config::DeviceAlignment>,
-    pub cgroups: BTreeSet<Rel>,
-    /// Its exclusive CPUs, once assigned.
-    pub cpus: Option<CpuSet>,
-    pub pending: Option<Pending>,
-    /// The CPUs it was first given: a resize keeps them, and a shrink below
-    /// them is refused (issue #34).
-    pub baseline: Option<CpuSet>,
-    /// A resize that could not be made: it keeps the CPUs it has, and says
-    /// why; tried again with each plan.
-    pub resize: Option<Pending>,
-    /// Announced by the runtime before its cgroup exists (NRI's
-    /// `CreateContainer`, [`Engine::expect`]): kept without cgroups until
-    /// one joins or the announcement is withdrawn ([`Engine::unexpect`]).
-    #[serde(skip)]
-    pub expected: bool,
-    /// Arrival order: earlier workloads are served first.
-    #[serde(skip)]
-    seq: u64,
-    /// The free CPUs its last attempt failed on: the same free CPUs fail the
-    /// same way, so it is not tried again until they change.
-    #[serde(skip)]
-    tried: Option<CpuSet>,
-}
-
-impl Workload {
-    /// A workload that asks for nothing yet ([`Self::ask`]), `seq`-th to
-    /// arrive.
-    fn new(key: &str, seq: u64) -> Workload {
-        Workload {
-            key: key.to_string(),
-            requested: 0,
-            source: Source::Xattr,
-            numa: Vec::new(),
-            whole_cores: false,
-            class: None,
-            devices: Vec::new(),
-            device_alignment: None,
-            cgroups: BTreeSet::new(),
-            cpus: None,
-            pending: None,
-            baseline: None,
-            resize: None,
-            expected: false,
-            seq,
-            tried: None,
-        }
-    }
-
-    /// Takes `intent` as its request. One that changes what it is placed
-    /// by (count, nodes, whole cores, devices) is tried again at once.
-    fn ask(&mut self, intent: &Intent) {
-        if (self.requested, &self.numa, self.whole_cores)
-            != (intent.cpus, &intent.numa, intent.whole_cores)
-            || (&self.devices, self.device_alignment) != (&intent.devices, intent.device_alignment)
-        {
-            self.tried = None;
-        }
-        self.requested = intent.cpus;
-        self.source = intent.source.clone();
-        self.numa = intent.numa.clone();
-        self.whole_cores = intent.whole_cores;
-        self.class = intent.class.clone();
-        self.devices = intent.devices.clone();
-        self.device_alignment = intent.device_alignment;
-    }
-}
-
-/// Which control file a write goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum File {
-    Cpus,
-    Mems,
-    /// `cpuset.sched_load_balance` set to 0 (v1; see
-    /// [`Settings::quiet_balance`]); the write's set is empty.
-    Balance,
-}
-
-impl File {
-    /// The control file's name ([`cgroup::file`]).
-    pub fn name(self) -> &'static str {
-        match self {
-            File::Cpus => cgroup::file::CPUS,
-            File::Mems => cgroup::file::MEMS,
-            File::Balance => cgroup::file::SCHED_LOAD_BALANCE,
-        }
-    }
-}
-
-/// One write of the plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Write {
-    pub rel: Rel,
-    pub file: File,
-    pub set: Arc<CpuSet>,
-    /// The plan it belongs to (the engine counts its plans): what is
-    /// reported of a write of an older plan changes the cgroup, not the
-    /// count of writes the last plan still waits for.
-    pub plan: u64,
-}
-
-impl Write {
-    /// What is written to the file.
-    pub fn data(&self) -> String {
-        match self.file {
-            File::Cpus | File::Mems => self.set.to_string(),
-            File::Balance => "0".to_string(),
-        }
-    }
-}
-
-/// The result of [`Engine::plan`].
-#[derive(Debug, Clone, Default)]
-pub struct Plan {
-    /// Writes in the order they must be made.
-    pub writes: Vec<Write>,
-    /// The first `urgent` writes give exclusive workloads their CPUs (and
-    /// widen the ancestors that must hold them): the daemon makes them at
-    /// once. The rest (the shared pool following) may be cut short by a
-    /// newer plan: what was not written is planned again by the next full
-    /// plan (a plan over a reach then makes only its urgent writes, and
-    /// asks for a full one: [`Self::more`]).
-    pub urgent: usize,
-    /// Whether any assignment changed (the state file needs saving).
-    pub assignments_changed: bool,
-    /// These writes give new workloads their CPUs first, or come while an
-    /// earlier plan was cut short or its rest is still owed; the rest of the
-    /// change (the shared pool shrinking, what the earlier plan did not
-    /// write) is planned by [`Engine::plan_owed`], a full plan, when the
-    /// caller chooses (the daemon: when the tree is quiet). Plans over a
-    /// reach made before then make only their urgent writes.
-    pub more: bool,
-    /// With `strict_reservation`, the managed subtrees' shared cgroups
-    /// started (`Some(true)`) or stopped (`Some(false)`) keeping the
-    /// reserved CPUs for want of any other ([`Engine::strict`]): the daemon
-    /// logs it.
-    pub strict_fallback: Option<bool>,
-}
-
 /// A resize a plan made, or found it could not make ([`Engine::take_resizes`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resized {
@@ -304,18 +149,6 @@ pub struct Resized {
     pub pending: Option<String>,
 }
 
-/// One assignment as saved in the state file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SavedAssignment {
-    pub cpus: CpuSet,
-    pub requested: usize,
-    pub cgroups: Vec<String>,
-    /// The CPUs it was first given, when a resize made it hold others
-    /// (absent from older files: its CPUs then).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<CpuSet>,
-}
-
 /// The most pods whose released CPUs the engine keeps for their next
 /// containers ([`Engine::left_by_pod`]); beyond, the lowest UID goes.
 const LEFT_BY_PODS_KEPT: usize = 4096;
@@ -325,28 +158,6 @@ fn pod_of_key(key: &str) -> Option<&str> {
     key.strip_prefix("pod:")?
         .split_once('/')
         .map(|(uid, _)| uid)
-}
-
-/// The body of the state file.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SavedState {
-    /// The online CPUs when it was written.
-    pub online: CpuSet,
-    pub assignments: BTreeMap<String, SavedAssignment>,
-    /// The interrupts kept off exclusive CPUs (`irq_affinity`), by
-    /// interrupt (`"default"` or its number), with what each had: not the
-    /// engine's, saved beside its assignments by the daemon.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub irqs: BTreeMap<String, crate::irq::Steered>,
-    /// The isolated partitions made (`isolation = "partition"`) and their
-    /// grants: not the engine's either.
-    #[serde(default, skip_serializing_if = "crate::partition::Made::is_empty")]
-    pub partitions: crate::partition::Made,
-    /// The containers left to another NRI plugin, by container id, with
-    /// their cgroups: not the engine's, saved by the daemon so that a
-    /// restart does not take them back.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub nri_yielded: BTreeMap<String, String>,
 }
 
 /// A set a workload held before, on someone's word ([`Engine::hints`]).
@@ -708,115 +519,6 @@ impl Engine {
         }
     }
 
-    /// Whether the engine knows the `cpuset.mems` of `rel` well enough that
-    /// a reconcile need not read them again ([`crate::intent::reads`]): known
-    /// and not empty (only an empty set is ever filled in a cgroup the
-    /// daemon does not pin), not an exclusive workload's (aligned to its
-    /// CPUs) and not set by the daemon. A cgroup that turns out to want CPUs
-    /// has them read anyway.
-    pub fn mems_known(&self, rel: &str) -> bool {
-        self.cgroups.get(rel).is_some_and(|e| {
-            e.mems.as_deref().is_some_and(|m| !m.is_empty())
-                && !e.mems_ours
-                && !e.role.is_exclusive()
-        })
-    }
-
-    /// Puts the sets the engine knows of a known cgroup in `obs` (its
-    /// `cpuset.cpus`, its `cpuset.mems` or both), read before the daemon
-    /// wrote them (or saw them written).
-    pub fn keep_sets(&self, obs: &mut cgroup::Observed, cpus: bool, mems: bool) {
-        if let Some(e) = self.cgroups.get(&obs.rel) {
-            if cpus {
-                obs.cpus = e.cpus.as_deref().cloned();
-            }
-            if mems {
-                obs.mems = e.mems.as_deref().cloned();
-            }
-        }
-    }
-
-    /// The number of known cgroups.
-    pub fn len(&self) -> usize {
-        self.cgroups.len()
-    }
-
-    /// Whether no cgroup is known.
-    pub fn is_empty(&self) -> bool {
-        self.cgroups.is_empty()
-    }
-
-    /// Every known cgroup, in path order.
-    pub fn known(&self) -> impl Iterator<Item = &Rel> {
-        self.cgroups.keys()
-    }
-
-    /// The cgroups that hold their target already (a set, not empty), with
-    /// it: at start-up, what a daemon before this one wrote.
-    pub fn held_targets(&self) -> impl Iterator<Item = (&Rel, &Arc<CpuSet>)> {
-        self.cgroups.iter().filter_map(|(rel, e)| {
-            let target = e.target.as_ref()?;
-            (e.cpus.as_ref() == Some(target) && !target.is_empty()).then_some((rel, target))
-        })
-    }
-
-    /// The stored path of `rel`, when known (so callers can share it).
-    pub fn rel(&self, rel: &str) -> Option<&Rel> {
-        self.cgroups.get_key_value(rel).map(|(k, _)| k)
-    }
-
-    /// Whether `rel` is known.
-    pub fn knows(&self, rel: &str) -> bool {
-        self.cgroups.contains_key(rel)
-    }
-
-    /// The known cgroups at or below `rel`.
-    pub fn subtree(&self, rel: &str) -> Vec<Rel> {
-        cgroup::subtree(&self.cgroups, rel).cloned().collect()
-    }
-
-    /// The bundle read for cgroup `rel`, kept so that a rescan need not read
-    /// it again (a bundle never changes for a container id).
-    pub fn bundle(&self, rel: &str) -> Option<Arc<Bundle>> {
-        self.cgroups.get(rel)?.bundle.clone()
-    }
-
-    /// What `rel` asks, as last read.
-    pub fn intent(&self, rel: &str) -> Option<&Intent> {
-        self.cgroups.get(rel)?.intent.as_deref()
-    }
-
-    /// The problem with `rel`'s request, as last read.
-    pub fn problem(&self, rel: &str) -> Option<&str> {
-        self.cgroups.get(rel)?.problem.get()
-    }
-
-    /// Whether `rel` is part of an exclusive workload (its cgroup, or below).
-    pub fn is_exclusive(&self, rel: &str) -> bool {
-        self.cgroups.get(rel).is_some_and(|e| e.role.is_exclusive())
-    }
-
-    /// Whether `rel` runs on the shared pool of a managed subtree.
-    pub fn is_shared(&self, rel: &str) -> bool {
-        self.cgroups
-            .get(rel)
-            .is_some_and(|e| e.role == Role::Shared)
-    }
-
-    /// Whether `rel` is kubepods structure (the root, a QoS parent, a pod).
-    pub fn is_structural(&self, rel: &str) -> bool {
-        self.cgroups.get(rel).is_some_and(|e| e.structural)
-    }
-
-    /// Whether a cgroup at or below `rel` still has a cpuset the daemon wrote
-    /// for an exclusive workload, not yet given back.
-    pub fn holds_ours(&self, rel: &str) -> bool {
-        cgroup::subtree(&self.cgroups, rel).any(|r| {
-            let e = &self.cgroups[r];
-            e.ours || e.mems_ours
-        })
-    }
-
     /// Updates the known `cpuset.cpus` of `rel` (after a foreign write).
     /// Returns whether that changed what the engine knows.
     pub fn observe_cpus(&mut self, rel: &str, cpus: Option<CpuSet>) -> bool {
@@ -848,145 +550,6 @@ impl Engine {
     /// call.
     pub fn take_resizes(&mut self) -> Vec<Resized> {
         std::mem::take(&mut self.resizes)
-    }
-
-    /// The cgroups whose [`crate::cgroup::XATTR_BASELINE`] must be written,
-    /// with what: each cgroup of a pinned workload whose xattr does not hold
-    /// the workload's baseline, and `None` (emptied) for each cgroup whose
-    /// xattr holds one but is no pinned workload's any more.
-    pub fn baselines_owed(&self) -> Vec<(Rel, Option<CpuSet>)> {
-        let mut owed = Vec::new();
-        self.each_baseline_owed(|rel, set| {
-            owed.push((rel.clone(), set.cloned()));
-            true
-        });
-        owed
-    }
-
-    /// Whether any baseline is owed (as [`Self::baselines_owed`], without
-    /// building the list).
-    pub fn any_baseline_owed(&self) -> bool {
-        !self.each_baseline_owed(|_, _| false)
-    }
-
-    /// Calls `f` on each baseline owed until it returns `false`; `false`
-    /// when it did.
-    fn each_baseline_owed(&self, mut f: impl FnMut(&Rel, Option<&CpuSet>) -> bool) -> bool {
-        let mut pinned = BTreeSet::new();
-        for w in self.workloads.values() {
-            let (Some(_), Some(base)) = (&w.cpus, &w.baseline) else {
-                continue;
-            };
-            for rel in &w.cgroups {
-                pinned.insert(rel);
-                let kept = self.cgroups.get(rel).and_then(|e| e.baseline.as_deref());
-                if self.cgroups.contains_key(rel) && kept != Some(base) && !f(rel, Some(base)) {
-                    return false;
-                }
-            }
-        }
-        self.kept
-            .iter()
-            .filter(|r| !pinned.contains(r))
-            .all(|rel| f(rel, None))
-    }
-
-    /// `rel`'s [`crate::cgroup::XATTR_BASELINE`] now holds `set` (`None`:
-    /// emptied), or its write failed and is not tried again until the
-    /// cgroup is read again or the baseline changes.
-    pub fn baseline_kept(&mut self, rel: &str, set: Option<CpuSet>) {
-        let set = set.map(|s| self.sets.get(s));
-        let Some(e) = self.cgroups.get_mut(rel) else {
-            return;
-        };
-        e.baseline = set;
-        match e.baseline.is_some() {
-            true => self.kept.insert(Rel::from(rel)),
-            false => self.kept.remove(rel),
-        };
-    }
-
-    /// Whether `n` more CPUs could be given now, as the allocator would
-    /// give them (in whole cores with `whole_cores`), from NUMA nodes `numa`
-    /// alone when any are named: `Err` with the free CPUs' count (on those
-    /// nodes) and who holds the others (workload key, CPUs) when they could
-    /// not.
-    pub fn room_for(
-        &self,
-        n: usize,
-        numa: &[u32],
-        whole_cores: bool,
-    ) -> Result<(), (usize, Vec<(String, usize)>)> {
-        let held = self
-            .workloads
-            .values()
-            .filter_map(|w| w.cpus.as_ref())
-            .fold(self.held_elsewhere(), |acc, c| acc.union(c));
-        let mut free = self
-            .topo
-            .online()
-            .difference(&self.reserved)
-            .difference(&held);
-        if !numa.is_empty() {
-            free = free.intersection(&self.numa_cpus(numa));
-        }
-        let opts = alloc::Options {
-            reserved: self.reserved.clone(),
-            full_pcpus_only: self.settings.alloc.full_pcpus_only || whole_cores,
-            ..self.settings.alloc.clone()
-        };
-        match alloc::allocate(&self.topo, &free, n, &opts) {
-            Ok(_) => Ok(()),
-            Err(_) => {
-                let jobs = self.job_cores();
-                let mut holders: Vec<(String, usize)> = self
-                    .workloads
-                    .values()
-                    .filter_map(|w| Some((w.key.clone(), w.cpus.as_ref()?.len())))
-                    .collect();
-                if !jobs.is_empty() {
-                    holders.push(("Slurm's jobs".to_string(), jobs.len()));
-                }
-                let others = self.elsewhere.difference(&jobs).difference(&self.reserved);
-                if !others.is_empty() {
-                    holders.push(("another CPU owner".to_string(), others.len()));
-                }
-                Err((free.len(), holders))
-            }
-        }
-    }
-
-    /// The online CPUs of NUMA nodes `numa`.
-    pub fn numa_cpus(&self, numa: &[u32]) -> CpuSet {
-        self.topo.cpus_of_nodes(numa)
-    }
-
-    /// The CPUs of the workload cgroup `rel` belongs to, when it is pinned.
-    pub fn cpus_of(&self, rel: &str) -> Option<(&str, &CpuSet)> {
-        let e = self.cgroups.get(rel)?;
-        let w = self.workloads.get(e.member_of.get()?)?;
-        Some((w.key.as_str(), w.cpus.as_ref()?))
-    }
-
-    /// The roots of Slurm's trees the engine knows, in path order.
-    pub fn slurm_roots(&self) -> impl Iterator<Item = &Rel> {
-        self.slurm.iter()
-    }
-
-    /// The roots of Slurm's trees whose parent the daemon would confine
-    /// but leaves whole (a holder): what `pinctl status` says to move.
-    pub fn slurm_held(&self) -> impl Iterator<Item = &Rel> {
-        self.slurm.iter().filter(|r| {
-            cgroup::parent(r)
-                .and_then(|p| self.cgroups.get(p))
-                .is_some_and(|p| p.role == Role::Holder)
-        })
-    }
-
-    /// Whether cgroup `rel` lies in one of Slurm's trees: nothing of the
-    /// daemon's writes there (the watchdog does not thaw it either).
-    pub fn is_foreign(&self, rel: &str) -> bool {
-        in_slurm_tree(&self.slurm, rel)
     }
 
     /// A workload announced before its cgroup exists (NRI's
@@ -1250,31 +813,6 @@ impl Engine {
                 errno: None,
                 read: false,
             }));
-        }
-    }
-
-    /// The state to save.
-    pub fn saved_state(&self) -> SavedState {
-        SavedState {
-            online: self.topo.online().clone(),
-            assignments: self
-                .workloads
-                .values()
-                .filter_map(|w| {
-                    Some((
-                        w.key.clone(),
-                        SavedAssignment {
-                            cpus: w.cpus.clone()?,
-                            requested: w.requested,
-                            cgroups: w.cgroups.iter().map(|r| r.to_string()).collect(),
-                            baseline: w.baseline.clone().filter(|b| Some(b) != w.cpus.as_ref()),
-                        },
-                    ))
-                })
-                .collect(),
-            irqs: BTreeMap::new(),
-            partitions: crate::partition::Made::default(),
-            nri_yielded: BTreeMap::new(),
         }
     }
 }

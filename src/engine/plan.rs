@@ -4,10 +4,38 @@
 
 use super::targets::Targets;
 use super::writes::{aligned_mems, all_mems};
-use super::{Engine, Plan, Role};
+use super::{Engine, Role, Write};
 use crate::cgroup::Rel;
 use crate::cpuset::CpuSet;
 use std::sync::Arc;
+
+/// The result of [`Engine::plan`].
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Writes in the order they must be made.
+    pub writes: Vec<Write>,
+    /// The first `urgent` writes give exclusive workloads their CPUs (and
+    /// widen the ancestors that must hold them): the daemon makes them at
+    /// once. The rest (the shared pool following) may be cut short by a
+    /// newer plan: what was not written is planned again by the next full
+    /// plan (a plan over a reach then makes only its urgent writes, and
+    /// asks for a full one: [`Self::more`]).
+    pub urgent: usize,
+    /// Whether any assignment changed (the state file needs saving).
+    pub assignments_changed: bool,
+    /// These writes give new workloads their CPUs first, or come while an
+    /// earlier plan was cut short or its rest is still owed; the rest of the
+    /// change (the shared pool shrinking, what the earlier plan did not
+    /// write) is planned by [`Engine::plan_owed`], a full plan, when the
+    /// caller chooses (the daemon: when the tree is quiet). Plans over a
+    /// reach made before then make only their urgent writes.
+    pub more: bool,
+    /// With `strict_reservation`, the managed subtrees' shared cgroups
+    /// started (`Some(true)`) or stopped (`Some(false)`) keeping the
+    /// reserved CPUs for want of any other ([`Engine::strict`]): the daemon
+    /// logs it.
+    pub strict_fallback: Option<bool>,
+}
 
 /// How assignments changed in a plan.
 #[derive(Debug, Default)]

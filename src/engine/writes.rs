@@ -5,12 +5,56 @@
 
 use super::entry::CgroupEntry;
 use super::targets::{Planned, Targets};
-use super::{Engine, File, Role, Settings, Write};
+use super::{Engine, Role, Settings};
 use crate::cgroup::{self, Rel};
 use crate::cpuset::CpuSet;
 use crate::topology::Topology;
+use serde::Serialize;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+
+/// Which control file a write goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum File {
+    Cpus,
+    Mems,
+    /// `cpuset.sched_load_balance` set to 0 (v1; see
+    /// [`Settings::quiet_balance`]); the write's set is empty.
+    Balance,
+}
+
+impl File {
+    /// The control file's name ([`cgroup::file`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            File::Cpus => cgroup::file::CPUS,
+            File::Mems => cgroup::file::MEMS,
+            File::Balance => cgroup::file::SCHED_LOAD_BALANCE,
+        }
+    }
+}
+
+/// One write of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    pub rel: Rel,
+    pub file: File,
+    pub set: Arc<CpuSet>,
+    /// The plan it belongs to (the engine counts its plans): what is
+    /// reported of a write of an older plan changes the cgroup, not the
+    /// count of writes the last plan still waits for.
+    pub plan: u64,
+}
+
+impl Write {
+    /// What is written to the file.
+    pub fn data(&self) -> String {
+        match self.file {
+            File::Cpus | File::Mems => self.set.to_string(),
+            File::Balance => "0".to_string(),
+        }
+    }
+}
 
 /// A plan's writes, in order.
 pub(super) struct Ordered {

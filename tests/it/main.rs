@@ -45,6 +45,7 @@ mod packaging;
 mod partition;
 mod power;
 mod quota;
+mod rooms;
 mod run;
 mod slurm;
 mod socket;
