@@ -430,3 +430,22 @@ fn every_fixture_example_prints_what_the_docs_show() {
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
 }
+
+/// The command page has a heading for every `pinctl` subcommand, so each
+/// is found where a reader looks for it (a section elsewhere is not enough).
+#[test]
+fn the_command_page_has_a_section_per_subcommand() {
+    let page = read(&repo("docs/src/cli.md"));
+    let headings: Vec<&str> = page.lines().filter(|l| l.starts_with('#')).collect();
+    let pinctl = pinctl::cli::assets::pinctl_command();
+    let missing: Vec<String> = pinctl
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        .map(|s| format!("`pinctl {}", s.get_name()))
+        .filter(|want| !headings.iter().any(|h| h.contains(want.as_str())))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no heading on docs/src/cli.md for {missing:?}"
+    );
+}
