@@ -469,7 +469,11 @@ bundle_dirs = ["{bundles}"]
                     .to_string_lossy()
                     .as_ref()
                     .into();
-                let reads = pinctl::intent::reads(&h, &cfg, &classify(&rel), true);
+                let known = pinctl::intent::Known {
+                    mems: true,
+                    children: None,
+                };
+                let reads = pinctl::intent::reads(&h, &cfg, &classify(&rel), known);
                 (dir.as_path(), rel, reads)
             })
             .collect();

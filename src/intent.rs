@@ -178,17 +178,28 @@ pub struct Reading {
     pub mems_read: bool,
 }
 
+/// What the daemon knows of a cgroup already, so that a reading need not
+/// read it again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Known {
+    /// Its `cpuset.mems` ([`crate::engine::Engine::mems_known`]).
+    pub mems: bool,
+    /// How many child cgroups it has ([`Reads::known_children`]): where
+    /// a walk reads only the children it does not know.
+    pub children: Option<usize>,
+}
+
 /// What a reading of a cgroup of `kind` reads. The effective set never (the
 /// daemon reads it back after its own writes instead); `cpuset.mems` where
 /// an empty set must be filled (v1) or memory follows the exclusive CPUs
-/// (`align_memory`), unless `mems_known` (see
-/// [`crate::engine::Engine::mems_known`]); the CPU limit where the
+/// (`align_memory`), unless `known` has them; the CPU limit where the
 /// kubelet's rule can apply.
-pub fn reads(hier: &Hierarchy, cfg: &Config, kind: &Kind, mems_known: bool) -> Reads {
+pub fn reads(hier: &Hierarchy, cfg: &Config, kind: &Kind, known: Known) -> Reads {
     Reads {
         effective: false,
-        mems: mems_wanted(hier, cfg) && !mems_known,
+        mems: mems_wanted(hier, cfg) && !known.mems,
         limit: needs_limit(kind, cfg),
+        known_children: known.children,
     }
 }
 
@@ -202,7 +213,8 @@ fn mems_wanted(hier: &Hierarchy, cfg: &Config) -> bool {
 /// While the cgroup's quota reads unlimited, its request is decided by the
 /// limit the daemon lifted there ([`crate::cgroup::lifted_limit`]), so a lifted
 /// quota never unpins a workload.
-/// With `mems_known`, its `cpuset.mems` is read only if it wants CPUs.
+/// What `known` has is not read again (its `cpuset.mems` only if it wants
+/// CPUs).
 /// `None` when it no longer exists.
 pub fn read(
     fs: &dyn Fs,
@@ -210,10 +222,10 @@ pub fn read(
     cfg: &Config,
     rel: &Rel,
     bundle: Option<Arc<Bundle>>,
-    mems_known: bool,
+    known: Known,
 ) -> Option<Reading> {
     let kind = classify(rel);
-    let reads = reads(hier, cfg, &kind, mems_known);
+    let reads = reads(hier, cfg, &kind, known);
     let mut obs = observe(fs, hier, rel, reads)?;
     let mut mems_read = reads.mems;
     let kept = crate::cgroup::lifted_limit(fs, hier, rel, obs.limit);
@@ -728,6 +740,12 @@ pub fn pod_key(uid: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reading where the engine knows the `cpuset.mems`.
+    const KNOWN_MEMS: Known = Known {
+        mems: true,
+        children: None,
+    };
     use std::path::Path;
 
     /// A bundle's devices: `linux.devices` but what every container has,
@@ -923,15 +941,15 @@ mod tests {
             ..
         } = Container::new(tmp.path(), "kubepods/burstable");
         let fs = crate::io::RealFs;
-        let first = read(&fs, &hier, &cfg, &rel, None, false).unwrap();
+        let first = read(&fs, &hier, &cfg, &rel, None, Known::default()).unwrap();
         let kept = first.bundle.expect("remembered");
         assert!(kept.is_summary());
         // A bundle that turns up later is not seen...
         write_bundle(&bundles, id, r#"{"annotations":{"pinctl.io/cpus":"2"}}"#);
-        let again = read(&fs, &hier, &cfg, &rel, Some(kept), false).unwrap();
+        let again = read(&fs, &hier, &cfg, &rel, Some(kept), Known::default()).unwrap();
         assert_eq!(again.intent.map(|i| i.cpus).unwrap_or(0), 0);
         // ...but by a fresh read (a restart).
-        let fresh = read(&fs, &hier, &cfg, &rel, None, false).unwrap();
+        let fresh = read(&fs, &hier, &cfg, &rel, None, Known::default()).unwrap();
         let fresh = fresh.intent.expect("asks");
         assert_eq!(fresh.cpus, 2);
         assert!(
@@ -961,7 +979,7 @@ mod tests {
         write_bundle(&bundles, id, r#"{"annotations":{"pinctl.io/cpus":"2"}}"#);
         let fs = crate::io::Plain::default();
         fs.beneath_errno.store(libc::EMFILE, Ordering::Relaxed);
-        let failed = read(&fs, &hier, &cfg, &rel, None, false).unwrap();
+        let failed = read(&fs, &hier, &cfg, &rel, None, Known::default()).unwrap();
         assert!(failed.obs.unsure, "what it asks is not known");
         assert!(failed.bundle.is_none(), "nothing remembered");
         let error = failed.obs.error.unwrap_or_default();
@@ -970,7 +988,7 @@ mod tests {
             "{error}"
         );
         fs.beneath_errno.store(0, Ordering::Relaxed);
-        let again = read(&fs, &hier, &cfg, &rel, failed.bundle, false).unwrap();
+        let again = read(&fs, &hier, &cfg, &rel, failed.bundle, Known::default()).unwrap();
         assert!(!again.obs.unsure);
         assert_eq!(again.intent.map(|i| i.cpus), Some(2));
     }
@@ -988,16 +1006,16 @@ mod tests {
         .unwrap();
         std::fs::write(dir.join("cpuset.mems"), "0-1").unwrap();
         let fs = crate::io::RealFs;
-        let known = read(&fs, &hier, &cfg, &rel, None, true).unwrap();
+        let known = read(&fs, &hier, &cfg, &rel, None, KNOWN_MEMS).unwrap();
         assert!(known.intent.is_none());
         assert!(!known.mems_read);
         assert_eq!(known.obs.mems, None);
-        let full = read(&fs, &hier, &cfg, &rel, None, false).unwrap();
+        let full = read(&fs, &hier, &cfg, &rel, None, Known::default()).unwrap();
         assert!(full.mems_read);
         assert_eq!(full.obs.mems, Some("0-1".parse().unwrap()));
         // A Guaranteed pod's limit: the kubelet's rule asks for 2 CPUs.
         std::fs::write(dir.join("cpu.max"), "200000 100000").unwrap();
-        let wants = read(&fs, &hier, &cfg, &rel, None, true).unwrap();
+        let wants = read(&fs, &hier, &cfg, &rel, None, KNOWN_MEMS).unwrap();
         assert_eq!(wants.intent.map(|i| i.cpus), Some(2));
         assert!(wants.mems_read);
         assert_eq!(wants.obs.mems, Some("0-1".parse().unwrap()));
@@ -1008,7 +1026,7 @@ mod tests {
             &crate::config::parse("", Path::new("/etc/pinctl/pinctld.toml")).unwrap(),
             &rel,
             None,
-            false,
+            Known::default(),
         )
         .unwrap();
         assert!(!plain.mems_read);
@@ -1032,20 +1050,20 @@ mod tests {
         std::fs::write(dir.join("cpuset.cpus"), "\n").unwrap();
         std::fs::write(dir.join("cpuset.mems"), "\n").unwrap();
         let fs = crate::io::RealFs;
-        let new = read(&fs, &hier, &cfg, &rel, None, true).unwrap();
+        let new = read(&fs, &hier, &cfg, &rel, None, KNOWN_MEMS).unwrap();
         assert!(new.intent.is_none());
         assert!(new.mems_read, "a cgroup with no CPUs may be new");
         assert_eq!(new.obs.mems, Some(crate::cpuset::CpuSet::new()));
         std::fs::write(dir.join("cpuset.cpus"), "0-3\n").unwrap();
         std::fs::write(dir.join("cpuset.mems"), "0\n").unwrap();
-        let known = read(&fs, &hier, &cfg, &rel, None, true).unwrap();
+        let known = read(&fs, &hier, &cfg, &rel, None, KNOWN_MEMS).unwrap();
         assert!(!known.mems_read);
         assert_eq!(known.obs.mems, None);
         // Read late, a set that does not parse is noted as a full read notes it.
         std::fs::write(dir.join("cpuset.cpus"), "\n").unwrap();
         std::fs::write(dir.join("cpuset.mems"), "0-x\n").unwrap();
-        let late = read(&fs, &hier, &cfg, &rel, None, true).unwrap();
-        let full = read(&fs, &hier, &cfg, &rel, None, false).unwrap();
+        let late = read(&fs, &hier, &cfg, &rel, None, KNOWN_MEMS).unwrap();
+        let full = read(&fs, &hier, &cfg, &rel, None, Known::default()).unwrap();
         assert!(late.mems_read);
         assert_eq!(late.obs.mems, None);
         let error = late.obs.error.expect("the bad set is noted");
@@ -1112,7 +1130,7 @@ mod tests {
         std::fs::write(dir.join("cpu.max"), "200000 100000").unwrap();
         let fs = crate::io::Plain::default();
         let probes = || fs.beneath.load(std::sync::atomic::Ordering::Relaxed);
-        let first = read(&fs, &hier, &cfg, &rel, None, false).unwrap();
+        let first = read(&fs, &hier, &cfg, &rel, None, Known::default()).unwrap();
         assert_eq!(
             first.intent.as_ref().map(|i| i.cpus),
             Some(2),
@@ -1128,7 +1146,7 @@ mod tests {
         assert!(kept.is_summary());
         // The next read of the pinned container (its quota written again,
         // a reconcile) looks again for the identity the key may come from.
-        let again = read(&fs, &hier, &cfg, &rel, Some(kept), false).unwrap();
+        let again = read(&fs, &hier, &cfg, &rel, Some(kept), Known::default()).unwrap();
         assert_eq!(again.key, first.key);
         assert_eq!(probes(), 4);
     }

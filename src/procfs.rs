@@ -47,6 +47,11 @@ pub struct Sleeper {
 /// Reads the tasks of process `pid` under `proc_root` and returns those in
 /// uninterruptible sleep (state `D`), each with its cgroup and `wchan` when
 /// readable. `Ok(vec![])` when the process is gone.
+///
+/// The process's own `stat` is read first: most processes have one thread,
+/// and then it is that thread's, so one read answers (a walk of `task/`
+/// costs a directory and a read per thread). A process of more threads, or
+/// whose `stat` cannot be read or parsed, has its `task/` walked.
 pub fn read_dstate(
     fs: &dyn Fs,
     proc_root: &Path,
@@ -54,6 +59,14 @@ pub fn read_dstate(
     version: Version,
 ) -> io::Result<Vec<Sleeper>> {
     let dir = proc_root.join(pid.to_string());
+    if let Some(stat) = fs
+        .read(&dir.join("stat"))
+        .ok()
+        .and_then(|text| parse_stat(pid, &text))
+        .filter(|s| s.threads == 1)
+    {
+        return Ok(sleeper(fs, &dir, stat, version).into_iter().collect());
+    }
     let tasks = match fs.read_dir(&dir.join("task")) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -65,30 +78,35 @@ pub fn read_dstate(
         let Ok(text) = fs.read(&tdir.join("stat")) else {
             continue; // exited
         };
-        let Some(stat) = parse_stat(pid, &text) else {
-            continue;
-        };
-        if stat.state != 'D' {
-            continue;
+        if let Some(stat) = parse_stat(pid, &text) {
+            out.extend(sleeper(fs, &tdir, stat, version));
         }
-        let cgroup = fs
-            .read(&tdir.join("cgroup"))
-            .ok()
-            .and_then(|t| parse_cgroup(&t, version));
-        let wchan = fs
-            .read(&tdir.join("wchan"))
-            .ok()
-            .map(|w| w.trim().to_string())
-            .filter(|w| !w.is_empty() && w != "0");
-        let uid = fs.owner(&tdir).ok().map(|o| o.uid);
-        out.push(Sleeper {
-            stat,
-            cgroup,
-            wchan,
-            uid,
-        });
     }
     Ok(out)
+}
+
+/// The task whose directory is `tdir` and whose `stat` is `stat`, as a
+/// [`Sleeper`] when it is in D state, with what else its directory says.
+fn sleeper(fs: &dyn Fs, tdir: &Path, stat: TaskStat, version: Version) -> Option<Sleeper> {
+    if stat.state != 'D' {
+        return None;
+    }
+    let cgroup = fs
+        .read(&tdir.join("cgroup"))
+        .ok()
+        .and_then(|t| parse_cgroup(&t, version));
+    let wchan = fs
+        .read(&tdir.join("wchan"))
+        .ok()
+        .map(|w| w.trim().to_string())
+        .filter(|w| !w.is_empty() && w != "0");
+    let uid = fs.owner(tdir).ok().map(|o| o.uid);
+    Some(Sleeper {
+        stat,
+        cgroup,
+        wchan,
+        uid,
+    })
 }
 
 /// The process ids under `proc_root` (its numeric entries), sorted.
@@ -119,9 +137,8 @@ pub fn with_comm(fs: &dyn Fs, proc_root: &Path, comm: &str) -> io::Result<Vec<u3
 }
 
 /// Runs `job` for every process under `proc_root` that `keep` keeps, on
-/// the I/O pool: the list in one job, then one timed step per process (a
-/// process whose files hang costs its own step). Each result beside its
-/// pid; `Err` when the list could not be read.
+/// the I/O pool: the list in one job ([`listed`]), then [`each_of`] them.
+/// `Err` when the list could not be read.
 pub async fn each_pid<T, F>(
     pool: &crate::io::IoPool,
     proc_root: &Path,
@@ -132,11 +149,34 @@ where
     T: Send + 'static,
     F: Fn(&dyn Fs, &Path, u32) -> io::Result<T> + Send + Sync + 'static,
 {
-    let root = proc_root.to_path_buf();
-    let mut pids = pool
-        .run_op("list", proc_root, move |fs| list_pids(fs, &root))
-        .await?;
+    let mut pids = listed(pool, proc_root).await?;
     pids.retain(|&pid| keep(pid));
+    Ok(each_of(pool, proc_root, pids, job).await)
+}
+
+/// [`list_pids`] on the I/O pool, in one timed job.
+pub async fn listed(
+    pool: &crate::io::IoPool,
+    proc_root: &Path,
+) -> Result<Vec<u32>, crate::io::IoError> {
+    let root = proc_root.to_path_buf();
+    pool.run_op("list", proc_root, move |fs| list_pids(fs, &root))
+        .await
+}
+
+/// Runs `job` for each process of `pids` under `proc_root`, on the I/O
+/// pool: one timed step per process (a process whose files hang costs its
+/// own step). Each result beside its pid.
+pub async fn each_of<T, F>(
+    pool: &crate::io::IoPool,
+    proc_root: &Path,
+    pids: Vec<u32>,
+    job: F,
+) -> Vec<(u32, Result<T, crate::io::IoError>)>
+where
+    T: Send + 'static,
+    F: Fn(&dyn Fs, &Path, u32) -> io::Result<T> + Send + Sync + 'static,
+{
     let items: Vec<(PathBuf, u32)> = pids
         .iter()
         .map(|pid| (proc_root.join(pid.to_string()), *pid))
@@ -145,7 +185,7 @@ where
     let results = pool
         .run_batch("read", items, move |fs, _, pid| job(fs, &root, *pid))
         .await;
-    Ok(pids.into_iter().zip(results).collect())
+    pids.into_iter().zip(results).collect()
 }
 
 /// The thread ids of process `pid`: the entries of `/proc/PID/task`. When
@@ -272,6 +312,35 @@ mod tests {
         );
         assert!(got.iter().all(|s| s.uid.is_some()));
         assert_eq!(read_dstate(&RealFs, proc, 99, Version::V2).unwrap(), []);
+    }
+
+    #[test]
+    fn a_process_of_one_thread_is_read_from_its_own_stat() {
+        let tmp = tempfile::tempdir().unwrap();
+        let proc = tmp.path();
+        // One thread, in D: its own directory says all, no task/ needed.
+        put(proc, "20/stat", &stat(20, "one", 'D'));
+        put(proc, "20/cgroup", "0::/kubepods.slice/c2\n");
+        put(proc, "20/wchan", "nfs_wait");
+        let got = read_dstate(&RealFs, proc, 20, Version::V2).unwrap();
+        assert_eq!(
+            got.iter()
+                .map(|s| (s.stat.tid, s.cgroup.as_deref(), s.wchan.as_deref()))
+                .collect::<Vec<_>>(),
+            [(20, Some("kubepods.slice/c2"), Some("nfs_wait"))]
+        );
+        // One thread, sleeping: nothing, and task/ is not read (a stray
+        // D-state entry there would be found otherwise).
+        put(proc, "21/stat", &stat(21, "idle", 'S'));
+        put(proc, "21/task/21/stat", &stat(21, "idle", 'D'));
+        assert_eq!(read_dstate(&RealFs, proc, 21, Version::V2).unwrap(), []);
+        // More threads: the process's stat (its leader's) is not enough.
+        let three = stat(30, "many", 'S').replace(" 20 0 1 0 777", " 20 0 3 0 777");
+        put(proc, "30/stat", &three);
+        put(proc, "30/task/30/stat", &stat(30, "many", 'S'));
+        put(proc, "30/task/31/stat", &stat(31, "many io", 'D'));
+        let got = read_dstate(&RealFs, proc, 30, Version::V2).unwrap();
+        assert_eq!(got.iter().map(|s| s.stat.tid).collect::<Vec<_>>(), [31]);
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub struct TaskStat {
     /// The kernel's `PF_*` flags (field 9): [`PF_KTHREAD`],
     /// [`PF_NO_SETAFFINITY`].
     pub flags: u32,
+    /// The threads of its process (field 20, `num_threads`).
+    pub threads: u32,
 }
 
 /// A kernel thread (`PF_KTHREAD`).
@@ -43,10 +45,11 @@ pub fn parse_stat(pid: u32, text: &str) -> Option<TaskStat> {
     let comm = text[open + 1..close].to_string();
     let mut rest = text[close + 1..].split_whitespace();
     let state = rest.next()?.chars().next()?;
-    // flags is field 9 overall: the 6th after the state; starttime is
-    // field 22: the 20th.
+    // flags is field 9 overall: the 6th after the state; num_threads is
+    // field 20, the 11th after flags; starttime is field 22.
     let flags = rest.nth(5)?.parse().ok()?;
-    let start = rest.nth(12)?.parse().ok()?;
+    let threads = rest.nth(10)?.parse().ok()?;
+    let start = rest.nth(1)?.parse().ok()?;
     Some(TaskStat {
         pid,
         tid,
@@ -54,6 +57,7 @@ pub fn parse_stat(pid: u32, text: &str) -> Option<TaskStat> {
         state,
         start,
         flags,
+        threads,
     })
 }
 
@@ -66,8 +70,8 @@ mod tests {
         let line = "4242 (my (odd) cmd) D 1 4242 4242 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 98765 1000 100";
         let s = parse_stat(4242, line).unwrap();
         assert_eq!(
-            (s.tid, s.comm.as_str(), s.state, s.start),
-            (4242, "my (odd) cmd", 'D', 98765)
+            (s.tid, s.comm.as_str(), s.state, s.start, s.threads),
+            (4242, "my (odd) cmd", 'D', 98765, 1)
         );
         assert!(parse_stat(1, "garbage").is_none());
         assert!(parse_stat(1, "1 (x) S 1").is_none());

@@ -446,7 +446,8 @@ pub struct Observed {
     /// The raw value of [`XATTR_CPUS`], when set.
     pub xattr: Option<String>,
     pub limit: Option<CpuLimit>,
-    /// The names of its child cgroups, sorted.
+    /// The names of its child cgroups, sorted; none when they were not
+    /// listed ([`Reads::known_children`]).
     pub children: Vec<String>,
     /// Who owns its directory: whether its requests can be trusted
     /// ([`crate::intent::trusted`]).
@@ -475,6 +476,10 @@ pub struct Reads {
     pub mems: bool,
     /// The CPU limit: needed only where the kubelet's rule can apply.
     pub limit: bool,
+    /// How many child cgroups the caller knows it has: its children are not
+    /// listed when its link count says it has just those ([`Fs::scan_dir`]).
+    /// `None`: listed whenever it has any.
+    pub known_children: Option<usize>,
 }
 
 impl Reads {
@@ -483,6 +488,7 @@ impl Reads {
         effective: true,
         mems: true,
         limit: true,
+        known_children: None,
     };
 }
 
@@ -632,7 +638,7 @@ pub fn observe(fs: &dyn Fs, h: &Hierarchy, rel: &Rel, reads: Reads) -> Option<Ob
     if reads.limit && v2 {
         names.push(file::CPU_MAX);
     }
-    let scan = match fs.scan_dir(&dir, &names, XATTR_CPUS) {
+    let scan = match fs.scan_dir(&dir, &names, XATTR_CPUS, reads.known_children) {
         Ok(scan) => scan,
         Err(e) if gone(&e) => return None,
         Err(e) => {

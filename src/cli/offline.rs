@@ -249,7 +249,8 @@ pub fn walk(
         if !seen.insert(rel.clone()) {
             continue;
         }
-        let Some(reading) = intent::read(fs, hier, config, &rel, None, false) else {
+        let Some(reading) = intent::read(fs, hier, config, &rel, None, intent::Known::default())
+        else {
             continue;
         };
         if let Some(e) = &reading.obs.error {

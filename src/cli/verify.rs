@@ -237,6 +237,7 @@ impl Kernel<'_> {
             effective: true,
             mems: false,
             limit: false,
+            known_children: None,
         };
         let mut out = Vec::new();
         let mut stack: Vec<Rel> = vec![rel.into()];

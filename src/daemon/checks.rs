@@ -50,6 +50,10 @@ pub(super) struct Watch {
     /// ([`super::sweep::PARTS`]): besides it, every one found stuck or
     /// frozen before.
     part: u32,
+    /// The processes listed by the round that began this pass over the
+    /// parts (part 0): the rounds after it read their part of this list.
+    /// `None`: the next round lists them.
+    pids: Option<Arc<[u32]>>,
     tx: tokio::sync::mpsc::Sender<(u64, Findings)>,
     pub(super) rx: tokio::sync::mpsc::Receiver<(u64, Findings)>,
 }
@@ -72,6 +76,7 @@ impl Watch {
             kubelet_error: None,
             rounds: Rounds::default(),
             part: 0,
+            pids: None,
             tx,
             rx,
         }
@@ -86,6 +91,7 @@ impl Watch {
         self.dstate.set_threshold(cfg.dstate_threshold);
         self.frozen.set_threshold(cfg.frozen_threshold);
         self.rounds.generation += 1;
+        self.pids = None;
     }
 }
 
@@ -201,8 +207,9 @@ impl Daemon {
                 .collect()
         });
         // The processes of this round's part, and those with a task stuck
-        // before.
+        // before, of the list taken at the start of the pass.
         let stuck_pids = self.dog.dstate.tracked().map(|&(pid, _, _)| pid).collect();
+        let pids = (part != 0).then(|| self.dog.pids.clone()).flatten();
         CheckInput {
             pool: self.pool.clone(),
             mounts: self.dog.mounts.clone(),
@@ -211,6 +218,7 @@ impl Daemon {
             proc_root: (!paths_only).then(|| self.cfg.proc_root.clone()),
             part,
             stuck_pids,
+            pids,
             hier: self.hier.clone(),
             kubelet: self.cfg.kubelet_cpu_manager_state.clone(),
             freezer,
@@ -227,6 +235,9 @@ impl Daemon {
     /// reports tasks and cgroups stuck past their thresholds, thaws with
     /// `thaw_frozen`; then the status.
     pub(super) async fn act(&mut self, found: Findings) {
+        if found.pids.is_some() {
+            self.dog.pids = found.pids;
+        }
         self.act_on_paths(found.missing).await;
         if let Some(sleepers) = found.sleepers {
             self.act_on_sleepers(sleepers);
@@ -480,8 +491,10 @@ pub(super) struct CheckInput {
     proc_root: Option<PathBuf>,
     /// The part of the processes whose tasks to read ([`PARTS`], by pid)...
     part: u32,
-    /// ... and those with a task stuck at the last look.
+    /// ... and those with a task stuck at the last look ...
     stuck_pids: BTreeSet<u32>,
+    /// ... of this list (`None`: list them now).
+    pids: Option<Arc<[u32]>>,
     hier: Arc<Hierarchy>,
     /// The workloads whose freezer to read; `None`: no frozen check this round.
     freezer: Option<Vec<Rel>>,
@@ -497,6 +510,8 @@ pub(super) struct Findings {
     missing: Vec<(PathBuf, Option<String>)>,
     /// Tasks in D state, if the round looked.
     sleepers: Option<Vec<procfs::Sleeper>>,
+    /// The processes, if the round listed them.
+    pids: Option<Arc<[u32]>>,
     /// Frozen cgroups, if the round looked.
     frozen: Option<Vec<(Rel, Option<u32>)>>,
     /// Slurm's jobs, if the round looked.
@@ -519,6 +534,7 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
         proc_root,
         part,
         stuck_pids,
+        pids,
         hier,
         freezer,
         slurm_roots,
@@ -592,21 +608,35 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
         Some(root) => Some(super::noise::read(&pool, root).await),
         None => None,
     };
+    // Listed once a pass: listing every process at every round cost more
+    // than a sixth of reading them.
+    let mut listed = None;
     let sleepers = match proc_root {
         None => None,
         Some(proc_root) => {
-            let keep = |pid: u32| pid % PARTS == part || stuck_pids.contains(&pid);
-            match procfs::each_pid(&pool, &proc_root, keep, move |fs, root, pid| {
-                procfs::read_dstate(fs, root, pid, version)
-            })
-            .await
-            {
-                Ok(read) => Some(
-                    read.into_iter()
-                        .filter_map(|(_, r)| r.ok())
-                        .flatten()
-                        .collect(),
-                ),
+            let all = match pids {
+                Some(pids) => Ok(pids),
+                None => procfs::listed(&pool, &proc_root).await.map(Arc::from),
+            };
+            match all {
+                Ok(all) => {
+                    let mine = all
+                        .iter()
+                        .copied()
+                        .filter(|pid| pid % PARTS == part || stuck_pids.contains(pid))
+                        .collect();
+                    listed = Some(all);
+                    let read = procfs::each_of(&pool, &proc_root, mine, move |fs, root, pid| {
+                        procfs::read_dstate(fs, root, pid, version)
+                    })
+                    .await;
+                    Some(
+                        read.into_iter()
+                            .filter_map(|(_, r)| r.ok())
+                            .flatten()
+                            .collect(),
+                    )
+                }
                 Err(e) => {
                     warn!(error = %chain(&e), "cannot list processes");
                     None
@@ -649,6 +679,7 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
     Findings {
         missing,
         sleepers,
+        pids: listed,
         frozen,
         slurm,
         counters,

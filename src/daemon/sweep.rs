@@ -29,7 +29,7 @@ use crate::api;
 use crate::cgroup::{self, Rel};
 use crate::cpuset::CpuSet;
 use crate::engine::{File, Reading};
-use crate::intent;
+use crate::intent::{self, Known};
 use crate::io::IoError;
 
 /// Cgroups read by one job on an I/O thread in a scan run to its end.
@@ -453,7 +453,13 @@ impl Daemon {
                     // The cpu side may appear later; its parent's watch reports it.
                     let _ = cw.watch(&rel);
                 }
-                let known = walk.mems_known && self.engine.mems_known(&rel);
+                // A part reads its known cgroups' children in their own
+                // parts: a listing is needed only to find new ones.
+                let known = Known {
+                    mems: walk.mems_known && self.engine.mems_known(&rel),
+                    children: (walk.only_new && self.engine.rel(&rel).is_some())
+                        .then(|| self.engine.known_children(&rel)),
+                };
                 items.push((
                     self.hier.dir(&rel),
                     (rel.clone(), self.engine.bundle(&rel), known),

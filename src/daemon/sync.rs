@@ -15,7 +15,7 @@ use crate::cgroup::{self, Hierarchy, Rel, Version};
 use crate::config::Config;
 use crate::cpuset::CpuSet;
 use crate::engine::{File, Reading};
-use crate::intent::{self, Bundle};
+use crate::intent::{self, Bundle, Known};
 use crate::io::{IoError, IoPool};
 use crate::sysfs::Sysfs;
 use crate::topology::Topology;
@@ -54,7 +54,7 @@ async fn read_cgroup(
     let r = rel.clone();
     let result = pool
         .run(&dir, move |fs| {
-            Ok(intent::read(fs, &hier, &cfg, &r, bundle, false))
+            Ok(intent::read(fs, &hier, &cfg, &r, bundle, Known::default()))
         })
         .await;
     (rel, result)
@@ -290,7 +290,7 @@ impl Daemon {
                         &cfg,
                         rel,
                         bundle.clone(),
-                        false,
+                        Known::default(),
                     )))
                 },
             )

@@ -79,6 +79,15 @@ impl Engine {
         cgroup::subtree(&self.cgroups, rel).cloned().collect()
     }
 
+    /// How many children of cgroup `rel` are known: a range walk over its
+    /// subtree.
+    pub fn known_children(&self, rel: &str) -> usize {
+        let depth = cgroup::depth(rel) + 1;
+        cgroup::subtree(&self.cgroups, rel)
+            .filter(|k| cgroup::depth(k) == depth)
+            .count()
+    }
+
     /// The bundle read for cgroup `rel`, kept so that a rescan need not read
     /// it again (a bundle never changes for a container id).
     pub fn bundle(&self, rel: &str) -> Option<Arc<Bundle>> {

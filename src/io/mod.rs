@@ -206,7 +206,18 @@ pub trait Fs: Send + Sync + 'static {
     /// is that file's result. [`RealFs`] opens the directory once and works
     /// relative to it, which saves a path walk per file: on a full reconcile
     /// of thousands of cgroups the walks were the biggest cost.
-    fn scan_dir(&self, dir: &Path, files: &[&str], xattr: &str) -> io::Result<DirScan> {
+    ///
+    /// `known`: how many subdirectories the caller knows it has. [`RealFs`]
+    /// does not list a directory whose link count says it has just that many
+    /// (see [`DirScan::dirs`]); this default lists every directory.
+    fn scan_dir(
+        &self,
+        dir: &Path,
+        files: &[&str],
+        xattr: &str,
+        known: Option<usize>,
+    ) -> io::Result<DirScan> {
+        let _ = known;
         let entries = self.read_dir(dir)?;
         Ok(DirScan {
             dirs: entries
@@ -272,9 +283,11 @@ pub fn fake_affinity<F: Fs + ?Sized>(
 #[derive(Debug)]
 pub struct DirScan {
     /// The names of its subdirectories (and links to directories), unsorted.
-    /// [`RealFs`] does not list a directory whose link count is 2 (no
-    /// subdirectories: kernfs, tmpfs and ext4 count them), so a link there
-    /// is not seen; cgroupfs has no links.
+    /// A directory's link count is 2 + its subdirectories on kernfs
+    /// (cgroupfs), tmpfs and ext4 (btrfs says 1). [`RealFs`] does not list
+    /// one whose count is 2 (nothing below it), nor one whose count says it
+    /// has just the subdirectories the caller knows of: then this is empty.
+    /// A link in an unlisted directory is not seen; cgroupfs has no links.
     pub dirs: Vec<String>,
     /// Each requested file's contents, in the order asked.
     pub files: Vec<io::Result<String>>,

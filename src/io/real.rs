@@ -107,7 +107,13 @@ impl Fs for RealFs {
         path.try_exists()
     }
 
-    fn scan_dir(&self, dir: &Path, files: &[&str], xattr: &str) -> io::Result<DirScan> {
+    fn scan_dir(
+        &self,
+        dir: &Path,
+        files: &[&str],
+        xattr: &str,
+        known: Option<usize>,
+    ) -> io::Result<DirScan> {
         use nix::fcntl::{AtFlags, OFlag, openat};
         use nix::sys::stat::{Mode, SFlag, fstatat};
         use rustix::fs::{FileType, RawDir};
@@ -126,7 +132,15 @@ impl Fs for RealFs {
         // not listed (about 8% of a full reconcile's reads on real v1). A
         // child made after the `fstat` is reported by the watch added before
         // the scan, as one made after the listing would be.
-        let leaf = stat.as_ref().is_ok_and(|st| st.st_nlink == 2);
+        // Nor is one whose count says it has just the subdirectories the
+        // caller knows of (`known`): one more would change the count. One
+        // known gone and one new in its place keep it, until the caller
+        // reads the gone one and forgets it. A subtree root with thousands
+        // of pods is read at every part of the periodic reconcile.
+        let unlisted = stat.as_ref().is_ok_and(|st| {
+            st.st_nlink == 2
+                || known.is_some_and(|n| st.st_nlink >= 2 && st.st_nlink - 2 == n as libc::nlink_t)
+        });
         let owner = stat
             .map(|st| Owner {
                 uid: st.st_uid,
@@ -151,7 +165,7 @@ impl Fs for RealFs {
         // Entries whose type the listing does not tell (a link, or a
         // filesystem without d_type): resolved with fstatat afterwards.
         let mut unsure = Vec::new();
-        while !leaf && let Some(entry) = listing.next() {
+        while !unlisted && let Some(entry) = listing.next() {
             let entry = entry?;
             let raw = std::ffi::OsStr::from_bytes(entry.file_name().to_bytes());
             if raw == "." || raw == ".." {

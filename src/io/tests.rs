@@ -39,13 +39,43 @@ fn scan_dir_does_not_list_a_directory_without_subdirectories() {
     std::fs::create_dir_all(&leaf).unwrap();
     std::fs::write(leaf.join("cpuset.cpus"), "1\n").unwrap();
     std::os::unix::fs::symlink(tmp.path(), leaf.join("link")).unwrap();
-    let scan = RealFs.scan_dir(&leaf, &["cpuset.cpus"], "user.x").unwrap();
+    let scan = RealFs
+        .scan_dir(&leaf, &["cpuset.cpus"], "user.x", None)
+        .unwrap();
     assert!(scan.dirs.is_empty(), "{:?}", scan.dirs);
     assert_eq!(scan.files[0].as_deref().unwrap(), "1\n");
     std::fs::create_dir(leaf.join("child")).unwrap();
-    let mut scan = RealFs.scan_dir(&leaf, &[], "user.x").unwrap();
+    let mut scan = RealFs.scan_dir(&leaf, &[], "user.x", None).unwrap();
     scan.dirs.sort();
     assert_eq!(scan.dirs, ["child", "link"]);
+}
+
+/// Nor is one that has just the subdirectories the caller knows of: one
+/// more, or one fewer, and it is listed.
+#[test]
+fn scan_dir_does_not_list_a_directory_with_the_children_known() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pod");
+    std::fs::create_dir_all(dir.join("a")).unwrap();
+    std::fs::create_dir_all(dir.join("b")).unwrap();
+    let listed = |known| {
+        let mut dirs = RealFs.scan_dir(&dir, &[], "user.x", known).unwrap().dirs;
+        dirs.sort();
+        dirs
+    };
+    assert!(listed(Some(2)).is_empty());
+    assert_eq!(listed(Some(1)), ["a", "b"]);
+    assert_eq!(listed(Some(3)), ["a", "b"]);
+    assert_eq!(listed(None), ["a", "b"]);
+    // The default lists whatever it is told.
+    assert_eq!(
+        Plain::default()
+            .scan_dir(&dir, &[], "user.x", Some(2))
+            .unwrap()
+            .dirs
+            .len(),
+        2
+    );
 }
 
 #[test]
@@ -62,10 +92,10 @@ fn scan_dir_relative_to_the_directory_matches_the_plain_one() {
     std::fs::write(dir.join("big"), "x".repeat(5000)).unwrap();
     std::fs::write(dir.join("bad"), [0xff, 0xfe]).unwrap();
     let files = ["cpuset.cpus", "missing", "big", "bad"];
-    let real = summary(RealFs.scan_dir(&dir, &files, "user.pinctl.cpus"));
+    let real = summary(RealFs.scan_dir(&dir, &files, "user.pinctl.cpus", None));
     assert_eq!(
         real,
-        summary(Plain::default().scan_dir(&dir, &files, "user.pinctl.cpus"))
+        summary(Plain::default().scan_dir(&dir, &files, "user.pinctl.cpus", None))
     );
     assert!(
         real.starts_with(r#"dirs ["child-a", "child-b", "link"] files ["\"0-3\\n\"", "NotFound""#),
@@ -74,11 +104,11 @@ fn scan_dir_relative_to_the_directory_matches_the_plain_one() {
     assert!(real.contains("InvalidData"), "{real}");
     let gone = tmp.path().join("gone");
     assert_eq!(
-        summary(RealFs.scan_dir(&gone, &files, "user.x")),
+        summary(RealFs.scan_dir(&gone, &files, "user.x", None)),
         "error NotFound"
     );
     assert_eq!(
-        summary(Plain::default().scan_dir(&gone, &files, "user.x")),
+        summary(Plain::default().scan_dir(&gone, &files, "user.x", None)),
         "error NotFound"
     );
 }

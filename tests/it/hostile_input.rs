@@ -677,7 +677,7 @@ proptest! {
         let _ = layout::classify(&format!("kubepods/burstable/pod1/{kept}"));
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir(dir.path().join(raw)).unwrap();
-        let scan = pinctl::io::Fs::scan_dir(&pinctl::io::RealFs, dir.path(), &[], "user.x").unwrap();
+        let scan = pinctl::io::Fs::scan_dir(&pinctl::io::RealFs, dir.path(), &[], "user.x", None).unwrap();
         prop_assert_eq!(&scan.dirs, &vec![kept.clone()]);
         prop_assert!(pinctl::io::name::path(dir.path(), &kept).is_dir());
     }

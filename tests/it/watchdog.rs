@@ -946,6 +946,27 @@ fn dstate(version: Version, driver: Driver) {
     env.wait_status("healthy once the task woke", |s| !s.contains("degraded"));
 }
 
+/// The processes are listed once per pass over the watchdog's parts: one
+/// that appears later, stuck, is found by a later pass. Fails if the list
+/// is never taken again.
+#[test]
+fn a_process_stuck_after_the_start_is_found_by_a_later_pass() {
+    let mut env = Env::new(Version::V2, Driver::Systemd, Options::default());
+    let ctr = env.burstable(1);
+    env.proc.task(4242, 4242, "app", 'S', &ctr, "do_epoll_wait");
+    env.start();
+    // Two passes (six rounds each, 200 ms apart): the first list is old.
+    std::thread::sleep(Duration::from_millis(2600));
+    env.proc.task(7000, 7000, "late", 'D', &ctr, "io_schedule");
+    env.wait_status("saying 1 D-state task", |s| {
+        s.contains("degraded: 1 D-state task")
+    });
+    env.wait_log(STUCK_TASK, 1);
+    if !env.log().contains("pid=7000 ") {
+        env.fail("the late process is not the one reported");
+    }
+}
+
 // ---------------------------------------------------------------------------
 // 7. Frozen cgroups
 // ---------------------------------------------------------------------------
