@@ -294,6 +294,11 @@ pub struct StatusArgs {
     /// cgroup tree and sysfs.
     #[arg(long)]
     pub offline: bool,
+    /// Print one line, and exit 1 unless the daemon's first reconcile is
+    /// done (a readiness probe): before it, pins of the last run may not be
+    /// checked yet.
+    #[arg(long, conflicts_with_all = ["json", "offline"])]
+    pub ready: bool,
 }
 
 #[derive(Debug, Args)]
@@ -561,6 +566,11 @@ fn status_cmd(args: &StatusArgs, style: Style, out: &mut dyn Write) -> Result<()
             .map_err(offer_offline)?;
         (status, None)
     };
+    if args.ready {
+        return status::readiness(&status.daemon).map(|line| {
+            let _ = writeln!(out, "{line}");
+        });
+    }
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &status)?;
         writeln!(out)?;

@@ -161,6 +161,20 @@ fn drivers(status: &api::Status) -> Vec<&'static str> {
     seen
 }
 
+/// `pinctl status --ready`: the line to print when the daemon has done its
+/// first reconcile, the error (exit 1) when it has not.
+pub fn readiness(d: &api::Daemon) -> anyhow::Result<String> {
+    if d.ready {
+        Ok(format!("pinctld {} (pid {}) is ready", d.version, d.pid))
+    } else {
+        anyhow::bail!(
+            "pinctld {} (pid {}) is starting: its first reconcile is not done",
+            d.version,
+            d.pid
+        )
+    }
+}
+
 /// Renders the whole status page. `now` is the Unix time in seconds (for the
 /// uptime).
 pub fn render(status: &api::Status, mode: Mode<'_>, style: Style, now: u64) -> String {

@@ -181,6 +181,29 @@ fn write_event(seq: u64, cgroup: &str, new: &str, reason: &str) -> api::Event {
     }
 }
 
+/// `status --ready`, the DaemonSet's readiness probe: exit 0 once the first
+/// reconcile is done, 1 before (the socket answers from the start).
+#[test]
+fn status_ready_says_whether_the_first_reconcile_is_done() {
+    let mut doc = doc();
+    doc.daemon.ready = true;
+    let (code, out, err) = run(&serve(&doc, vec![]), &["status", "--ready"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "pinctld 0.1.0 (pid 4242) is ready\n"),
+        "{err}"
+    );
+    doc.daemon.ready = false;
+    let (code, out, err) = run(&serve(&doc, vec![]), &["status", "--ready"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("pinctld 0.1.0 (pid 4242) is starting: its first reconcile is not done"),
+        "{err}"
+    );
+    let (code, _, err) = run(&serve(&doc, vec![]), &["status", "--ready", "--json"]);
+    assert_eq!(code, 2, "--ready with --json is a usage error: {err}");
+}
+
 #[test]
 fn status_over_the_socket_prints_the_page_and_the_document() {
     let doc = doc();
