@@ -6,7 +6,8 @@
 //! point nowhere outside the repository; every `pinctl` example that runs on
 //! a recorded fixture prints what the docs show; what the shipped file and
 //! the configuration page say of `full_pcpus_only` is what the daemon does.
-//! The metrics page is kept by `metrics.rs`'s tests.
+//! The metrics page is kept by `metrics.rs`'s tests; the README's tour, which
+//! needs a real cgroup hierarchy, by `tests/tour/`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
