@@ -4,8 +4,10 @@
 //! file has, and no other; the Quiet CPUs page explains the boot line as
 //! `bootline::PARAMS` does; every command and flag is on a page; the docs
 //! point nowhere outside the repository; every `pinctl` example that runs on
-//! a recorded fixture prints what the docs show. The metrics page is kept by
-//! `metrics.rs`'s tests.
+//! a recorded fixture prints what the docs show; what the shipped file and
+//! the configuration page say of `full_pcpus_only` is what the daemon does.
+//! The metrics page is kept by `metrics.rs`'s tests; the README's tour, which
+//! needs a real cgroup hierarchy, by `tests/tour/`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -448,4 +450,110 @@ fn the_command_page_has_a_section_per_subcommand() {
         missing.is_empty(),
         "no heading on docs/src/cli.md for {missing:?}"
     );
+}
+
+/// The words of the shipped file's comment above `key = ...` (its `#`
+/// lines, joined), and of the configuration page's row of `key`.
+fn documented(key: &str) -> [(String, String); 2] {
+    let shipped = read(&repo("etc/pinctl/pinctld.toml"));
+    let lines: Vec<&str> = shipped.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("{key} = ")))
+        .unwrap_or_else(|| panic!("etc/pinctl/pinctld.toml has no line `{key} = ...`"));
+    let mut comment: Vec<&str> = lines[..at]
+        .iter()
+        .rev()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim())
+        .collect();
+    comment.reverse();
+    let page = read(&repo("docs/src/configuration.md"));
+    let row = page
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{key}` |")))
+        .unwrap_or_else(|| panic!("docs/src/configuration.md has no row for `{key}`"));
+    [
+        ("etc/pinctl/pinctld.toml".into(), comment.join(" ")),
+        ("docs/src/configuration.md".into(), row.to_string()),
+    ]
+}
+
+/// What the docs say of a request `full_pcpus_only` cannot meet (not a
+/// multiple of the threads per core) is what the daemon does with it: the
+/// shipped file's comment and the configuration page's row say it is
+/// pending and waits in the shared pool, never that it is refused; the
+/// reason they quote is the one `pinctl status` serves. The daemon, with
+/// the key on, is given a Guaranteed container of 3 CPUs on the fixture's
+/// 2-thread cores (and one of 4, which gets two whole cores): the 3 wait in
+/// the shared pool, pending, with that reason.
+#[test]
+fn the_docs_say_what_full_pcpus_only_does() {
+    use crate::support::fake_cgroup::{Driver, ONLINE, Qos, Spec, Version, container_id, uid};
+    use crate::support::world::{Options, World};
+
+    let mut quoted = Vec::new();
+    for (file, text) in documented("full_pcpus_only") {
+        let lower = text.to_lowercase();
+        for word in ["pending", "waits in the shared pool"] {
+            assert!(
+                lower.contains(word),
+                "{file}: what it says of full_pcpus_only lacks {word:?}: {text}"
+            );
+        }
+        for word in ["refuse", "reject", "fail", "error", "denied"] {
+            assert!(
+                !lower.contains(word),
+                "{file}: what it says of full_pcpus_only has {word:?}, but such a request \
+                 waits: {text}"
+            );
+        }
+        let reason = text
+            .split_once("(\"")
+            .and_then(|(_, rest)| rest.split_once("\")"))
+            .map(|(reason, _)| reason.to_string())
+            .unwrap_or_else(|| panic!("{file}: no (\"reason\") quoted of full_pcpus_only: {text}"));
+        quoted.push((file, reason));
+    }
+
+    let opts = Options {
+        keys: vec!["full_pcpus_only = true".into()],
+        ..Options::default()
+    };
+    let mut w = World::new("docs-full-pcpus", Version::V2, Driver::Systemd, &opts);
+    let container = |w: &World, n: u32, cpus: u32| {
+        let pod = w.k.pod(Qos::Guaranteed, &uid(n));
+        w.tree.create(&pod, &Spec::default());
+        let rel = w.k.container(&pod, &container_id(n));
+        w.tree.create(&rel, &Spec::limit(cpus));
+        rel
+    };
+    let odd = container(&w, 1, 3);
+    let even = container(&w, 2, 4);
+    w.start();
+    let whole = w.wait_pinned(&even, 4);
+    let pool: pinctl::CpuSet = ONLINE.parse::<pinctl::CpuSet>().unwrap().difference(&whole);
+    let pending = w.wait_for("the 3-CPU request pending, in the shared pool", || {
+        let status = w.served()?;
+        let wl = status
+            .workloads
+            .iter()
+            .find(|x| x.cgroups.contains(&odd))
+            .ok_or_else(|| "no workload of the 3-CPU container".to_string())?;
+        let got = w.tree.effective(&odd);
+        match (&wl.pending, &wl.cpus) {
+            (Some(p), None) if got == pool => Ok(p.clone()),
+            _ => Err(format!(
+                "pending {:?}, CPUs {:?}, its cgroup has {got}",
+                wl.pending, wl.cpus
+            )),
+        }
+    });
+    for (file, reason) in quoted {
+        assert!(
+            pending.reason.contains(&reason),
+            "{file} says pinctl status gives {reason:?}; the daemon says {:?}",
+            pending.reason
+        );
+    }
 }

@@ -12,10 +12,11 @@
 //! `support::pinctld::Launch::nofile`), and every file it makes lives in its
 //! own tempdir.
 //!
-//! Two suites stay binaries of their own, because CI runs them by name and
+//! Three suites stay binaries of their own, because CI runs them by name and
 //! they are opt-in: `tests/real_cgroup_v1/` (`PINCTL_REAL_CGROUP=1`, one
 //! test at a time, on this machine's real cgroup v1 hierarchy, with real
-//! processes and runc's containers) and
+//! processes and runc's containers), `tests/tour/` (`PINCTL_REAL_CGROUP=1`,
+//! the README's tour on this machine's real hierarchy) and
 //! `tests/vm.rs` (`PINCTL_VM=1`, the VM test bed).
 
 #[macro_use]
