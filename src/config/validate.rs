@@ -730,7 +730,6 @@ impl Validator<'_> {
 pub(super) const SHARED_NESTING: &str =
     "a cgroup confined to the shared pool cannot hold exclusive CPUs";
 
-/// Why `text` is not a clean path relative to the cgroup root, if it is not.
 /// What is wrong with a user's or group's name, if anything: what
 /// `useradd` takes (letters, digits, `_`, `.`, `-`, not first; at most 32).
 fn account_name_problem(name: &str) -> Option<&'static str> {
@@ -749,6 +748,7 @@ fn account_name_problem(name: &str) -> Option<&'static str> {
     None
 }
 
+/// Why `text` is not a clean path relative to the cgroup root, if it is not.
 pub(super) fn relative_path_problem(text: &str) -> Option<&'static str> {
     let mut components = text.split('/');
     if text.is_empty() {
