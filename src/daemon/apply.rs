@@ -373,10 +373,16 @@ impl Daemon {
         match result {
             Ok(()) => {
                 debug!(path = %path.display(), data = %data, "written");
-                if w.file == File::Cpus && self.engine.is_target(w) {
-                    let exclusive = self.engine.is_exclusive(&w.rel);
-                    self.systemd
-                        .wrote(&w.rel, &w.set, exclusive, Instant::now());
+                if w.file == File::Cpus {
+                    if self.engine.is_target(w) {
+                        let exclusive = self.engine.is_exclusive(&w.rel);
+                        self.systemd
+                            .wrote(&w.rel, &w.set, exclusive, Instant::now());
+                    } else {
+                        // A step on the way (a widening above a new pin):
+                        // a slice's is told too (`daemon/systemd.rs`).
+                        self.systemd.holds(&w.rel, &w.set);
+                    }
                 }
                 self.engine.written(w, Ok(()));
             }

@@ -451,7 +451,9 @@ impl Daemon {
         // Runs that ended while no daemon ran give their CPUs back; those
         // still running count against their users again.
         self.remove_empty_runs().await;
-        for (rel, cpus) in self.engine.held_targets() {
+        // Each slice's set, told to systemd: a daemon before this one may
+        // have widened one above a pin and not told it.
+        for (rel, cpus) in self.engine.held_sets() {
             self.systemd.holds(rel, cpus);
         }
         self.engine.end_startup();

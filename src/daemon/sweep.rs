@@ -366,6 +366,7 @@ impl Daemon {
         self.watch_above_roots();
         self.read_jobs(true).await;
         self.apply().await;
+        self.systemd.retry();
         self.forget_leaving();
         if whole {
             release_free_memory();

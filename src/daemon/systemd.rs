@@ -2,10 +2,17 @@
 //! `AllowedCPUs=` ([`crate::systemd`]); cgroup v2 only.
 //!
 //! - A slice (a QoS slice, `system.slice`, a Guaranteed pod's) is told each
-//!   target the daemon writes, at once: without `AllowedCPUs=`, a
+//!   set the daemon writes, at once: without `AllowedCPUs=`, a
 //!   `daemon-reload` writes `""` and an empty slice sits on every CPU until
 //!   written again (KERNEL-NOTES, "containerd's CRI"; issue #32). Setting a
 //!   slice's property re-applies that slice alone, not the scopes below it.
+//!   Each step on the way to a target too: a new pin widens its ancestors
+//!   first, and narrows them only once the tree is quiet. systemd holding
+//!   the older, narrower set would apply it at its next daemon-reload and
+//!   take the pin's CPU from below it (found by the soak in the VM bed).
+//! - A tell that failed (systemd busy with a reload past the I/O timeout)
+//!   is tried again at the next part of the periodic reconcile, unless a
+//!   newer one for the unit went since ([`Teller::retry`]).
 //! - A scope is told only if systemd holds an `AllowedCPUs=` for it, once its
 //!   pin is written over at least [`SETTLE`] after the daemon last wrote it:
 //!   then with the revert, and with each later target. Never sooner: a
@@ -72,6 +79,8 @@ pub(super) struct Teller {
     /// value: an ask on its way counts, so a later different write asks
     /// again; one that failed is taken out.
     told: HashMap<Rel, Arc<CpuSet>>,
+    /// Slices whose tell failed, with the set: told again by [`Self::retry`].
+    failed: HashMap<Rel, Arc<CpuSet>>,
 }
 
 impl Default for Teller {
@@ -82,6 +91,7 @@ impl Default for Teller {
             recent: HashMap::new(),
             fought: HashSet::new(),
             told: HashMap::new(),
+            failed: HashMap::new(),
         }
     }
 }
@@ -158,15 +168,25 @@ impl Teller {
         self.recent.insert(rel.clone(), now);
     }
 
-    /// Cgroup `rel` holds `cpus`, its target: a slice's are told unless
-    /// they were (at start-up: a daemon before this one wrote them, and may
-    /// not have told them).
+    /// Cgroup `rel` holds `cpus`, its target or a step on the way to it: a
+    /// slice's are told unless they were (at start-up: a daemon before this
+    /// one wrote them, and may not have told them).
     pub(super) fn holds(&mut self, rel: &Rel, cpus: &Arc<CpuSet>) {
         let Some(unit) = slice_unit(rel) else {
             return;
         };
         if self.told.get(rel) != Some(cpus) {
             self.tell(rel, unit, cpus);
+        }
+    }
+
+    /// Tells again each slice whose last tell failed, unless a newer one
+    /// went since.
+    pub(super) fn retry(&mut self) {
+        for (rel, cpus) in std::mem::take(&mut self.failed) {
+            if !self.told.contains_key(&rel) {
+                self.holds(&rel, &cpus);
+            }
         }
     }
 
@@ -189,6 +209,7 @@ impl Teller {
         let Some(asks) = &self.asks else {
             return;
         };
+        self.failed.remove(rel);
         let _ = asks.send(Ask {
             rel: rel.clone(),
             unit: unit.to_string(),
@@ -207,11 +228,23 @@ impl Teller {
         }
     }
 
+    /// An ask for `cpus` on `rel` failed: not told, and a slice's is tried
+    /// again ([`Self::retry`]) unless a later ask is on its way.
+    fn failed(&mut self, rel: &Rel, cpus: &Arc<CpuSet>) {
+        if self.told.get(rel) == Some(cpus) {
+            self.told.remove(rel);
+            if slice_unit(rel).is_some() {
+                self.failed.insert(rel.clone(), cpus.clone());
+            }
+        }
+    }
+
     /// Forgets `rel` and what is below it (removed).
     pub(super) fn forget(&mut self, rel: &str) {
         self.recent.retain(|r, _| !cgroup::is_within(r, rel));
         self.fought.retain(|r| !cgroup::is_within(r, rel));
         self.told.retain(|r, _| !cgroup::is_within(r, rel));
+        self.failed.retain(|r, _| !cgroup::is_within(r, rel));
     }
 }
 
@@ -271,7 +304,7 @@ impl Daemon {
             }
             Err(e) => {
                 warn!(cgroup = %t.rel, unit = %t.unit, cpus = %t.cpus, error = %e, "cannot tell systemd the unit's AllowedCPUs=; a daemon-reload will write its own back, and the daemon its CPUs again");
-                self.systemd.untold(&t.rel, &t.cpus);
+                self.systemd.failed(&t.rel, &t.cpus);
                 Some(e)
             }
         };
@@ -401,6 +434,37 @@ mod tests {
         t.wrote(&rel, &set("2-31"), false, t0);
         assert_eq!(&*rx.try_recv().expect("a new set").cpus, &*set("2-31"));
         assert!(t.recent.is_empty(), "a slice has no settling time");
+    }
+
+    /// A step on the way to a slice's target (a widening above a new pin)
+    /// is told too: systemd holding the older set would take the pin's CPU
+    /// at its next daemon-reload. A failed tell is tried again, unless a
+    /// newer one went; a scope's is not.
+    #[test]
+    fn a_slices_every_set_is_told_and_a_failed_tell_tried_again() {
+        let (mut t, mut rx) = teller();
+        let slice = Rel::from("kubepods.slice/kubepods-burstable.slice");
+        t.holds(&slice, &set("0,3,8"));
+        let ask = rx.try_recv().expect("the widening asked");
+        assert_eq!(&*ask.cpus, &*set("0,3,8"));
+        // It timed out: told again at the next part, once.
+        t.failed(&slice, &set("0,3,8"));
+        t.retry();
+        assert_eq!(&*rx.try_recv().expect("tried again").cpus, &*set("0,3,8"));
+        t.retry();
+        assert!(rx.try_recv().is_err(), "told once more, not at every part");
+        // Failed again, then a newer set went: the old one is not retried.
+        t.failed(&slice, &set("0,3,8"));
+        t.holds(&slice, &set("0,8"));
+        assert_eq!(&*rx.try_recv().expect("the newer set").cpus, &*set("0,8"));
+        t.retry();
+        assert!(rx.try_recv().is_err(), "a newer set went since");
+        // A scope's failed ask waits for its next target.
+        let scope = Rel::from("kubepods.slice/kubepods-pod1.slice/cri-containerd-1.scope");
+        t.told.insert(scope.clone(), set("3"));
+        t.failed(&scope, &set("3"));
+        t.retry();
+        assert!(rx.try_recv().is_err());
     }
 
     #[test]

@@ -55,13 +55,13 @@ impl Engine {
         self.cgroups.keys()
     }
 
-    /// The cgroups that hold their target already (a set, not empty), with
-    /// it: at start-up, what a daemon before this one wrote.
-    pub fn held_targets(&self) -> impl Iterator<Item = (&Rel, &Arc<CpuSet>)> {
-        self.cgroups.iter().filter_map(|(rel, e)| {
-            let target = e.target.as_ref()?;
-            (e.cpus.as_ref() == Some(target) && !target.is_empty()).then_some((rel, target))
-        })
+    /// The cgroups whose set is known and not empty, with it: at start-up,
+    /// their target, or a step on the way to it that this daemon or one
+    /// before it wrote.
+    pub fn held_sets(&self) -> impl Iterator<Item = (&Rel, &Arc<CpuSet>)> {
+        self.cgroups
+            .iter()
+            .filter_map(|(rel, e)| Some((rel, e.cpus.as_ref().filter(|c| !c.is_empty())?)))
     }
 
     /// The stored path of `rel`, when known (so callers can share it).
