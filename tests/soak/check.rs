@@ -137,7 +137,7 @@ impl<'a> Sampler<'a> {
             if let Some((held, since)) = &t.pinned
                 && held != set
             {
-                match allowed(&live.entries[n], held, set, reserved) {
+                match allowed(soak, &live.entries[n], held, set, *since) {
                     true => t.pinned = None,
                     false => problems.push(Problem::Lost(*n, held.clone(), *since)),
                 }
@@ -230,7 +230,7 @@ impl<'a> Sampler<'a> {
             Problem::Lost(n, held, since) => {
                 let now = again(&n);
                 let stands = match &now {
-                    Some(s) => s != &held && !allowed(e(&n), &held, s, reserved),
+                    Some(s) => s != &held && !allowed(soak, e(&n), &held, s, since),
                     None => false,
                 };
                 if stands {
@@ -274,12 +274,16 @@ impl<'a> Sampler<'a> {
     }
 }
 
-/// Whether a pinned workload that held `held` may have `now` instead: only
-/// after the soak resized it, and then only a holding set within or around
-/// `held` (a resize never moves a workload: a grow keeps its CPUs, a
-/// shrink keeps its first ones).
-fn allowed(e: &Entry, held: &CpuSet, now: &CpuSet, reserved: &CpuSet) -> bool {
-    e.resized.is_some() && holds(now, reserved) && (now.is_subset(held) || held.is_subset(now))
+/// Whether a pinned workload that held `held` (since `since`) may have
+/// `now` instead: after the soak resized it, only a holding set within or
+/// around `held` (a resize never moves a workload: a grow keeps its CPUs,
+/// a shrink keeps its first ones); after the soak's hot-plug took one of
+/// its CPUs, any (see [`Soak::hotplug_moved`]).
+fn allowed(soak: &Soak, e: &Entry, held: &CpuSet, now: &CpuSet, since: Instant) -> bool {
+    let reserved = &soak.reserved;
+    let resized =
+        e.resized.is_some() && holds(now, reserved) && (now.is_subset(held) || held.is_subset(now));
+    resized || soak.hotplug_moved(held, now, since)
 }
 
 /// Whether every workload of `before` (the pinned ones when the daemon
