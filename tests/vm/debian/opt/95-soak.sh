@@ -9,8 +9,9 @@
 # /usr/bin/pinctld, started by the soak with a configuration of its own;
 # the packaged service is stopped meanwhile.
 #
-# 10 minutes by default; tests/vm/run passes PINCTL_SOAK_SECS, _SEED and
-# _CONTAINERS from the host (/vm/debian/soak.env). 100 containers by
+# 10 minutes by default; tests/vm/run passes PINCTL_SOAK_SECS, _SEED,
+# _CONTAINERS, _HOTPLUG and _RELOADS (0 leaves that fault out) from the
+# host (/vm/debian/soak.env). 100 containers by
 # default: the guest's 16 vCPUs are emulated by one host thread, and the
 # sampler reads every workload every 100 ms. The soak prints a line a
 # minute (the bed stops a silent guest). Its report comes as SOAK| lines,
@@ -21,6 +22,8 @@ _soak() {
     PINCTL_SOAK_SECS=600
     PINCTL_SOAK_CONTAINERS=100
     PINCTL_SOAK_SEED=""
+    PINCTL_SOAK_HOTPLUG=1
+    PINCTL_SOAK_RELOADS=1
     # shellcheck disable=SC1091
     [ -f /vm/debian/soak.env ] && . /vm/debian/soak.env
     _host=$(cat /vm/bench-host 2>/dev/null || echo "an unnamed host")
@@ -29,10 +32,10 @@ _soak() {
     echo 1048576 > /proc/sys/fs/inotify/max_user_watches
     rm -rf /tmp/soak
     _since=$(date '+%Y-%m-%d %H:%M:%S')
-    note "soak for $PINCTL_SOAK_SECS s, $PINCTL_SOAK_CONTAINERS containers, with CPU hot-plug and daemon-reloads"
+    note "soak for $PINCTL_SOAK_SECS s, $PINCTL_SOAK_CONTAINERS containers, PINCTL_SOAK_HOTPLUG=$PINCTL_SOAK_HOTPLUG PINCTL_SOAK_RELOADS=$PINCTL_SOAK_RELOADS"
     {
         PINCTL_SOAK=1 PINCTL_SOAK_SECS=$PINCTL_SOAK_SECS PINCTL_SOAK_CONTAINERS=$PINCTL_SOAK_CONTAINERS \
-            PINCTL_SOAK_SEED=$PINCTL_SOAK_SEED PINCTL_SOAK_HOTPLUG=1 PINCTL_SOAK_RELOADS=1 \
+            PINCTL_SOAK_SEED=$PINCTL_SOAK_SEED PINCTL_SOAK_HOTPLUG=$PINCTL_SOAK_HOTPLUG PINCTL_SOAK_RELOADS=$PINCTL_SOAK_RELOADS \
             PINCTL_SOAK_PINCTLD=/usr/bin/pinctld PINCTL_SOAK_PINCTL=/usr/bin/pinctl \
             PINCTL_SOAK_OUT=/tmp/soak PINCTL_BENCH_MACHINE="VM $TOPO (qemu TCG on $_host)" \
             /vm/pinctl-soak 2>&1
@@ -46,8 +49,13 @@ _soak() {
         pass ran "the soak passed: $(tail -n 1 /tmp/soak/soak-summary.csv 2>/dev/null)"
     else
         fail ran "the soak failed (exit $_rc): its SOAK| lines above"
-        # The soak's daemon logs to the journal (its socket exists).
-        journalctl --no-pager -b --since "$_since" -t pinctld -n 300 | sed 's/^/LOG| /'
+        # The soak's daemon logs to the journal (its socket exists): its
+        # messages with their fields (cgroup, unit, cpus, error, ...).
+        journalctl --no-pager -b --since "$_since" -t pinctld -n 400 -o json |
+            jq -r '[(.__REALTIME_TIMESTAMP | tonumber / 1e6 | strftime("%T")), ._PID, .MESSAGE]
+                + [to_entries[] | select((.key | test("^[A-Z][A-Z_]*$")) and (.key | IN("MESSAGE",
+                "PRIORITY", "SYSLOG_IDENTIFIER", "CODE_FILE", "CODE_LINE", "TARGET") | not))
+                | "\(.key)=\(.value)"] | join(" ")' | sed 's/^/LOG| /'
     fi
     systemctl start pinctld.service
 }
