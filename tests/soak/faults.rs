@@ -534,14 +534,17 @@ impl<'a> Faults<'a> {
     }
 
     /// `systemctl daemon-reload`: systemd applies again the settings of its
-    /// units that changed, so half the time a drop-in first changes the
+    /// units that changed, so half the time (not with
+    /// `PINCTL_SOAK_RELOADS=plain`) a drop-in first changes the
     /// `CPUWeight=` of a slice of the soak's (its kubepods root, its
     /// burstable QoS slice, or a live pod's).
     fn daemon_reload(&mut self) -> Result<()> {
         let soak = self.soak;
         let units = soak.top.units.as_ref().expect("only with systemd's units");
         let mut what = "daemon-reload".to_string();
-        if self.rng.chance(0.5) {
+        // Drawn either way: a seed makes the same choices with `plain`.
+        let drop_in = self.rng.chance(0.5);
+        if drop_in && soak.drop_ins {
             let pods: Vec<String> = (soak.live.lock().unwrap().entries.values())
                 .filter(|e| e.name.starts_with(&units.prefix))
                 .filter_map(|e| e.name.rsplit('/').nth(1).map(str::to_string))

@@ -32,7 +32,7 @@
 //! | `PINCTL_SOAK_PINCTLD`, `PINCTL_SOAK_PINCTL` | the debug binaries cargo built | other binaries (the VM bed's static ones) |
 //! | `PINCTL_SOAK_MUTANT` | unset | `1`: the mutation check (below) |
 //! | `PINCTL_SOAK_HOTPLUG` | unset | `1`: CPU hot-plug among the faults; the VM bed's guest only (below) |
-//! | `PINCTL_SOAK_RELOADS` | unset | `1`: the systemd driver's containers are systemd's units, pinctld talks to systemd, and `systemctl daemon-reload` is among the faults; the VM bed's guest only (below) |
+//! | `PINCTL_SOAK_RELOADS` | unset | `1`: the systemd driver's containers are systemd's units, pinctld talks to systemd, and `systemctl daemon-reload` is among the faults, half the time after a drop-in changed a slice; `plain`: the reload alone; the VM bed's guest only (below) |
 //! | `PINCTL_BENCH_MACHINE` | CPU model and host | the machine, in the records |
 //!
 //! A seed makes the same choices again (which container goes, which fault,
@@ -102,7 +102,8 @@
 //!   `systemctl daemon-reload`, half the time after a drop-in in
 //!   `/run/systemd/system` changed the `CPUWeight=` of the soak's kubepods
 //!   slice, its burstable slice or a live pod's (systemd 257 applies again
-//!   only the units whose settings changed). The checks are the same: the
+//!   only the units whose settings changed); `PINCTL_SOAK_RELOADS=plain`:
+//!   the reload alone. The checks are the same: the
 //!   pins must survive systemd's rewrite of its units' cgroups.
 //!
 //! # What it checks, and why so
@@ -232,6 +233,7 @@ struct Knobs {
     mutant: bool,
     hotplug: bool,
     reloads: bool,
+    drop_ins: bool,
 }
 
 impl Knobs {
@@ -255,7 +257,9 @@ impl Knobs {
         };
         let mutant = var("PINCTL_SOAK_MUTANT").as_deref() == Some("1");
         let hotplug = var("PINCTL_SOAK_HOTPLUG").as_deref() == Some("1");
-        let reloads = var("PINCTL_SOAK_RELOADS").as_deref() == Some("1");
+        let reloads_knob = var("PINCTL_SOAK_RELOADS");
+        let reloads = matches!(reloads_knob.as_deref(), Some("1" | "plain"));
+        let drop_ins = reloads_knob.as_deref() == Some("1");
         if hotplug {
             vm::require_guest("PINCTL_SOAK_HOTPLUG", false)?;
         }
@@ -286,6 +290,7 @@ impl Knobs {
             mutant,
             hotplug,
             reloads,
+            drop_ins,
         };
         ensure!(k.secs >= 1, "PINCTL_SOAK_SECS must be at least 1");
         ensure!(
@@ -318,6 +323,9 @@ pub struct Soak {
     pub failures: Mutex<Vec<(&'static str, String)>>,
     /// `PINCTL_SOAK_HOTPLUG=1`: CPUs go offline and back.
     pub hotplug: bool,
+    /// `PINCTL_SOAK_RELOADS=1` (not `plain`): half the daemon-reloads
+    /// follow a changed drop-in.
+    pub drop_ins: bool,
     /// The CPUs the soak took offline or brought back, when, and which.
     hotplugs: Mutex<Vec<Hotplug>>,
 }
@@ -483,6 +491,7 @@ fn run(k: &Knobs) -> Result<Vec<(&'static str, String)>> {
         last_fault: Mutex::new("none".into()),
         failures: Mutex::default(),
         hotplug: k.hotplug,
+        drop_ins: k.drop_ins,
         hotplugs: Mutex::default(),
     };
     println!(

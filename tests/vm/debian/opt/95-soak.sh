@@ -10,8 +10,8 @@
 # the packaged service is stopped meanwhile.
 #
 # 10 minutes by default; tests/vm/run passes PINCTL_SOAK_SECS, _SEED,
-# _CONTAINERS, _HOTPLUG and _RELOADS (0 leaves that fault out) from the
-# host (/vm/debian/soak.env). 100 containers by
+# _CONTAINERS, _HOTPLUG and _RELOADS (0 leaves that fault out; RELOADS=plain
+# reloads without changing a unit first) from the host (/vm/debian/soak.env). 100 containers by
 # default: the guest's 16 vCPUs are emulated by one host thread, and the
 # sampler reads every workload every 100 ms. The soak prints a line a
 # minute (the bed stops a silent guest). Its report comes as SOAK| lines,
