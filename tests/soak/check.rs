@@ -238,7 +238,7 @@ impl<'a> Sampler<'a> {
                     soak.fail(
                         LOST_PIN,
                         format!(
-                            "{} held {held} from {:.1}s, and now has {}{}",
+                            "{} held {held} from {:.1}s, and now has {}{}; {}",
                             e(&n).name,
                             soak.elapsed(since).as_secs_f64(),
                             show(&now),
@@ -246,7 +246,8 @@ impl<'a> Sampler<'a> {
                                 Some(_) =>
                                     " (resized, but to a set that is not within or around it)",
                                 None => "",
-                            }
+                            },
+                            ancestry(soak, &e(&n).file)
                         ),
                     );
                 }
@@ -272,6 +273,39 @@ impl<'a> Sampler<'a> {
             }
         }
     }
+}
+
+/// What the kernel (and systemd, for its units) holds for each cgroup from
+/// the workload's up to the mount, now: which one narrowed, when a pin is
+/// lost. `file` is the workload's effective-set file.
+fn ancestry(soak: &Soak, file: &Path) -> String {
+    let mount = &soak.top.hier.cpuset;
+    let read = |dir: &Path, f: &str| {
+        fs::read_to_string(dir.join(f)).map_or("?".to_string(), |t| t.trim().to_string())
+    };
+    let mut parts = Vec::new();
+    let mut dir = file.parent();
+    while let Some(d) = dir.filter(|d| d.starts_with(mount) && *d != mount.as_path()) {
+        let name = d
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+        let asked = read(d, "cpuset.cpus");
+        let effective = read(d, soak.top.hier.effective());
+        let systemd = match soak.top.units.is_some() && name.ends_with(".slice") {
+            true => std::process::Command::new("systemctl")
+                .args(["show", "-p", "AllowedCPUs", "--value", &name])
+                .output()
+                .map_or("?".to_string(), |o| {
+                    format!(" AllowedCPUs={}", String::from_utf8_lossy(&o.stdout).trim())
+                }),
+            false => String::new(),
+        };
+        parts.push(format!(
+            "{name}: cpus {asked:?} effective {effective:?}{systemd}"
+        ));
+        dir = d.parent();
+    }
+    format!("from the workload up: {}", parts.join("; "))
 }
 
 /// Whether a pinned workload that held `held` (since `since`) may have
