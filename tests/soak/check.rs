@@ -137,7 +137,7 @@ impl<'a> Sampler<'a> {
             if let Some((held, since)) = &t.pinned
                 && held != set
             {
-                match allowed(&live.entries[n], held, set, reserved) {
+                match allowed(soak, &live.entries[n], held, set, *since) {
                     true => t.pinned = None,
                     false => problems.push(Problem::Lost(*n, held.clone(), *since)),
                 }
@@ -230,7 +230,7 @@ impl<'a> Sampler<'a> {
             Problem::Lost(n, held, since) => {
                 let now = again(&n);
                 let stands = match &now {
-                    Some(s) => s != &held && !allowed(e(&n), &held, s, reserved),
+                    Some(s) => s != &held && !allowed(soak, e(&n), &held, s, since),
                     None => false,
                 };
                 if stands {
@@ -238,7 +238,7 @@ impl<'a> Sampler<'a> {
                     soak.fail(
                         LOST_PIN,
                         format!(
-                            "{} held {held} from {:.1}s, and now has {}{}",
+                            "{} held {held} from {:.1}s, and now has {}{}; {}",
                             e(&n).name,
                             soak.elapsed(since).as_secs_f64(),
                             show(&now),
@@ -246,7 +246,8 @@ impl<'a> Sampler<'a> {
                                 Some(_) =>
                                     " (resized, but to a set that is not within or around it)",
                                 None => "",
-                            }
+                            },
+                            ancestry(soak, &e(&n).file)
                         ),
                     );
                 }
@@ -274,12 +275,49 @@ impl<'a> Sampler<'a> {
     }
 }
 
-/// Whether a pinned workload that held `held` may have `now` instead: only
-/// after the soak resized it, and then only a holding set within or around
-/// `held` (a resize never moves a workload: a grow keeps its CPUs, a
-/// shrink keeps its first ones).
-fn allowed(e: &Entry, held: &CpuSet, now: &CpuSet, reserved: &CpuSet) -> bool {
-    e.resized.is_some() && holds(now, reserved) && (now.is_subset(held) || held.is_subset(now))
+/// What the kernel (and systemd, for its units) holds for each cgroup from
+/// the workload's up to the mount, now: which one narrowed, when a pin is
+/// lost. `file` is the workload's effective-set file.
+fn ancestry(soak: &Soak, file: &Path) -> String {
+    let mount = &soak.top.hier.cpuset;
+    let read = |dir: &Path, f: &str| {
+        fs::read_to_string(dir.join(f)).map_or("?".to_string(), |t| t.trim().to_string())
+    };
+    let mut parts = Vec::new();
+    let mut dir = file.parent();
+    while let Some(d) = dir.filter(|d| d.starts_with(mount) && *d != mount.as_path()) {
+        let name = d
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+        let asked = read(d, "cpuset.cpus");
+        let effective = read(d, soak.top.hier.effective());
+        let systemd = match soak.top.units.is_some() && name.ends_with(".slice") {
+            true => std::process::Command::new("systemctl")
+                .args(["show", "-p", "AllowedCPUs", "--value", &name])
+                .output()
+                .map_or("?".to_string(), |o| {
+                    format!(" AllowedCPUs={}", String::from_utf8_lossy(&o.stdout).trim())
+                }),
+            false => String::new(),
+        };
+        parts.push(format!(
+            "{name}: cpus {asked:?} effective {effective:?}{systemd}"
+        ));
+        dir = d.parent();
+    }
+    format!("from the workload up: {}", parts.join("; "))
+}
+
+/// Whether a pinned workload that held `held` (since `since`) may have
+/// `now` instead: after the soak resized it, only a holding set within or
+/// around `held` (a resize never moves a workload: a grow keeps its CPUs,
+/// a shrink keeps its first ones); after the soak's hot-plug took one of
+/// its CPUs, any (see [`Soak::hotplug_moved`]).
+fn allowed(soak: &Soak, e: &Entry, held: &CpuSet, now: &CpuSet, since: Instant) -> bool {
+    let reserved = &soak.reserved;
+    let resized =
+        e.resized.is_some() && holds(now, reserved) && (now.is_subset(held) || held.is_subset(now));
+    resized || soak.hotplug_moved(held, now, since)
 }
 
 /// Whether every workload of `before` (the pinned ones when the daemon

@@ -17,6 +17,7 @@ use crate::Soak;
 use crate::check;
 use crate::pinctld::{Launch, Pinctld};
 use crate::rng::Rng;
+use crate::vm;
 use crate::world::{self, Entry, World};
 
 /// The kinds of fault, as the records name them.
@@ -37,10 +38,16 @@ pub enum Kind {
     DeletedUnderWrite,
     /// A `pinctl run` client killed, waiting or running: its CPUs come back.
     RunKilled,
+    /// A CPU other than the reserved ones taken offline, or the one taken
+    /// brought back (`PINCTL_SOAK_HOTPLUG=1`, the VM bed only).
+    Hotplug,
+    /// `systemctl daemon-reload`, half the time after a drop-in changed a
+    /// slice of the soak's (`PINCTL_SOAK_RELOADS=1`, the VM bed only).
+    DaemonReload,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Kill,
         Kind::Reload,
         Kind::CorruptState,
@@ -48,6 +55,8 @@ impl Kind {
         Kind::PathRemoved,
         Kind::DeletedUnderWrite,
         Kind::RunKilled,
+        Kind::Hotplug,
+        Kind::DaemonReload,
     ];
 
     /// The faults as they are drawn: those that restart the daemon half
@@ -77,6 +86,8 @@ impl Kind {
             Kind::PathRemoved => "paths_removed",
             Kind::DeletedUnderWrite => "deleted_under_write",
             Kind::RunKilled => "runs_killed",
+            Kind::Hotplug => "hotplugs",
+            Kind::DaemonReload => "daemon_reloads",
         }
     }
 }
@@ -217,6 +228,12 @@ pub fn write_config(soak: &Soak, daemon: &Daemon, v: Variant) -> Result<()> {
         true => format!("\n[[rule]]\nmatch = \"{top}/no-such-cgroup/**\"\ncpus = 1\n"),
         false => String::new(),
     };
+    // With systemd's own units, pinctld talks to it as the shipped
+    // configuration has it.
+    let bus = match soak.top.units {
+        Some(_) => vm::SYSTEM_BUS,
+        None => "",
+    };
     let text = format!(
         r#"# Written by tests/soak (seed {seed}).
 cgroup_root = "{mount}"
@@ -229,12 +246,12 @@ reconcile_interval = "{reconcile}"
 watchdog_interval = "{watchdog}"
 repair_cooldown = "1s"
 log_level = "{level}"
-managed = ["{top}/kubepods", "{top}/kubepods.slice"]
+managed = ["{top}/kubepods", "{kubepods_slice}"]
 shared_cgroups = ["{top}/system.slice"]
 # Only the soak's own bundles, never the host's containers.
 bundle_dirs = ["{tmp}/bundles"]
 cdi_spec_dirs = []
-systemd_bus = ""
+systemd_bus = "{bus}"
 kubelet_cpu_manager_state = ""
 power_originals = "{tmp}/power.json"
 housekeeping_originals = "{tmp}/housekeeping.json"
@@ -244,13 +261,13 @@ match = "{top}/kubepods/burstable/pod*/{prefix}*"
 cpus = 1
 
 [[rule]]
-match = "{top}/kubepods.slice/kubepods-burstable.slice/*/cri-containerd-{prefix}*.scope"
+match = "{burstable}/*/cri-containerd-{prefix}*.scope"
 cpus = 1
 {idle_rule}
 [run]
 enabled = true
 socket = "{tmp}/run.sock"
-slice = "{top}/run.slice"
+slice = "{run_slice}"
 "#,
         seed = soak.seed,
         mount = soak.top.hier.mount.display(),
@@ -260,6 +277,9 @@ slice = "{top}/run.slice"
         watchdog = v.watchdog,
         level = v.log_level,
         prefix = world::RULE_PREFIX,
+        kubepods_slice = soak.top.kubepods_slice(),
+        burstable = soak.top.burstable_slice(),
+        run_slice = soak.top.run_slice(),
     );
     // Whole or not at all: a reload may read it at any moment.
     let next = daemon.config.with_extension("next");
@@ -278,11 +298,34 @@ pub struct Faults<'a> {
     runs: u64,
     /// Containers made and removed at once.
     world: World<'a>,
+    /// The faults drawn from: [`Kind::DRAWN`] and those asked for.
+    drawn: Vec<Kind>,
+    /// The CPU the soak took offline, if one is.
+    offline: Option<u32>,
+}
+
+impl Drop for Faults<'_> {
+    fn drop(&mut self) {
+        if let Some(cpu) = self.offline.take()
+            && let Err(e) = vm::set_online(cpu, true)
+        {
+            eprintln!("soak: CPU {cpu} is still offline: {e:#}");
+        }
+    }
 }
 
 impl<'a> Faults<'a> {
     pub fn new(soak: &'a Soak, daemon: Daemon, rng: Rng, world: World<'a>) -> Self {
+        let mut drawn = Kind::DRAWN.to_vec();
+        if soak.hotplug {
+            drawn.extend([Kind::Hotplug; 2]);
+        }
+        if soak.top.units.is_some() {
+            drawn.extend([Kind::DaemonReload; 2]);
+        }
         Faults {
+            drawn,
+            offline: None,
             soak,
             daemon,
             rng,
@@ -301,7 +344,7 @@ impl<'a> Faults<'a> {
 
     /// Does one fault, at random, and checks what it must.
     pub fn one(&mut self) -> Result<()> {
-        let kind = self.rng.pick(&Kind::DRAWN);
+        let kind = self.rng.pick(&self.drawn);
         *self.counts.entry(kind).or_default() += 1;
         self.soak.set_last_fault(&format!("{kind:?}"));
         match kind {
@@ -323,6 +366,8 @@ impl<'a> Faults<'a> {
             Kind::PathRemoved => self.remove_path(),
             Kind::DeletedUnderWrite => self.delete_under_write(),
             Kind::RunKilled => self.kill_run(),
+            Kind::Hotplug => self.hotplug(),
+            Kind::DaemonReload => self.daemon_reload(),
         }?;
         if let Err(e) = self.daemon.check_alive() {
             self.soak.fail(DAEMON_EXITED, e);
@@ -381,7 +426,11 @@ impl<'a> Faults<'a> {
             "kubepods/besteffort",
             "kubepods.slice/kubepods-besteffort.slice",
         ];
-        let rel = soak.top.rel(self.rng.pick(&qos));
+        let mut rel = soak.top.rel(self.rng.pick(&qos));
+        if soak.top.units.is_some() {
+            // systemd's QoS slices are systemd's to make.
+            rel = soak.top.rel(qos[0]);
+        }
         let roots = hier.roots();
         let root = self.rng.pick(&roots);
         let dir = root.join(&rel);
@@ -428,7 +477,7 @@ impl<'a> Faults<'a> {
         self.runs += 1;
         let name = format!("soak-{}", self.runs);
         let n = (1 << 40) + self.runs;
-        let scope = soak.top.rel(&format!("run.slice/run-{name}.scope"));
+        let scope = format!("{}/run-{name}.scope", soak.top.run_slice());
         let entry = Entry::new(&soak.top, &scope, true, false);
         soak.live.lock().unwrap().entries.insert(n, entry);
         let mut client = self.run_client(&name)?;
@@ -454,6 +503,65 @@ impl<'a> Faults<'a> {
             sleep(Duration::from_millis(20));
         }
         Ok(())
+    }
+
+    /// Takes a random CPU but the reserved ones offline (while another
+    /// stays online to hand out), or brings the one taken back. The
+    /// workloads on it are moved by the daemon: the sampler excuses that
+    /// ([`crate::Soak::hotplugged`]).
+    fn hotplug(&mut self) -> Result<()> {
+        let soak = self.soak;
+        if let Some(cpu) = self.offline.take() {
+            soak.set_last_fault(&format!("Hotplug: CPU {cpu} online"));
+            soak.hotplugged(cpu, true);
+            return vm::set_online(cpu, true);
+        }
+        let online = vm::online()?;
+        let free: Vec<u32> = online
+            .iter()
+            .filter(|c| !soak.reserved.contains(*c))
+            .collect();
+        if free.len() < 2 {
+            return Ok(());
+        }
+        let cpu = free[self.rng.below(free.len())];
+        soak.set_last_fault(&format!("Hotplug: CPU {cpu} offline"));
+        // Before the write: whatever the sampler sees after it is excused.
+        soak.hotplugged(cpu, false);
+        vm::set_online(cpu, false)?;
+        self.offline = Some(cpu);
+        Ok(())
+    }
+
+    /// `systemctl daemon-reload`: systemd applies again the settings of its
+    /// units that changed, so half the time (not with
+    /// `PINCTL_SOAK_RELOADS=plain`) a drop-in first changes the
+    /// `CPUWeight=` of a slice of the soak's (its kubepods root, its
+    /// burstable QoS slice, or a live pod's).
+    fn daemon_reload(&mut self) -> Result<()> {
+        let soak = self.soak;
+        let units = soak.top.units.as_ref().expect("only with systemd's units");
+        let mut what = "daemon-reload".to_string();
+        // Drawn either way: a seed makes the same choices with `plain`.
+        let drop_in = self.rng.chance(0.5);
+        if drop_in && soak.drop_ins {
+            let pods: Vec<String> = (soak.live.lock().unwrap().entries.values())
+                .filter(|e| e.name.starts_with(&units.prefix))
+                .filter_map(|e| e.name.rsplit('/').nth(1).map(str::to_string))
+                .filter(|p| p.ends_with(".slice"))
+                .collect();
+            let unit = match self.rng.below(3) {
+                0 => format!("{}-kubepods.slice", units.prefix),
+                1 => format!("{}-kubepods-burstable.slice", units.prefix),
+                _ if pods.is_empty() => format!("{}-kubepods.slice", units.prefix),
+                _ => pods[self.rng.below(pods.len())].clone(),
+            };
+            let weight = 50 + self.rng.below(100) as u64;
+            units.drop_in(&unit, weight)?;
+            what = format!("daemon-reload after a drop-in CPUWeight={weight} on {unit}");
+        }
+        soak.set_last_fault(&format!("DaemonReload ({what})"));
+        vm::run("systemctl", &["daemon-reload"])
     }
 
     fn run_client(&self, name: &str) -> Result<Child> {

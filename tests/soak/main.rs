@@ -15,6 +15,11 @@
 //! fails clearly without them. Three minutes, as CI runs it:
 //! `sudo PINCTL_SOAK=1 cargo test --test soak`. An hour:
 //! `sudo PINCTL_SOAK=1 PINCTL_SOAK_SECS=3600 cargo test --release --test soak`.
+//! In the VM bed, cgroup v2 under systemd (Debian 13), with CPU hot-plug and
+//! daemon-reloads, 10 minutes:
+//! `sudo PINCTL_VM_ONLY=debian/v2 PINCTL_VM_DEBIAN_SCENARIOS=install,soak tests/vm/run`
+//! (`tests/vm/debian/opt/95-soak.sh`; `PINCTL_SOAK_SECS`, `_SEED` and
+//! `_CONTAINERS` are passed on to the guest).
 //!
 //! | knob | default | what |
 //! |---|---|---|
@@ -26,6 +31,8 @@
 //! | `PINCTL_SOAK_CGROUP` | `/sys/fs/cgroup` | the cgroup mount: v1 when `cpuset/` and `cpu/` are below it, v2 when it has `cgroup.controllers` |
 //! | `PINCTL_SOAK_PINCTLD`, `PINCTL_SOAK_PINCTL` | the debug binaries cargo built | other binaries (the VM bed's static ones) |
 //! | `PINCTL_SOAK_MUTANT` | unset | `1`: the mutation check (below) |
+//! | `PINCTL_SOAK_HOTPLUG` | unset | `1`: CPU hot-plug among the faults; the VM bed's guest only (below) |
+//! | `PINCTL_SOAK_RELOADS` | unset | `1`: the systemd driver's containers are systemd's units, pinctld talks to systemd, and `systemctl daemon-reload` is among the faults, half the time after a drop-in changed a slice; `plain`: the reload alone; the VM bed's guest only (below) |
 //! | `PINCTL_BENCH_MACHINE` | CPU model and host | the machine, in the records |
 //!
 //! A seed makes the same choices again (which container goes, which fault,
@@ -62,6 +69,42 @@
 //!   waiting or running (its cgroup must go within 5 s). A restart's
 //!   recovery is timed from the restart until `READY=1`, every workload
 //!   pinned before the kill on its CPUs again and no shared one on them.
+//!
+//! # In the VM bed: hot-plug and systemd's reloads
+//!
+//! Two faults change the whole machine, so they run only in the VM bed's
+//! guest (`vm.rs`: refused unless the kernel command line has the bed's
+//! `pinctl.topo=`); a host's CPUs are never taken offline.
+//!
+//! - `PINCTL_SOAK_HOTPLUG=1`: a random CPU but the reserved one goes
+//!   offline, and at a later hot-plug fault comes back (it is brought back
+//!   at the end too). The daemon follows the online list at each part of
+//!   its periodic reconcile and re-plans: a workload that held the CPU is
+//!   moved, or waits. The soak notes each CPU it takes or brings back
+//!   before it does, and LOST PIN excuses a pinned set that changed after
+//!   one of its CPUs went offline, or that grew by CPUs that came back (on
+//!   v2 the kernel gives a cgroup back the online CPUs its `cpuset.cpus`
+//!   lists; KERNEL-NOTES, "CPU hot-plug"), within a second of its pin or
+//!   later. OVERLAP and LEAK stand as they are: a CPU that comes back must
+//!   not show two holders.
+//! - `PINCTL_SOAK_RELOADS=1` (cgroup v2, systemd as PID 1): the systemd
+//!   driver's containers are systemd's own units, below a cgroup root of
+//!   the soak's (`pinctl_soak_<pid>.slice`, so
+//!   `pinctl_soak_<pid>-kubepods.slice/...-kubepods-burstable.slice/...-pod<uid>.slice/cri-containerd-<id>.scope`,
+//!   which pinctld reads as kubepods): each a transient scope that
+//!   `systemd-run --scope -p Delegate=yes` starts around its `sleep` in its
+//!   pod's slice, as runc's systemd driver does, its CPU limit as
+//!   `CPUQuota=`, a resize as `systemctl set-property --runtime` of it; a
+//!   removed container's pod slice is stopped. pinctld is given the system
+//!   bus (`systemd_bus`, as the shipped configuration), so it tells
+//!   systemd the slices' `AllowedCPUs=`, and `pinctl run` starts its
+//!   scopes through systemd (in `pinctl_soak_<pid>-run.slice`). The fault:
+//!   `systemctl daemon-reload`, half the time after a drop-in in
+//!   `/run/systemd/system` changed the `CPUWeight=` of the soak's kubepods
+//!   slice, its burstable slice or a live pod's (systemd 257 applies again
+//!   only the units whose settings changed); `PINCTL_SOAK_RELOADS=plain`:
+//!   the reload alone. The checks are the same: the
+//!   pins must survive systemd's rewrite of its units' cgroups.
 //!
 //! # What it checks, and why so
 //!
@@ -139,6 +182,7 @@
 mod check;
 mod faults;
 mod rng;
+mod vm;
 mod world;
 
 #[allow(dead_code)]
@@ -187,6 +231,9 @@ struct Knobs {
     pinctld: PathBuf,
     pinctl: PathBuf,
     mutant: bool,
+    hotplug: bool,
+    reloads: bool,
+    drop_ins: bool,
 }
 
 impl Knobs {
@@ -209,6 +256,16 @@ impl Knobs {
             })
         };
         let mutant = var("PINCTL_SOAK_MUTANT").as_deref() == Some("1");
+        let hotplug = var("PINCTL_SOAK_HOTPLUG").as_deref() == Some("1");
+        let reloads_knob = var("PINCTL_SOAK_RELOADS");
+        let reloads = matches!(reloads_knob.as_deref(), Some("1" | "plain"));
+        let drop_ins = reloads_knob.as_deref() == Some("1");
+        if hotplug {
+            vm::require_guest("PINCTL_SOAK_HOTPLUG", false)?;
+        }
+        if reloads {
+            vm::require_guest("PINCTL_SOAK_RELOADS", true)?;
+        }
         let clock = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -231,6 +288,9 @@ impl Knobs {
                 Path::new(env!("CARGO_BIN_EXE_pinctl")),
             ),
             mutant,
+            hotplug,
+            reloads,
+            drop_ins,
         };
         ensure!(k.secs >= 1, "PINCTL_SOAK_SECS must be at least 1");
         ensure!(
@@ -261,6 +321,20 @@ pub struct Soak {
     last_fault: Mutex<String>,
     /// The failures found: kind, message.
     pub failures: Mutex<Vec<(&'static str, String)>>,
+    /// `PINCTL_SOAK_HOTPLUG=1`: CPUs go offline and back.
+    pub hotplug: bool,
+    /// `PINCTL_SOAK_RELOADS=1` (not `plain`): half the daemon-reloads
+    /// follow a changed drop-in.
+    pub drop_ins: bool,
+    /// The CPUs the soak took offline or brought back, when, and which.
+    hotplugs: Mutex<Vec<Hotplug>>,
+}
+
+/// A CPU the soak took offline (`online` false) or brought back.
+struct Hotplug {
+    cpu: u32,
+    at: Instant,
+    online: bool,
 }
 
 impl Soak {
@@ -295,6 +369,35 @@ impl Soak {
 
     pub fn ready_since(&self) -> Option<Instant> {
         *self.ready.lock().unwrap()
+    }
+
+    /// Notes that CPU `cpu` is about to go offline, or come back online.
+    pub fn hotplugged(&self, cpu: u32, online: bool) {
+        self.hotplugs.lock().unwrap().push(Hotplug {
+            cpu,
+            at: Instant::now(),
+            online,
+        });
+    }
+
+    /// Whether a workload that held `held` since `since` may have `now`
+    /// because of the soak's hot-plug, not the daemon's doing: one of its
+    /// CPUs went offline (the daemon moves it, or it waits), or CPUs that
+    /// came back online were added to it (on v2 the kernel gives a cgroup
+    /// back the online CPUs its `cpuset.cpus` lists), since it was pinned
+    /// (a second's margin: a sample is not an instant).
+    pub fn hotplug_moved(&self, held: &CpuSet, now: &CpuSet, since: Instant) -> bool {
+        let after = since.checked_sub(Duration::from_secs(1)).unwrap_or(since);
+        let events = self.hotplugs.lock().unwrap();
+        let recent = || events.iter().filter(move |h| h.at >= after);
+        let offlined = recent().any(|h| !h.online && held.contains(h.cpu));
+        let added = now.difference(held);
+        let onlined = held.is_subset(now)
+            && !added.is_empty()
+            && added
+                .iter()
+                .all(|cpu| recent().any(|h| h.online && h.cpu == cpu));
+        offlined || onlined
     }
 }
 
@@ -378,7 +481,7 @@ fn run(k: &Knobs) -> Result<Vec<(&'static str, String)>> {
     let soak = Soak {
         seed: k.seed,
         started: Instant::now(),
-        top: Top::make(hier, &online)?,
+        top: Top::make(hier, &online, k.reloads)?,
         reserved,
         pinctl: k.pinctl.clone(),
         live: Mutex::default(),
@@ -387,6 +490,9 @@ fn run(k: &Knobs) -> Result<Vec<(&'static str, String)>> {
         ready: Mutex::new(None),
         last_fault: Mutex::new("none".into()),
         failures: Mutex::default(),
+        hotplug: k.hotplug,
+        drop_ins: k.drop_ins,
+        hotplugs: Mutex::default(),
     };
     println!(
         "soak: {} at {}, {online} online, CPU {} reserved; top cgroup {}; records in {}",
@@ -490,6 +596,7 @@ fn run(k: &Knobs) -> Result<Vec<(&'static str, String)>> {
                     if Instant::now() >= next_record {
                         take(&mut samples, &faults.daemon)?;
                         next_record += RECORD_EVERY;
+                        progress(&soak, &faults, running, k.secs);
                     }
                     sleep(Duration::from_millis(50));
                 }
@@ -526,6 +633,22 @@ fn run(k: &Knobs) -> Result<Vec<(&'static str, String)>> {
         );
     }
     Ok(ended.failures)
+}
+
+/// A line a minute on how the run goes: a long run shows it is alive (the
+/// VM bed stops a guest that is silent for minutes).
+fn progress(soak: &Soak, faults: &Faults<'_>, running: Instant, secs: u64) {
+    let view = soak.view.lock().unwrap().clone();
+    let done: u64 = faults.counts.values().sum();
+    println!(
+        "soak: {:.0} s of {}: {} live containers, {} pinned, {} waiting; {done} faults, last {}",
+        running.elapsed().as_secs_f64(),
+        secs,
+        view.live_containers,
+        view.holding,
+        view.waiting,
+        soak.last_fault.lock().unwrap()
+    );
 }
 
 /// Stops the run when a thread ends, however it ends.
@@ -645,7 +768,7 @@ fn figures(soak: &Soak, daemon: &Daemon, running: Instant) -> Result<Vec<String>
 }
 
 /// The columns of `soak-summary.csv`, after [`record::RUN_COLUMNS`].
-const SUMMARY_COLUMNS: [&str; 23] = [
+const SUMMARY_COLUMNS: [&str; 25] = [
     "hierarchy",
     "seconds",
     "seed",
@@ -662,6 +785,8 @@ const SUMMARY_COLUMNS: [&str; 23] = [
     "paths_removed",
     "deleted_under_write",
     "runs_killed",
+    "hotplugs",
+    "daemon_reloads",
     "resizes",
     "recovery_p50_ms",
     "recovery_p99_ms",

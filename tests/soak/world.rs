@@ -22,6 +22,7 @@ use pinctl::CpuSet;
 
 use crate::cgroupfs::{Hier, Version, write};
 use crate::rng::Rng;
+use crate::vm::{self, Units};
 
 /// Container ids that start so are matched by the soak's `[[rule]]`s.
 pub const RULE_PREFIX: &str = "5ca1ab1e";
@@ -68,6 +69,8 @@ pub struct Container {
     /// CPUs its limit says (kubelet rule).
     pub cpus: u64,
     pub sleep: Option<Child>,
+    /// Its pod's slice, when systemd made its cgroups (a scope and a slice).
+    pub unit: Option<String>,
 }
 
 /// A workload the sampler reads: a container of the soak's, a `pinctl
@@ -107,33 +110,38 @@ pub struct Live {
     pub entries: BTreeMap<u64, Entry>,
 }
 
-/// The soak's top cgroup in every hierarchy, removed on drop.
+/// The soak's top cgroup in every hierarchy, removed on drop; and with
+/// `PINCTL_SOAK_RELOADS=1` its systemd tree, where systemd makes the
+/// systemd driver's containers (stopped on drop).
 pub struct Top {
     pub hier: Hier,
     pub name: String,
+    pub units: Option<Units>,
 }
 
 impl Top {
     /// Removes what killed runs left, then makes `pinctl-soak-<pid>` with
     /// the kubelet's structure in both drivers' names, `system.slice` (the
     /// shared cgroup) and the bundle directory.
-    pub fn make(hier: Hier, online: &CpuSet) -> Result<Top> {
+    pub fn make(hier: Hier, online: &CpuSet, systemd: bool) -> Result<Top> {
         hier.remove_stale("pinctl-soak-");
         // From here on, dropped on an error too: what was made is removed.
         let top = Top {
             name: format!("pinctl-soak-{}", std::process::id()),
             hier,
+            units: systemd.then(Units::new),
         };
         top.hier.remove_everywhere(&top.name);
         top.hier.make_top(&top.name, &online.to_string())?;
-        for rel in [
-            "kubepods",
-            "kubepods/burstable",
-            "kubepods/besteffort",
-            "kubepods.slice",
-            "kubepods.slice/kubepods-burstable.slice",
-            "kubepods.slice/kubepods-besteffort.slice",
-        ] {
+        let mut rels = vec!["kubepods", "kubepods/burstable", "kubepods/besteffort"];
+        if !systemd {
+            rels.extend([
+                "kubepods.slice",
+                "kubepods.slice/kubepods-burstable.slice",
+                "kubepods.slice/kubepods-besteffort.slice",
+            ]);
+        }
+        for rel in rels {
             top.hier.make(&top.rel(rel), true)?;
         }
         top.hier.make(&top.rel("system.slice"), false)?;
@@ -143,6 +151,30 @@ impl Top {
     /// `rel` below the top, relative to the mount.
     pub fn rel(&self, rel: &str) -> String {
         format!("{}/{rel}", self.name)
+    }
+
+    /// The systemd driver's kubepods root, relative to the mount.
+    pub fn kubepods_slice(&self) -> String {
+        match &self.units {
+            Some(u) => u.kubepods(),
+            None => self.rel("kubepods.slice"),
+        }
+    }
+
+    /// The systemd driver's burstable QoS slice, relative to the mount.
+    pub fn burstable_slice(&self) -> String {
+        match &self.units {
+            Some(u) => u.burstable(),
+            None => self.rel("kubepods.slice/kubepods-burstable.slice"),
+        }
+    }
+
+    /// `pinctl run`'s slice, relative to the mount.
+    pub fn run_slice(&self) -> String {
+        match &self.units {
+            Some(u) => u.run_slice(),
+            None => self.rel("run.slice"),
+        }
     }
 
     /// The effective-set file of cgroup `rel` (relative to the mount).
@@ -301,7 +333,10 @@ impl<'a> World<'a> {
     /// Makes a container (see [`Self::add`]); `process`: with its `sleep`.
     pub fn make(&mut self, n: u64, ask: Ask, process: bool) -> Result<Container> {
         let (uid, id) = self.names(ask == Ask::Rule);
-        let systemd = self.rng.chance(0.5);
+        // A container without a process is made only by the cgroupfs
+        // driver where systemd makes scopes: systemd makes none without one.
+        let systemd = self.rng.chance(0.5) && (process || self.top.units.is_none());
+        let mut unit = None;
         let (pod, rel) = match (systemd, ask.guaranteed()) {
             (false, true) => {
                 let pod = self.top.rel(&format!("kubepods/pod{uid}"));
@@ -311,6 +346,13 @@ impl<'a> World<'a> {
             (false, false) => {
                 let pod = self.top.rel(&format!("kubepods/burstable/pod{uid}"));
                 let rel = format!("{pod}/{id}");
+                (pod, rel)
+            }
+            (true, g) if self.top.units.is_some() => {
+                let units = self.top.units.as_ref().expect("matched");
+                let (u, pod) = units.pod(&uid.replace('-', "_"), g);
+                unit = Some(u);
+                let rel = format!("{pod}/cri-containerd-{id}.scope");
                 (pod, rel)
             }
             (true, g) => {
@@ -334,13 +376,16 @@ impl<'a> World<'a> {
                 r#"{"ociVersion":"1.0.2","annotations":{"pinctl.io/cpus":"1","io.kubernetes.cri.container-type":"container"}}"#,
             )?;
         }
-        let hier = &self.top.hier;
-        hier.make(&pod, true)?;
         let quota = match ask {
             Ask::Kubelet => Some(100_000),
             Ask::Fraction => Some(50_000),
             _ => None,
         };
+        if let Some(pod_unit) = unit {
+            return self.start_scope(n, ask, pod, rel, id, pod_unit, quota);
+        }
+        let hier = &self.top.hier;
+        hier.make(&pod, true)?;
         if let Some(q) = quota {
             hier.quota(&pod, q)?;
         }
@@ -360,6 +405,7 @@ impl<'a> World<'a> {
             id,
             cpus: 1,
             sleep: None,
+            unit: None,
         };
         if process {
             let mut child = spawn_sleep()?;
@@ -368,6 +414,62 @@ impl<'a> World<'a> {
                 return Err(e);
             }
             c.sleep = Some(child);
+        }
+        Ok(c)
+    }
+
+    /// A systemd driver's container: its scope started around its `sleep`
+    /// in its pod's slice (both made by systemd), then, once its cgroup is
+    /// there, the xattr when it asks so.
+    #[allow(clippy::too_many_arguments)]
+    fn start_scope(
+        &mut self,
+        n: u64,
+        ask: Ask,
+        pod: String,
+        rel: String,
+        id: String,
+        pod_unit: String,
+        quota: Option<u64>,
+    ) -> Result<Container> {
+        let units = self.top.units.as_ref().expect("systemd's tree");
+        let mut cmd = units.scope_command(&pod_unit, &id, quota);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        die_with_parent(&mut cmd);
+        let mut child = cmd.spawn().context("cannot start systemd-run")?;
+        let mut c = Container {
+            n,
+            ask,
+            pod,
+            rel,
+            id,
+            cpus: 1,
+            sleep: None,
+            unit: Some(pod_unit),
+        };
+        // systemd-run execs sleep once systemd moved it into the scope.
+        let procs = self.top.cpuset(&c.rel).join("cgroup.procs");
+        let pid = child.id().to_string();
+        let started = Instant::now();
+        loop {
+            if fs::read_to_string(&procs).is_ok_and(|t| t.lines().any(|l| l == pid)) {
+                break;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                anyhow::bail!("systemd-run for {} exited: {status}", c.rel);
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                kill(&mut child);
+                anyhow::bail!("systemd did not start the scope {} within 30 s", c.rel);
+            }
+            sleep(Duration::from_millis(10));
+        }
+        c.sleep = Some(child);
+        if ask == Ask::Xattr {
+            xattr::set(self.top.cpuset(&c.rel), pinctl::cgroup::XATTR_CPUS, b"1")
+                .with_context(|| format!("cannot set the xattr of {}", c.rel))?;
         }
         Ok(c)
     }
@@ -388,6 +490,12 @@ impl<'a> World<'a> {
     /// Removes the cgroups of `c` (its process gone) and its bundle. A task
     /// just killed may hold its cgroup for a moment: tried again.
     pub fn unmake(&self, c: &Container) -> Result<()> {
+        if let Some(unit) = &c.unit {
+            // Its scope ends with its process; its pod's slice is stopped.
+            vm::run("systemctl", &["stop", unit])?;
+            let _ = fs::remove_dir_all(self.bundles.join(&c.id));
+            return Ok(());
+        }
         let hier = &self.top.hier;
         for _ in 0..100 {
             hier.remove(&c.pod);
@@ -443,6 +551,14 @@ impl<'a> World<'a> {
         let to = if c.cpus == 1 { 2 } else { 1 };
         if let Some(e) = self.live.lock().unwrap().entries.get_mut(&n) {
             e.resized = Some(Instant::now());
+        }
+        if c.unit.is_some() {
+            // As runc's systemd driver: the scope's CPUQuota=.
+            let scope = format!("cri-containerd-{}.scope", c.id);
+            let quota = format!("CPUQuota={}%", to * 100);
+            vm::run("systemctl", &["set-property", "--runtime", &scope, &quota])?;
+            c.cpus = to;
+            return Ok(Some((c.rel.clone(), to)));
         }
         let hier = &self.top.hier;
         let order = match to > c.cpus {
