@@ -192,11 +192,12 @@ def soak_table(rows):
     """A row per soak run: what it ran, what it found, what it survived."""
     kinds = [("kills", "SIGKILL"), ("reloads", "SIGHUP"), ("corrupt_states", "state corrupt"),
              ("deleted_states", "state deleted"), ("paths_removed", "path removed"),
-             ("deleted_under_write", "deleted under a write"), ("runs_killed", "run client killed")]
+             ("deleted_under_write", "deleted under a write"), ("runs_killed", "run client killed"),
+             ("hotplugs", "hot-plug"), ("daemon_reloads", "daemon-reload")]
     out = []
     for r in sorted(rows, key=lambda r: (r["machine"], r["date"])):
         mib = lambda k: f"{int(r[k]) / 1024:.1f}" if r[k] else "-"
-        faults = ", ".join(f"{name} {count(r[k])}" for k, name in kinds if r[k] not in ("", "0"))
+        faults = ", ".join(f"{name} {count(r[k])}" for k, name in kinds if r.get(k, "") not in ("", "0"))
         p50, p99 = number(r["recovery_p50_ms"]), number(r["recovery_p99_ms"])
         out.append([
             r["machine"], when(r["date"]), r["hierarchy"], r["cpus"], r["kernel"],
