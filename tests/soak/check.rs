@@ -321,9 +321,15 @@ fn allowed(soak: &Soak, e: &Entry, held: &CpuSet, now: &CpuSet, since: Instant) 
 }
 
 /// Whether every workload of `before` (the pinned ones when the daemon
-/// was killed) that still lives holds the same CPUs again, and no other
+/// was killed at `killed`) that still lives holds the same CPUs again, or
+/// what [`allowed`] lets it have instead (a grow the soak asked for, that
+/// waited for a CPU, may be given one at the restart), and no other
 /// workload is on them: the daemon has recovered. Else what is not so.
-pub fn recovered(soak: &Soak, before: &BTreeMap<u64, CpuSet>) -> Result<(), String> {
+pub fn recovered(
+    soak: &Soak,
+    before: &BTreeMap<u64, CpuSet>,
+    killed: Instant,
+) -> Result<(), String> {
     let live = soak.live.lock().unwrap();
     let mut held = CpuSet::new();
     for (n, cpus) in before {
@@ -331,7 +337,7 @@ pub fn recovered(soak: &Soak, before: &BTreeMap<u64, CpuSet>) -> Result<(), Stri
             continue;
         };
         match read_set(&e.file) {
-            Some(s) if &s == cpus => held.union_with(cpus),
+            Some(s) if &s == cpus || allowed(soak, e, cpus, &s, killed) => held.union_with(&s),
             other => return Err(format!("{} has {other:?}, not {cpus}", e.name)),
         }
     }

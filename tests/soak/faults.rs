@@ -382,13 +382,14 @@ impl<'a> Faults<'a> {
     fn restart(&mut self, meanwhile: impl FnOnce(&std::path::Path) -> Result<()>) -> Result<()> {
         let before = self.soak.view.lock().unwrap().pinned.clone();
         self.soak.set_ready(false);
+        let killed = Instant::now();
         self.daemon.kill();
         meanwhile(&self.daemon.state)?;
         let started = self.daemon.start()?;
         self.soak.set_ready(true);
         let deadline = started + RECOVER_TIMEOUT;
         loop {
-            match check::recovered(self.soak, &before) {
+            match check::recovered(self.soak, &before, killed) {
                 Ok(()) => break,
                 Err(e) if Instant::now() > deadline => {
                     self.soak.fail(
