@@ -740,13 +740,13 @@ pub fn pod_key(uid: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     /// A reading where the engine knows the `cpuset.mems`.
     const KNOWN_MEMS: Known = Known {
         mems: true,
         children: None,
     };
-    use std::path::Path;
 
     /// A bundle's devices: `linux.devices` but what every container has,
     /// device nodes mounted in from `/dev` but `/dev/shm` and the like, the

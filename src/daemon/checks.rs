@@ -616,7 +616,10 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
         Some(proc_root) => {
             let all = match pids {
                 Some(pids) => Ok(pids),
-                None => procfs::listed(&pool, &proc_root).await.map(Arc::from),
+                None => procfs::listed(&pool, &proc_root)
+                    .await
+                    .map(Arc::<[u32]>::from)
+                    .inspect(|all| listed = Some(all.clone())),
             };
             match all {
                 Ok(all) => {
@@ -625,7 +628,6 @@ pub(super) async fn gather(input: CheckInput) -> Findings {
                         .copied()
                         .filter(|pid| pid % PARTS == part || stuck_pids.contains(pid))
                         .collect();
-                    listed = Some(all);
                     let read = procfs::each_of(&pool, &proc_root, mine, move |fs, root, pid| {
                         procfs::read_dstate(fs, root, pid, version)
                     })

@@ -458,7 +458,7 @@ impl Daemon {
                 // parts: a listing is needed only to find new ones.
                 let known = Known {
                     mems: walk.mems_known && self.engine.mems_known(&rel),
-                    children: (walk.only_new && self.engine.rel(&rel).is_some())
+                    children: (walk.only_new && self.engine.knows(&rel))
                         .then(|| self.engine.known_children(&rel)),
                 };
                 items.push((
