@@ -1,6 +1,7 @@
 //! The real cgroup hierarchy of this machine, for the benchmark on the
 //! kernel's cgroupfs (`benches/real_cgroup.rs`) and the soak
-//! (`tests/soak`, which includes this file by `#[path]`): where the cpuset
+//! (`tests/soak`, which includes this file by `#[path]`, as the README's
+//! tour does, `tests/tour`, for the hierarchies): where the cpuset
 //! and cpu controllers are (v1, or v2 at the mount), cgroups made as runc
 //! makes them, CFS quotas, and the removal of a run's top cgroup from every
 //! hierarchy, also of earlier runs that were killed. Run as root.
@@ -104,18 +105,7 @@ impl Hier {
     /// Every hierarchy below the mount: the daemon's watchdog repairs its
     /// required paths in all of them (v1), so all are cleaned up.
     pub fn all_roots(&self) -> Vec<PathBuf> {
-        match self.version {
-            Version::V1 => fs::read_dir(&self.mount)
-                .map(|entries| {
-                    entries
-                        .flatten()
-                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                        .map(|e| e.path())
-                        .collect()
-                })
-                .unwrap_or_default(),
-            Version::V2 => vec![self.mount.clone()],
-        }
+        hierarchies(&self.mount)
     }
 
     pub fn effective(&self) -> &'static str {
@@ -220,6 +210,26 @@ impl Hier {
             }
         }
     }
+}
+
+/// The roots of the hierarchies mounted at `mount`: the mount itself on v2
+/// (it has `cgroup.controllers`); each controller's directory, and the
+/// unified tree beside them, on v1. In path order.
+pub fn hierarchies(mount: &Path) -> Vec<PathBuf> {
+    if mount.join("cgroup.controllers").exists() {
+        return vec![mount.to_path_buf()];
+    }
+    let mut out: Vec<PathBuf> = fs::read_dir(mount)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
 }
 
 /// `rmdir` bottom-up: the only way to remove a cgroup.

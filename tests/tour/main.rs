@@ -34,6 +34,10 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
+
+#[allow(dead_code)]
+#[path = "../../benches/support/cgroupfs.rs"]
+mod cgroupfs;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::{Pid, geteuid};
 
@@ -47,24 +51,9 @@ fn repo(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
-/// The roots of the mounted cgroup hierarchies: `/sys/fs/cgroup` on v2;
-/// each controller's directory, and the unified tree beside them, on v1.
+/// The roots of the mounted cgroup hierarchies ([`cgroupfs::hierarchies`]).
 fn hierarchies() -> Vec<PathBuf> {
-    let root = Path::new("/sys/fs/cgroup");
-    if root.join("cgroup.controllers").exists() {
-        return vec![root.to_path_buf()];
-    }
-    let mut out: Vec<PathBuf> = fs::read_dir(root)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
+    cgroupfs::hierarchies(Path::new("/sys/fs/cgroup"))
 }
 
 /// Whether `tool` is an executable on `PATH`.
