@@ -47,6 +47,10 @@ const QUIET: Duration = Duration::from_millis(1);
 /// follows.
 const MAX_WAIT: Duration = Duration::from_millis(20);
 
+/// A wait for systemd ([`Daemon::wait_for_systemd`]) at least this long
+/// is logged at info: systemd was busy (a daemon-reload).
+const SLOW_SYSTEMD: Duration = Duration::from_millis(100);
+
 /// One write as an I/O job makes it.
 #[derive(Clone)]
 struct Item {
@@ -213,6 +217,7 @@ impl Daemon {
         self.rest.set(plan.more, writes.collect());
         let any = !urgent.is_empty();
         self.release_partitions().await;
+        self.wait_for_systemd(&urgent).await;
         self.write(urgent).await;
         if self.quotas_due() || self.baselines_due() {
             self.rest.owe_quotas();
@@ -221,6 +226,44 @@ impl Daemon {
         if any || self.rest.queue.is_empty() {
             self.settle();
         }
+    }
+
+    /// Before the `urgent` writes: systemd told the sets of the slices on
+    /// their way, and answered, or the I/O timeout passed
+    /// ([`super::systemd::Teller::ahead`]). Otherwise a `daemon-reload` in
+    /// progress would set a slice just widened above a new pin back to the
+    /// set systemd held, and take the pin's CPU.
+    async fn wait_for_systemd(&mut self, urgent: &[Write]) {
+        let waits = self.systemd.ahead(urgent);
+        if waits.is_empty() {
+            return;
+        }
+        let (started, n) = (Instant::now(), waits.len());
+        let all = async {
+            for wait in waits {
+                let _ = wait.await;
+            }
+        };
+        let timeout = self.cfg.read_timeout;
+        match tokio::time::timeout(timeout, all).await {
+            // Long only while systemd is busy (a daemon-reload): worth a line.
+            Ok(()) if started.elapsed() >= SLOW_SYSTEMD => info!(
+                slices = n,
+                waited_ms = started.elapsed().as_millis() as u64,
+                "a pin waited for systemd to hold the slices above it"
+            ),
+            Ok(()) => debug!(
+                slices = n,
+                elapsed_us = started.elapsed().as_micros() as u64,
+                "systemd holds the slices' sets; pinning"
+            ),
+            Err(_) => warn!(
+                slices = n,
+                timeout = ?timeout,
+                "systemd did not answer in time (a daemon-reload?); pinning anyway, and writing again what it writes back"
+            ),
+        }
+        self.beat();
     }
 
     /// The rest of the last plan is due: the pass over the quotas, its

@@ -13,14 +13,24 @@
 //! - A tell that failed (systemd busy with a reload past the I/O timeout)
 //!   is tried again at the next part of the periodic reconcile, unless a
 //!   newer one for the unit went since ([`Teller::retry`]).
+//! - A pin waits for systemd: before the urgent writes of a plan (new pins
+//!   and the widening above them), each slice among them is told its new
+//!   set, and each slice above them whose tell is unanswered is asked
+//!   again; the writes go once systemd has answered, or after the I/O
+//!   timeout ([`Teller::ahead`]). Told after the write, a slice widened
+//!   during a `daemon-reload` was set back by systemd to the set it held,
+//!   and took the pin's CPU from below it until the daemon wrote it again
+//!   (found by the soak in the VM bed). Told first, systemd holds the wider
+//!   set before the pin is made.
 //! - A scope is told only if systemd holds an `AllowedCPUs=` for it, once its
 //!   pin is written over at least [`SETTLE`] after the daemon last wrote it:
 //!   then with the revert, and with each later target. Never sooner: a
 //!   `SetUnitProperties` while a runtime sets a scope up makes systemd apply
 //!   its cgroup settings again mid-setup.
-//! - One exchange at a time, in order, in a task, each bounded by the I/O
-//!   timeout; an ask a newer one for the unit overtook is dropped. Outcomes
-//!   come back as [`super::Event::Told`].
+//! - One exchange at a time, in a task, each bounded by the I/O timeout: the
+//!   asks a pin waits for first, then the others in order. An ask a newer
+//!   one for the unit overtook is dropped (what waited on it waits on the
+//!   newer one). Outcomes come back as [`super::Event::Told`].
 //! - [`Teller`] decides, pure over the times it is given. Nothing told is
 //!   kept across a restart.
 
@@ -30,12 +40,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
 use super::{Daemon, chain};
 use crate::api;
 use crate::cgroup::{self, Rel};
 use crate::cpuset::CpuSet;
+use crate::engine::{File, Write};
 use crate::systemd::{Bus, scope_unit, slice_unit};
 
 /// How long after the daemon's own write of a scope's cpuset a write over it
@@ -49,6 +61,13 @@ struct Ask {
     unit: String,
     cpus: Arc<CpuSet>,
     check: bool,
+    /// The teller's count of asks when it was made: its [`Told`] says
+    /// which ask of the unit was answered.
+    seq: u64,
+    /// A pin waits for it: it goes before the others.
+    urgent: bool,
+    /// Told when it was answered (or failed).
+    waiters: Vec<oneshot::Sender<()>>,
 }
 
 /// What came of an [`Ask`].
@@ -56,6 +75,7 @@ pub(super) struct Told {
     rel: Rel,
     unit: String,
     cpus: Arc<CpuSet>,
+    seq: u64,
     /// `Ok(true)`: systemd holds the pin now; `Ok(false)`: the unit has no
     /// `AllowedCPUs=` or systemd does not know it, nothing was changed;
     /// `Err`: why it failed.
@@ -81,6 +101,10 @@ pub(super) struct Teller {
     told: HashMap<Rel, Arc<CpuSet>>,
     /// Slices whose tell failed, with the set: told again by [`Self::retry`].
     failed: HashMap<Rel, Arc<CpuSet>>,
+    /// Slices with an ask not answered yet, by the last ask's `seq`.
+    unanswered: HashMap<Rel, u64>,
+    /// Asks made, for their `seq`.
+    asked: u64,
 }
 
 impl Default for Teller {
@@ -92,6 +116,8 @@ impl Default for Teller {
             fought: HashSet::new(),
             told: HashMap::new(),
             failed: HashMap::new(),
+            unanswered: HashMap::new(),
+            asked: 0,
         }
     }
 }
@@ -157,15 +183,57 @@ impl Teller {
             told.filter(|t| t != &cpus).map(|_| false)
         };
         if let Some(check) = ask {
+            self.asked += 1;
             let _ = asks.send(Ask {
                 rel: rel.clone(),
                 unit: unit.to_string(),
                 cpus: cpus.clone(),
                 check,
+                seq: self.asked,
+                urgent: false,
+                waiters: Vec::new(),
             });
             self.told.insert(rel.clone(), cpus.clone());
         }
         self.recent.insert(rel.clone(), now);
+    }
+
+    /// Before `writes`, the urgent writes of a plan, are made: the slices
+    /// among them are told their new sets, and the slices above them whose
+    /// tell is unanswered are asked again, each ahead of other asks. The
+    /// writes should wait for what this returns: then systemd holds the
+    /// sets a `daemon-reload` would write back, and no pin is made below a
+    /// slice systemd would narrow. Nothing to wait for when telling is off.
+    pub(super) fn ahead(&mut self, writes: &[Write]) -> Vec<oneshot::Receiver<()>> {
+        if self.asks.is_none() {
+            return Vec::new();
+        }
+        let mut asked: HashSet<Rel> = HashSet::new();
+        let mut waits = Vec::new();
+        for w in writes.iter().filter(|w| w.file == File::Cpus) {
+            if let Some(unit) = slice_unit(&w.rel)
+                && self.told.get(&w.rel) != Some(&w.set)
+            {
+                asked.insert(w.rel.clone());
+                waits.extend(self.ask(&w.rel, unit, &w.set, true));
+            }
+            // The slices above it, and its own, told a set not answered yet.
+            let above = w.rel.match_indices('/').map(|(i, _)| &w.rel[..i]);
+            for rel in above.chain([&*w.rel]) {
+                let (Some((rel, _)), Some(cpus)) =
+                    (self.unanswered.get_key_value(rel), self.told.get(rel))
+                else {
+                    continue;
+                };
+                let (rel, cpus) = (rel.clone(), cpus.clone());
+                if let Some(unit) = slice_unit(&rel)
+                    && asked.insert(rel.clone())
+                {
+                    waits.extend(self.ask(&rel, unit, &cpus, true));
+                }
+            }
+        }
+        waits
     }
 
     /// Cgroup `rel` holds `cpus`, its target or a step on the way to it: a
@@ -206,17 +274,43 @@ impl Teller {
     /// Asks systemd to hold `cpus` as `unit`'s `AllowedCPUs=`, whatever it
     /// holds now, and counts `rel` told.
     fn tell(&mut self, rel: &Rel, unit: &str, cpus: &Arc<CpuSet>) {
-        let Some(asks) = &self.asks else {
-            return;
-        };
-        self.failed.remove(rel);
-        let _ = asks.send(Ask {
+        self.ask(rel, unit, cpus, false);
+    }
+
+    /// [`Self::tell`], `urgent` or not; what is told once it was answered.
+    fn ask(
+        &mut self,
+        rel: &Rel,
+        unit: &str,
+        cpus: &Arc<CpuSet>,
+        urgent: bool,
+    ) -> Option<oneshot::Receiver<()>> {
+        let asks = self.asks.as_ref()?;
+        let (tx, rx) = oneshot::channel();
+        self.asked += 1;
+        let sent = asks.send(Ask {
             rel: rel.clone(),
             unit: unit.to_string(),
             cpus: cpus.clone(),
             check: false,
+            seq: self.asked,
+            urgent,
+            waiters: vec![tx],
         });
+        self.failed.remove(rel);
         self.told.insert(rel.clone(), cpus.clone());
+        if slice_unit(rel).is_some() {
+            self.unanswered.insert(rel.clone(), self.asked);
+        }
+        sent.ok().map(|()| rx)
+    }
+
+    /// The ask `seq` of `rel` was answered: unless a later one went, none
+    /// is waited for.
+    fn answered(&mut self, rel: &Rel, seq: u64) {
+        if self.unanswered.get(rel) == Some(&seq) {
+            self.unanswered.remove(rel);
+        }
     }
 
     /// An ask for `cpus` on `rel` did not leave systemd holding them (it
@@ -245,23 +339,26 @@ impl Teller {
         self.fought.retain(|r| !cgroup::is_within(r, rel));
         self.told.retain(|r, _| !cgroup::is_within(r, rel));
         self.failed.retain(|r, _| !cgroup::is_within(r, rel));
+        self.unanswered.retain(|r, _| !cgroup::is_within(r, rel));
     }
 }
 
-/// The task that speaks to systemd: one exchange at a time, in order.
+/// The task that speaks to systemd: one exchange at a time, the urgent
+/// asks first, each kind in order. Asks that came meanwhile are queued
+/// before each exchange, so an urgent one never waits behind the queue.
 async fn serve(mut bus: Bus, mut asks: UnboundedReceiver<Ask>, outcomes: UnboundedSender<Told>) {
     let mut queue = VecDeque::new();
-    while let Some(first) = asks.recv().await {
-        queue.push_back(first);
-        while let Ok(more) = asks.try_recv() {
-            queue.push_back(more);
-        }
-        while let Some(ask) = queue.pop_front() {
-            // A newer ask for the same unit is on its way: this value would
-            // be replaced at once (a churn moves the shared pool each pin).
-            if queue.iter().any(|a| a.rel == ask.rel) {
-                continue;
+    loop {
+        if queue.is_empty() {
+            match asks.recv().await {
+                Some(ask) => queue_ask(&mut queue, ask),
+                None => return,
             }
+        }
+        while let Ok(more) = asks.try_recv() {
+            queue_ask(&mut queue, more);
+        }
+        if let Some(ask) = queue.pop_front() {
             tell(&mut bus, ask, &outcomes).await;
         }
         if outcomes.is_closed() {
@@ -270,7 +367,26 @@ async fn serve(mut bus: Bus, mut asks: UnboundedReceiver<Ask>, outcomes: Unbound
     }
 }
 
-/// One exchange with systemd; its outcome goes to the loop.
+/// Puts `ask` in the queue: after the urgent asks if it is urgent, last if
+/// not. A queued ask for the same unit is dropped, its value replaced at
+/// once (a churn moves the shared pool each pin); what waited on it waits
+/// on `ask`, which is as urgent as either.
+fn queue_ask(queue: &mut VecDeque<Ask>, mut ask: Ask) {
+    if let Some(i) = queue.iter().position(|a| a.rel == ask.rel)
+        && let Some(old) = queue.remove(i)
+    {
+        ask.urgent |= old.urgent;
+        ask.waiters.extend(old.waiters);
+    }
+    let at = match ask.urgent {
+        true => queue.iter().take_while(|a| a.urgent).count(),
+        false => queue.len(),
+    };
+    queue.insert(at, ask);
+}
+
+/// One exchange with systemd; its outcome goes to the loop, and to what
+/// waited on it.
 async fn tell(bus: &mut Bus, ask: Ask, outcomes: &UnboundedSender<Told>) {
     let outcome = async {
         if ask.check && bus.allowed_cpus(&ask.unit).await?.is_empty() {
@@ -284,14 +400,19 @@ async fn tell(bus: &mut Bus, ask: Ask, outcomes: &UnboundedSender<Told>) {
         rel: ask.rel,
         unit: ask.unit,
         cpus: ask.cpus,
+        seq: ask.seq,
         outcome,
     });
+    for waiter in ask.waiters {
+        let _ = waiter.send(());
+    }
 }
 
 impl Daemon {
     /// An exchange with systemd ended: remembered, counted, logged and put
     /// in the audit trail.
     pub(super) fn told(&mut self, t: Told) {
+        self.systemd.answered(&t.rel, t.seq);
         let error = match t.outcome {
             Ok(false) => {
                 debug!(cgroup = %t.rel, unit = %t.unit, "systemd does not know the unit, or holds no AllowedCPUs= for the scope; not told");
@@ -465,6 +586,102 @@ mod tests {
         t.failed(&scope, &set("3"));
         t.retry();
         assert!(rx.try_recv().is_err());
+    }
+
+    fn cpus_write(rel: &str, cpus: &str) -> Write {
+        Write {
+            rel: Rel::from(rel),
+            file: File::Cpus,
+            set: set(cpus),
+            plan: 1,
+        }
+    }
+
+    /// Before a pin is made, systemd is told each slice on its way: a new
+    /// set of one among the writes, and the set of one above not answered
+    /// yet (asked again). Both go ahead of the other asks, and the pin
+    /// waits for their answers; an answered slice is not asked.
+    #[test]
+    fn a_pin_waits_until_systemd_holds_the_slices_above_it() {
+        let (mut t, mut rx) = teller();
+        let qos = "kubepods.slice/kubepods-burstable.slice";
+        let pod = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice";
+        let scope = format!("{pod}/cri-containerd-1.scope");
+        // The QoS slice told, not answered; kubepods.slice told, answered.
+        t.holds(&Rel::from(qos), &set("0,14"));
+        t.holds(&Rel::from("kubepods.slice"), &set("0,10-14"));
+        let answered = rx.try_recv().unwrap();
+        let kubepods = rx.try_recv().unwrap();
+        t.answered(&kubepods.rel, kubepods.seq);
+        let writes = [cpus_write(pod, "0,14"), cpus_write(&scope, "14")];
+        let mut waits = t.ahead(&writes);
+        assert_eq!(waits.len(), 2);
+        let asked: Vec<(String, CpuSet, bool)> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|a| (a.unit, (*a.cpus).clone(), a.urgent))
+            .collect();
+        assert_eq!(
+            asked,
+            [
+                (
+                    "kubepods-burstable-pod1.slice".into(),
+                    (*set("0,14")).clone(),
+                    true
+                ),
+                (
+                    "kubepods-burstable.slice".into(),
+                    (*set("0,14")).clone(),
+                    true
+                ),
+            ]
+        );
+        // Written after the answers: nothing more to tell.
+        t.holds(&Rel::from(pod), &set("0,14"));
+        assert!(rx.try_recv().is_err());
+        // An answer to the older ask of the QoS slice is not the one waited
+        // for: it is still unanswered.
+        t.answered(&answered.rel, answered.seq);
+        assert!(t.unanswered.contains_key(qos));
+        assert!(waits[0].try_recv().is_err(), "not answered yet");
+        // Telling off: nothing to wait for.
+        assert!(Teller::default().ahead(&writes).is_empty());
+    }
+
+    /// The serving task's queue: an urgent ask goes after the urgent ones
+    /// and before the rest; a newer ask for a unit replaces the queued one,
+    /// with its waiters and its urgency.
+    #[test]
+    fn urgent_asks_go_first_and_a_newer_ask_replaces_a_queued_one() {
+        let ask = |unit: &str, urgent: bool| {
+            let (tx, _rx) = oneshot::channel();
+            Ask {
+                rel: Rel::from(unit),
+                unit: unit.to_string(),
+                cpus: set("1"),
+                check: false,
+                seq: 0,
+                urgent,
+                waiters: vec![tx],
+            }
+        };
+        let mut queue = VecDeque::new();
+        for (unit, urgent) in [("a.slice", false), ("b.slice", false), ("c.slice", true)] {
+            queue_ask(&mut queue, ask(unit, urgent));
+        }
+        queue_ask(&mut queue, ask("a.slice", true));
+        queue_ask(&mut queue, ask("d.slice", false));
+        let order: Vec<(&str, bool, usize)> = queue
+            .iter()
+            .map(|a| (a.unit.as_str(), a.urgent, a.waiters.len()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("c.slice", true, 1),
+                ("a.slice", true, 2),
+                ("b.slice", false, 1),
+                ("d.slice", false, 1),
+            ]
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::support::fake_cgroup::{Driver, Qos, Spec, Version, container_id, set, uid};
 use crate::support::fake_systemd::FakeSystemd;
 use crate::support::pinctld::Launch;
-use crate::support::world::{Options, SYSTEM, World};
+use crate::support::world::{Options, RESERVED, SYSTEM, World};
 
 /// How old a pin must be before a write over it is told (the test hook
 /// `PINCTL_TEST_SYSTEMD_SETTLE_MS`; 10 s in production).
@@ -254,6 +254,74 @@ fn a_slice_is_told_its_cpus_so_a_daemon_reload_never_widens_it() {
         match systemd.allowed(&unit(SYSTEM)) {
             got if got == set("0-31") => Ok(()),
             got => Err(format!("AllowedCPUs={got}")),
+        }
+    });
+}
+
+/// Found by the soak in the VM bed: a pin made while systemd reloads lost
+/// its CPU. A release widened a pod slice and told systemd; systemd, busy
+/// reloading, answered late, and first wrote back the set it held, which
+/// lacked the CPU the new pin below was given. A pin waits until systemd
+/// has answered for every slice above it, so what a reload writes back
+/// always holds it.
+#[test]
+fn a_pin_made_during_a_daemon_reload_waits_for_systemd_and_keeps_its_cpu() {
+    let Some((_bus, systemd, mut w)) = with_fake_systemd() else {
+        return;
+    };
+    w.spawn(&Launch::default());
+    w.wait_ready();
+    // Every CPU but the reserved ones held by one container: the shared
+    // pool is the reserved CPUs alone.
+    let big = w.k.pod(Qos::Guaranteed, &uid(1));
+    w.tree.create(&big, &Spec::default());
+    let hog = w.k.container(&big, &container_id(1));
+    w.tree.create(&hog, &Spec::limit(30));
+    w.wait_pinned(&hog, 30);
+    let pod = w.k.pod(Qos::Guaranteed, &uid(2));
+    w.tree.create(&pod, &Spec::default());
+    let unit = pod.rsplit('/').next().unwrap().to_string();
+    systemd.add_slice(&unit, &w.tree.dir(&pod));
+    let reserved = set(RESERVED);
+    w.wait_for(
+        "systemd holds the shared pool for the pod slice",
+        || match (systemd.allowed(&unit), w.tree.cpus(&pod)) {
+            (allowed, got) if allowed == reserved && got == reserved => Ok(()),
+            (allowed, got) => Err(format!("AllowedCPUs={allowed}, cpuset.cpus {got}")),
+        },
+    );
+
+    // systemd reloads; meanwhile the big container goes, the pool grows
+    // (the pod slice with it: written, told, not answered), and a
+    // container of the pod asks for a CPU the pool just got back.
+    systemd.begin_reload();
+    w.tree.remove(&hog);
+    w.wait_for("the pod slice widened", || match w.tree.cpus(&pod) {
+        got if got == set("0-31") => Ok(()),
+        got => Err(format!("cpuset.cpus {got}")),
+    });
+    let app = w.k.container(&pod, &container_id(2));
+    w.tree.create(&app, &Spec::limit(1));
+    w.hold(
+        "the pin waiting for systemd",
+        Duration::from_millis(500),
+        || match w.tree.cpus(&app) {
+            got if got.len() == 1 => Err(format!("pinned to {got} while systemd reloads")),
+            _ => Ok(()),
+        },
+    );
+    // The reload writes back what systemd held, then serves the calls.
+    systemd.end_reload();
+    let cpus = w.wait_pinned(&app, 1);
+    assert!(
+        cpus.is_subset(&systemd.allowed(&unit)),
+        "systemd holds the pin's CPU for the pod slice"
+    );
+    systemd.daemon_reload();
+    w.hold("the pin kept across the next reload", SETTLE, || {
+        match (w.tree.cpus(&pod), w.tree.effective(&app)) {
+            (slice, got) if cpus.is_subset(&slice) && got == cpus => Ok(()),
+            (slice, got) => Err(format!("pod slice {slice}, the pin's effective {got}")),
         }
     });
 }

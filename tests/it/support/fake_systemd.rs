@@ -62,6 +62,9 @@ struct State {
     sets: Vec<String>,
     /// `GetUnit` calls, by unit.
     gets: Vec<String>,
+    /// A `daemon-reload` is under way ([`FakeSystemd::begin_reload`]):
+    /// `SetUnitProperties` waits for its end.
+    reloading: bool,
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -130,6 +133,10 @@ impl Manager {
         _runtime: bool,
         properties: Vec<(String, OwnedValue)>,
     ) -> Result<(), SystemdError> {
+        // As systemd: a call that comes during a reload is served after it.
+        while self.0.lock().unwrap().reloading {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let mut s = self.0.lock().unwrap();
         s.sets.push(name.to_string());
         let Some(unit) = s.units.get_mut(name) else {
@@ -453,6 +460,23 @@ impl FakeSystemd {
         for unit in self.state.lock().unwrap().units.values_mut() {
             realize(unit);
         }
+    }
+
+    /// A `daemon-reload` begins and takes its time: `SetUnitProperties`
+    /// calls wait until [`Self::end_reload`].
+    pub fn begin_reload(&self) {
+        self.state.lock().unwrap().reloading = true;
+    }
+
+    /// The reload ends as systemd's does: every unit's `AllowedCPUs=` (what
+    /// it held before the calls that waited) written again, then those
+    /// calls served.
+    pub fn end_reload(&self) {
+        let mut s = self.state.lock().unwrap();
+        for unit in s.units.values_mut() {
+            realize(unit);
+        }
+        s.reloading = false;
     }
 
     /// The unit's `AllowedCPUs=` emptied, as `systemctl set-property
