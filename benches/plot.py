@@ -21,7 +21,8 @@ runs; soak: a row per run), which docs/src/benchmarks.md includes.
                                         then write: FILE is a benchmark's CSV
                                         (target/bench/<bench>.csv, target/soak/soak-*.csv) or a VM test
                                         bed log (its BENCH-CSV| lines, rows of
-                                        real_cgroup or noise, by their header);
+                                        real_cgroup or noise, by their header,
+                                        and its SOAK-CSV| lines, the soak's);
                                         --last keeps only FILE's
                                         newest run. Rows already there are skipped.
 
@@ -46,6 +47,8 @@ SOAK_SVG = DATA / "soak.svg"
 TABLE = DATA / "runs.md"
 BENCHES = ("real_cgroup", "daemon", "planner", "allocator", "noise", "soak-summary", "soak-samples")
 VM_PREFIX = "BENCH-CSV| "
+# The soak's rows in a VM bed log: "SOAK-CSV|<bench>| <row>".
+SOAK_PREFIX = "SOAK-CSV|"
 
 
 def read_rows(bench):
@@ -534,18 +537,26 @@ def outputs():
 
 def rows_of(path):
     """[(bench, header, rows)] of a benchmark's CSV or a VM bed log (whose
-    BENCH-CSV| rows are real_cgroup's or noise's, each after its header)."""
+    BENCH-CSV| rows are real_cgroup's or noise's, each after its header, and
+    whose SOAK-CSV|<bench>| rows are the soak's)."""
     text = path.read_text()
     if path.suffix == ".log":
-        text = "".join(line[len(VM_PREFIX):] + "\n" for line in text.splitlines()
-                       if line.startswith(VM_PREFIX))
-        records = list(csv.reader(io.StringIO(text)))
+        lines = text.splitlines()
+        bench_text = "".join(line[len(VM_PREFIX):] + "\n" for line in lines
+                             if line.startswith(VM_PREFIX))
+        records = list(csv.reader(io.StringIO(bench_text)))
         out = []
         for r in records:
             if r and r[0] == "date":
                 out.append(("noise" if "setup" in r else "real_cgroup", r, []))
             elif out:
                 out[-1][2].append(r)
+        for bench in ("soak-summary", "soak-samples"):
+            prefix = f"{SOAK_PREFIX}{bench}| "
+            records = list(csv.reader(line[len(prefix):] for line in lines
+                                      if line.startswith(prefix)))
+            if records:
+                out.append((bench, records[0], [r for r in records[1:] if r != records[0]]))
         if not out:
             sys.exit(f"benches/plot.py: {path}: no rows")
         return out
