@@ -157,8 +157,10 @@ pub struct Metrics {
     pub frozen_cgroups: Gauge,
     pub health: Family<StateLabel, Gauge>,
     pub config_reloads: Family<ResultLabel, Counter>,
-    /// Scopes whose `AllowedCPUs=` systemd was told, by result.
+    /// Units whose `AllowedCPUs=` systemd was told, by result.
     pub systemd_told: Family<ResultLabel, Counter>,
+    /// How long new pins waited for systemd to hold the slices above them.
+    pub systemd_wait_seconds: Histogram,
     /// Cgroups whose CFS quota is lifted now (`unthrottle_exclusive`).
     pub quotas_lifted: Gauge,
     /// Interrupts kept off exclusive CPUs now (`irq_affinity`).
@@ -238,6 +240,8 @@ impl Metrics {
             health: Family::default(),
             config_reloads: Family::default(),
             systemd_told: Family::default(),
+            // 100 µs to ~6.5 s: read_timeout is 5 s by default.
+            systemd_wait_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 17)),
             quotas_lifted: Gauge::default(),
             irqs_steered: Gauge::default(),
             irqs_refused: Gauge::default(),
@@ -365,8 +369,13 @@ impl Metrics {
         );
         registry.register(
             "systemd_told",
-            "Scopes whose AllowedCPUs= systemd was told the pin of, by result",
+            "Units (slices, scopes) whose AllowedCPUs= systemd was told, by result",
             m.systemd_told.clone(),
+        );
+        registry.register(
+            "systemd_wait_seconds",
+            "How long new pins waited for systemd to hold the sets of the slices above them (at most read_timeout)",
+            m.systemd_wait_seconds.clone(),
         );
         registry.register(
             "quotas_lifted",

@@ -245,7 +245,12 @@ impl Daemon {
             }
         };
         let timeout = self.cfg.read_timeout;
-        match tokio::time::timeout(timeout, all).await {
+        let answered = tokio::time::timeout(timeout, all).await;
+        self.socket
+            .metrics
+            .systemd_wait_seconds
+            .observe(started.elapsed().as_secs_f64());
+        match answered {
             // Long only while systemd is busy (a daemon-reload): worth a line.
             Ok(()) if started.elapsed() >= SLOW_SYSTEMD => info!(
                 slices = n,

@@ -313,6 +313,16 @@ fn a_pin_made_during_a_daemon_reload_waits_for_systemd_and_keeps_its_cpu() {
     // The reload writes back what systemd held, then serves the calls.
     systemd.end_reload();
     let cpus = w.wait_pinned(&app, 1);
+    let waited: f64 = w
+        .metrics()
+        .lines()
+        .find_map(|l| l.strip_prefix("pinctl_systemd_wait_seconds_sum "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("pinctl_systemd_wait_seconds in the metrics");
+    assert!(
+        waited >= 0.4,
+        "the pin waited {waited} s in all, not the reload's 0.5 s"
+    );
     assert!(
         cpus.is_subset(&systemd.allowed(&unit)),
         "systemd holds the pin's CPU for the pod slice"

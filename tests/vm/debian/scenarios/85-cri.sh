@@ -214,6 +214,32 @@ cri_round() {
     }
     wait_for 10 _gone
     check "$T-cgroups-gone" "the containers' cgroups are removed" _gone
+    # With systemd on v2 a pin waits until systemd holds the slices above
+    # it (daemon/systemd.rs): how long, from the daemon's histogram. The
+    # VM bed is emulated: a real machine answers far sooner.
+    if [ "$1" = systemd ] && [ "$HIER" = v2 ]; then
+        note "pins' waits for systemd so far: $(systemd_waits)"
+    fi
+}
+
+# The daemon's pinctl_systemd_wait_seconds: how many waits, how long.
+systemd_waits() {
+    python3 - <<'PY' 2>&1
+import socket
+s = socket.socket(socket.AF_UNIX)
+s.connect("/run/pinctl/pinctl.sock")
+s.sendall(b"GET /metrics HTTP/1.0\r\nHost: pinctl\r\n\r\n")
+data = b""
+while chunk := s.recv(65536):
+    data += chunk
+v = {}
+for line in data.decode().splitlines():
+    name, _, value = line.partition(" ")
+    if name in ("pinctl_systemd_wait_seconds_sum", "pinctl_systemd_wait_seconds_count"):
+        v[name] = float(value)
+n, t = v.get("pinctl_systemd_wait_seconds_count", 0), v.get("pinctl_systemd_wait_seconds_sum", 0)
+print(f"{n:.0f} waits, {t * 1000:.1f} ms in all, {t * 1000 / n:.1f} ms each" if n else "none")
+PY
 }
 
 IMPORTED=""
