@@ -246,20 +246,21 @@ impl Daemon {
         };
         let timeout = self.cfg.read_timeout;
         let answered = tokio::time::timeout(timeout, all).await;
+        let waited = started.elapsed();
         self.socket
             .metrics
             .systemd_wait_seconds
-            .observe(started.elapsed().as_secs_f64());
+            .observe(waited.as_secs_f64());
         match answered {
             // Long only while systemd is busy (a daemon-reload): worth a line.
-            Ok(()) if started.elapsed() >= SLOW_SYSTEMD => info!(
+            Ok(()) if waited >= SLOW_SYSTEMD => info!(
                 slices = n,
-                waited_ms = started.elapsed().as_millis() as u64,
+                waited_ms = waited.as_millis() as u64,
                 "a pin waited for systemd to hold the slices above it"
             ),
             Ok(()) => debug!(
                 slices = n,
-                elapsed_us = started.elapsed().as_micros() as u64,
+                elapsed_us = waited.as_micros() as u64,
                 "systemd holds the slices' sets; pinning"
             ),
             Err(_) => warn!(

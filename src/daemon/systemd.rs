@@ -163,9 +163,9 @@ impl Teller {
     /// The daemon wrote `cpus`, the cgroup's target (not a step on the way
     /// to it), to the cpuset of `rel`, an exclusive cgroup or not.
     pub(super) fn wrote(&mut self, rel: &Rel, cpus: &Arc<CpuSet>, exclusive: bool, now: Instant) {
-        let Some(asks) = &self.asks else {
+        if self.asks.is_none() {
             return;
-        };
+        }
         if slice_unit(rel).is_some() {
             self.holds(rel, cpus);
             return;
@@ -183,17 +183,7 @@ impl Teller {
             told.filter(|t| t != &cpus).map(|_| false)
         };
         if let Some(check) = ask {
-            self.asked += 1;
-            let _ = asks.send(Ask {
-                rel: rel.clone(),
-                unit: unit.to_string(),
-                cpus: cpus.clone(),
-                check,
-                seq: self.asked,
-                urgent: false,
-                waiters: Vec::new(),
-            });
-            self.told.insert(rel.clone(), cpus.clone());
+            self.ask(rel, unit, cpus, check, false);
         }
         self.recent.insert(rel.clone(), now);
     }
@@ -215,7 +205,7 @@ impl Teller {
                 && self.told.get(&w.rel) != Some(&w.set)
             {
                 asked.insert(w.rel.clone());
-                waits.extend(self.ask(&w.rel, unit, &w.set, true));
+                waits.extend(self.ask(&w.rel, unit, &w.set, false, true));
             }
             // The slices above it, and its own, told a set not answered yet.
             let above = w.rel.match_indices('/').map(|(i, _)| &w.rel[..i]);
@@ -229,7 +219,7 @@ impl Teller {
                 if let Some(unit) = slice_unit(&rel)
                     && asked.insert(rel.clone())
                 {
-                    waits.extend(self.ask(&rel, unit, &cpus, true));
+                    waits.extend(self.ask(&rel, unit, &cpus, false, true));
                 }
             }
         }
@@ -274,35 +264,45 @@ impl Teller {
     /// Asks systemd to hold `cpus` as `unit`'s `AllowedCPUs=`, whatever it
     /// holds now, and counts `rel` told.
     fn tell(&mut self, rel: &Rel, unit: &str, cpus: &Arc<CpuSet>) {
-        self.ask(rel, unit, cpus, false);
+        self.ask(rel, unit, cpus, false, false);
     }
 
-    /// [`Self::tell`], `urgent` or not; what is told once it was answered.
+    /// Asks systemd to hold `cpus` as `unit`'s `AllowedCPUs=` (with
+    /// `check`, only if it has one), and counts `rel` told. An `urgent` ask
+    /// goes ahead of the others, and what is returned is told once it was
+    /// answered.
     fn ask(
         &mut self,
         rel: &Rel,
         unit: &str,
         cpus: &Arc<CpuSet>,
+        check: bool,
         urgent: bool,
     ) -> Option<oneshot::Receiver<()>> {
         let asks = self.asks.as_ref()?;
-        let (tx, rx) = oneshot::channel();
+        let (waiters, rx) = match urgent {
+            true => {
+                let (tx, rx) = oneshot::channel();
+                (vec![tx], Some(rx))
+            }
+            false => (Vec::new(), None),
+        };
         self.asked += 1;
         let sent = asks.send(Ask {
             rel: rel.clone(),
             unit: unit.to_string(),
             cpus: cpus.clone(),
-            check: false,
+            check,
             seq: self.asked,
             urgent,
-            waiters: vec![tx],
+            waiters,
         });
         self.failed.remove(rel);
         self.told.insert(rel.clone(), cpus.clone());
         if slice_unit(rel).is_some() {
             self.unanswered.insert(rel.clone(), self.asked);
         }
-        sent.ok().map(|()| rx)
+        rx.filter(|_| sent.is_ok())
     }
 
     /// The ask `seq` of `rel` was answered: unless a later one went, none
